@@ -1,0 +1,18 @@
+/// The result of parsing a command's arguments.
+public struct ParsedArguments: Equatable, Sendable {
+    /// Flags given, by option name.
+    public var flags: Set<String> = []
+    /// Values given, by option name, in order.
+    public var values: [String: [String]] = [:]
+    /// Positional arguments, by name, in order.
+    public var positionals: [String: String] = [:]
+
+    public init() {}
+
+    public func has(_ flag: String) -> Bool { flags.contains(flag) }
+
+    /// The last value of option `name`, if given.
+    public func value(_ name: String) -> String? { values[name]?.last }
+
+    public subscript(positional name: String) -> String? { positionals[name] }
+}

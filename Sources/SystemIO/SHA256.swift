@@ -1,0 +1,66 @@
+import CCrypto
+
+/// A SHA-256 digest computed by OpenSSL's libcrypto.
+public struct SHA256Digest: Hashable, Sendable, CustomStringConvertible {
+    /// The 32 digest bytes.
+    public let bytes: [UInt8]
+
+    /// Lowercase hexadecimal, 64 characters.
+    public var description: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(64)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The digest of `data` in one call.
+    public static func of(_ data: UnsafeRawBufferPointer) -> SHA256Digest {
+        var hasher = SHA256Hasher()
+        hasher.update(data)
+        return hasher.finalize()
+    }
+
+    /// The digest of `data` in one call.
+    public static func of<Bytes: Sequence<UInt8>>(_ data: Bytes) -> SHA256Digest {
+        let array = Array(data)
+        return array.withUnsafeBytes { of($0) }
+    }
+}
+
+/// Incremental SHA-256 for streams: feed it chunks, then finalize once.
+///
+/// A value type with reference semantics inside (the OpenSSL context): do not
+/// copy a hasher and use both copies.
+public struct SHA256Hasher: ~Copyable {
+    private let context: OpaquePointer
+
+    public init() {
+        // EVP_MD_CTX_new only fails when memory is exhausted; nothing sensible
+        // can continue then.
+        guard let context = EVP_MD_CTX_new() else { fatalError("OpenSSL: out of memory creating a digest context") }
+        self.context = context
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    /// Adds `data` to the digest.
+    public mutating func update(_ data: UnsafeRawBufferPointer) {
+        guard let base = data.baseAddress, !data.isEmpty else { return }
+        EVP_DigestUpdate(context, base, data.count)
+    }
+
+    /// Finishes and returns the digest; the hasher is consumed.
+    public consuming func finalize() -> SHA256Digest {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        digest.withUnsafeMutableBufferPointer { buffer in
+            _ = EVP_DigestFinal_ex(context, buffer.baseAddress, &length)
+        }
+        return SHA256Digest(bytes: digest)
+    }
+}

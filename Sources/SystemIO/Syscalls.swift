@@ -1,0 +1,72 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// The system calls modelc makes that can fail in interesting ways, gathered in
+/// one table so tests can make any of them fail.
+///
+/// Production code calls `Syscalls.current`; a test installs a modified table
+/// with `Syscalls.withOverride(_:_:)` and sees its failure surface as a typed
+/// error. Each entry mirrors the C call: it returns -1 (or `nil` for `mmap`) and
+/// leaves the cause in `errno`.
+public struct Syscalls: Sendable {
+    public var open: @Sendable (_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
+    public var close: @Sendable (_ fd: Int32) -> Int32
+    public var fstat: @Sendable (_ fd: Int32, _ buffer: UnsafeMutablePointer<stat>) -> Int32
+    public var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
+    public var mmap: @Sendable (_ length: Int, _ fd: Int32) -> UnsafeMutableRawPointer?
+    public var munmap: @Sendable (_ address: UnsafeMutableRawPointer, _ length: Int) -> Int32
+
+    /// The real calls.
+    public static let system = Syscalls(
+        open: { path, flags, mode in Glibc.open(path, flags | O_CLOEXEC, mode) },
+        close: { fd in Glibc.close(fd) },
+        fstat: { fd, buffer in Glibc.fstat(fd, buffer) },
+        read: { fd, buffer, count in Glibc.read(fd, buffer, count) },
+        mmap: { length, fd in
+            let address = Glibc.mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, 0)
+            return address == MAP_FAILED ? nil : address
+        },
+        munmap: { address, length in Glibc.munmap(address, length) }
+    )
+
+    private static let installed = Mutex<Syscalls>(.system)
+
+    /// The table in force.
+    public static var current: Syscalls { installed.withLock { $0 } }
+
+    /// Runs `body` with `table` installed, then restores the previous table.
+    ///
+    /// The table is process-wide: tests that override it must not run in
+    /// parallel with other file-reading tests (mark them `.serialized`).
+    public static func withOverride<T>(_ table: Syscalls, _ body: () throws -> T) rethrows -> T {
+        let previous = installed.withLock { old in
+            let saved = old
+            old = table
+            return saved
+        }
+        defer { installed.withLock { $0 = previous } }
+        return try body()
+    }
+}
+
+/// A failed system call: which call, on what, and the `errno` text.
+public struct SystemCallError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let call: String
+    public let path: String
+    public let code: Int32
+
+    public init(call: String, path: String, code: Int32) {
+        self.call = call
+        self.path = path
+        self.code = code
+    }
+
+    /// The C library's text for `code` ("No such file or directory").
+    public var reason: String { String(cString: strerror(code)) }
+
+    public var description: String { "\(path): \(call) failed: \(reason)" }
+}

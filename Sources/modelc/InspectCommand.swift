@@ -1,0 +1,28 @@
+import ArgumentParsing
+import ModelSpec
+
+/// `modelc inspect FILE [--json]`: what a model is, for people or scripts.
+enum InspectCommand {
+    static let spec = CommandSpec(
+        name: "inspect",
+        abstract: "Describe a Core ML model: type, inputs and outputs, metadata, layers and weights.",
+        discussion: """
+            FILE is an .mlmodel file or an .mlpackage directory. The model is checked while it is
+            read; a file that is not a readable Core ML model fails with a one-line error and the
+            exit code of its kind (see the README).
+            """,
+        arguments: [PositionalSpec(name: "FILE", help: "The .mlmodel file or .mlpackage directory.")],
+        options: [OptionSpec(name: "json", help: "Print the summary as JSON (keys are the Core ML schema's names).")])
+
+    static func run(_ arguments: ParsedArguments) -> ExitCode {
+        guard let path = arguments[positional: "FILE"] else { return .usage }
+        do {
+            let model = try ModelFile.open(path)
+            let summary = ModelSummary(model)
+            Output.print(arguments.has("json") ? summary.jsonText() : InspectReport(summary, path: path).text)
+            return .success
+        } catch {
+            return Modelc.failure(error)
+        }
+    }
+}
