@@ -32,10 +32,12 @@ let package = Package(
         .target(name: "ArgumentParsing"),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "ModelSpec", "SystemIO"]),
 
+        // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
+        .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
-        .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "SystemIO"]),
+        .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
-        .testTarget(name: "modelcTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
 )

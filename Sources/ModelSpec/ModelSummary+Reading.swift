@@ -5,8 +5,14 @@ extension ModelSummary {
     /// Summarizes a model read from disk, reading the headers of an ML
     /// program's weight file (not the weights themselves).
     public init(_ file: ModelFile) {
-        self.init(file.specification.root, blobs: BlobMetadataReader(model: file))
+        self.init(file.specification, blobs: BlobMetadataReader(model: file))
         format = file.format
+    }
+
+    /// Summarizes an unpacked specification; `blobs` reads ML program weight
+    /// file headers when given.
+    init(_ specification: Specification, blobs: BlobMetadataReader?) {
+        self = withExtendedLifetime(specification) { ModelSummary(specification.root, blobs: blobs) }
     }
 
     init(_ model: UnsafePointer<CoreML__Specification__Model>, blobs: BlobMetadataReader?) {

@@ -52,8 +52,12 @@ struct WireFormatGuard {
         }
     }
 
+    /// Where the walk is, for messages: the field path, shortened when deep.
     private var location: String {
-        path.isEmpty ? "at the top level" : "in \(path.joined(separator: "."))"
+        if path.isEmpty { return "at the top level" }
+        if path.count <= 8 { return "in \(path.joined(separator: "."))" }
+        return "in \(path.prefix(4).joined(separator: "."))…\(path.suffix(2).joined(separator: ".")) "
+            + "(\(path.count) levels down)"
     }
 
     private mutating func scan(

@@ -3,14 +3,14 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Synchronization
 
 /// The system calls modelc makes that can fail in interesting ways, gathered in
 /// one table so tests can make any of them fail.
 ///
 /// Production code calls `Syscalls.current`; a test installs a modified table
 /// with `Syscalls.withOverride(_:_:)` and sees its failure surface as a typed
-/// error. Each entry mirrors the C call: it returns -1 (or `nil` for `mmap`) and
+/// error. The override is task-local, so parallel tests do not see each
+/// other's. Each entry mirrors the C call: it returns -1 (or `nil` for `mmap`) and
 /// leaves the cause in `errno`.
 public struct Syscalls: Sendable {
     public var open: @Sendable (_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
@@ -33,23 +33,16 @@ public struct Syscalls: Sendable {
         munmap: { address, length in Glibc.munmap(address, length) }
     )
 
-    private static let installed = Mutex<Syscalls>(.system)
+    /// The table in force for the current task: `system` unless a test
+    /// installed another with `withOverride(_:_:)`.
+    @TaskLocal public static var current: Syscalls = .system
 
-    /// The table in force.
-    public static var current: Syscalls { installed.withLock { $0 } }
-
-    /// Runs `body` with `table` installed, then restores the previous table.
-    ///
-    /// The table is process-wide: tests that override it must not run in
-    /// parallel with other file-reading tests (mark them `.serialized`).
+    /// Runs `body` with `table` in force for this task and the tasks it
+    /// creates; other tasks, such as tests running in parallel, still see
+    /// theirs.
+    @discardableResult
     public static func withOverride<T>(_ table: Syscalls, _ body: () throws -> T) rethrows -> T {
-        let previous = installed.withLock { old in
-            let saved = old
-            old = table
-            return saved
-        }
-        defer { installed.withLock { $0 = previous } }
-        return try body()
+        try $current.withValue(table, operation: body)
     }
 }
 

@@ -1,0 +1,57 @@
+# modelc — the two commands a person needs:
+#   make run    builds modelc and runs it on a bundled fixture model
+#   make test   runs every check and test
+# Both install the Debian packages they need when missing.
+
+SWIFT       ?= swift
+VENV        ?= .venv
+PYTHON      ?= python3
+FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
+SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
+
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv clean
+
+all: build
+
+deps:
+	@Scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build $(SWIFT_FLAGS)
+
+run: build
+	$(SWIFT) run $(SWIFT_FLAGS) modelc inspect $(FIXTURE)
+
+test: deps check-generated
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build
+
+check-generated:
+	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema
+
+# Python tools (coremltools, scikit-learn) for regenerating the schema and fixtures.
+venv: $(VENV)/.installed
+$(VENV)/.installed: Scripts/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -r Scripts/requirements.txt
+	touch $@
+
+# Regenerate the C code of the Core ML schema from coremltools' descriptors.
+spec: venv
+	@Scripts/install-deps.sh protobuf-c-compiler
+	$(VENV)/bin/python Scripts/generate_schema.py Sources/CoreMLSchema
+
+# Regenerate into a scratch directory and compare with what is committed.
+spec-check: venv
+	@Scripts/install-deps.sh protobuf-c-compiler
+	rm -rf .build/spec-check
+	$(VENV)/bin/python Scripts/generate_schema.py .build/spec-check
+	diff -r Sources/CoreMLSchema .build/spec-check
+
+# Regenerate the fixture models and Fixtures/index.json.
+fixtures: venv
+	$(VENV)/bin/python Fixtures/generate.py
+
+clean:
+	$(SWIFT) package clean
+	rm -rf .build/spec-check

@@ -1,0 +1,55 @@
+import FixtureSupport
+import Foundation
+
+/// Runs the built `modelc` binary and captures what it prints.
+struct ModelcProcess {
+    struct Result {
+        let status: Int32
+        let standardOutput: String
+        let standardError: String
+    }
+
+    /// The `modelc` built beside this test bundle.
+    static let executable: URL = {
+        let bundle = Bundle.main.bundleURL
+        let candidates = [
+            bundle.appendingPathComponent("modelc"),
+            bundle.deletingLastPathComponent().appendingPathComponent("modelc"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("modelc"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[1]
+    }()
+
+    /// Runs `modelc arguments…` in the package root, bounded by `timeout` seconds.
+    static func run(_ arguments: [String], timeout: TimeInterval = 60) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = Fixtures.packageRoot
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read both pipes while the process runs, so a large output cannot block it.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var outputData = Data()
+        nonisolated(unsafe) var errorData = Data()
+        DispatchQueue.global().async(group: group) { outputData = output.fileHandleForReading.readDataToEndOfFile() }
+        DispatchQueue.global().async(group: group) { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+        if group.wait(timeout: .now() + timeout) == .timedOut {
+            process.terminate()
+            throw TimedOut(arguments: arguments)
+        }
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus,
+                      standardOutput: String(decoding: outputData, as: UTF8.self),
+                      standardError: String(decoding: errorData, as: UTF8.self))
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        let arguments: [String]
+        var description: String { "modelc \(arguments.joined(separator: " ")) did not finish in time" }
+    }
+}
