@@ -146,22 +146,22 @@ public enum BlobFileError: Error, Equatable, Sendable, CustomStringConvertible {
 
 extension UnsafeRawBufferPointer {
     /// The little-endian integer at `offset`; the caller has checked the bounds.
-    func littleEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
+    package func littleEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
 
 /// Reads blob metadata for a model's ML program, opening each weight file once.
-final class BlobMetadataReader {
+package final class BlobMetadataReader {
     private let model: ModelFile
     private var files: [String: Result<MILBlobFile, BlobFileError>] = [:]
 
-    init(model: ModelFile) {
+    package init(model: ModelFile) {
         self.model = model
     }
 
     /// The record for `reference` (as the program names the file) at `offset`.
-    func metadata(file reference: String, offset: UInt64) -> Result<MILBlobFile.BlobMetadata, BlobFileError> {
+    package func metadata(file reference: String, offset: UInt64) -> Result<MILBlobFile.BlobMetadata, BlobFileError> {
         guard let path = model.resolveProgramFile(reference) else {
             return .failure(.cannotRead(path: reference, reason: "\(reference): not a path inside the model"))
         }

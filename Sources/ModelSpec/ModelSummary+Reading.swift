@@ -11,7 +11,7 @@ extension ModelSummary {
 
     /// Summarizes an unpacked specification; `blobs` reads ML program weight
     /// file headers when given.
-    init(_ specification: Specification, blobs: BlobMetadataReader?) {
+    package init(_ specification: Specification, blobs: BlobMetadataReader?) {
         self = withExtendedLifetime(specification) { ModelSummary(specification.root, blobs: blobs) }
     }
 
@@ -69,7 +69,7 @@ extension ModelSummary {
     }
 
     /// The stage models of a pipeline of any of the three pipeline kinds.
-    static func pipelineModels(_ spec: CoreML__Specification__Model) -> [UnsafeMutablePointer<CoreML__Specification__Model>] {
+    package static func pipelineModels(_ spec: CoreML__Specification__Model) -> [UnsafeMutablePointer<CoreML__Specification__Model>] {
         let pipeline: UnsafeMutablePointer<CoreML__Specification__Pipeline>? = switch spec.type_case {
         case CORE_ML__SPECIFICATION__MODEL__TYPE_PIPELINE: spec.pipeline
         case CORE_ML__SPECIFICATION__MODEL__TYPE_PIPELINE_CLASSIFIER: spec.pipelineclassifier?.pointee.pipeline

@@ -52,7 +52,7 @@ struct NeuralNetworkReader {
 
 extension MessageView {
     /// The messages of the repeated field `name`.
-    func message(fieldsNamed name: String) -> [MessageView] {
+    package func message(fieldsNamed name: String) -> [MessageView] {
         guard let field = field(named: name) else { return [] }
         return messages(in: field.pointee)
     }

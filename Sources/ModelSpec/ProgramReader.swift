@@ -58,13 +58,13 @@ struct ProgramReader {
 }
 
 /// The MIL schema name of a data type (`FLOAT32`, `INT8`, …).
-func milDataTypeName(_ type: CoreML__Specification__MILSpec__DataType) -> String {
+package func milDataTypeName(_ type: CoreML__Specification__MILSpec__DataType) -> String {
     enumValueName(withUnsafePointer(to: core_ml__specification__milspec__data_type__descriptor) { $0 },
                   Int32(bitPattern: type.rawValue))
 }
 
 /// The number of elements a tensor type declares; 0 when a dimension is unknown.
-func elementCount(_ tensor: CoreML__Specification__MILSpec__TensorType) -> Int {
+package func elementCount(_ tensor: CoreML__Specification__MILSpec__TensorType) -> Int {
     var count = 1
     for dimension in elements(tensor.dimensions, tensor.n_dimensions) {
         guard dimension.pointee.dimension_case == CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT,

@@ -7,42 +7,42 @@ import CoreMLSchema
 /// holds; this view serves code that must treat every message alike: naming a
 /// oneof case, finding every `WeightParams` inside any of the 158 layer kinds,
 /// walking a tree. It borrows memory owned by a `Specification`.
-struct MessageView {
-    let pointer: UnsafeRawPointer
+package struct MessageView {
+    package let pointer: UnsafeRawPointer
 
-    init(_ message: UnsafeRawPointer) {
+    package init(_ message: UnsafeRawPointer) {
         pointer = message
     }
 
-    init<Message>(_ message: UnsafePointer<Message>) {
+    package init<Message>(_ message: UnsafePointer<Message>) {
         pointer = UnsafeRawPointer(message)
     }
 
-    var descriptor: UnsafePointer<ProtobufCMessageDescriptor> {
+    package var descriptor: UnsafePointer<ProtobufCMessageDescriptor> {
         pointer.assumingMemoryBound(to: ProtobufCMessage.self).pointee.descriptor
     }
 
     /// The full protobuf name, e.g. `CoreML.Specification.WeightParams`.
-    var typeName: String { String(cString: descriptor.pointee.name) }
+    package var typeName: String { String(cString: descriptor.pointee.name) }
 
-    var fields: UnsafeBufferPointer<ProtobufCFieldDescriptor> {
+    package var fields: UnsafeBufferPointer<ProtobufCFieldDescriptor> {
         UnsafeBufferPointer(start: descriptor.pointee.fields, count: Int(descriptor.pointee.n_fields))
     }
 
     /// The schema name of field `number` of this message, if the schema has one.
-    func fieldName(number: UInt32) -> String? {
+    package func fieldName(number: UInt32) -> String? {
         guard let field = protobuf_c_message_descriptor_get_field(descriptor, UInt32(number)) else { return nil }
         return String(cString: field.pointee.name)
     }
 
-    func field(named name: String) -> UnsafePointer<ProtobufCFieldDescriptor>? {
+    package func field(named name: String) -> UnsafePointer<ProtobufCFieldDescriptor>? {
         protobuf_c_message_descriptor_get_field_by_name(descriptor, name)
     }
 
     /// The messages held by `field`: none, one, or each element of a repeated field.
     ///
     /// A oneof member counts only when it is the case that is set.
-    func messages(in field: ProtobufCFieldDescriptor) -> [MessageView] {
+    package func messages(in field: ProtobufCFieldDescriptor) -> [MessageView] {
         guard field.type == PROTOBUF_C_TYPE_MESSAGE else { return [] }
         let slot = pointer + Int(field.offset)
         if field.label == PROTOBUF_C_LABEL_REPEATED {
@@ -61,13 +61,13 @@ struct MessageView {
     }
 
     /// The message held by the singular field `name`, if set.
-    func message(named name: String) -> MessageView? {
+    package func message(named name: String) -> MessageView? {
         guard let field = field(named: name) else { return nil }
         return messages(in: field.pointee).first
     }
 
     /// Unknown fields the parser kept, by field number.
-    var unknownFieldNumbers: [UInt32] {
+    package var unknownFieldNumbers: [UInt32] {
         let base = pointer.assumingMemoryBound(to: ProtobufCMessage.self).pointee
         guard base.n_unknown_fields > 0, let unknown = base.unknown_fields else { return [] }
         return (0..<Int(base.n_unknown_fields)).map { unknown[$0].tag }
@@ -76,7 +76,7 @@ struct MessageView {
 
 /// The schema name of `value` in a protobuf-c enum, e.g. `FLOAT32`, or
 /// `"unknown(7)"` for a value the schema does not define.
-func enumValueName(_ descriptor: UnsafePointer<ProtobufCEnumDescriptor>, _ value: Int32) -> String {
+package func enumValueName(_ descriptor: UnsafePointer<ProtobufCEnumDescriptor>, _ value: Int32) -> String {
     guard let entry = protobuf_c_enum_descriptor_get_value(descriptor, value) else { return "unknown(\(value))" }
     return String(cString: entry.pointee.name)
 }
@@ -84,25 +84,25 @@ func enumValueName(_ descriptor: UnsafePointer<ProtobufCEnumDescriptor>, _ value
 /// A C string from protobuf-c as Swift text; empty for `NULL`.
 ///
 /// Strings were checked to be UTF-8 before unpacking (`WireFormatGuard`).
-func text(_ pointer: UnsafePointer<CChar>?) -> String {
+package func text(_ pointer: UnsafePointer<CChar>?) -> String {
     guard let pointer else { return "" }
     return String(cString: pointer)
 }
 
 /// The elements of a protobuf-c repeated message field (`n_x`, `x`).
-func elements<Element>(_ base: UnsafeMutablePointer<UnsafeMutablePointer<Element>?>?, _ count: Int) -> [UnsafeMutablePointer<Element>] {
+package func elements<Element>(_ base: UnsafeMutablePointer<UnsafeMutablePointer<Element>?>?, _ count: Int) -> [UnsafeMutablePointer<Element>] {
     guard let base, count > 0 else { return [] }
     return (0..<count).compactMap { base[$0] }
 }
 
 /// The elements of a protobuf-c repeated string field.
-func strings(_ base: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ count: Int) -> [String] {
+package func strings(_ base: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ count: Int) -> [String] {
     guard let base, count > 0 else { return [] }
     return (0..<count).map { text(base[$0]) }
 }
 
 /// The elements of a protobuf-c repeated scalar field.
-func scalars<Element>(_ base: UnsafeMutablePointer<Element>?, _ count: Int) -> [Element] {
+package func scalars<Element>(_ base: UnsafeMutablePointer<Element>?, _ count: Int) -> [Element] {
     guard let base, count > 0 else { return [] }
     return Array(UnsafeBufferPointer(start: base, count: count))
 }

@@ -8,7 +8,7 @@ import CoreMLSchema
 /// views into it (`root`) must not outlive it.
 public final class Specification: @unchecked Sendable {
     /// The root message; valid while `self` is alive.
-    let root: UnsafePointer<CoreML__Specification__Model>
+    package let root: UnsafePointer<CoreML__Specification__Model>
 
     private init(root: UnsafePointer<CoreML__Specification__Model>) {
         self.root = root
