@@ -27,10 +27,13 @@ let package = Package(
         ),
 
         // Written code.
-        .target(name: "SystemIO", dependencies: ["CCrypto"]),
+        .target(name: "CSystemShims"),
+        .target(name: "SystemIO", dependencies: ["CCrypto", "CSystemShims"]),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
+        .target(name: "BundleFormat"),
+        .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "ModelSpec", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelSpec", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),

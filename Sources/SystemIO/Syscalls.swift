@@ -1,7 +1,6 @@
+import CSystemShims
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
 #endif
 
 /// The system calls modelc makes that can fail in interesting ways, gathered in
@@ -19,6 +18,12 @@ public struct Syscalls: Sendable {
     public var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     public var mmap: @Sendable (_ length: Int, _ fd: Int32) -> UnsafeMutableRawPointer?
     public var munmap: @Sendable (_ address: UnsafeMutableRawPointer, _ length: Int) -> Int32
+    public var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
+    public var fsync: @Sendable (_ fd: Int32) -> Int32
+    public var mkdir: @Sendable (_ path: String, _ mode: mode_t) -> Int32
+    public var rename: @Sendable (_ from: String, _ to: String) -> Int32
+    /// Atomically swaps two existing paths (`renameat2` with `RENAME_EXCHANGE`).
+    public var exchange: @Sendable (_ from: String, _ to: String) -> Int32
 
     /// The real calls.
     public static let system = Syscalls(
@@ -30,7 +35,12 @@ public struct Syscalls: Sendable {
             let address = Glibc.mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, 0)
             return address == MAP_FAILED ? nil : address
         },
-        munmap: { address, length in Glibc.munmap(address, length) }
+        munmap: { address, length in Glibc.munmap(address, length) },
+        write: { fd, buffer, count in Glibc.write(fd, buffer, count) },
+        fsync: { fd in Glibc.fsync(fd) },
+        mkdir: { path, mode in Glibc.mkdir(path, mode) },
+        rename: { from, to in Glibc.rename(from, to) },
+        exchange: { from, to in modelc_rename_exchange(from, to) }
     )
 
     /// The table in force for the current task: `system` unless a test

@@ -1,3 +1,4 @@
+import ModelCompiler
 import ModelSpec
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
@@ -16,6 +17,16 @@ enum ExitCode: Int32, CaseIterable {
     case unknownModelType = 70
     case notAPackage = 71
     case unsafePackagePath = 72
+    /// The output path holds something that is not a modelc bundle.
+    case outputNotABundle = 73
+    /// Writing failed: no space, no permission, I/O error.
+    case cannotWrite = 74
+    /// An ML program's weight file or a blob in it is unreadable or corrupt.
+    case badWeightFile = 75
+    /// The model fails validation.
+    case invalidModel = 76
+    /// A float32 weight does not fit in float16 (`--fp16`).
+    case float16Overflow = 77
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -27,6 +38,17 @@ enum ExitCode: Int32, CaseIterable {
         case .unknownModelType: .unknownModelType
         case .notAPackage: .notAPackage
         case .unsafePackagePath: .unsafePackagePath
+        }
+    }
+
+    init(_ error: CompileError) {
+        self = switch error {
+        case .source(let error): ExitCode(error)
+        case .sourceWeights: .badWeightFile
+        case .float16Overflow: .float16Overflow
+        case .outputNotABundle: .outputNotABundle
+        case .write: .cannotWrite
+        case .encoding: .internalError
         }
     }
 }

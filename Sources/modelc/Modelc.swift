@@ -1,10 +1,11 @@
 import ArgumentParsing
+import ModelCompiler
 import ModelSpec
 
 /// The `modelc` command line: dispatches to subcommands, prints help and
 /// usage errors, and turns failures into exit codes.
 enum Modelc {
-    static let version = "0.1.0"
+    static let version = BundleCompiler.compilerVersion
     static let toolName = "modelc"
     static let abstract = "fetch, compile, load and run Core ML models on Linux"
 
@@ -16,6 +17,7 @@ enum Modelc {
 
     static let commands: [Command] = [
         Command(spec: InspectCommand.spec, run: InspectCommand.run),
+        Command(spec: CompileCommand.spec, run: CompileCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 
@@ -67,6 +69,11 @@ enum Modelc {
 
     /// Prints a failure on standard error and returns its exit code.
     static func failure(_ error: ModelSpecError) -> ExitCode {
+        Output.error("\(toolName): error: \(error)\n")
+        return ExitCode(error)
+    }
+
+    static func failure(_ error: CompileError) -> ExitCode {
         Output.error("\(toolName): error: \(error)\n")
         return ExitCode(error)
     }

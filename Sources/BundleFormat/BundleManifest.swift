@@ -1,0 +1,66 @@
+/// `manifest.json`: what made a bundle, from what, and the size and SHA-256
+/// of every other file in it.
+public struct BundleManifest: Codable, Equatable, Sendable {
+    public struct Compiler: Codable, Equatable, Sendable {
+        public var name: String
+        public var version: String
+
+        public init(name: String, version: String) {
+            self.name = name
+            self.version = version
+        }
+    }
+
+    /// The options that change what is written.
+    public struct Options: Codable, Equatable, Sendable {
+        /// Float32 weights were stored as float16.
+        public var fp16: Bool
+
+        public init(fp16: Bool) {
+            self.fp16 = fp16
+        }
+    }
+
+    public struct Source: Codable, Equatable, Sendable {
+        /// The source's file name (no directory, so bundles are reproducible across machines).
+        public var name: String
+        /// `mlmodel` or `mlpackage`.
+        public var format: String
+        /// See docs/bundle-format.md for how a package's digest is formed.
+        public var sha256: String
+
+        public init(name: String, format: String, sha256: String) {
+            self.name = name
+            self.format = format
+            self.sha256 = sha256
+        }
+    }
+
+    public struct File: Codable, Equatable, Sendable {
+        /// Relative to the bundle directory, `/`-separated.
+        public var path: String
+        public var size: UInt64
+        public var sha256: String
+
+        public init(path: String, size: UInt64, sha256: String) {
+            self.path = path
+            self.size = size
+            self.sha256 = sha256
+        }
+    }
+
+    public var formatVersion: Int
+    public var compiler: Compiler
+    public var options: Options
+    public var source: Source
+    /// Every file of the bundle except the manifest, sorted by path.
+    public var files: [File]
+
+    public init(formatVersion: Int, compiler: Compiler, options: Options, source: Source, files: [File]) {
+        self.formatVersion = formatVersion
+        self.compiler = compiler
+        self.options = options
+        self.source = source
+        self.files = files
+    }
+}

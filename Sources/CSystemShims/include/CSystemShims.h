@@ -1,0 +1,10 @@
+#ifndef MODELC_CSYSTEMSHIMS_H
+#define MODELC_CSYSTEMSHIMS_H
+
+/* Linux system calls that Swift's Glibc module does not expose. */
+
+/* Atomically swaps the directory entries `from` and `to` (renameat2 with
+   RENAME_EXCHANGE). Returns 0, or -1 with errno set. */
+int modelc_rename_exchange(const char *from, const char *to);
+
+#endif

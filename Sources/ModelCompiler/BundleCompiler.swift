@@ -1,0 +1,121 @@
+import BundleFormat
+import Foundation
+import ModelSpec
+import SystemIO
+
+/// Compiles a Core ML model (`.mlmodel` or `.mlpackage`) into a modelc
+/// bundle directory (docs/bundle-format.md).
+///
+/// The bundle is written into a staging directory beside the output, flushed
+/// to disk and renamed into place, so a failed or killed compile leaves any
+/// previous bundle untouched and never a half-written one. The same source
+/// and options always give byte-identical files.
+public struct BundleCompiler: Sendable {
+    /// Recorded in every manifest; a bundle made by another version is rebuilt.
+    public static let compilerName = "modelc"
+    public static let compilerVersion = "0.1.0"
+
+    public var options: CompileOptions
+
+    public init(options: CompileOptions = CompileOptions()) {
+        self.options = options
+    }
+
+    /// Compiles `source` into the bundle directory `output`.
+    ///
+    /// - Throws: `CompileError`; when it throws, `output` is as it was.
+    public func compile(_ source: String, to output: String) throws(CompileError) -> CompileReport {
+        let model: ModelFile
+        do {
+            model = try ModelFile.open(source)
+        } catch {
+            throw .source(error)
+        }
+        let sourceDigest = try SourceDigest.of(model).description
+        let manifestOptions = BundleManifest.Options(fp16: options.fp16)
+
+        let existing = BundleReader.existingManifest(at: output)
+        switch existing {
+        case .notABundle:
+            throw .outputNotABundle(path: output)
+        case .bundle(let manifest) where !options.force && manifest.source.sha256 == sourceDigest
+            && manifest.options == manifestOptions && manifest.compiler.version == Self.compilerVersion
+            && manifest.formatVersion == BundleLayout.formatVersion && BundleReader.filesPresent(manifest, in: output):
+            return CompileReport(outcome: .upToDate, output: output, manifest: summary(manifest),
+                                 weightCount: 0, blobCount: 0)
+        default:
+            break
+        }
+
+        let summary = ModelSummary(model)
+        let sites = WeightSiteFinder(root: model.specification.root).sites
+        let plan = try WeightPlan(model: model, sites: sites, fp16: options.fp16)
+
+        let staging = try writing { () throws(SystemCallError) in try StagingDirectory(for: output) }
+        try writing { () throws(SystemCallError) in try staging.makeDirectory(BundleLayout.weightsDirectory) }
+        var files: [BundleManifest.File] = []
+
+        let weightPath = staging.path + "/" + BundleLayout.weightFile
+        let (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath)
+        files.append(BundleManifest.File(path: BundleLayout.weightFile, size: plan.fileSize, sha256: weightDigest.description))
+
+        let specification = SpecificationPacker.packStripped(model.specification.root, plan: plan)
+        files.append(try write(specification, BundleLayout.specification, in: staging))
+        files.append(try write(try encode(index(plan)), BundleLayout.weightIndex, in: staging))
+        let sourceName = URL(fileURLWithPath: source).standardizedFileURL.lastPathComponent
+        files.append(try write(try encode(MetadataDocument.make(summary, sourceName: sourceName)),
+                               BundleLayout.metadata, in: staging))
+
+        files.sort { Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8)) }
+        let manifest = BundleManifest(
+            formatVersion: BundleLayout.formatVersion,
+            compiler: .init(name: Self.compilerName, version: Self.compilerVersion),
+            options: manifestOptions,
+            source: .init(name: sourceName, format: model.format.rawValue, sha256: sourceDigest),
+            files: files)
+        _ = try write(try encode(manifest), BundleLayout.manifest, in: staging)
+        try writing { () throws(SystemCallError) in try staging.commit(syncing: [BundleLayout.weightsDirectory]) }
+
+        var report = CompileReport(outcome: .compiled, output: output, manifest: self.summary(manifest),
+                                   weightCount: plan.weights.count, blobCount: plan.blobs.count)
+        if options.fp16, plan.weights.contains(where: { if case .float32AsFloat16 = $0.data { true } else { false } }) {
+            report.float16MaxRelativeError = conversion.maximum
+            report.float16WorstWeight = "\(conversion.owner) \(conversion.role)"
+        }
+        return report
+    }
+
+    private func index(_ plan: WeightPlan) -> WeightIndex {
+        WeightIndex(weights: plan.weights.map { weight in
+            let blob = plan.blobs[weight.blob]
+            return WeightIndex.Entry(
+                path: weight.site.path, owner: weight.site.owner, role: weight.site.role,
+                source: weight.sourceForm, dataType: "\(weight.dataType)", count: weight.count,
+                quantizationBits: weight.quantizationBits, blobOffset: blob.recordOffset,
+                dataOffset: blob.dataOffset, bytes: UInt64(blob.data.storedByteCount))
+        })
+    }
+
+    private func encode<Value: Encodable>(_ value: Value) throws(CompileError) -> [UInt8] {
+        do {
+            return try BundleJSON.encode(value)
+        } catch {
+            throw .encoding("\(error)")
+        }
+    }
+
+    private func write(_ bytes: [UInt8], _ relativePath: String, in staging: StagingDirectory) throws(CompileError) -> BundleManifest.File {
+        try writing { () throws(SystemCallError) in
+            let file = try FileWriter(path: staging.path + "/" + relativePath)
+            try file.write(bytes)
+            let digest = try file.finish()
+            return BundleManifest.File(path: relativePath, size: UInt64(bytes.count), sha256: digest.description)
+        }
+    }
+
+    private func summary(_ manifest: BundleManifest) -> BundleManifestSummary {
+        BundleManifestSummary(sourceSHA256: manifest.source.sha256,
+                              totalBytes: manifest.files.reduce(0) { $0 + $1.size },
+                              fileCount: manifest.files.count + 1)
+    }
+}

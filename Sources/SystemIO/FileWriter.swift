@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a new file in large buffered chunks, hashing what it writes.
+///
+/// The file must not exist (`O_EXCL`): writers create files only inside
+/// private temporary directories, which are renamed into place whole. Not
+/// thread-safe; one writer per file.
+public final class FileWriter {
+    public let path: String
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private let bufferCapacity: Int
+    private var hasher = SHA256Hasher()
+    private var isClosed = false
+    /// Bytes written so far (including those still buffered).
+    public private(set) var offset: UInt64 = 0
+
+    /// Creates the file at `path` with mode 0644.
+    public init(path: String, bufferCapacity: Int = 1 << 20) throws(SystemCallError) {
+        self.path = path
+        self.bufferCapacity = bufferCapacity
+        fd = Syscalls.current.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard fd >= 0 else { throw SystemCallError(call: "open", path: path, code: errno) }
+        buffer.reserveCapacity(bufferCapacity)
+    }
+
+    deinit {
+        if !isClosed { _ = Syscalls.current.close(fd) }
+    }
+
+    /// Appends `bytes`.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+        guard !bytes.isEmpty else { return }
+        hasher.update(bytes)
+        offset += UInt64(bytes.count)
+        if buffer.count + bytes.count <= bufferCapacity {
+            buffer.append(contentsOf: bytes)
+            return
+        }
+        try flush()
+        if bytes.count >= bufferCapacity {
+            try writeFully(bytes)
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
+    }
+
+    public func write(_ bytes: [UInt8]) throws(SystemCallError) {
+        let result = bytes.withUnsafeBytes { raw in Result { () throws(SystemCallError) in try write(raw) } }
+        try result.get()
+    }
+
+    public func write(_ text: String) throws(SystemCallError) {
+        try write(Array(text.utf8))
+    }
+
+    /// Appends `count` zero bytes.
+    public func writeZeros(_ count: Int) throws(SystemCallError) {
+        guard count > 0 else { return }
+        try write([UInt8](repeating: 0, count: count))
+    }
+
+    /// Writes out the buffer, flushes the file to stable storage, and closes
+    /// it; returns the SHA-256 of everything written.
+    public func finish() throws(SystemCallError) -> SHA256Digest {
+        try flush()
+        let calls = Syscalls.current
+        guard calls.fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: path, code: errno) }
+        isClosed = true
+        guard calls.close(fd) == 0 else { throw SystemCallError(call: "close", path: path, code: errno) }
+        var finished = SHA256Hasher()
+        swap(&finished, &hasher)
+        return finished.finalize()
+    }
+
+    private func flush() throws(SystemCallError) {
+        guard !buffer.isEmpty else { return }
+        let pending = buffer
+        buffer.removeAll(keepingCapacity: true)
+        let result = pending.withUnsafeBytes { raw in Result { () throws(SystemCallError) in try writeFully(raw) } }
+        try result.get()
+    }
+
+    private func writeFully(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        let calls = Syscalls.current
+        while done < bytes.count {
+            let written = calls.write(fd, base + done, bytes.count - done)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "write", path: path, code: errno)
+            }
+            if written == 0 { throw SystemCallError(call: "write", path: path, code: EIO) }
+            done += written
+        }
+    }
+}
