@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "CSystemShims"),
         .target(name: "SystemIO", dependencies: ["CCrypto", "CSystemShims"]),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
-        .target(name: "BundleFormat"),
+        .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelSpec", "SystemIO"]),

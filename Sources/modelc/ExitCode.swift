@@ -1,3 +1,4 @@
+import BundleFormat
 import ModelCompiler
 import ModelSpec
 
@@ -27,6 +28,12 @@ enum ExitCode: Int32, CaseIterable {
     case invalidModel = 76
     /// A float32 weight does not fit in float16 (`--fp16`).
     case float16Overflow = 77
+    /// The path is not a modelc bundle, or its files are missing or corrupt.
+    case badBundle = 78
+    /// The bundle was written by a newer modelc.
+    case newerBundleFormat = 79
+    /// The output path already exists (decompile never replaces anything).
+    case outputExists = 80
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -49,6 +56,17 @@ enum ExitCode: Int32, CaseIterable {
         case .outputNotABundle: .outputNotABundle
         case .write: .cannotWrite
         case .encoding: .internalError
+        }
+    }
+
+    init(_ error: DecompileError) {
+        self = switch error {
+        case .bundle(.newerFormat): .newerBundleFormat
+        case .bundle(.unreadable): .cannotRead
+        case .bundle: .badBundle
+        case .needsPackage: .usage
+        case .outputExists: .outputExists
+        case .write: .cannotWrite
         }
     }
 }

@@ -18,6 +18,7 @@ enum Modelc {
     static let commands: [Command] = [
         Command(spec: InspectCommand.spec, run: InspectCommand.run),
         Command(spec: CompileCommand.spec, run: CompileCommand.run),
+        Command(spec: DecompileCommand.spec, run: DecompileCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 

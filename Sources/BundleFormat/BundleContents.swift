@@ -1,0 +1,117 @@
+import Foundation
+import ModelSpec
+import SystemIO
+
+/// The files of a compiled bundle, opened and checked against its manifest:
+/// the manifest, the weight index, the unpacked specification and the
+/// memory-mapped weight file.
+///
+/// Opening reads the small files and the weight file's headers, never the
+/// weights themselves (unless `verifyDigests` is set, which hashes every file).
+public struct BundleContents: Sendable {
+    public let path: String
+    public let manifest: BundleManifest
+    public let index: WeightIndex
+    /// The specification without weight values.
+    public let specification: Specification
+    /// The weight file, mapped read-only.
+    public let weights: MILBlobFile
+
+    /// Opens the bundle directory at `path`.
+    public static func open(_ path: String, verifyDigests: Bool = false) throws(BundleError) -> BundleContents {
+        let manifestPath = path + "/" + BundleLayout.manifest
+        guard FileManager.default.fileExists(atPath: manifestPath) else {
+            if !FileManager.default.fileExists(atPath: path) {
+                throw .unreadable(path: path, reason: "No such file or directory")
+            }
+            throw .notABundle(path: path)
+        }
+        let manifest = try decode(BundleManifest.self, at: manifestPath)
+        guard manifest.formatVersion <= BundleLayout.formatVersion else {
+            throw .newerFormat(path: path, version: manifest.formatVersion, supported: BundleLayout.formatVersion)
+        }
+        for file in manifest.files {
+            let filePath = path + "/" + file.path
+            guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
+                throw .malformedFile(path: manifestPath, detail: "file path \"\(file.path)\" leaves the bundle")
+            }
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: filePath),
+                  let size = attributes[.size] as? UInt64
+            else { throw .missingFile(path: filePath) }
+            guard size == file.size else { throw .sizeMismatch(path: filePath, expected: file.size, found: size) }
+            if verifyDigests {
+                let found = try digest(of: filePath)
+                guard found == file.sha256 else { throw .digestMismatch(path: filePath, expected: file.sha256, found: found) }
+            }
+        }
+        let index = try decode(WeightIndex.self, at: path + "/" + BundleLayout.weightIndex)
+        let specificationPath = path + "/" + BundleLayout.specification
+        let specification: Specification
+        do {
+            let file = try MappedFile(path: specificationPath)
+            specification = try withExtendedLifetime(file) { () throws(ModelSpecError) -> Specification in
+                try Specification.unpack(file.bytes, path: specificationPath)
+            }
+        } catch let error as ModelSpecError {
+            throw .specification(error)
+        } catch {
+            throw .unreadable(path: specificationPath, reason: "\(error)")
+        }
+        let weights: MILBlobFile
+        do {
+            weights = try MILBlobFile(path: path + "/" + BundleLayout.weightFile)
+        } catch {
+            throw .weightFile(error)
+        }
+        let contents = BundleContents(path: path, manifest: manifest, index: index,
+                                      specification: specification, weights: weights)
+        try contents.checkIndex()
+        return contents
+    }
+
+    /// The stored bytes of one indexed weight; valid while `weights` is alive.
+    public func data(for entry: WeightIndex.Entry) throws(BundleError) -> UnsafeRawBufferPointer {
+        do {
+            return try weights.data(at: entry.blobOffset)
+        } catch {
+            throw .weightFile(error)
+        }
+    }
+
+    /// Every index entry must name a blob record of its data type and size.
+    private func checkIndex() throws(BundleError) {
+        let indexPath = path + "/" + BundleLayout.weightIndex
+        for entry in index.weights {
+            let record: MILBlobFile.BlobMetadata
+            do {
+                record = try weights.metadata(at: entry.blobOffset)
+            } catch {
+                throw .weightFile(error)
+            }
+            guard "\(record.dataType.map { "\($0)" } ?? "?")" == entry.dataType,
+                  record.sizeInBytes == entry.bytes, record.dataOffset == entry.dataOffset
+            else {
+                throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path) does not match the blob at offset "
+                    + "\(entry.blobOffset) (\(record.sizeInBytes) bytes of type code \(record.dataTypeCode))")
+            }
+        }
+    }
+
+    private static func decode<Value: Decodable>(_ type: Value.Type, at path: String) throws(BundleError) -> Value {
+        guard let data = FileManager.default.contents(atPath: path) else { throw .missingFile(path: path) }
+        do {
+            return try BundleJSON.decode(type, from: data)
+        } catch {
+            throw .malformedFile(path: path, detail: "not a valid \(URL(fileURLWithPath: path).lastPathComponent)")
+        }
+    }
+
+    private static func digest(of path: String) throws(BundleError) -> String {
+        do {
+            let file = try MappedFile(path: path)
+            return withExtendedLifetime(file) { SHA256Digest.of(file.bytes).description }
+        } catch {
+            throw .unreadable(path: path, reason: error.description)
+        }
+    }
+}

@@ -1,0 +1,219 @@
+import BundleFormat
+import CoreMLSchema
+import Foundation
+import Glibc
+import ModelSpec
+import SystemIO
+
+/// Rebuilds the Core ML model a bundle was compiled from: the specification
+/// with every weight's values put back where the source held them.
+///
+/// Without `--fp16` the result holds the same messages and values as the
+/// source. ML programs become `.mlpackage` directories whose weight file is
+/// the bundle's; everything else becomes an `.mlmodel` file.
+public enum BundleDecompiler {
+    /// What decompiling wrote.
+    public struct Report: Equatable, Sendable {
+        public var output: String
+        public var format: ModelFile.Format
+        public var weightCount: Int
+    }
+
+    /// Decompiles the bundle at `bundle` into `output` (an `.mlmodel` file or
+    /// `.mlpackage` directory, which must not exist).
+    public static func decompile(_ bundle: String, to output: String) throws(DecompileError) -> Report {
+        guard !FileManager.default.fileExists(atPath: output) else { throw .outputExists(path: output) }
+        let contents: BundleContents
+        do {
+            contents = try BundleContents.open(bundle, verifyDigests: true)
+        } catch {
+            throw .bundle(error)
+        }
+        let root = UnsafeMutablePointer(mutating: contents.specification.root)
+        let sites = Dictionary(WeightSiteFinder(root: root).sites.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        var needsWeightFile = false
+        for entry in contents.index.weights {
+            guard let site = sites[entry.path] else {
+                throw .bundle(.inconsistentIndex(path: bundle + "/" + BundleLayout.weightIndex,
+                                                 detail: "weight \(entry.path) is not in \(BundleLayout.specification)"))
+            }
+            let data: UnsafeRawBufferPointer
+            do {
+                data = try contents.data(for: entry)
+            } catch {
+                throw .bundle(error)
+            }
+            switch site.holder {
+            case .weightParams(let params):
+                restore(params, entry: entry, data: data)
+            case .programValue(let value):
+                if entry.source == "immediateValue", restoreInline(value, entry: entry, data: data) { continue }
+                needsWeightFile = true
+            }
+        }
+        let bytes = withExtendedLifetime(contents) { SpecificationPacker.pack(root) }
+        if needsWeightFile {
+            guard output.hasSuffix(".mlpackage") else { throw .needsPackage(path: output) }
+            try writePackage(specification: bytes, weightFile: bundle + "/" + BundleLayout.weightFile, to: output)
+            return Report(output: output, format: .mlpackage, weightCount: contents.index.weights.count)
+        }
+        try writeFile(bytes, to: output)
+        return Report(output: output, format: .mlmodel, weightCount: contents.index.weights.count)
+    }
+
+    /// Puts a neural-network weight's values back into its `WeightParams`.
+    private static func restore(
+        _ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>, entry: WeightIndex.Entry, data: UnsafeRawBufferPointer
+    ) {
+        switch (entry.source, entry.dataType) {
+        case ("floatValue", "float32"):
+            let count = data.count / MemoryLayout<Float>.stride
+            let values = UnsafeMutablePointer<Float>.allocate(capacity: max(count, 1))
+            for index in 0..<count {
+                values[index] = Float(bitPattern: UInt32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
+            }
+            free(params.pointee.floatvalue)
+            params.pointee.floatvalue = values
+            params.pointee.n_floatvalue = count
+        case ("floatValue", _), ("float16Value", _):
+            // Float32 weights stored as float16 (--fp16) come back as float16.
+            replace(&params.pointee.float16value, with: data)
+        case ("rawValue", _):
+            replace(&params.pointee.rawvalue, with: data)
+        default:
+            replace(&params.pointee.int8rawvalue, with: data)
+        }
+    }
+
+    private static func replace(_ field: inout ProtobufCBinaryData, with data: UnsafeRawBufferPointer) {
+        let copy = UnsafeMutableRawPointer.allocate(byteCount: max(data.count, 1), alignment: 16)
+        if let base = data.baseAddress { copy.copyMemory(from: base, byteCount: data.count) }
+        free(field.data)
+        field.data = copy.assumingMemoryBound(to: UInt8.self)
+        field.len = data.count
+    }
+
+    /// Turns a program constant the compiler moved to the weight file back
+    /// into an inline tensor; `false` when its type cannot be inline.
+    private static func restoreInline(
+        _ value: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value>, entry: WeightIndex.Entry, data: UnsafeRawBufferPointer
+    ) -> Bool {
+        let tensor = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue>.allocate(capacity: 1)
+        core_ml__specification__milspec__tensor_value__init(tensor)
+        switch entry.dataType {
+        case "float32":
+            let floats = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedFloats>.allocate(capacity: 1)
+            core_ml__specification__milspec__tensor_value__repeated_floats__init(floats)
+            let count = data.count / 4
+            let values = UnsafeMutablePointer<Float>.allocate(capacity: max(count, 1))
+            for index in 0..<count {
+                values[index] = Float(bitPattern: UInt32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
+            }
+            floats.pointee.values = values
+            floats.pointee.n_values = count
+            tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_FLOATS
+            tensor.pointee.floats = floats
+        case "int32":
+            let ints = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedInts>.allocate(capacity: 1)
+            core_ml__specification__milspec__tensor_value__repeated_ints__init(ints)
+            let count = data.count / 4
+            let values = UnsafeMutablePointer<Int32>.allocate(capacity: max(count, 1))
+            for index in 0..<count {
+                values[index] = Int32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: Int32.self))
+            }
+            ints.pointee.values = values
+            ints.pointee.n_values = count
+            tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_INTS
+            tensor.pointee.ints = ints
+        default:
+            let bytes = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBytes>.allocate(capacity: 1)
+            core_ml__specification__milspec__tensor_value__repeated_bytes__init(bytes)
+            replace(&bytes.pointee.values, with: data)
+            tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES
+            tensor.pointee.bytes = bytes
+        }
+        let immediate = UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__ImmediateValue>.allocate(capacity: 1)
+        core_ml__specification__milspec__value__immediate_value__init(immediate)
+        immediate.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR
+        immediate.pointee.tensor = tensor
+        if let blob = value.pointee.blobfilevalue {
+            protobuf_c_message_free_unpacked(UnsafeMutableRawPointer(blob).assumingMemoryBound(to: ProtobufCMessage.self), nil)
+        }
+        value.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE
+        value.pointee.immediatevalue = immediate
+        return true
+    }
+
+    private static func writeFile(_ bytes: [UInt8], to output: String) throws(DecompileError) {
+        do {
+            try AtomicFile.write(bytes, to: output)
+        } catch {
+            throw .write(error)
+        }
+    }
+
+    /// Writes an `.mlpackage`: manifest, specification, and a copy of the weight file.
+    private static func writePackage(specification: [UInt8], weightFile: String, to output: String) throws(DecompileError) {
+        let weights: MappedFile
+        do {
+            weights = try MappedFile(path: weightFile)
+        } catch {
+            throw .bundle(.unreadable(path: weightFile, reason: error.description))
+        }
+        do throws(SystemCallError) {
+            let staging = try StagingDirectory(for: output)
+            for directory in ["Data", "Data/com.apple.CoreML", "Data/com.apple.CoreML/weights"] {
+                try staging.makeDirectory(directory)
+            }
+            let specificationFile = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/model.mlmodel")
+            try specificationFile.write(specification)
+            _ = try specificationFile.finish()
+            let weightCopy = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
+            try weightCopy.write(weights.bytes)
+            _ = try weightCopy.finish()
+            let manifest = try FileWriter(path: staging.path + "/Manifest.json")
+            try manifest.write(PackageManifestText.make())
+            _ = try manifest.finish()
+            try staging.commit(syncing: ["Data/com.apple.CoreML/weights", "Data/com.apple.CoreML", "Data"])
+        } catch {
+            throw .write(error)
+        }
+        withExtendedLifetime(weights) {}
+    }
+}
+
+/// The `Manifest.json` of a package modelc writes, with identifiers derived
+/// from the item paths so the same model always gives the same bytes.
+enum PackageManifestText {
+    static func make() -> String {
+        let model = identifier("com.apple.CoreML/model.mlmodel")
+        let weights = identifier("com.apple.CoreML/weights")
+        return """
+            {
+                "fileFormatVersion": "1.0.0",
+                "itemInfoEntries": {
+                    "\(model)": {
+                        "author": "com.apple.CoreML",
+                        "description": "CoreML Model Specification",
+                        "name": "model.mlmodel",
+                        "path": "com.apple.CoreML/model.mlmodel"
+                    },
+                    "\(weights)": {
+                        "author": "com.apple.CoreML",
+                        "description": "CoreML Model Weights",
+                        "name": "weights",
+                        "path": "com.apple.CoreML/weights"
+                    }
+                },
+                "rootModelIdentifier": "\(model)"
+            }
+
+            """
+    }
+
+    /// A UUID-shaped identifier from the SHA-256 of `path`.
+    static func identifier(_ path: String) -> String {
+        let hex = Array(SHA256Digest.of(Array(path.utf8)).description.uppercased())
+        return [hex[0..<8], hex[8..<12], hex[12..<16], hex[16..<20], hex[20..<32]].map { String($0) }.joined(separator: "-")
+    }
+}
