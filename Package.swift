@@ -38,7 +38,7 @@ let package = Package(
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
-        .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],

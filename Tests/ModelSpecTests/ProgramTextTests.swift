@@ -1,0 +1,266 @@
+import CoreMLSchema
+import FixtureSupport
+import Foundation
+import Testing
+@testable import ModelSpec
+
+/// Hand-encoded MIL messages (MIL.proto field numbers), built on `Wire`.
+enum MILWire {
+    static func string(_ number: UInt64, _ value: String) -> [UInt8] {
+        Wire.field(number, bytes: Array(value.utf8))
+    }
+
+    /// A map entry: key 1, value 2.
+    static func entry(_ number: UInt64, key: String, value: [UInt8]) -> [UInt8] {
+        Wire.field(number, bytes: string(1, key) + Wire.field(2, bytes: value))
+    }
+
+    /// A `ValueType` holding a tensor type; `nil` dimensions are unknown.
+    static func tensorType(_ dataType: UInt64, _ dimensions: [UInt64?]) -> [UInt8] {
+        let encoded = dimensions.map { size in
+            Wire.field(3, bytes: size.map { Wire.field(1, bytes: Wire.field(1, varint: $0)) } ?? Wire.field(2, bytes: []))
+        }
+        let tensor = Wire.field(1, varint: dataType) + Wire.field(2, varint: UInt64(dimensions.count)) + encoded.flatMap { $0 }
+        return Wire.field(1, bytes: tensor)
+    }
+
+    static func named(_ name: String, _ type: [UInt8]) -> [UInt8] {
+        string(1, name) + Wire.field(2, bytes: type)
+    }
+
+    /// A `Value` of `type` holding an immediate tensor value.
+    static func immediate(_ type: [UInt8], tensor: [UInt8]) -> [UInt8] {
+        Wire.field(2, bytes: type) + Wire.field(3, bytes: Wire.field(1, bytes: tensor))
+    }
+
+    static func stringValue(_ value: String) -> [UInt8] {
+        immediate(tensorType(DataType.string, []), tensor: Wire.field(4, bytes: string(1, value)))
+    }
+
+    static func boolValue(_ value: Bool) -> [UInt8] {
+        immediate(tensorType(DataType.bool, []), tensor: Wire.field(3, bytes: Wire.field(1, bytes: [value ? 1 : 0])))
+    }
+
+    static func int32Value(_ value: UInt64) -> [UInt8] {
+        immediate(tensorType(DataType.int32, []), tensor: Wire.field(2, bytes: Wire.field(1, bytes: Wire.varint(value))))
+    }
+
+    enum Binding {
+        case name(String)
+        case value([UInt8])
+    }
+
+    static func operation(_ type: String, inputs: [(String, [Binding])] = [], outputs: [[UInt8]],
+                          blocks: [[UInt8]] = [], attributes: [(String, [UInt8])]) -> [UInt8] {
+        let arguments = inputs.map { key, bindings in
+            entry(2, key: key, value: bindings.flatMap { binding in
+                switch binding {
+                case .name(let name): Wire.field(1, bytes: string(1, name))
+                case .value(let value): Wire.field(1, bytes: Wire.field(2, bytes: value))
+                }
+            })
+        }
+        return string(1, type) + arguments.flatMap { $0 } + outputs.flatMap { Wire.field(3, bytes: $0) }
+            + blocks.flatMap { Wire.field(4, bytes: $0) } + attributes.flatMap { entry(5, key: $0.0, value: $0.1) }
+    }
+
+    static func block(outputs: [String], operations: [[UInt8]]) -> [UInt8] {
+        outputs.flatMap { string(2, $0) } + operations.flatMap { Wire.field(3, bytes: $0) }
+    }
+
+    /// A model (specification version 8) whose ML program has one function.
+    static func model(opset: String, inputs: [[UInt8]], block: [UInt8], attributes: [(String, [UInt8])]) -> [UInt8] {
+        let function = inputs.flatMap { Wire.field(1, bytes: $0) } + string(2, opset) + entry(3, key: opset, value: block)
+        let program = Wire.field(1, varint: 1) + entry(2, key: "main", value: function)
+            + attributes.flatMap { entry(4, key: $0.0, value: $0.1) }
+        return Wire.field(1, varint: 8) + Wire.field(502, bytes: program)
+    }
+
+    enum DataType {
+        static let bool: UInt64 = 1
+        static let string: UInt64 = 2
+        static let float16: UInt64 = 10
+        static let float32: UInt64 = 11
+        static let int32: UInt64 = 23
+    }
+}
+
+@Suite struct ProgramTextTests {
+    /// Compares with `Expected/NAME.mil`; on a difference the text printed is
+    /// left in the temporary directory for review.
+    @Test(arguments: ["MLProgram", "StatefulProgram"])
+    func fixtureMatchesExpectedText(name: String) throws {
+        let text = try #require(try ModelFile.open(Fixtures.path("Models/\(name).mlpackage")).programText())
+        let expectedURL = Fixtures.packageRoot.appendingPathComponent("Tests/ModelSpecTests/Expected/\(name).mil")
+        let expected = try String(contentsOf: expectedURL, encoding: .utf8)
+        if text != expected {
+            let actualURL = FileManager.default.temporaryDirectory.appendingPathComponent("\(name).actual.mil")
+            try text.write(to: actualURL, atomically: true, encoding: .utf8)
+            Issue.record("\(name): printed text differs from \(expectedURL.path); see \(actualURL.path)")
+        }
+    }
+
+    @Test(arguments: Fixtures.models.filter { $0.facts["modelType"] as? String == "mlProgram" })
+    func printingIsDeterministic(entry: Fixtures.Entry) throws {
+        let model = try ModelFile.open(Fixtures.path(entry.file))
+        let again = try ModelFile.open(Fixtures.path(entry.file))
+        let text = try #require(model.programText())
+        #expect(model.programText() == text)
+        #expect(again.programText() == text)
+    }
+
+    @Test(arguments: Fixtures.models.filter { $0.facts["modelType"] as? String == "mlProgram" })
+    func everyBlobWeightAppearsWithItsOffset(entry: Fixtures.Entry) throws {
+        let text = try #require(try ModelFile.open(Fixtures.path(entry.file)).programText())
+        let weights = try #require(entry.facts["blobWeights"] as? [[String: Any]])
+        #expect(!weights.isEmpty)
+        let lines = text.split(separator: "\n")
+        for weight in weights {
+            let name = try #require(weight["name"] as? String)
+            let offset = try #require(weight["offset"] as? Int)
+            let line = lines.first { $0.contains(" \(name) = const()") }
+            #expect(line?.contains("BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(\(offset)))") == true,
+                    "\(name) at \(offset): \(line ?? "no line")")
+        }
+    }
+
+    @Test(arguments: Fixtures.models.filter { $0.facts["modelType"] as? String == "mlProgram" })
+    func everyOperationAppearsAsOftenAsTheIndexSays(entry: Fixtures.Entry) throws {
+        let text = try #require(try ModelFile.open(Fixtures.path(entry.file)).programText())
+        let expected = try #require(entry.facts["operations"] as? [String: Int])
+        #expect(operationCounts(text) == expected)
+    }
+
+    @Test func neuralNetworkHasNoProgramText() throws {
+        #expect(try ModelFile.open(Fixtures.path("Models/ImageClassifier.mlmodel")).programText() == nil)
+        #expect(try ModelFile.open(Fixtures.path("Models/PipelineClassifier.mlmodel")).programText() == nil)
+    }
+
+    /// A nested block, a string needing escapes, an unknown dimension, a tuple
+    /// argument, inline values and a float16 tensor stored as bytes.
+    @Test func handBuiltProgram() throws {
+        typealias T = MILWire.DataType
+        let x = MILWire.tensorType(T.float32, [nil, 4])
+        let flag = MILWire.operation("const", outputs: [MILWire.named("flag", MILWire.tensorType(T.bool, []))],
+                                     attributes: [("name", MILWire.stringValue("flag")), ("val", MILWire.boolValue(true))])
+        let halfType = MILWire.tensorType(T.float16, [2])
+        let half = MILWire.operation("const", outputs: [MILWire.named("half", halfType)], attributes: [
+            ("val", MILWire.immediate(halfType, tensor: Wire.field(7, bytes: Wire.field(1, bytes: [0x00, 0x3C, 0x00, 0xC0])))),
+            ("name", MILWire.stringValue("half")),
+        ])
+        let relu = MILWire.operation("relu", inputs: [("x", [.name("x")])], outputs: [MILWire.named("a", x)],
+                                     attributes: [("name", MILWire.stringValue("relu \"inner\" \\ 1\n"))])
+        let cond = MILWire.operation(
+            "cond", inputs: [("pred", [.name("flag")])], outputs: [MILWire.named("out", x)],
+            blocks: [MILWire.block(outputs: ["a"], operations: [relu]), MILWire.block(outputs: ["x"], operations: [])],
+            attributes: [("name", MILWire.stringValue("out"))])
+        let concat = MILWire.operation(
+            "concat",
+            inputs: [("values", [.name("out"), .name("x")]), ("axis", [.value(MILWire.int32Value(1))]),
+                     ("interleave", [.value(MILWire.boolValue(false))])],
+            outputs: [MILWire.named("joined", MILWire.tensorType(T.float32, [nil, 8]))],
+            attributes: [("name", MILWire.stringValue("joined"))])
+        let block = MILWire.block(outputs: ["joined"], operations: [flag, half, cond, concat])
+        let bytes = MILWire.model(opset: "CoreML7", inputs: [MILWire.named("x", x)], block: block,
+                                  attributes: [("note", MILWire.stringValue("say \"hi\""))])
+
+        let specification = try bytes.withUnsafeBytes { buffer in
+            try Specification.unpack(buffer, path: "hand-built.mlmodel")
+        }
+        let program = try #require(specification.root.pointee.mlprogram)
+        let text = ProgramTextPrinter.text(of: program)
+        #expect(text == #"""
+            program(1.0)
+            [note = string("say \"hi\"")]
+            {
+                func main<ios17>(tensor<fp32, [?, 4]> x) {
+                        bool flag = const()[name = string("flag"), val = bool(true)];
+                        tensor<fp16, [2]> half = const()[name = string("half"), val = tensor<fp16, [2]>([1.0, -2.0])];
+                        tensor<fp32, [?, 4]> out = cond(pred = flag)[name = string("out")]
+                            block0() {
+                                tensor<fp32, [?, 4]> a = relu(x = x)[name = string("relu \"inner\" \\ 1\n")];
+                            } -> (a)
+                            block1() {
+                            } -> (x);
+                        tensor<fp32, [?, 8]> joined = concat(axis = int32(1), interleave = bool(false), values = (out, x))[name = string("joined")];
+                    } -> (joined);
+            }
+
+            """#)
+        #expect(operationCounts(text) == ["const": 2, "cond": 1, "relu": 1, "concat": 1])
+    }
+
+    @Test(arguments: [("CoreML5", "ios15"), ("CoreML6", "ios16"), ("CoreML7", "ios17"), ("CoreML8", "ios18"),
+                      ("CoreML9", "ios26"), ("MyOpset1", "myopset1")])
+    func opsetNames(opset: String, name: String) {
+        #expect(ProgramTextPrinter.opsetName(opset) == name)
+    }
+
+    @Test func packedAndNarrowElementsDecode() {
+        func decode(_ bytes: [UInt8], _ type: MILDataType, count: Int = 0) -> [String] {
+            bytes.withUnsafeBufferPointer { TensorBytes.elements($0, dataType: type, declaredCount: count) }
+        }
+        #expect(decode([0xF1, 0x7F], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT4) == ["1", "-1", "-1", "7"])
+        #expect(decode([0b1110_0100], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT2, count: 3) == ["0", "1", "2"])
+        #expect(decode([0xFF, 0x80], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT8) == ["-1", "-128"])
+        #expect(decode([0x80, 0x3F], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__BFLOAT16) == ["1.0"])
+        #expect(decode([0x38, 0xC4, 0x7F], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT8E4M3FN) == ["1.0", "-3.0", "nan"])
+        #expect(decode([0x3C, 0x7C], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT8E5M2) == ["1.0", "inf"])
+        #expect(decode([0x01, 0x00, 0x00, 0x80, 0x02], CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT32) == ["-2147483647"])
+    }
+
+    /// Damaged programs that still unpack print without crashing.
+    @Test func damagedProgramsPrint() throws {
+        let model = try ModelFile.open(Fixtures.path("Models/StatefulProgram.mlpackage"))
+        let original = try [UInt8](Data(contentsOf: URL(fileURLWithPath: model.specificationPath)))
+        var generator = SplitMix(seed: 7)
+        var printed = 0
+        for _ in 0..<2000 {
+            var bytes = original
+            for _ in 0..<3 {
+                bytes[Int(generator.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: generator.next())
+            }
+            guard let specification = try? bytes.withUnsafeBytes({ try Specification.unpack($0, path: "damaged.mlmodel") }),
+                  let program = specification.root.pointee.mlprogram
+            else { continue }
+            #expect(ProgramTextPrinter.text(of: program).hasPrefix("program("))
+            printed += 1
+        }
+        #expect(printed > 0)
+    }
+
+    @Test func stringsAreEscaped() {
+        #expect(MILTextFormat.quoted("a\"b\\c\td\u{1}é") == #""a\"b\\c\td\u{1}é""#)
+    }
+
+    /// How many times each operation type is called in MIL text.
+    func operationCounts(_ text: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let body = line.drop { $0 == " " }
+            // Operations sit inside function bodies; block headers and ends are not calls.
+            guard line.count - body.count >= 12, !body.hasPrefix("}"), !body.hasPrefix("block"),
+                  let open = body.firstIndex(of: "(")
+            else { continue }
+            let head = body[..<open]
+            let type = head.range(of: " = ", options: .backwards).map { head[$0.upperBound...] } ?? head
+            counts[String(type), default: 0] += 1
+        }
+        return counts
+    }
+}
+
+/// A small seeded generator, so damaged inputs are the same on every run.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
