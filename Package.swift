@@ -39,6 +39,7 @@ let package = Package(
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
+        .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],

@@ -1,4 +1,5 @@
 import BundleFormat
+import CoreMLSchema
 import Foundation
 import ModelSpec
 import SystemIO
@@ -59,8 +60,15 @@ public struct BundleCompiler: Sendable {
         let (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath)
         files.append(BundleManifest.File(path: BundleLayout.weightFile, size: plan.fileSize, sha256: weightDigest.description))
 
-        let specification = SpecificationPacker.packStripped(model.specification.root, plan: plan)
+        let root = model.specification.root
+        let (specification, programText) = SpecificationPacker.withStrippedWeights(root, plan: plan) {
+            let program = root.pointee.type_case == CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM ? root.pointee.mlprogram : nil
+            return (SpecificationPacker.pack(root), program.map { ProgramTextPrinter.text(of: $0) })
+        }
         files.append(try write(specification, BundleLayout.specification, in: staging))
+        if let programText {
+            files.append(try write(Array(programText.utf8), BundleLayout.programText, in: staging))
+        }
         files.append(try write(try encode(index(plan)), BundleLayout.weightIndex, in: staging))
         let sourceName = URL(fileURLWithPath: source).standardizedFileURL.lastPathComponent
         files.append(try write(try encode(MetadataDocument.make(summary, sourceName: sourceName)),

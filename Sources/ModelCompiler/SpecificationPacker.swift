@@ -10,7 +10,11 @@ import ModelSpec
 /// and restored before it returns, so the caller must hold the only reference
 /// to it (the compiler opens its own `ModelFile`).
 enum SpecificationPacker {
-    static func packStripped(_ root: UnsafePointer<CoreML__Specification__Model>, plan: WeightPlan) -> [UInt8] {
+    /// Runs `body` while every planned weight of the tree at `root` refers to
+    /// its blob in the bundle's weight file instead of holding its values.
+    static func withStrippedWeights<Result>(
+        _ root: UnsafePointer<CoreML__Specification__Model>, plan: WeightPlan, _ body: () -> Result
+    ) -> Result {
         var undo: [() -> Void] = []
         defer { for step in undo.reversed() { step() } }
         for weight in plan.weights {
@@ -22,7 +26,7 @@ enum SpecificationPacker {
                 undo.append(point(value, at: blob.recordOffset))
             }
         }
-        return pack(root)
+        return body()
     }
 
     /// Serializes a message tree with protobuf-c.

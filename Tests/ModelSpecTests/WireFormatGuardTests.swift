@@ -1,46 +1,6 @@
+import FixtureSupport
 import Testing
 @testable import ModelSpec
-
-/// Hand-encoded protobuf bytes for hostile-input tests.
-enum Wire {
-    static func varint(_ value: UInt64) -> [UInt8] {
-        var value = value
-        var bytes: [UInt8] = []
-        repeat {
-            var byte = UInt8(value & 0x7F)
-            value >>= 7
-            if value != 0 { byte |= 0x80 }
-            bytes.append(byte)
-        } while value != 0
-        return bytes
-    }
-
-    static func field(_ number: UInt64, varint value: UInt64) -> [UInt8] {
-        varint(number << 3) + varint(value)
-    }
-
-    static func field(_ number: UInt64, bytes body: [UInt8]) -> [UInt8] {
-        varint(number << 3 | 2) + varint(UInt64(body.count)) + body
-    }
-
-    // Field numbers of the Core ML schema used below (Model.proto, FeatureTypes.proto).
-    static let specificationVersion: UInt64 = 1
-    static let description: UInt64 = 2
-    static let descriptionInput: UInt64 = 1
-    static let featureName: UInt64 = 1
-    static let pipeline: UInt64 = 202
-    static let pipelineModels: UInt64 = 1
-
-    /// A model whose pipeline nests `depth` pipelines.
-    static func nestedPipelines(depth: Int) -> [UInt8] {
-        var model = field(specificationVersion, varint: 4)
-        for _ in 0..<depth {
-            let pipeline = field(pipelineModels, bytes: model)
-            model = field(specificationVersion, varint: 4) + field(Wire.pipeline, bytes: pipeline)
-        }
-        return model
-    }
-}
 
 @Suite struct WireFormatGuardTests {
     func unpack(_ bytes: [UInt8]) throws(ModelSpecError) -> Specification {
