@@ -1,0 +1,115 @@
+import FixtureSupport
+import Foundation
+import Testing
+
+/// `modelc compile` and `modelc decompile` run as a user runs them.
+@Suite struct CompileCommandTests {
+    @Test func compileThenUpToDateThenForce() throws {
+        let directory = try Fixtures.temporaryDirectory("cli-compile")
+        let output = directory.appendingPathComponent("ImageClassifier.mlmodelc").path
+        let first = try ModelcProcess.run(["compile", "Fixtures/Models/ImageClassifier.mlmodel", output])
+        #expect(first.status == 0, "\(first.standardError)")
+        #expect(first.standardOutput.wholeMatch(of: /.*: compiled \(5 files, [0-9.]+ KB, 9 weights in 9 blobs\)\n/) != nil,
+                "\(first.standardOutput)")
+        let second = try ModelcProcess.run(["compile", "Fixtures/Models/ImageClassifier.mlmodel", output])
+        #expect(second.standardOutput == "\(output): up to date\n")
+        let forced = try ModelcProcess.run(["compile", "--force", "--json", "Fixtures/Models/ImageClassifier.mlmodel", output])
+        let json = try #require(Fixtures.parseJSON(forced.standardOutput) as? [String: Any])
+        #expect(json["outcome"] as? String == "compiled")
+        #expect(json["weights"] as? Int == 9)
+        #expect((json["sourceSHA256"] as? String)?.count == 64)
+    }
+
+    @Test func fp16PrintsTheLargestError() throws {
+        let directory = try Fixtures.temporaryDirectory("cli-fp16")
+        let result = try ModelcProcess.run(["compile", "--fp16", "Fixtures/Models/ImageClassifier.mlmodel",
+                                            directory.appendingPathComponent("m.mlmodelc").path])
+        #expect(result.status == 0)
+        #expect(result.standardOutput.contains("\nfloat16: largest relative error "))
+    }
+
+    @Test(arguments: [
+        ("Broken/truncated.mlmodel", 68), ("Broken/not-protobuf.mlmodel", 65), ("Broken/empty.mlmodel", 67),
+        ("Broken/escaping-path.mlpackage", 72), ("Broken/missing.mlmodel", 66),
+    ])
+    func unreadableSourceFailsWithItsCode(file: String, status: Int32) throws {
+        let directory = try Fixtures.temporaryDirectory("cli-bad-source")
+        let output = directory.appendingPathComponent("m.mlmodelc").path
+        let result = try ModelcProcess.run(["compile", "Fixtures/\(file)", output])
+        #expect(result.status == status)
+        #expect(result.standardError.hasPrefix("modelc: error: Fixtures/\(file): "))
+        #expect(!FileManager.default.fileExists(atPath: output))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    @Test func outputThatIsAFileIsRefused() throws {
+        let directory = try Fixtures.temporaryDirectory("cli-file-output")
+        let output = directory.appendingPathComponent("notes.txt").path
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: output))
+        let result = try ModelcProcess.run(["compile", "Fixtures/Models/GLMRegressor.mlmodel", output])
+        #expect(result.status == 73)
+        #expect(result.standardError == "modelc: error: \(output): exists and is not a modelc bundle; remove it or choose another output path\n")
+        #expect(try String(contentsOfFile: output, encoding: .utf8) == "keep me")
+    }
+
+    @Test func decompileAndItsFailures() throws {
+        let directory = try Fixtures.temporaryDirectory("cli-decompile")
+        let bundle = directory.appendingPathComponent("p.mlmodelc").path
+        #expect(try ModelcProcess.run(["compile", "Fixtures/Models/MLProgram.mlpackage", bundle]).status == 0)
+        let package = directory.appendingPathComponent("p.mlpackage").path
+        let result = try ModelcProcess.run(["decompile", bundle, package])
+        #expect(result.status == 0)
+        #expect(result.standardOutput == "\(package): mlpackage with 4 weights restored\n")
+        #expect(try ModelcProcess.run(["inspect", package]).status == 0)
+
+        let again = try ModelcProcess.run(["decompile", bundle, package])
+        #expect(again.status == 80)
+        #expect(again.standardError == "modelc: error: \(package): already exists; choose another output path\n")
+
+        let plain = try ModelcProcess.run(["decompile", bundle, directory.appendingPathComponent("p.mlmodel").path])
+        #expect(plain.status == 64)
+
+        let notBundle = try ModelcProcess.run(["decompile", "Fixtures/Models", directory.appendingPathComponent("x.mlmodel").path])
+        #expect(notBundle.status == 78)
+        #expect(notBundle.standardError == "modelc: error: Fixtures/Models: not a modelc bundle (no manifest.json)\n")
+
+        // A bundle from a newer modelc is refused, saying so.
+        let manifestPath = bundle + "/manifest.json"
+        let manifest = try String(contentsOfFile: manifestPath, encoding: .utf8)
+        try manifest.replacingOccurrences(of: "\"formatVersion\" : 1", with: "\"formatVersion\" : 7")
+            .write(toFile: manifestPath, atomically: true, encoding: .utf8)
+        let newer = try ModelcProcess.run(["decompile", bundle, directory.appendingPathComponent("y.mlpackage").path])
+        #expect(newer.status == 79)
+        #expect(newer.standardError.contains("bundle format version 7 is newer than this modelc reads (1); upgrade modelc"))
+    }
+
+    /// A compile killed at any moment leaves the previous bundle or the new
+    /// one, complete either way, and the next compile cleans up after it.
+    @Test(.timeLimit(.minutes(2)), arguments: [50, 200, 600])
+    func killedCompileNeverLeavesAHalfBundle(delayMilliseconds: Int) throws {
+        let directory = try Fixtures.temporaryDirectory("cli-kill")
+        let source = directory.appendingPathComponent("big.mlmodel").path
+        // Four 1024 × 1024 float32 layers: 16 MB of weights.
+        let layer: (UInt64, UInt64, [Float]) = (1024, 1024, (0..<(1024 * 1024)).map { Float($0 % 977) / 977 })
+        try Data(Wire.innerProductNetwork(layers: [layer, layer, layer, layer])).write(to: URL(fileURLWithPath: source))
+        let output = directory.appendingPathComponent("big.mlmodelc").path
+        #expect(try ModelcProcess.run(["compile", "Fixtures/Models/GLMRegressor.mlmodel", output]).status == 0)
+
+        let process = Process()
+        process.executableURL = ModelcProcess.executable
+        process.arguments = ["compile", "--force", source, output]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(useconds_t(delayMilliseconds * 1000))
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+
+        let inspect = try ModelcProcess.run(["decompile", output, directory.appendingPathComponent("check.mlmodel").path])
+        #expect(inspect.status == 0, "bundle unusable after kill: \(inspect.standardError)")
+        let rerun = try ModelcProcess.run(["compile", source, output])
+        #expect(rerun.status == 0)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".staging-") }
+        #expect(leftovers.isEmpty)
+    }
+}
