@@ -29,6 +29,7 @@ let package = Package(
         // Written code.
         .target(name: "SystemIO", dependencies: ["CCrypto"]),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
+        .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),
         .target(name: "ArgumentParsing"),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "ModelSpec", "SystemIO"]),
 
@@ -36,6 +37,7 @@ let package = Package(
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
