@@ -145,6 +145,7 @@ enum WeightRules {
         count expected: UInt64?, explanation: String, channels: UInt64, required: Bool, sink: inout DiagnosticSink
     ) {
         let rule = role.lowercased().contains("bias") ? "nn.bias.count" : "nn.weights.count"
+        let holds = role.lowercased().hasSuffix("weights") ? "hold" : "holds"
         let want = expected.map { explanation.isEmpty || explanation == String($0) ? "\($0)" : "\($0) = \(explanation)" }
             ?? "\(explanation), which overflows"
         guard let params = params?.pointee else {
@@ -154,7 +155,7 @@ enum WeightRules {
         let found: Int
         switch WeightStorage(params) {
         case .empty:
-            if required { sink.error(rule, "\(role) holds no values, expected \(want)") }
+            if required { sink.error(rule, "\(role) \(holds) no values, expected \(want)") }
             return
         case .mixed:
             return
@@ -177,7 +178,6 @@ enum WeightRules {
             checkLinear(params, role: role, channels: channels, allowEmptyBias: false, sink: &sink)
             return
         }
-        let holds = role.hasSuffix("s") ? "hold" : "holds"
         if let expected, UInt64(found) != expected {
             sink.error(rule, "\(role) \(holds) \(counted(found, "value")), expected \(want)")
         } else if expected == nil {

@@ -1,4 +1,5 @@
 import FixtureSupport
+import Foundation
 import ModelSpec
 import ModelValidation
 import Testing
@@ -30,5 +31,30 @@ import Testing
         #expect(found.map(\.description) == [description])
         #expect(found.map(\.rule) == [rule])
         #expect(found.map(\.severity) == [.error])
+    }
+}
+
+/// Hostile input: every single-byte corruption of a fixture that still
+/// unpacks must validate without crashing (sizes and counts lie freely).
+@Suite struct CorruptedModelTests {
+    @Test(arguments: ["Models/ImageClassifierInt8.mlmodel", "Models/TreeEnsembleClassifier.mlmodel",
+                      "Models/PipelineClassifier.mlmodel", "Models/UpdatableClassifier.mlmodel"])
+    func corruptedBytesNeverCrash(file: String) throws {
+        let original = try [UInt8](Data(contentsOf: URL(fileURLWithPath: Fixtures.path(file))))
+        let directory = try Fixtures.temporaryDirectory("corrupt")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("model.mlmodel").path
+        var validated = 0
+        for position in stride(from: 0, to: original.count, by: max(1, original.count / 300)) {
+            for value: UInt8 in [0x00, 0x7F, 0xFF] {
+                var bytes = original
+                bytes[position] = value
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
+                guard let model = try? ModelFile.open(path) else { continue }
+                _ = ModelValidator.validate(model)
+                validated += 1
+            }
+        }
+        #expect(validated > 0)
     }
 }
