@@ -2,6 +2,7 @@ import BundleFormat
 import CoreMLSchema
 import Foundation
 import ModelSpec
+import ModelValidation
 import SystemIO
 
 /// Compiles a Core ML model (`.mlmodel` or `.mlpackage`) into a modelc
@@ -22,9 +23,10 @@ public struct BundleCompiler: Sendable {
         self.options = options
     }
 
-    /// Compiles `source` into the bundle directory `output`.
+    /// Validates `source` and compiles it into the bundle directory `output`.
     ///
-    /// - Throws: `CompileError`; when it throws, `output` is as it was.
+    /// - Throws: `CompileError` — `.invalid` with every validation error when
+    ///   the model breaks a rule; when it throws, `output` is as it was.
     public func compile(_ source: String, to output: String) throws(CompileError) -> CompileReport {
         let model: ModelFile
         do {
@@ -32,6 +34,8 @@ public struct BundleCompiler: Sendable {
         } catch {
             throw .source(error)
         }
+        let errors = ModelValidator.validate(model).filter { $0.severity == .error }
+        guard errors.isEmpty else { throw .invalid(path: source, diagnostics: errors) }
         let sourceDigest = try SourceDigest.of(model).description
         let manifestOptions = BundleManifest.Options(fp16: options.fp16)
 

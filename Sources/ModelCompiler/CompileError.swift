@@ -1,4 +1,5 @@
 import ModelSpec
+import ModelValidation
 import SystemIO
 
 /// Why a model could not be compiled. Each case reads as one line naming
@@ -6,6 +7,8 @@ import SystemIO
 public enum CompileError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The source could not be read as a model.
     case source(ModelSpecError)
+    /// The model breaks validation rules; every error found is listed.
+    case invalid(path: String, diagnostics: [Diagnostic])
     /// An ML program's weight file, or a blob in it, cannot be read.
     case sourceWeights(BlobFileError)
     /// A float32 weight is too large for float16 (`--fp16`).
@@ -23,6 +26,8 @@ public enum CompileError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .source(let error):
             error.description
+        case .invalid(let path, let diagnostics):
+            "\(path): \(diagnostics.count) validation \(diagnostics.count == 1 ? "error" : "errors"); nothing was written"
         case .sourceWeights(let error):
             "cannot read model weights: \(error)"
         case .float16Overflow(let owner, let role, let value):

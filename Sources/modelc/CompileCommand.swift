@@ -2,6 +2,7 @@ import ArgumentParsing
 import Foundation
 import ModelCompiler
 import ModelSpec
+import ModelValidation
 
 /// `modelc compile SOURCE OUTPUT`: validate a model and write its bundle.
 enum CompileCommand {
@@ -17,17 +18,27 @@ enum CompileCommand {
             """,
         arguments: [
             PositionalSpec(name: "SOURCE", help: "The .mlmodel file or .mlpackage directory."),
-            PositionalSpec(name: "OUTPUT", help: "The bundle directory to write."),
+            PositionalSpec(name: "OUTPUT", help: "The bundle directory to write (not needed with --check).", isOptional: true),
         ],
         options: [
+            OptionSpec(name: "check", help: "Only validate SOURCE: print every problem found, write nothing."),
             OptionSpec(name: "fp16", help: "Store float32 weights as float16 and print the largest relative error."),
             OptionSpec(name: "force", help: "Rebuild even when OUTPUT is up to date."),
             OptionSpec(name: "json", help: "Print the result as JSON."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
-        guard let source = arguments[positional: "SOURCE"], let output = arguments[positional: "OUTPUT"] else {
-            return .usage
+        guard let source = arguments[positional: "SOURCE"] else { return .usage }
+        if arguments.has("check") {
+            if let output = arguments[positional: "OUTPUT"] {
+                return Modelc.usageFailure(.extraArgument(output, command: spec.name),
+                                           usage: "USAGE: modelc compile --check [--json] SOURCE")
+            }
+            return check(source, json: arguments.has("json"))
+        }
+        guard let output = arguments[positional: "OUTPUT"] else {
+            return Modelc.usageFailure(.missingArgument(name: "OUTPUT", command: spec.name),
+                                       usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
         }
         let compiler = BundleCompiler(options: CompileOptions(fp16: arguments.has("fp16"), force: arguments.has("force")))
         do {
@@ -35,8 +46,41 @@ enum CompileCommand {
             Output.print(arguments.has("json") ? json(report) : text(report))
             return .success
         } catch {
+            if case .invalid(let path, let diagnostics) = error {
+                Output.error(diagnostics.map { "\(path): \($0)\n" }.joined())
+            }
             return Modelc.failure(error)
         }
+    }
+
+    /// `--check`: validation alone; the findings are the result, on stdout.
+    private static func check(_ source: String, json: Bool) -> ExitCode {
+        let model: ModelFile
+        do {
+            model = try ModelFile.open(source)
+        } catch {
+            return Modelc.failure(error)
+        }
+        let diagnostics = ModelValidator.validate(model)
+        let errors = diagnostics.filter { $0.severity == .error }.count
+        let warnings = diagnostics.count - errors
+        if json {
+            let objects = diagnostics.map { diagnostic in
+                ["severity": diagnostic.severity.rawValue, "rule": diagnostic.rule,
+                 "location": diagnostic.location, "message": diagnostic.message] as [String: Any]
+            }
+            Output.print(jsonText(["path": source, "valid": errors == 0, "errors": errors, "warnings": warnings,
+                                   "diagnostics": objects]))
+        } else {
+            var text = diagnostics.map { "\(source): \($0.severity.rawValue): \($0)\n" }.joined()
+            text += "\(source): \(errors == 0 ? "valid" : "invalid") (\(counted(errors, "error")), \(counted(warnings, "warning")))\n"
+            Output.print(text)
+        }
+        return errors == 0 ? .success : .invalidModel
+    }
+
+    private static func counted(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
     }
 
     private static func text(_ report: CompileReport) -> String {

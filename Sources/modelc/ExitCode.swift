@@ -51,6 +51,7 @@ enum ExitCode: Int32, CaseIterable {
     init(_ error: CompileError) {
         self = switch error {
         case .source(let error): ExitCode(error)
+        case .invalid: .invalidModel
         case .sourceWeights: .badWeightFile
         case .float16Overflow: .float16Overflow
         case .outputNotABundle: .outputNotABundle

@@ -42,6 +42,19 @@ public enum Wire {
 
 
 extension Wire {
+    public static func field(_ number: UInt64, string: String) -> [UInt8] {
+        field(number, bytes: Array(string.utf8))
+    }
+
+    /// A packed repeated varint field (int64 / uint64 with non-negative values).
+    public static func field(_ number: UInt64, varints: [UInt64]) -> [UInt8] {
+        field(number, bytes: varints.flatMap(varint))
+    }
+
+    /// A negative int64 as protobuf encodes it (ten bytes, two's complement).
+    public static func signed(_ value: Int64) -> UInt64 { UInt64(bitPattern: value) }
+
+    /// A packed repeated float field.
     public static func field(_ number: UInt64, floats: [Float]) -> [UInt8] {
         field(number, bytes: floats.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian, Array.init) })
     }

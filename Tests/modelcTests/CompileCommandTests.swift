@@ -42,6 +42,54 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
 
+    /// Each semantically broken fixture: its one precise error from --check
+    /// (on stdout), and from compile (on stderr) with nothing written.
+    @Test(arguments: [
+        ("wrong-weight-count", #"layer 0 "conv1" (convolution): weights hold 215 values, expected 216 = 8 output channels × 3 kernel channels × 3 × 3"#),
+        ("undefined-layer-input", #"layer 8 "fc" (innerProduct): input "nonexistent_blob" is neither a model input nor an output of an earlier layer"#),
+        ("duplicate-output", #"layer 1 "dense_b" (innerProduct): output "hidden" is already produced by layer 0 "dense_a""#),
+    ])
+    func invalidModelIsRejectedWithEveryError(name: String, message: String) throws {
+        let file = "Fixtures/Broken/\(name).mlmodel"
+        let check = try ModelcProcess.run(["compile", "--check", file])
+        #expect(check.status == 76)
+        #expect(check.standardOutput == "\(file): error: \(message)\n\(file): invalid (1 error, 0 warnings)\n")
+
+        let directory = try Fixtures.temporaryDirectory("cli-invalid")
+        let output = directory.appendingPathComponent("m.mlmodelc").path
+        let compile = try ModelcProcess.run(["compile", file, output])
+        #expect(compile.status == 76)
+        #expect(compile.standardOutput.isEmpty)
+        #expect(compile.standardError == "\(file): \(message)\nmodelc: error: \(file): 1 validation error; nothing was written\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+
+        let json = try ModelcProcess.run(["compile", "--check", "--json", file])
+        let object = try #require(Fixtures.parseJSON(json.standardOutput) as? [String: Any])
+        #expect(object["valid"] as? Bool == false)
+        #expect(object["errors"] as? Int == 1)
+        let diagnostic = try #require((object["diagnostics"] as? [[String: Any]])?.first)
+        #expect(diagnostic["severity"] as? String == "error")
+        let separator = try #require(message.range(of: ": "))
+        #expect(diagnostic["location"] as? [String] == [String(message[..<separator.lowerBound])])
+        #expect(diagnostic["message"] as? String == String(message[separator.upperBound...]))
+    }
+
+    @Test(arguments: Fixtures.models)
+    func everyValidFixturePassesCheck(entry: Fixtures.Entry) throws {
+        let result = try ModelcProcess.run(["compile", "--check", "Fixtures/\(entry.file)"])
+        #expect(result.status == 0)
+        #expect(result.standardOutput == "Fixtures/\(entry.file): valid (0 errors, 0 warnings)\n")
+    }
+
+    @Test func checkTakesNoOutputAndCompileNeedsOne() throws {
+        let extra = try ModelcProcess.run(["compile", "--check", "Fixtures/Models/GLMRegressor.mlmodel", "out.mlmodelc"])
+        #expect(extra.status == 64)
+        #expect(extra.standardError.hasPrefix("modelc: error: unexpected argument 'out.mlmodelc' for 'compile'\n"))
+        let missing = try ModelcProcess.run(["compile", "Fixtures/Models/GLMRegressor.mlmodel"])
+        #expect(missing.status == 64)
+        #expect(missing.standardError.hasPrefix("modelc: error: 'compile' needs OUTPUT\n"))
+    }
+
     @Test func outputThatIsAFileIsRefused() throws {
         let directory = try Fixtures.temporaryDirectory("cli-file-output")
         let output = directory.appendingPathComponent("notes.txt").path
