@@ -9,7 +9,7 @@ PYTHON      ?= python3
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv clean
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench clean
 
 all: build
 
@@ -22,9 +22,13 @@ build: deps
 run: build
 	$(SWIFT) run $(SWIFT_FLAGS) modelc inspect $(FIXTURE)
 
+# The suite runs twice: as built for debugging, and optimized (bugs such as a
+# pointer that outlives what it points to often show only when optimized).
 test: deps check-generated
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
+	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
+	$(SWIFT) test -c release --skip-build
 
 check-generated:
 	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema
@@ -51,6 +55,12 @@ spec-check: venv
 # Regenerate the fixture models and Fixtures/index.json.
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
+
+# Benchmarks: ratios against baselines measured in the same run (not tests).
+bench: deps venv
+	@Scripts/install-deps.sh time
+	$(SWIFT) build -c release --product modelc
+	Scripts/bench.sh
 
 clean:
 	$(SWIFT) package clean

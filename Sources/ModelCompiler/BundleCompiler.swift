@@ -28,6 +28,8 @@ public struct BundleCompiler: Sendable {
     /// - Throws: `CompileError` — `.invalid` with every validation error when
     ///   the model breaks a rule; when it throws, `output` is as it was.
     public func compile(_ source: String, to output: String) throws(CompileError) -> CompileReport {
+        // Hashing the source overlaps reading and validating it.
+        let pendingDigest = SourceDigest.Pending(path: source)
         let model: ModelFile
         do {
             model = try ModelFile.open(source)
@@ -36,7 +38,7 @@ public struct BundleCompiler: Sendable {
         }
         let errors = ModelValidator.validate(model).filter { $0.severity == .error }
         guard errors.isEmpty else { throw .invalid(path: source, diagnostics: errors) }
-        let sourceDigest = try SourceDigest.of(model).description
+        let sourceDigest = try pendingDigest.wait().description
         let manifestOptions = BundleManifest.Options(fp16: options.fp16)
 
         let existing = BundleReader.existingManifest(at: output)

@@ -1,5 +1,6 @@
+import Dispatch
 import Foundation
-import ModelSpec
+import Synchronization
 import SystemIO
 
 /// The SHA-256 that identifies a compile's source.
@@ -8,12 +9,37 @@ import SystemIO
 /// listing of its regular files, sorted by relative path: for each file one
 /// line `PATH NUL SIZE NUL SHA256-HEX LF` (see docs/bundle-format.md).
 enum SourceDigest {
-    static func of(_ model: ModelFile) throws(CompileError) -> SHA256Digest {
-        switch model.format {
-        case .mlmodel:
-            return try digest(ofFile: model.path).digest
-        case .mlpackage:
-            let root = URL(fileURLWithPath: model.path).standardizedFileURL
+    /// Starts hashing the source at `path` on another thread, so it overlaps
+    /// reading and validating the model; `wait()` returns the digest.
+    final class Pending: Sendable {
+        private let result = Mutex<Result<SHA256Digest, CompileError>?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        init(path: String) {
+            DispatchQueue.global(qos: .userInitiated).async { [self] in
+                let digest = Result { () throws(CompileError) in try SourceDigest.of(path) }
+                result.withLock { $0 = digest }
+                done.signal()
+            }
+        }
+
+        func wait() throws(CompileError) -> SHA256Digest {
+            done.wait()
+            done.signal()
+            guard let digest = result.withLock({ $0 }) else { preconditionFailure("digest finished without a result") }
+            return try digest.get()
+        }
+    }
+
+    /// The digest of the model at `path`: a file, or a package directory.
+    static func of(_ path: String) throws(CompileError) -> SHA256Digest {
+        var isDirectory: ObjCBool = false
+        _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        switch isDirectory.boolValue {
+        case false:
+            return try digest(ofFile: path).digest
+        case true:
+            let root = URL(fileURLWithPath: path).standardizedFileURL
             var files: [(String, String)] = []
             if let walker = FileManager.default.enumerator(atPath: root.path) {
                 for case let relative as String in walker {
@@ -33,15 +59,12 @@ enum SourceDigest {
         }
     }
 
-    private static func digest(ofFile path: String) throws(CompileError) -> (size: Int, digest: SHA256Digest) {
+    private static func digest(ofFile path: String) throws(CompileError) -> (size: UInt64, digest: SHA256Digest) {
         do {
-            let file = try MappedFile(path: path)
-            return withExtendedLifetime(file) { (file.bytes.count, SHA256Digest.of(file.bytes)) }
+            let (digest, size) = try SHA256Digest.ofFile(at: path)
+            return (size, digest)
         } catch {
-            switch error {
-            case .system(let failure): throw .source(.cannotRead(path: path, reason: failure.reason))
-            case .notRegularFile: throw .source(.cannotRead(path: path, reason: "not a regular file"))
-            }
+            throw .source(.cannotRead(path: path, reason: error.reason))
         }
     }
 }

@@ -1,6 +1,6 @@
 import CoreMLSchema
+import Glibc
 import ModelSpec
-import SystemIO
 
 /// Where the values of one weight site come from, as bytes ready to store.
 enum BlobSource {
@@ -14,6 +14,27 @@ enum BlobSource {
         case .bytes(let bytes): bytes.count
         case .float32AsFloat16(let values): values.count * 2
         }
+    }
+
+    /// The bytes the stored data is made from (before any conversion).
+    var sourceBytes: UnsafeRawBufferPointer {
+        switch self {
+        case .bytes(let bytes): bytes
+        case .float32AsFloat16(let values): UnsafeRawBufferPointer(values)
+        }
+    }
+
+    var isConverted: Bool {
+        if case .float32AsFloat16 = self { true } else { false }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Whether both buffers hold the same bytes.
+    func sameBytes(as other: UnsafeRawBufferPointer) -> Bool {
+        guard count == other.count else { return false }
+        guard count > 0, let base = baseAddress, let otherBase = other.baseAddress else { return true }
+        return memcmp(base, otherBase, count) == 0
     }
 }
 
@@ -181,30 +202,27 @@ struct WeightPlan {
         }
     }
 
-    /// Gives identical weights (same data type and bytes) one blob.
+    /// Gives identical weights (same data type, padding and bytes) one blob.
+    ///
+    /// Candidates are grouped by type and size and compared with `memcmp`,
+    /// which stops at the first differing byte: distinct tensors cost almost
+    /// nothing, and only true duplicates are read in full.
     private mutating func deduplicate() {
-        struct Key: Hashable {
+        struct Group: Hashable {
             let dataType: MILBlobFile.DataType
             let paddingBits: UInt64
             let converted: Bool
-            let digest: SHA256Digest
+            let byteCount: Int
         }
-        var seen: [Key: Int] = [:]
+        var groups: [Group: [Int]] = [:]
         for index in weights.indices {
             let weight = weights[index]
-            let key: Key
-            switch weight.data {
-            case .bytes(let bytes):
-                key = Key(dataType: weight.dataType, paddingBits: weight.paddingBits, converted: false,
-                          digest: SHA256Digest.of(bytes))
-            case .float32AsFloat16(let values):
-                key = Key(dataType: weight.dataType, paddingBits: 0, converted: true,
-                          digest: SHA256Digest.of(UnsafeRawBufferPointer(values)))
-            }
-            if let existing = seen[key] {
+            let group = Group(dataType: weight.dataType, paddingBits: weight.paddingBits,
+                              converted: weight.data.isConverted, byteCount: weight.data.sourceBytes.count)
+            if let existing = groups[group, default: []].first(where: { blobs[$0].data.sourceBytes.sameBytes(as: weight.data.sourceBytes) }) {
                 weights[index].blob = existing
             } else {
-                seen[key] = blobs.count
+                groups[group, default: []].append(blobs.count)
                 weights[index].blob = blobs.count
                 blobs.append(PlannedBlob(dataType: weight.dataType, paddingBits: weight.paddingBits, data: weight.data))
             }

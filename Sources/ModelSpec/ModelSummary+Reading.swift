@@ -169,7 +169,7 @@ extension ImageType {
         width = image.width
         height = image.height
         colorSpace = enumValueName(
-            withUnsafePointer(to: core_ml__specification__image_feature_type__color_space__descriptor) { $0 },
+            core_ml__specification__image_feature_type__color_space__descriptor,
             Int32(bitPattern: image.colorspace.rawValue))
         switch image.size_flexibility_case {
         case CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_ENUMERATED_SIZES:
@@ -187,7 +187,7 @@ extension ImageType {
 extension MultiArrayType {
     init(_ array: CoreML__Specification__ArrayFeatureType) {
         dataType = enumValueName(
-            withUnsafePointer(to: core_ml__specification__array_feature_type__array_data_type__descriptor) { $0 },
+            core_ml__specification__array_feature_type__array_data_type__descriptor,
             Int32(bitPattern: array.datatype.rawValue))
         shape = scalars(array.shape, array.n_shape)
         switch array.shape_flexibility_case {

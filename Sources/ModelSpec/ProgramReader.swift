@@ -59,7 +59,7 @@ struct ProgramReader {
 
 /// The MIL schema name of a data type (`FLOAT32`, `INT8`, …).
 package func milDataTypeName(_ type: CoreML__Specification__MILSpec__DataType) -> String {
-    enumValueName(withUnsafePointer(to: core_ml__specification__milspec__data_type__descriptor) { $0 },
+    enumValueName(core_ml__specification__milspec__data_type__descriptor,
                   Int32(bitPattern: type.rawValue))
 }
 

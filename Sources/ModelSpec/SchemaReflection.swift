@@ -76,9 +76,27 @@ package struct MessageView {
 
 /// The schema name of `value` in a protobuf-c enum, e.g. `FLOAT32`, or
 /// `"unknown(7)"` for a value the schema does not define.
-package func enumValueName(_ descriptor: UnsafePointer<ProtobufCEnumDescriptor>, _ value: Int32) -> String {
-    guard let entry = protobuf_c_enum_descriptor_get_value(descriptor, value) else { return "unknown(\(value))" }
-    return String(cString: entry.pointee.name)
+///
+/// Takes the generated descriptor global itself (`core_ml__…__descriptor`).
+/// The pointer to it is used only during the lookup: Swift may hand a C
+/// global to `withUnsafePointer` as a temporary copy, which must not escape.
+/// The returned name lives in the descriptor's static value table.
+package func enumValueName(_ descriptor: ProtobufCEnumDescriptor, _ value: Int32) -> String {
+    withUnsafePointer(to: descriptor) { pointer in
+        guard let entry = protobuf_c_enum_descriptor_get_value(pointer, value) else { return "unknown(\(value))" }
+        return String(cString: entry.pointee.name)
+    }
+}
+
+/// The address of a generated message descriptor, read from a message its
+/// `init` function filled in; protobuf-c keeps this address in every message
+/// it unpacks, so it must be the C global's own.
+package func messageDescriptor<Message>(
+    _ initialize: (UnsafeMutablePointer<Message>) -> Void, _ empty: Message
+) -> UnsafePointer<ProtobufCMessageDescriptor> {
+    var message = empty
+    initialize(&message)
+    return withUnsafeBytes(of: &message) { raw in raw.load(as: ProtobufCMessage.self).descriptor }
 }
 
 /// A C string from protobuf-c as Swift text; empty for `NULL`.

@@ -30,7 +30,7 @@ public final class Specification: @unchecked Sendable {
         if let format = FileFormatSniffer.identify(bytes) {
             throw .notCoreML(path: path, detail: "the file is \(format)")
         }
-        let descriptor = withUnsafePointer(to: core_ml__specification__model__descriptor) { $0 }
+        let descriptor = messageDescriptor(core_ml__specification__model__init, CoreML__Specification__Model())
         do {
             try WireFormatGuard.check(bytes, as: descriptor)
         } catch {

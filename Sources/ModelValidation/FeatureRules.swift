@@ -354,7 +354,7 @@ enum FeatureRules {
             }
         default:
             let name = enumValueName(
-                withUnsafePointer(to: core_ml__specification__image_feature_type__color_space__descriptor) { $0 },
+                core_ml__specification__image_feature_type__color_space__descriptor,
                 Int32(bitPattern: image.colorspace.rawValue))
             sink.error("feature.image.colorSpace", "the color space is \(name); it must be RGB, BGR, GRAYSCALE or GRAYSCALE_FLOAT16")
         }
@@ -422,6 +422,6 @@ func shapeText<T: BinaryInteger>(_ shape: [T]) -> String {
 /// The schema name of a multi-array data type (`FLOAT32`, …).
 func arrayDataTypeName(_ type: CoreML__Specification__ArrayFeatureType__ArrayDataType) -> String {
     enumValueName(
-        withUnsafePointer(to: core_ml__specification__array_feature_type__array_data_type__descriptor) { $0 },
+        core_ml__specification__array_feature_type__array_data_type__descriptor,
         Int32(bitPattern: type.rawValue))
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CCrypto
 
 /// A SHA-256 digest computed by OpenSSL's libcrypto.
@@ -62,5 +65,32 @@ public struct SHA256Hasher: ~Copyable {
             _ = EVP_DigestFinal_ex(context, buffer.baseAddress, &length)
         }
         return SHA256Digest(bytes: digest)
+    }
+}
+
+extension SHA256Digest {
+    /// The digest and size of the file at `path`, read in 1 MiB chunks so
+    /// memory stays constant whatever the file's size.
+    public static func ofFile(at path: String) throws(SystemCallError) -> (digest: SHA256Digest, size: UInt64) {
+        let calls = Syscalls.current
+        let fd = calls.open(path, O_RDONLY, 0)
+        guard fd >= 0 else { throw SystemCallError(call: "open", path: path, code: errno) }
+        defer { _ = calls.close(fd) }
+        var hasher = SHA256Hasher()
+        var size: UInt64 = 0
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { chunk.deallocate() }
+        while true {
+            guard let base = chunk.baseAddress else { break }
+            let count = calls.read(fd, base, chunk.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "read", path: path, code: errno)
+            }
+            if count == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
+            size += UInt64(count)
+        }
+        return (hasher.finalize(), size)
     }
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# make bench: speed and memory of modelc against baselines measured in the
+# same run, printed as ratios. Not a test: nothing here passes or fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=.build/bench
+mkdir -p "$work"
+runs=${BENCH_RUNS:-3}
+large="$work/large.mlmodel"
+if [ ! -f "$large" ]; then
+    echo "generating a large float32 network with the fixture script (once)…" >&2
+    .venv/bin/python Fixtures/generate.py --large "$large" --megabytes "${BENCH_MEGABYTES:-80}" >/dev/null
+fi
+modelc=$(swift build -c release --show-bin-path)/modelc
+bytes=$(stat -c %s "$large")
+
+# The fastest of $runs runs of a command, in seconds.
+fastest() {
+    local best=""
+    for _ in $(seq "$runs"); do
+        rm -rf "$work/out" "$work/out.mlmodelc"
+        local start end
+        start=$(date +%s.%N)
+        "$@" >/dev/null
+        end=$(date +%s.%N)
+        best=$(python3 -c "b='$best'; t=$end-$start; print(t if not b else min(float(b), t))")
+    done
+    echo "$best"
+}
+# Peak resident memory of a command, in bytes.
+peak() {
+    rm -rf "$work/out" "$work/out.mlmodelc"
+    /usr/bin/time -f %M -o "$work/peak" "$@" >/dev/null
+    echo $(( $(cat "$work/peak") * 1024 ))
+}
+ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+mb() { python3 -c "print(f'{$1/1048576:.1f} MB')"; }
+
+cat "$large" > /dev/null   # the source in the page cache for every contender
+copy=$(fastest cp "$large" "$work/out")
+copy_sync=$(fastest sh -c "cp '$large' '$work/out' && sync '$work/out'")
+compile=$(fastest "$modelc" compile "$large" "$work/out.mlmodelc")
+compile_peak=$(peak "$modelc" compile "$large" "$work/out.mlmodelc")
+fp16=$(fastest "$modelc" compile --fp16 "$large" "$work/out.mlmodelc")
+
+echo "compile: $(mb "$bytes") float32 network, fastest of $runs runs"
+printf '  %-28s %8.3f s\n' "cp" "$copy" "cp + fsync" "$copy_sync" "modelc compile" "$compile" "modelc compile --fp16" "$fp16"
+echo "  compile / cp                 $(ratio "$compile" "$copy")×   (target ≤ 2×)"
+echo "  compile / (cp + fsync)       $(ratio "$compile" "$copy_sync")×"
+echo "  peak memory                  $(mb "$compile_peak") = $(ratio "$compile_peak" "$bytes")× the file   (target ≤ 1.5×)"
