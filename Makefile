@@ -9,7 +9,7 @@ PYTHON      ?= python3
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench clean
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
 
 all: build
 
@@ -61,6 +61,13 @@ bench: deps venv
 	@Scripts/install-deps.sh time
 	$(SWIFT) build -c release --product modelc
 	Scripts/bench.sh
+
+# libFuzzer with AddressSanitizer over reading and validating models, bounded
+# by FUZZ_SECONDS; its own scratch path keeps the instrumented build apart.
+fuzz: deps
+	$(SWIFT) build -c release --product ModelFuzzer --scratch-path .build/fuzz-build \
+	    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DMODELC_FUZZING -Xswiftc -use-ld=lld
+	Scripts/fuzz.sh .build/fuzz-build/release/ModelFuzzer
 
 clean:
 	$(SWIFT) package clean

@@ -34,6 +34,8 @@ let package = Package(
         .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ArgumentParsing"),
+        // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
+        .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.

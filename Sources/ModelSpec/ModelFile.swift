@@ -116,6 +116,15 @@ public struct ModelFile: Sendable {
     }
 }
 
+extension ModelFile {
+    /// A model unpacked from bytes that came from no file on disk (fuzzing,
+    /// tests); it has no weight files, so program blob references stay unread.
+    package init(unpacked specification: Specification, path: String) {
+        self.init(path: path, format: .mlmodel, specificationPath: path,
+                  modelDirectory: "/nonexistent/modelc-in-memory", specification: specification)
+    }
+}
+
 /// A decoding error in a few words for a one-line message.
 private func describe(_ error: any Error) -> String {
     switch error {
