@@ -1,5 +1,5 @@
 # modelc — the two commands a person needs:
-#   make run    builds modelc and runs it on a bundled fixture model
+#   make run    builds modelc and compiles a bundled fixture model into a bundle
 #   make test   runs every check and test
 # Both install the Debian packages they need when missing.
 
@@ -19,8 +19,13 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
+RUN_OUTPUT ?= .build/run/$(basename $(notdir $(FIXTURE))).mlmodelc
+
 run: build
+	@mkdir -p $(dir $(RUN_OUTPUT))
 	$(SWIFT) run $(SWIFT_FLAGS) modelc inspect $(FIXTURE)
+	$(SWIFT) run $(SWIFT_FLAGS) modelc compile $(FIXTURE) $(RUN_OUTPUT)
+	@ls -l $(RUN_OUTPUT) $(RUN_OUTPUT)/weights
 
 # The suite runs twice: as built for debugging, and optimized (bugs such as a
 # pointer that outlives what it points to often show only when optimized).
