@@ -18,9 +18,13 @@ public struct BundleCompiler: Sendable {
     public static let compilerVersion = "0.1.0"
 
     public var options: CompileOptions
+    /// Called as weight bytes are written (at least once per 8 MiB and per
+    /// blob), on the compiling thread.
+    public var progress: (@Sendable (CompileProgress) -> Void)?
 
-    public init(options: CompileOptions = CompileOptions()) {
+    public init(options: CompileOptions = CompileOptions(), progress: (@Sendable (CompileProgress) -> Void)? = nil) {
         self.options = options
+        self.progress = progress
     }
 
     /// Validates `source` and compiles it into the bundle directory `output`.
@@ -63,7 +67,7 @@ public struct BundleCompiler: Sendable {
         var files: [BundleManifest.File] = []
 
         let weightPath = staging.path + "/" + BundleLayout.weightFile
-        let (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath)
+        let (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath, progress: progress)
         files.append(BundleManifest.File(path: BundleLayout.weightFile, size: plan.fileSize, sha256: weightDigest.description))
 
         let root = model.specification.root

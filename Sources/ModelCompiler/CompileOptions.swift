@@ -11,6 +11,13 @@ public struct CompileOptions: Equatable, Sendable {
     }
 }
 
+/// How far a compile has come, reported while the weights are written.
+public struct CompileProgress: Equatable, Sendable {
+    /// Weight bytes written so far, and in all.
+    public var bytesWritten: UInt64
+    public var totalBytes: UInt64
+}
+
 /// What a compile did.
 public struct CompileReport: Equatable, Sendable {
     public enum Outcome: String, Equatable, Sendable {

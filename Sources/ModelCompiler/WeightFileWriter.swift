@@ -14,8 +14,12 @@ struct WeightFileWriter {
 
     /// Writes `plan` to `path`; returns the file's digest and, with `--fp16`,
     /// the largest relative conversion error.
-    static func write(_ plan: WeightPlan, to path: String) throws(CompileError) -> (SHA256Digest, ConversionError) {
+    static func write(
+        _ plan: WeightPlan, to path: String, progress: (@Sendable (CompileProgress) -> Void)? = nil
+    ) throws(CompileError) -> (SHA256Digest, ConversionError) {
         var conversion = ConversionError()
+        let total = plan.fileSize
+        let chunk = 8 << 20
         let file = try writing { () throws(SystemCallError) in try FileWriter(path: path) }
         var header = [UInt8](repeating: 0, count: MILBlobFile.headerSize)
         store(UInt32(plan.blobs.count), into: &header, at: 0)
@@ -37,13 +41,20 @@ struct WeightFileWriter {
             }
             switch blob.data {
             case .bytes(let bytes):
-                try writing { () throws(SystemCallError) in try file.write(bytes) }
+                var start = 0
+                repeat {
+                    let end = min(start + chunk, bytes.count)
+                    try writing { () throws(SystemCallError) in try file.write(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) }
+                    start = end
+                    progress?(CompileProgress(bytesWritten: file.offset, totalBytes: total))
+                } while start < bytes.count
             case .float32AsFloat16(let values):
                 let site = firstWeight[index]
                 let error = try writeAsFloat16(values, to: file, owner: site?.owner ?? "", role: site?.role ?? "")
                 if error > conversion.maximum {
                     conversion = ConversionError(maximum: error, owner: site?.owner ?? "", role: site?.role ?? "")
                 }
+                progress?(CompileProgress(bytesWritten: file.offset, totalBytes: total))
             }
         }
         return (try writing { () throws(SystemCallError) in try file.finish() }, conversion)

@@ -59,7 +59,7 @@ public struct ModelFile: Sendable {
             }
         }
         return try withExtendedLifetime(file) { () throws(ModelSpecError) -> Specification in
-            try Specification.unpack(file.bytes, path: path)
+            try Specification.unpack(file.bytes, path: path, release: file.releasePages(in:))
         }
     }
 

@@ -26,13 +26,22 @@ public final class Specification: @unchecked Sendable {
     ///   format, or not protobuf), `.truncated`, `.malformed`, or
     ///   `.unknownModelType` when the model's type is a field this schema lacks.
     public static func unpack(_ bytes: UnsafeRawBufferPointer, path: String) throws(ModelSpecError) -> Specification {
+        try unpack(bytes, path: path, release: { _ in })
+    }
+
+    /// Checks and unpacks; `release` is told each range of `bytes` whose
+    /// contents have been copied out (a mapped file can drop those pages).
+    static func unpack(
+        _ bytes: UnsafeRawBufferPointer, path: String, release: (Range<Int>) -> Void
+    ) throws(ModelSpecError) -> Specification {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { throw .emptyFile(path: path) }
         if let format = FileFormatSniffer.identify(bytes) {
             throw .notCoreML(path: path, detail: "the file is \(format)")
         }
         let descriptor = messageDescriptor(core_ml__specification__model__init, CoreML__Specification__Model())
+        let largeFields: [WireFormatGuard.LargeWeightField]
         do {
-            try WireFormatGuard.check(bytes, as: descriptor)
+            largeFields = try WireFormatGuard.check(bytes, as: descriptor)
         } catch {
             switch error {
             case .truncated(let detail): throw .truncated(path: path, detail: detail)
@@ -40,7 +49,9 @@ public final class Specification: @unchecked Sendable {
             case .notCoreML(let detail): throw .notCoreML(path: path, detail: detail)
             }
         }
-        guard let message = protobuf_c_message_unpack(
+        let skeleton = largeFields.isEmpty
+            ? nil : SkeletonUnpacker.unpack(bytes, fields: largeFields, descriptor: descriptor, release: release)
+        guard let message = skeleton ?? protobuf_c_message_unpack(
             descriptor, nil, bytes.count, base.assumingMemoryBound(to: UInt8.self))
         else {
             throw .malformed(path: path, detail: "protobuf-c rejected the message")

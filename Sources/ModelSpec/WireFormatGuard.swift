@@ -26,16 +26,37 @@ struct WireFormatGuard {
         case notCoreML(String)
     }
 
+    /// A large value field of a `WeightParams` message: where its payload
+    /// lies in the input, and which field it is.
+    struct LargeWeightField: Equatable {
+        let payload: Range<Int>
+        let fieldNumber: UInt32
+    }
+
+    /// Payloads at least this large are worth unpacking without a copy of
+    /// the whole input in memory (see `SkeletonUnpacker`).
+    static let largeFieldThreshold = 4096
+    /// The `WeightParams` fields that hold values: floatValue, float16Value,
+    /// rawValue, int8RawValue.
+    static let weightValueFields: Set<UInt32> = [1, 2, 30, 31]
+
     private let bytes: UnsafeRawBufferPointer
     private var path: [String] = []
     private var recognizedTopLevelFields = 0
+    private let weightParams = messageDescriptor(core_ml__specification__weight_params__init,
+                                                 CoreML__Specification__WeightParams())
+    private var largeWeightFields: [LargeWeightField] = []
 
     private init(bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
     }
 
-    /// Checks `bytes` as a message of type `descriptor`.
-    static func check(_ bytes: UnsafeRawBufferPointer, as descriptor: UnsafePointer<ProtobufCMessageDescriptor>) throws(Finding) {
+    /// Checks `bytes` as a message of type `descriptor`; returns the large
+    /// weight value fields found, in input order.
+    @discardableResult
+    static func check(
+        _ bytes: UnsafeRawBufferPointer, as descriptor: UnsafePointer<ProtobufCMessageDescriptor>
+    ) throws(Finding) -> [LargeWeightField] {
         var walker = WireFormatGuard(bytes: bytes)
         do {
             try walker.scan(from: 0, to: bytes.count, descriptor: descriptor, depth: 1)
@@ -50,6 +71,7 @@ struct WireFormatGuard {
         if walker.recognizedTopLevelFields == 0 {
             throw .notCoreML("no field of a Core ML specification found")
         }
+        return walker.largeWeightFields
     }
 
     /// Where the walk is, for messages: the field path, shortened when deep.
@@ -98,6 +120,10 @@ struct WireFormatGuard {
                 let bodyEnd = index + Int(length)
                 if let field {
                     try checkContents(of: field.pointee, from: index, to: bodyEnd, depth: depth)
+                    if descriptor == weightParams, Self.weightValueFields.contains(UInt32(number)),
+                       Int(length) >= Self.largeFieldThreshold {
+                        largeWeightFields.append(LargeWeightField(payload: index..<bodyEnd, fieldNumber: UInt32(number)))
+                    }
                 }
                 index = bodyEnd
             default:

@@ -53,6 +53,18 @@ public final class MappedFile: @unchecked Sendable {
         }
     }
 
+    /// Tells the kernel the pages wholly inside `range` of `bytes` will not be
+    /// read again soon: they leave this process's resident memory (the file
+    /// keeps them; a later read maps them back in).
+    public func releasePages(in range: Range<Int>) {
+        guard let base, range.lowerBound >= 0, range.upperBound <= count else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (range.lowerBound + page - 1) / page * page
+        let end = range.upperBound / page * page
+        guard end > start else { return }
+        _ = Syscalls.current.madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
+    }
+
     /// The file's bytes; valid while this object is alive.
     public var bytes: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base, count: count)

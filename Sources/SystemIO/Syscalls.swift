@@ -18,6 +18,7 @@ public struct Syscalls: Sendable {
     public var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     public var mmap: @Sendable (_ length: Int, _ fd: Int32) -> UnsafeMutableRawPointer?
     public var munmap: @Sendable (_ address: UnsafeMutableRawPointer, _ length: Int) -> Int32
+    public var madvise: @Sendable (_ address: UnsafeMutableRawPointer, _ length: Int, _ advice: Int32) -> Int32
     public var write: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
     public var fsync: @Sendable (_ fd: Int32) -> Int32
     public var mkdir: @Sendable (_ path: String, _ mode: mode_t) -> Int32
@@ -36,6 +37,7 @@ public struct Syscalls: Sendable {
             return address == MAP_FAILED ? nil : address
         },
         munmap: { address, length in Glibc.munmap(address, length) },
+        madvise: { address, length, advice in Glibc.madvise(address, length, advice) },
         write: { fd, buffer, count in Glibc.write(fd, buffer, count) },
         fsync: { fd in Glibc.fsync(fd) },
         mkdir: { path, mode in Glibc.mkdir(path, mode) },

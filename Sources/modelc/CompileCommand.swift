@@ -40,12 +40,18 @@ enum CompileCommand {
             return Modelc.usageFailure(.missingArgument(name: "OUTPUT", command: spec.name),
                                        usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
         }
-        let compiler = BundleCompiler(options: CompileOptions(fp16: arguments.has("fp16"), force: arguments.has("force")))
-        do {
+        let progress = arguments.has("json") ? nil : ProgressLine.forTerminal(label: "writing weights")
+        var compiler = BundleCompiler(options: CompileOptions(fp16: arguments.has("fp16"), force: arguments.has("force")))
+        if let progress {
+            compiler.progress = { update in progress.update(done: update.bytesWritten, total: update.totalBytes) }
+        }
+        do throws(CompileError) {
             let report = try compiler.compile(source, to: output)
+            progress?.finish()
             Output.print(arguments.has("json") ? json(report) : text(report))
             return .success
         } catch {
+            progress?.finish()
             if case .invalid(let path, let diagnostics) = error {
                 Output.error(diagnostics.map { "\(path): \($0)\n" }.joined())
             }

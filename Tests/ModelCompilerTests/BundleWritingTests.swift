@@ -108,6 +108,21 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["m.mlmodelc"])
     }
 
+    @Test func progressRisesToTheWeightFileSize() throws {
+        let directory = try Fixtures.temporaryDirectory("progress")
+        // Two 9 MB tensors: each is reported at least twice (8 MiB chunks).
+        let big = (0..<(2304 * 1024)).map { Float($0 % 1000) }
+        let source = try writeModel(Wire.innerProductNetwork(layers: [(2304, 1024, big), (1024, 2304, big.reversed())]), in: directory)
+        let updates = ProgressRecorder()
+        let output = directory.appendingPathComponent("net.mlmodelc").path
+        _ = try BundleCompiler(progress: { updates.record($0) }).compile(source, to: output)
+        let seen = updates.values
+        #expect(seen.count >= 4)
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.bytesWritten <= $1.bytesWritten })
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: output + "/weights/weight.bin")[.size] as? UInt64)
+        #expect(seen.last == CompileProgress(bytesWritten: size, totalBytes: size))
+    }
+
     @Test func abandonedStagingDirectoriesAreRemoved() throws {
         let directory = try Fixtures.temporaryDirectory("abandoned")
         // A pid no process has: above the kernel's pid_max (at most 2^22).
@@ -120,6 +135,24 @@ import Testing
                                          to: directory.appendingPathComponent("m.mlmodelc").path)
         #expect(!FileManager.default.fileExists(atPath: leftover))
         #expect(FileManager.default.fileExists(atPath: live))
+    }
+}
+
+/// Collects progress reports.
+final class ProgressRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [CompileProgress] = []
+
+    func record(_ progress: CompileProgress) {
+        lock.lock()
+        defer { lock.unlock() }
+        recorded.append(progress)
+    }
+
+    var values: [CompileProgress] {
+        lock.lock()
+        defer { lock.unlock() }
+        return recorded
     }
 }
 
