@@ -67,11 +67,7 @@ public enum BundleDecompiler {
     ) {
         switch (entry.source, entry.dataType) {
         case ("floatValue", "float32"):
-            let count = data.count / MemoryLayout<Float>.stride
-            let values = UnsafeMutablePointer<Float>.allocate(capacity: max(count, 1))
-            for index in 0..<count {
-                values[index] = Float(bitPattern: UInt32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
-            }
+            let (values, count) = cArray(fromLittleEndian: data, Float.init(bitPattern:))
             free(params.pointee.floatvalue)
             params.pointee.floatvalue = values
             params.pointee.n_floatvalue = count
@@ -86,11 +82,32 @@ public enum BundleDecompiler {
     }
 
     private static func replace(_ field: inout ProtobufCBinaryData, with data: UnsafeRawBufferPointer) {
-        let copy = UnsafeMutableRawPointer.allocate(byteCount: max(data.count, 1), alignment: 16)
-        if let base = data.baseAddress { copy.copyMemory(from: base, byteCount: data.count) }
+        let copy = cArray(UInt8.self, count: data.count)
+        if let base = data.baseAddress { copy.update(from: base.assumingMemoryBound(to: UInt8.self), count: data.count) }
         free(field.data)
-        field.data = copy.assumingMemoryBound(to: UInt8.self)
+        field.data = copy
         field.len = data.count
+    }
+
+    /// Memory for `count` elements from `malloc`: the tree is freed by
+    /// protobuf-c, which releases everything in it with `free`.
+    private static func cArray<Element>(_ type: Element.Type, count: Int) -> UnsafeMutablePointer<Element> {
+        guard let memory = malloc(max(count, 1) * MemoryLayout<Element>.stride) else {
+            fatalError("out of memory allocating \(count) \(Element.self) values")
+        }
+        return memory.bindMemory(to: Element.self, capacity: max(count, 1))
+    }
+
+    /// The 32-bit little-endian values of `data`, decoded, in `malloc` memory.
+    private static func cArray<Element>(
+        fromLittleEndian data: UnsafeRawBufferPointer, _ decode: (UInt32) -> Element
+    ) -> (UnsafeMutablePointer<Element>, Int) {
+        let count = data.count / 4
+        let values = cArray(Element.self, count: count)
+        for index in 0..<count {
+            values[index] = decode(UInt32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
+        }
+        return (values, count)
     }
 
     /// Turns a program constant the compiler moved to the weight file back
@@ -98,41 +115,29 @@ public enum BundleDecompiler {
     private static func restoreInline(
         _ value: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value>, entry: WeightIndex.Entry, data: UnsafeRawBufferPointer
     ) -> Bool {
-        let tensor = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue>.allocate(capacity: 1)
+        let tensor = cArray(CoreML__Specification__MILSpec__TensorValue.self, count: 1)
         core_ml__specification__milspec__tensor_value__init(tensor)
         switch entry.dataType {
         case "float32":
-            let floats = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedFloats>.allocate(capacity: 1)
+            let floats = cArray(CoreML__Specification__MILSpec__TensorValue__RepeatedFloats.self, count: 1)
             core_ml__specification__milspec__tensor_value__repeated_floats__init(floats)
-            let count = data.count / 4
-            let values = UnsafeMutablePointer<Float>.allocate(capacity: max(count, 1))
-            for index in 0..<count {
-                values[index] = Float(bitPattern: UInt32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
-            }
-            floats.pointee.values = values
-            floats.pointee.n_values = count
+            (floats.pointee.values, floats.pointee.n_values) = cArray(fromLittleEndian: data, Float.init(bitPattern:))
             tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_FLOATS
             tensor.pointee.floats = floats
         case "int32":
-            let ints = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedInts>.allocate(capacity: 1)
+            let ints = cArray(CoreML__Specification__MILSpec__TensorValue__RepeatedInts.self, count: 1)
             core_ml__specification__milspec__tensor_value__repeated_ints__init(ints)
-            let count = data.count / 4
-            let values = UnsafeMutablePointer<Int32>.allocate(capacity: max(count, 1))
-            for index in 0..<count {
-                values[index] = Int32(littleEndian: data.loadUnaligned(fromByteOffset: index * 4, as: Int32.self))
-            }
-            ints.pointee.values = values
-            ints.pointee.n_values = count
+            (ints.pointee.values, ints.pointee.n_values) = cArray(fromLittleEndian: data, Int32.init(bitPattern:))
             tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_INTS
             tensor.pointee.ints = ints
         default:
-            let bytes = UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBytes>.allocate(capacity: 1)
+            let bytes = cArray(CoreML__Specification__MILSpec__TensorValue__RepeatedBytes.self, count: 1)
             core_ml__specification__milspec__tensor_value__repeated_bytes__init(bytes)
             replace(&bytes.pointee.values, with: data)
             tensor.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES
             tensor.pointee.bytes = bytes
         }
-        let immediate = UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__ImmediateValue>.allocate(capacity: 1)
+        let immediate = cArray(CoreML__Specification__MILSpec__Value__ImmediateValue.self, count: 1)
         core_ml__specification__milspec__value__immediate_value__init(immediate)
         immediate.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR
         immediate.pointee.tensor = tensor

@@ -61,7 +61,12 @@ extension Wire {
 
     /// A multi-array feature description: `name`, float32, shape `[size]`.
     public static func arrayFeature(_ name: String, size: UInt64) -> [UInt8] {
-        let arrayType = field(1, bytes: varint(size)) + field(2, varint: 65568)  // shape (packed), dataType FLOAT32
+        arrayFeatureWithShape(name, shape: [size])
+    }
+
+    /// A multi-array feature description: `name`, float32, `shape`.
+    public static func arrayFeatureWithShape(_ name: String, shape: [UInt64]) -> [UInt8] {
+        let arrayType = field(1, bytes: shape.flatMap(varint)) + field(2, varint: 65568)  // shape (packed), dataType FLOAT32
         return field(1, bytes: Array(name.utf8)) + field(3, bytes: field(5, bytes: arrayType))
     }
 

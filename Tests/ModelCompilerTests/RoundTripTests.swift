@@ -54,6 +54,43 @@ struct CanonicalModel: Equatable {
         }
     }
 
+    /// Program constants held inline: those a blob can store and that have at
+    /// least 10 elements move to the weight file and come back inline; the
+    /// rest stay where they are.
+    @Test func inlineProgramConstantsRoundTrip() throws {
+        typealias T = MILWire.DataType
+        func constant(_ name: String, _ type: [UInt8], tensor: [UInt8]) -> [UInt8] {
+            MILWire.operation("const", outputs: [MILWire.named(name, type)],
+                              attributes: [("name", MILWire.stringValue(name)), ("val", MILWire.immediate(type, tensor: tensor))])
+        }
+        let floats = (0..<12).map { Float($0) / 3 }
+        let weights = constant("w", MILWire.tensorType(T.float32, [1, 12]), tensor: Wire.field(1, bytes: Wire.field(1, floats: floats)))
+        let indices = constant("i", MILWire.tensorType(T.int32, [16]),
+                               tensor: Wire.field(2, bytes: Wire.field(1, varints: (0..<16).map { UInt64($0 * 7) })))
+        let halves = constant("h", MILWire.tensorType(T.float16, [10]),
+                              tensor: Wire.field(7, bytes: Wire.field(1, bytes: (0..<20).map { UInt8($0) })))
+        let small = constant("s", MILWire.tensorType(T.float32, [5]), tensor: Wire.field(1, bytes: Wire.field(1, floats: [1, 2, 3, 4, 5])))
+        let flags = constant("b", MILWire.tensorType(T.bool, [12]), tensor: Wire.field(3, bytes: Wire.field(1, bytes: Array(repeating: 1, count: 12))))
+        let add = MILWire.operation("add", inputs: [("x", [.name("x")]), ("y", [.name("w")])],
+                                    outputs: [MILWire.named("y", MILWire.tensorType(T.float32, [1, 12]))],
+                                    attributes: [("name", MILWire.stringValue("y"))])
+        let bytes = MILWire.describedModel(inputs: [("x", [1, 12])], outputs: [("y", [1, 12])], opset: "CoreML7",
+                                           block: MILWire.block(outputs: ["y"], operations: [weights, indices, halves, small, flags, add]))
+        let directory = try Fixtures.temporaryDirectory("inline")
+        let source = directory.appendingPathComponent("program.mlmodel").path
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        let bundle = directory.appendingPathComponent("program.mlmodelc").path
+        _ = try BundleCompiler().compile(source, to: bundle)
+        let index = try BundleContents.open(bundle).index.weights
+        #expect(index.map(\.owner) == ["w", "i", "h"])
+        #expect(index.map(\.dataType) == ["float32", "int32", "float16"])
+        #expect(index.allSatisfy { $0.source == "immediateValue" && $0.role == "val" })
+        let output = directory.appendingPathComponent("rebuilt.mlmodel").path
+        let report = try BundleDecompiler.decompile(bundle, to: output)
+        #expect(report.format == .mlmodel)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+    }
+
     @Test func float16BundleDecompilesToFloat16Weights() throws {
         let directory = try Fixtures.temporaryDirectory("fp16")
         let bundle = directory.appendingPathComponent("m.mlmodelc").path
