@@ -88,7 +88,7 @@ public struct BundleContents: Sendable {
             } catch {
                 throw .weightFile(error)
             }
-            guard "\(record.dataType.map { "\($0)" } ?? "?")" == entry.dataType,
+            guard record.dataType?.name == entry.dataType,
                   record.sizeInBytes == entry.bytes, record.dataOffset == entry.dataOffset
             else {
                 throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path) does not match the blob at offset "

@@ -108,7 +108,7 @@ public struct BundleCompiler: Sendable {
             let blob = plan.blobs[weight.blob]
             return WeightIndex.Entry(
                 path: weight.site.path, owner: weight.site.owner, role: weight.site.role,
-                source: weight.sourceForm, dataType: "\(weight.dataType)", count: weight.count,
+                source: weight.sourceForm, dataType: weight.dataType.name, count: weight.count,
                 quantizationBits: weight.quantizationBits, blobOffset: blob.recordOffset,
                 dataOffset: blob.dataOffset, bytes: UInt64(blob.data.storedByteCount))
         })

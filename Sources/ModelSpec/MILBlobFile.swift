@@ -24,6 +24,29 @@ public struct MILBlobFile: Sendable {
         case int4 = 8, uint1 = 9, uint2 = 10, uint4 = 11, uint3 = 12, uint6 = 13
         case int32 = 14, uint32 = 15, float8E4M3FN = 16, float8E5M2 = 17
 
+        /// The name the bundle format uses (docs/bundle-format.md), e.g. `float32`.
+        public var name: String {
+            switch self {
+            case .float16: "float16"
+            case .float32: "float32"
+            case .uint8: "uint8"
+            case .int8: "int8"
+            case .bfloat16: "bfloat16"
+            case .int16: "int16"
+            case .uint16: "uint16"
+            case .int4: "int4"
+            case .uint1: "uint1"
+            case .uint2: "uint2"
+            case .uint4: "uint4"
+            case .uint3: "uint3"
+            case .uint6: "uint6"
+            case .int32: "int32"
+            case .uint32: "uint32"
+            case .float8E4M3FN: "float8E4M3FN"
+            case .float8E5M2: "float8E5M2"
+            }
+        }
+
         /// Bits per element.
         public var bitWidth: Int {
             switch self {

@@ -113,3 +113,14 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
         #expect((try? ModelFile.open(path)) != nil)
     }
 }
+
+@Suite struct BlobDataTypeTests {
+    /// The names are part of the bundle format; they must match its table.
+    @Test func namesAndCodesMatchTheDocument() throws {
+        let document = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/bundle-format.md"), encoding: .utf8)
+        for type in MILBlobFile.DataType.allCases {
+            #expect(document.contains("| \(type.rawValue) | \(type.name) |"), "\(type.rawValue) \(type.name)")
+        }
+        #expect(Set(MILBlobFile.DataType.allCases.map(\.name)).count == MILBlobFile.DataType.allCases.count)
+    }
+}
