@@ -91,6 +91,39 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
                                "Broken/not-a-package.mlpackage", "Broken/escaping-path.mlpackage"])
     }
 
+    /// A copy of MLProgram.mlpackage whose root model item path is `entry`,
+    /// and an outside file a symlink can point at.
+    func package(rootPath entry: String, link: (name: String, target: String)? = nil) throws -> String {
+        let directory = try Fixtures.temporaryDirectory("package")
+        let package = directory.appendingPathComponent("p.mlpackage").path
+        try FileManager.default.copyItem(atPath: Fixtures.path("Models/MLProgram.mlpackage"), toPath: package)
+        let manifestPath = package + "/Manifest.json"
+        let manifest = try String(contentsOfFile: manifestPath, encoding: .utf8)
+        try manifest.replacingOccurrences(of: "\"com.apple.CoreML/model.mlmodel\"", with: "\"\(entry)\"")
+            .write(toFile: manifestPath, atomically: true, encoding: .utf8)
+        if let link {
+            try FileManager.default.createSymbolicLink(atPath: package + "/Data/" + link.name, withDestinationPath: link.target)
+        }
+        return package
+    }
+
+    @Test func symlinkOutOfThePackageIsRefused() throws {
+        let outside = Fixtures.path("Models/GLMRegressor.mlmodel")
+        let path = try package(rootPath: "escape.mlmodel", link: ("escape.mlmodel", outside))
+        #expect(throws: ModelSpecError.unsafePackagePath(path: path, entry: "escape.mlmodel")) { try ModelFile.open(path) }
+    }
+
+    @Test func symlinkInsideThePackageIsFollowed() throws {
+        let path = try package(rootPath: "alias.mlmodel", link: ("alias.mlmodel", "com.apple.CoreML/model.mlmodel"))
+        #expect(ModelSummary(try ModelFile.open(path)).modelType == "mlProgram")
+    }
+
+    @Test(arguments: ["/etc/passwd", "com.apple.CoreML/../../../x.mlmodel", ""])
+    func absoluteOrClimbingPathsAreRefused(entry: String) throws {
+        let path = try package(rootPath: entry)
+        #expect(throws: ModelSpecError.unsafePackagePath(path: path, entry: entry)) { try ModelFile.open(path) }
+    }
+
     @Test func missingPathCannotBeRead() {
         #expect(throws: ModelSpecError.cannotRead(path: "/nonexistent/model.mlmodel", reason: "No such file or directory")) {
             try ModelFile.open("/nonexistent/model.mlmodel")

@@ -30,7 +30,8 @@ import Testing
 
     @Test(arguments: [
         ("Broken/truncated.mlmodel", 68), ("Broken/not-protobuf.mlmodel", 65), ("Broken/empty.mlmodel", 67),
-        ("Broken/escaping-path.mlpackage", 72), ("Broken/missing.mlmodel", 66),
+        ("Broken/escaping-path.mlpackage", 72), ("Broken/missing.mlmodel", 66), ("Broken/unknown-model-type.mlmodel", 70),
+        ("Broken/deep-nesting.mlmodel", 69), ("Broken/bad-utf8.mlmodel", 69), ("Broken/not-a-package.mlpackage", 71),
     ])
     func unreadableSourceFailsWithItsCode(file: String, status: Int32) throws {
         let directory = try Fixtures.temporaryDirectory("cli-bad-source")
