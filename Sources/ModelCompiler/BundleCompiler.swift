@@ -32,8 +32,12 @@ public struct BundleCompiler: Sendable {
     /// - Throws: `CompileError` — `.invalid` with every validation error when
     ///   the model breaks a rule; when it throws, `output` is as it was.
     public func compile(_ source: String, to output: String) throws(CompileError) -> CompileReport {
-        // Hashing the source overlaps reading and validating it.
+        // Hashing the source overlaps reading and validating it. Every way
+        // out of this function waits for the hash: a caller that exits the
+        // process right after a failure must not tear it down under the
+        // hashing thread.
         let pendingDigest = SourceDigest.Pending(path: source)
+        defer { pendingDigest.waitUntilDone() }
         let model: ModelFile
         do {
             model = try ModelFile.open(source)

@@ -23,11 +23,17 @@ enum SourceDigest {
             }
         }
 
+        /// The digest, once hashing has finished.
         func wait() throws(CompileError) -> SHA256Digest {
-            done.wait()
-            done.signal()
+            waitUntilDone()
             guard let digest = result.withLock({ $0 }) else { preconditionFailure("digest finished without a result") }
             return try digest.get()
+        }
+
+        /// Returns when hashing has finished; may be called any number of times.
+        func waitUntilDone() {
+            done.wait()
+            done.signal()
         }
     }
 

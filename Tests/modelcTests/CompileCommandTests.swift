@@ -91,6 +91,19 @@ import Testing
         #expect(missing.standardError.hasPrefix("modelc: error: 'compile' needs OUTPUT\n"))
     }
 
+    /// A compile that fails early exits cleanly every time: the process must
+    /// not end while the source is still being hashed on another thread (it
+    /// crashed in about one run in three before).
+    @Test func earlyFailureExitsCleanlyEveryTime() throws {
+        let directory = try Fixtures.temporaryDirectory("cli-early-failure")
+        for file in ["Broken/deep-nesting.mlmodel", "Broken/wrong-weight-count.mlmodel"] {
+            for _ in 0..<15 {
+                let result = try ModelcProcess.run(["compile", "Fixtures/\(file)", directory.appendingPathComponent("m.mlmodelc").path])
+                #expect([69, 76].contains(result.status), "\(file): exit \(result.status): \(result.standardError)")
+            }
+        }
+    }
+
     @Test func outputThatIsAFileIsRefused() throws {
         let directory = try Fixtures.temporaryDirectory("cli-file-output")
         let output = directory.appendingPathComponent("notes.txt").path
