@@ -20,6 +20,9 @@ public struct WeightIndex: Codable, Equatable, Sendable {
         public var dataType: String
         /// The number of values.
         public var count: Int
+        /// The tensor's shape as its layer or operation declares it (whose
+        /// product is `count`); absent when nothing declares one.
+        public var shape: [Int]?
         /// Bits per value when `source` is `rawValue` (quantized).
         public var quantizationBits: Int?
         /// The offset of the blob's metadata record in the weight file.
@@ -30,13 +33,14 @@ public struct WeightIndex: Codable, Equatable, Sendable {
         public var bytes: UInt64
 
         public init(path: String, owner: String, role: String, source: String, dataType: String, count: Int,
-                    quantizationBits: Int?, blobOffset: UInt64, dataOffset: UInt64, bytes: UInt64) {
+                    shape: [Int]?, quantizationBits: Int?, blobOffset: UInt64, dataOffset: UInt64, bytes: UInt64) {
             self.path = path
             self.owner = owner
             self.role = role
             self.source = source
             self.dataType = dataType
             self.count = count
+            self.shape = shape
             self.quantizationBits = quantizationBits
             self.blobOffset = blobOffset
             self.dataOffset = dataOffset

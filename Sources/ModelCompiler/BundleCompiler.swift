@@ -113,6 +113,7 @@ public struct BundleCompiler: Sendable {
             return WeightIndex.Entry(
                 path: weight.site.path, owner: weight.site.owner, role: weight.site.role,
                 source: weight.sourceForm, dataType: weight.dataType.name, count: weight.count,
+                shape: WeightShape.of(weight.site, count: weight.count),
                 quantizationBits: weight.quantizationBits, blobOffset: blob.recordOffset,
                 dataOffset: blob.dataOffset, bytes: UInt64(blob.data.storedByteCount))
         })

@@ -18,6 +18,8 @@ struct WeightSite {
     /// Role within the owner.
     let role: String
     let holder: Holder
+    /// The neural-network layer holding the weight, if a layer does.
+    var layer: UnsafePointer<CoreML__Specification__NeuralNetworkLayer>? = nil
 }
 
 /// Finds every weight site of a specification by walking all its messages
@@ -36,6 +38,7 @@ struct WeightSiteFinder {
     private struct Owner {
         var name: String
         var rolePathStart: Int
+        var layer: UnsafePointer<CoreML__Specification__NeuralNetworkLayer>?
     }
 
     init(root: UnsafePointer<CoreML__Specification__Model>) {
@@ -49,7 +52,7 @@ struct WeightSiteFinder {
         if type == Self.weightParams {
             let params = UnsafeMutablePointer(mutating: message.pointer.assumingMemoryBound(to: CoreML__Specification__WeightParams.self))
             sites.append(WeightSite(path: path.joined(separator: "."), owner: owner?.name ?? "",
-                                    role: role(path, owner), holder: .weightParams(params)))
+                                    role: role(path, owner), holder: .weightParams(params), layer: owner?.layer))
             return
         }
         if type == Self.value, let owner {
@@ -59,13 +62,13 @@ struct WeightSiteFinder {
             return
         }
         if type == Self.layer {
-            let layer = message.pointer.assumingMemoryBound(to: CoreML__Specification__NeuralNetworkLayer.self).pointee
+            let layer = message.pointer.assumingMemoryBound(to: CoreML__Specification__NeuralNetworkLayer.self)
             // Roles start below the layer's parameters message: "<path>.<kind>.".
-            owner = Owner(name: text(layer.name), rolePathStart: path.count + 1)
+            owner = Owner(name: text(layer.pointee.name), rolePathStart: path.count + 1, layer: layer)
         } else if type == Self.operation {
             let operation = message.pointer.assumingMemoryBound(to: CoreML__Specification__MILSpec__Operation.self).pointee
             let output = elements(operation.outputs, operation.n_outputs).first.map { text($0.pointee.name) } ?? ""
-            owner = Owner(name: output, rolePathStart: path.count)
+            owner = Owner(name: output, rolePathStart: path.count, layer: nil)
         }
         for field in message.fields where field.type == PROTOBUF_C_TYPE_MESSAGE {
             let name = String(cString: field.name)

@@ -71,6 +71,9 @@ import Testing
             #expect(integer(weights, offset + 16, UInt64.self) == UInt64(offset + 64))
             #expect(weight["dataOffset"] as? Int == offset + 64)
             #expect(weights[(offset + 32)..<(offset + 64)].allSatisfy { $0 == 0 })
+            if let shape = weight["shape"] as? [Int] {
+                #expect(shape.reduce(1, *) == weight["count"] as? Int, "shape of \(weight["path"] ?? "")")
+            }
             if !recordOffsets.contains(offset) { recordOffsets.append(offset) }
         }
         #expect(integer(weights, 0, UInt32.self) == UInt32(recordOffsets.count))

@@ -75,6 +75,18 @@ func bundleName(_ entry: Fixtures.Entry) -> String {
         }
     }
 
+    @Test func indexRecordsDeclaredShapes() throws {
+        let directory = try Fixtures.temporaryDirectory("shapes")
+        let image = directory.appendingPathComponent("i.mlmodelc").path
+        _ = try BundleCompiler().compile(Fixtures.path("Models/ImageClassifier.mlmodel"), to: image)
+        let shapes = try BundleContents.open(image).index.weights.map { "\($0.owner).\($0.role) \($0.shape ?? [])" }
+        #expect(shapes == ["conv1.weights [8, 3, 3, 3]", "conv1.bias [8]", "bn1.gamma [8]", "bn1.beta [8]", "bn1.mean [8]",
+                           "bn1.variance [8]", "conv2.weights [16, 8, 3, 3]", "fc.weights [3, 16]", "fc.bias [3]"])
+        let program = directory.appendingPathComponent("p.mlmodelc").path
+        _ = try BundleCompiler().compile(Fixtures.path("Models/MLProgram.mlpackage"), to: program)
+        #expect(try BundleContents.open(program).index.weights.map { $0.shape ?? [] } == [[32, 16], [32], [8, 4, 3], [4, 64]])
+    }
+
     @Test func secondCompileIsUpToDateAndForceOrNewOptionsRebuild() throws {
         let directory = try Fixtures.temporaryDirectory("incremental")
         let output = directory.appendingPathComponent("m.mlmodelc").path
