@@ -33,10 +33,11 @@ let package = Package(
         .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),
         .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelLoader", dependencies: ["BundleFormat", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
@@ -44,6 +45,7 @@ let package = Package(
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"]),
+        .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],

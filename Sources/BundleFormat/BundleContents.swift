@@ -66,6 +66,7 @@ public struct BundleContents: Sendable {
         let contents = BundleContents(path: path, manifest: manifest, index: index,
                                       specification: specification, weights: weights)
         try contents.checkIndex()
+        weights.adviseNormalAccess()
         return contents
     }
 

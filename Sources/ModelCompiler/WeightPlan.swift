@@ -195,6 +195,7 @@ struct WeightPlan {
         if let open = sourceFiles[path] { return open }
         do {
             let file = try MILBlobFile(path: path)
+            file.adviseNormalAccess()  // every blob will be read in order
             sourceFiles[path] = file
             return file
         } catch {

@@ -92,6 +92,10 @@ public struct MILBlobFile: Sendable {
         guard bytes.count >= Self.headerSize else {
             throw .tooSmall(path: path, size: bytes.count)
         }
+        // Checking reads the header and records only; without this hint the
+        // kernel's readahead would bring in weights nobody asked for yet.
+        // Callers that then read the data call `adviseNormalAccess()`.
+        file.adviseRandomAccess()
         let version = bytes.littleEndian(UInt32.self, at: 4)
         guard version == Self.version else {
             throw .unsupportedVersion(path: path, version: version)
@@ -101,6 +105,13 @@ public struct MILBlobFile: Sendable {
 
     /// The file's bytes; valid while this value is alive.
     public var bytes: UnsafeRawBufferPointer { file.bytes }
+
+    /// Lets the kernel read ahead again: for use once the records have been
+    /// checked and the data is about to be read (the file is opened with
+    /// readahead off, so checking it reads no weights).
+    public func adviseNormalAccess() {
+        file.adviseNormalAccess()
+    }
 
     /// The metadata record at `offset`, checked: inside the file, with the
     /// sentinel, a known data type, and data that lies inside the file.

@@ -65,6 +65,20 @@ public final class MappedFile: @unchecked Sendable {
         _ = Syscalls.current.madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
     }
 
+    /// Tells the kernel reads will not be sequential, so a page fault reads
+    /// that page and not the pages after it.
+    public func adviseRandomAccess() {
+        guard let base else { return }
+        _ = Syscalls.current.madvise(UnsafeMutableRawPointer(mutating: base), count, MADV_RANDOM)
+    }
+
+    /// Undoes `adviseRandomAccess`: faults read ahead again, for callers that
+    /// go on to read the data in order.
+    public func adviseNormalAccess() {
+        guard let base else { return }
+        _ = Syscalls.current.madvise(UnsafeMutableRawPointer(mutating: base), count, MADV_NORMAL)
+    }
+
     /// The file's bytes; valid while this object is alive.
     public var bytes: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base, count: count)

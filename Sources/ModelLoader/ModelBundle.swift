@@ -1,0 +1,98 @@
+import BundleFormat
+import Foundation
+import ModelSpec
+
+/// A compiled bundle opened for use: manifest and metadata checked, the
+/// specification unpacked, the weight file mapped read-only and every index
+/// entry checked against it.
+///
+/// Opening reads only the small files and the weight file's 64-byte records,
+/// so it costs the same whatever the size of the weights. Immutable after
+/// opening and safe to share across threads; the weights are unmapped when the
+/// last reference goes.
+public final class ModelBundle: Sendable {
+    public let path: String
+    public let manifest: BundleManifest
+    /// The specification without weight values.
+    public let specification: Specification
+    /// The model type's schema name, from `metadata.json`.
+    public let modelType: String
+    private let contents: BundleContents
+    private let byName: [Key: Int]
+
+    private struct Key: Hashable {
+        let owner: String
+        let role: String
+    }
+
+    /// Opens the bundle directory at `path`.
+    ///
+    /// - Throws: `BundleError` naming the bundle or the file at fault: not a
+    ///   bundle, a newer format, a file missing or of the wrong size, a
+    ///   malformed document, a weight record outside the file.
+    public static func open(_ path: String) throws(BundleError) -> ModelBundle {
+        let contents = try BundleContents.open(path)
+        let metadataPath = path + "/" + BundleLayout.metadata
+        guard let data = FileManager.default.contents(atPath: metadataPath),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]],
+              let metadata = object.first,
+              let type = (metadata["modelType"] as? [String: Any])?["name"] as? String,
+              metadata["specificationVersion"] as? Int == Int(contents.specification.root.pointee.specificationversion)
+        else {
+            throw .malformedFile(path: metadataPath, detail: "not the metadata of this bundle's specification")
+        }
+        return ModelBundle(contents: contents, modelType: String(type.dropFirst("MLModelType_".count)))
+    }
+
+    private init(contents: BundleContents, modelType: String) {
+        self.contents = contents
+        path = contents.path
+        manifest = contents.manifest
+        specification = contents.specification
+        self.modelType = modelType
+        var byName: [Key: Int] = [:]
+        for (position, entry) in contents.index.weights.enumerated() {
+            byName[Key(owner: entry.owner, role: entry.role)] = byName[Key(owner: entry.owner, role: entry.role)] ?? position
+        }
+        self.byName = byName
+    }
+
+    /// Every weight of the model, in index order.
+    public var weights: [WeightIndex.Entry] { contents.index.weights }
+
+    /// The weight `role` of the layer or operation `owner` (`conv1`,
+    /// `weights`), found in constant time; `nil` when there is none.
+    public func weight(owner: String, role: String) -> WeightView? {
+        byName[Key(owner: owner, role: role)].flatMap { view(of: contents.index.weights[$0]) }
+    }
+
+    /// The view of one index entry.
+    public func view(of entry: WeightIndex.Entry) -> WeightView? {
+        guard let data = try? contents.data(for: entry), let base = data.baseAddress,
+              let type = MILBlobFile.DataType(name: entry.dataType)
+        else { return nil }
+        return WeightView(base: base, count: entry.count, byteCount: data.count, dataType: type,
+                          shape: entry.shape ?? [entry.count])
+    }
+
+    /// Memory the model holds while loaded, counted as the bundle's file
+    /// sizes: the mapped weight file, and the specification and documents
+    /// read into memory.
+    public var residentBytes: Int {
+        Int(manifest.files.reduce(UInt64(0)) { $0 + $1.size })
+    }
+
+    /// Checks every file of the bundle at `path` against the SHA-256 its
+    /// manifest records (reading every byte), after the checks of `open`.
+    public static func verify(_ path: String) throws(BundleError) -> BundleManifest {
+        try BundleContents.open(path, verifyDigests: true).manifest
+    }
+}
+
+extension MILBlobFile.DataType {
+    /// The data type with this bundle-format name.
+    public init?(name: String) {
+        guard let match = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = match
+    }
+}

@@ -1,0 +1,221 @@
+import BundleFormat
+import Foundation
+import Synchronization
+
+/// Loaded bundles kept within a memory budget, as Core ML keeps models: a
+/// model is loaded once however many callers ask for it at the same time,
+/// handed out as leases, kept while leased, and evicted (unmapped) least
+/// recently used first when the budget or memory pressure calls for it — to be
+/// reloaded, unchanged, on the next request.
+///
+/// Thread-safe; all state is behind one lock, and loads run outside it.
+public final class ModelCache: Sendable {
+    /// Counters since the cache was made.
+    public struct Statistics: Equatable, Sendable {
+        /// Requests served by a loaded model, or by joining a load under way.
+        public var hits = 0
+        /// Requests that started a load.
+        public var misses = 0
+        public var loads = 0
+        public var failedLoads = 0
+        public var evictions = 0
+        /// Bytes of the models loaded now (see `ModelBundle.residentBytes`).
+        public var bytesResident = 0
+        public var modelsResident = 0
+    }
+
+    /// Why a model was evicted.
+    public enum EvictionReason: String, Sendable {
+        case budget
+        case pressureWarning
+        case pressureCritical
+        case requested
+    }
+
+    /// What happened, for logs.
+    public enum Event: Equatable, Sendable {
+        case loaded(path: String, bytes: Int)
+        case loadFailed(path: String, error: BundleError)
+        case evicted(path: String, bytes: Int, reason: EvictionReason)
+        /// A memory pressure notice, or why none can be had.
+        case pressure(String)
+    }
+
+    /// Opens a bundle; `ModelBundle.open` unless a test substitutes another.
+    public typealias Loader = @Sendable (String) throws(BundleError) -> ModelBundle
+
+    private struct Entry {
+        var model: ModelBundle?
+        var bytes = 0
+        var leases = 0
+        var lastUse: UInt64 = 0
+        var waiters: [CheckedContinuation<ModelBundle, any Error>] = []
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var clock: UInt64 = 0
+        var statistics = Statistics()
+    }
+
+    /// The byte budget for models that are not leased.
+    public let budget: Int
+    private let state = Mutex(State())
+    private let loader: Loader
+    private let eventSink: AsyncStream<Event>.Continuation
+    /// Events as they happen; one consumer.
+    public let events: AsyncStream<Event>
+
+    public init(budget: Int, loader: @escaping Loader = { path throws(BundleError) in try ModelBundle.open(path) }) {
+        self.budget = budget
+        self.loader = loader
+        (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    deinit { eventSink.finish() }
+
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    /// The model of the bundle at `path`, loaded if it is not: concurrent
+    /// requests for one path share one load, and a load's error reaches every
+    /// request waiting for it.
+    public func model(at path: String) async throws(BundleError) -> ModelLease {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        while true {
+            switch begin(key) {
+            case .loaded(let model):
+                return ModelLease(model: model) { [self] in returned(key) }
+            case .load:
+                return try load(key)
+            case .join:
+                do {
+                    let model = try await withCheckedThrowingContinuation { continuation in
+                        let outcome: ModelBundle?? = state.withLock { state in
+                            guard state.entries[key] != nil else { return .some(nil) }
+                            if let model = state.entries[key]?.model {
+                                state.entries[key]?.leases += 1
+                                state.statistics.hits += 1
+                                return .some(model)
+                            }
+                            state.entries[key]?.waiters.append(continuation)
+                            return nil
+                        }
+                        switch outcome {
+                        case .some(.some(let model)): continuation.resume(returning: model)
+                        case .some(.none): continuation.resume(throwing: Retry())
+                        case .none: break
+                        }
+                    }
+                    return ModelLease(model: model) { [self] in returned(key) }
+                } catch let error as BundleError {
+                    throw error
+                } catch {
+                    continue  // the load ended, and its model went, before this request joined; not counted yet
+                }
+            }
+        }
+    }
+
+    private struct Retry: Error {}
+
+    private enum Start {
+        case loaded(ModelBundle)
+        case load
+        case join
+    }
+
+    /// Decides how to serve a request. Hits and misses are counted where a
+    /// request is served: here for loaded models and new loads, when joining
+    /// for requests that wait for a load.
+    private func begin(_ key: String) -> Start {
+        state.withLock { state in
+            if let entry = state.entries[key] {
+                if let model = entry.model {
+                    state.statistics.hits += 1
+                    // The lease is counted under the lock that found the model,
+                    // so no eviction can come between.
+                    state.clock += 1
+                    state.entries[key]?.lastUse = state.clock
+                    state.entries[key]?.leases += 1
+                    return .loaded(model)
+                }
+                return .join
+            }
+            state.statistics.misses += 1
+            state.entries[key] = Entry()
+            return .load
+        }
+    }
+
+    private func load(_ key: String) throws(BundleError) -> ModelLease {
+        let model: ModelBundle
+        do {
+            model = try loader(key)
+        } catch {
+            let waiters = state.withLock { state in
+                state.statistics.failedLoads += 1
+                return state.entries.removeValue(forKey: key)?.waiters ?? []
+            }
+            eventSink.yield(.loadFailed(path: key, error: error))
+            for waiter in waiters { waiter.resume(throwing: error) }
+            throw error
+        }
+        let bytes = model.residentBytes
+        let waiters = state.withLock { state in
+            state.clock += 1
+            let waiters = state.entries[key]?.waiters ?? []
+            state.entries[key] = Entry(model: model, bytes: bytes, leases: 1 + waiters.count, lastUse: state.clock)
+            state.statistics.hits += waiters.count
+            state.statistics.loads += 1
+            state.statistics.bytesResident += bytes
+            state.statistics.modelsResident += 1
+            return waiters
+        }
+        eventSink.yield(.loaded(path: key, bytes: bytes))
+        for waiter in waiters { waiter.resume(returning: model) }
+        evict(toAtMost: budget, reason: .budget)
+        return ModelLease(model: model) { [self] in returned(key) }
+    }
+
+    /// A lease came back.
+    private func returned(_ key: String) {
+        state.withLock { state in
+            state.clock += 1
+            state.entries[key]?.leases -= 1
+            state.entries[key]?.lastUse = state.clock
+        }
+        evict(toAtMost: budget, reason: .budget)
+    }
+
+    /// Evicts models nobody leases, least recently used first, until the
+    /// loaded models take at most `bytes` (or only leased ones are left).
+    /// Evicted models are unmapped once the cache drops them.
+    public func evict(toAtMost bytes: Int, reason: EvictionReason = .requested) {
+        let evicted: [(String, Int, ModelBundle)] = state.withLock { state in
+            var evicted: [(String, Int, ModelBundle)] = []
+            while state.statistics.bytesResident > bytes {
+                let candidates = state.entries.filter { $0.value.model != nil && $0.value.leases == 0 }
+                guard let oldest = candidates.min(by: { $0.value.lastUse < $1.value.lastUse }),
+                      let model = oldest.value.model
+                else { break }
+                state.entries.removeValue(forKey: oldest.key)
+                state.statistics.bytesResident -= oldest.value.bytes
+                state.statistics.modelsResident -= 1
+                state.statistics.evictions += 1
+                evicted.append((oldest.key, oldest.value.bytes, model))
+            }
+            return evicted
+        }
+        // The models are released here, outside the lock: unmapping takes time.
+        for (path, size, _) in evicted {
+            eventSink.yield(.evicted(path: path, bytes: size, reason: reason))
+        }
+    }
+
+    /// The paths of the loaded models, least recently used first (for tests and logs).
+    public var residentPaths: [String] {
+        state.withLock { state in
+            state.entries.filter { $0.value.model != nil }.sorted { $0.value.lastUse < $1.value.lastUse }.map(\.key)
+        }
+    }
+}

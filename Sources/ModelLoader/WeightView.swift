@@ -1,0 +1,30 @@
+import ModelSpec
+
+/// One weight tensor of an open bundle, in place in the mapped weight file:
+/// no bytes are copied.
+///
+/// Valid while the `ModelBundle` it came from is alive (a `ModelLease` keeps
+/// it alive). The data starts on a 64-byte boundary, so it can be used as an
+/// array of its type directly.
+public struct WeightView: @unchecked Sendable {
+    /// The first byte of the data (read-only mapped memory).
+    public let base: UnsafeRawPointer
+    /// The number of values.
+    public let count: Int
+    /// The size of the data in bytes.
+    public let byteCount: Int
+    public let dataType: MILBlobFile.DataType
+    /// The declared shape, or `[count]` when the bundle records none.
+    public let shape: [Int]
+
+    /// The data as float32 values, when that is its type.
+    public var float32Values: UnsafeBufferPointer<Float>? {
+        guard dataType == .float32 else { return nil }
+        return UnsafeBufferPointer(start: base.assumingMemoryBound(to: Float.self), count: byteCount / 4)
+    }
+
+    /// The data as raw bytes.
+    public var bytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base, count: byteCount)
+    }
+}

@@ -1,0 +1,179 @@
+import BundleFormat
+import FixtureSupport
+import Foundation
+import Synchronization
+import Testing
+@testable import ModelLoader
+
+/// Counts loads and can slow them down or make them fail.
+final class CountingLoader: Sendable {
+    let loads = Atomic<Int>(0)
+    let delay: Duration
+    let failing: Set<String>
+
+    init(delay: Duration = .zero, failing: Set<String> = []) {
+        self.delay = delay
+        self.failing = failing
+    }
+
+    func load(_ path: String) throws(BundleError) -> ModelBundle {
+        loads.add(1, ordering: .relaxed)
+        if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.attoseconds) / 1e18 + Double(delay.components.seconds)) }
+        if failing.contains(path) { throw .notABundle(path: path) }
+        return try ModelBundle.open(path)
+    }
+}
+
+@Suite struct ModelCacheTests {
+    @Test(.timeLimit(.minutes(1))) func concurrentRequestsShareOneLoad() async throws {
+        let path = try TestBundles.make([1000], label: "cache-coalesce")[0]
+        let loader = CountingLoader(delay: .milliseconds(100))
+        let cache = ModelCache(budget: 1 << 30) { path throws(BundleError) in try loader.load(path) }
+        let callers = 32
+        let leases = try await withThrowingTaskGroup(of: ModelLease.self) { group in
+            for _ in 0..<callers { group.addTask { try await cache.model(at: path) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let loads = loader.loads.load(ordering: .relaxed)
+        #expect(0 < loads && loads < callers)
+        #expect(loads == 1)
+        #expect(Set(leases.map { ObjectIdentifier($0.model) }).count == 1)
+        #expect(cache.statistics.loads == 1 && cache.statistics.misses == 1 && cache.statistics.hits == callers - 1)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aLoadErrorReachesEveryWaiter() async throws {
+        let path = "/nonexistent/bundle.mlmodelc"
+        let loader = CountingLoader(delay: .milliseconds(100), failing: [path])
+        let cache = ModelCache(budget: 1 << 30) { path throws(BundleError) in try loader.load(path) }
+        let outcomes = await withTaskGroup(of: BundleError?.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    do throws(BundleError) {
+                        _ = try await cache.model(at: path)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.count == 16)
+        #expect(outcomes.allSatisfy { $0 == .notABundle(path: path) })
+        #expect(loader.loads.load(ordering: .relaxed) < 16)
+        #expect(cache.statistics.modelsResident == 0)
+        // A later request tries again.
+        _ = try? await cache.model(at: path)
+        #expect(cache.statistics.failedLoads >= 2)
+    }
+
+    /// Sizes and budgets swept: after every step the unleased models fit the
+    /// budget, and the least recently used went first.
+    @Test(.timeLimit(.minutes(1)), arguments: [1, 2, 3, 5])
+    func budgetAndLeastRecentlyUsedOrder(budgetInModels: Int) async throws {
+        let paths = try TestBundles.make([2000, 2000, 2000, 2000, 2000, 2000], label: "cache-lru")
+        let size = try ModelBundle.open(paths[0]).residentBytes
+        let cache = ModelCache(budget: size * budgetInModels)
+        var expectedOrder: [String] = []
+        for step in 0..<40 {
+            let path = paths[(step * 7 + step / 3) % paths.count]
+            let lease = try await cache.model(at: path)
+            lease.release()
+            expectedOrder.removeAll { $0 == path }
+            expectedOrder.append(path)
+            expectedOrder = Array(expectedOrder.suffix(budgetInModels))
+            #expect(cache.statistics.bytesResident <= cache.budget)
+            #expect(cache.residentPaths == expectedOrder)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func leasedModelsAreNeverEvicted() async throws {
+        let paths = try TestBundles.make([3000, 3000, 3000], label: "cache-leased")
+        let size = try ModelBundle.open(paths[0]).residentBytes
+        let cache = ModelCache(budget: size)
+        let first = try await cache.model(at: paths[0])
+        let second = try await cache.model(at: paths[1])
+        // Both leased: over budget, but nothing may go.
+        #expect(cache.statistics.modelsResident == 2)
+        #expect(cache.statistics.bytesResident == 2 * size)
+        second.release()
+        // Now the budget holds, keeping the leased one.
+        #expect(cache.residentPaths == [URL(fileURLWithPath: paths[0]).standardizedFileURL.path])
+        #expect(first.model.weight(owner: "dense0", role: "weights") != nil)
+        first.release()
+    }
+
+    @Test(.timeLimit(.minutes(1))) func evictedModelsReloadWithTheSameTensors() async throws {
+        let paths = try TestBundles.make([5000, 5000], label: "cache-reload")
+        let size = try ModelBundle.open(paths[0]).residentBytes
+        let cache = ModelCache(budget: size)
+        func checksum(_ lease: ModelLease) -> Double {
+            lease.model.weights.reduce(0) { sum, entry in
+                sum + (lease.model.view(of: entry)?.float32Values?.reduce(0.0) { $0 + Double($1) } ?? -1)
+            }
+        }
+        let before = checksum(try await cache.model(at: paths[0]))
+        _ = try await cache.model(at: paths[1])  // evicts the first
+        #expect(cache.statistics.evictions == 1)
+        let after = checksum(try await cache.model(at: paths[0]))
+        #expect(before == after && before > 0)
+        #expect(cache.statistics.loads == 3)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func eventsTellLoadsAndEvictions() async throws {
+        let paths = try TestBundles.make([100, 100], label: "cache-events")
+        let size = try ModelBundle.open(paths[0]).residentBytes
+        let cache = ModelCache(budget: size)
+        _ = try await cache.model(at: paths[0])
+        _ = try await cache.model(at: paths[1])
+        var iterator = cache.events.makeAsyncIterator()
+        let keys = paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        #expect(await iterator.next() == .loaded(path: keys[0], bytes: size))
+        #expect(await iterator.next() == .loaded(path: keys[1], bytes: size))
+        #expect(await iterator.next() == .evicted(path: keys[0], bytes: size, reason: .budget))
+    }
+
+    /// Eight threads, thousands of random requests over more models than the
+    /// budget holds: the counters stay consistent and nothing hangs.
+    @Test(.timeLimit(.minutes(2))) func stress() async throws {
+        let paths = try TestBundles.make(Array(repeating: 500, count: 12), label: "cache-stress")
+        var sizes: [String: Int] = [:]
+        for path in paths { sizes[URL(fileURLWithPath: path).standardizedFileURL.path] = try ModelBundle.open(path).residentBytes }
+        let cache = ModelCache(budget: (sizes.values.max() ?? 0) * 4)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var generator = SplitMixGenerator(seed: UInt64(worker + 1))
+                    for _ in 0..<2000 {
+                        let lease = try await cache.model(at: paths[Int.random(in: 0..<paths.count, using: &generator)])
+                        #expect(lease.model.weights.count == 1)
+                        lease.release()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let statistics = cache.statistics
+        #expect(statistics.hits + statistics.misses == 16_000)
+        #expect(statistics.loads == statistics.misses)
+        #expect(statistics.loads - statistics.evictions == statistics.modelsResident)
+        #expect(statistics.bytesResident <= cache.budget)
+        #expect(statistics.bytesResident == cache.residentPaths.reduce(0) { $0 + (sizes[$1] ?? -1) })
+        #expect(statistics.modelsResident == cache.residentPaths.count)
+    }
+}
+
+/// A small deterministic generator for reproducible stress runs.
+struct SplitMixGenerator: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
