@@ -60,11 +60,17 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
+    init(_ error: BundleError) {
+        self = switch error {
+        case .newerFormat: .newerBundleFormat
+        case .unreadable: .cannotRead
+        default: .badBundle
+        }
+    }
+
     init(_ error: DecompileError) {
         self = switch error {
-        case .bundle(.newerFormat): .newerBundleFormat
-        case .bundle(.unreadable): .cannotRead
-        case .bundle: .badBundle
+        case .bundle(let error): ExitCode(error)
         case .needsPackage: .usage
         case .outputExists: .outputExists
         case .write: .cannotWrite

@@ -19,6 +19,7 @@ enum Modelc {
         Command(spec: InspectCommand.spec, run: InspectCommand.run),
         Command(spec: CompileCommand.spec, run: CompileCommand.run),
         Command(spec: DecompileCommand.spec, run: DecompileCommand.run),
+        Command(spec: VerifyCommand.spec, run: VerifyCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 
