@@ -65,6 +65,7 @@ fixtures: venv
 bench: deps venv
 	@Scripts/install-deps.sh time
 	$(SWIFT) build -c release --product modelc
+	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
 
 # libFuzzer with AddressSanitizer over reading and validating models, bounded

@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ModelLoader", dependencies: ["BundleFormat", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
+        // In-process timings for make bench.
+        .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
@@ -45,6 +47,7 @@ let package = Package(
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"]),
+        .testTarget(name: "BundleFormatTests", dependencies: ["BundleFormat", "ModelCompiler", "FixtureSupport"]),
         .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),

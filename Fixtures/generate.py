@@ -4,7 +4,7 @@
 Usage:
     generate.py [--out DIR]                 write Models/, Broken/ and index.json
                                             (default DIR: the folder of this script)
-    generate.py --large PATH [--megabytes 80]
+    generate.py --large PATH [--megabytes 80] [--layers N]
                                             write one large float32 neural network
                                             (.mlmodel) for benchmarks; not indexed
 
@@ -1106,12 +1106,16 @@ def generate(out_dir):
                 (json.dumps(index, indent=2, sort_keys=True) + "\n").encode())
 
 
-def generate_large(path, megabytes):
+def generate_large(path, megabytes, layers=None):
     floats = int(megabytes * 1024 * 1024 / 4)
-    n = 1024
-    while n > 8 and n * n > floats:
-        n //= 2
-    layers = max(1, round(floats / (n * n)))
+    if layers:
+        # A fixed structure: only the size of each layer follows the megabytes.
+        n = max(8, int((floats / layers) ** 0.5))
+    else:
+        n = 1024
+        while n > 8 and n * n > floats:
+            n //= 2
+        layers = max(1, round(floats / (n * n)))
     rng = np.random.default_rng(4001)
     builder = NeuralNetworkBuilder([("input", datatypes.Array(n))],
                                    [("output", datatypes.Array(n))])
@@ -1137,11 +1141,13 @@ def main(argv=None):
     parser.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
     parser.add_argument("--large", metavar="PATH",
                         help="write only one large float32 neural network to PATH")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="with --large: this many layers, each sized to fit (default: 1024-wide layers)")
     parser.add_argument("--megabytes", type=float, default=80,
                         help="size of the large network's weights in MiB (default: 80)")
     args = parser.parse_args(argv)
     if args.large:
-        generate_large(args.large, args.megabytes)
+        generate_large(args.large, args.megabytes, args.layers)
     else:
         generate(os.path.abspath(args.out))
         print("wrote fixtures to %s" % os.path.abspath(args.out))

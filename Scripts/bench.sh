@@ -12,7 +12,14 @@ if [ ! -f "$large" ]; then
     echo "generating a large float32 network with the fixture script (once)…" >&2
     .venv/bin/python Fixtures/generate.py --large "$large" --megabytes "${BENCH_MEGABYTES:-80}" >/dev/null
 fi
-modelc=$(swift build -c release --show-bin-path)/modelc
+# The same structure as the large network (20 layers), 1 MB of weights: opening
+# both measures what weight bytes cost, not what more tensors cost.
+small="$work/small-20-layers.mlmodel"
+if [ ! -f "$small" ]; then
+    .venv/bin/python Fixtures/generate.py --large "$small" --megabytes 1 --layers 20 >/dev/null
+fi
+bin=$(swift build -c release --show-bin-path)
+modelc=$bin/modelc
 bytes=$(stat -c %s "$large")
 
 # The fastest of $runs runs of a command, in seconds.
@@ -49,3 +56,8 @@ printf '  %-28s %8.3f s\n' "cp" "$copy" "cp + fsync" "$copy_sync" "modelc compil
 echo "  compile / cp                 $(ratio "$compile" "$copy")×   (target ≤ 2×)"
 echo "  compile / (cp + fsync)       $(ratio "$compile" "$copy_sync")×"
 echo "  peak memory                  $(mb "$compile_peak") = $(ratio "$compile_peak" "$bytes")× the file   (target ≤ 1.5×)"
+
+echo
+"$modelc" compile "$small" "$work/small.mlmodelc" >/dev/null
+"$modelc" compile "$large" "$work/large.mlmodelc" >/dev/null
+"$bin/ModelcBenchmarks" open "$work/small.mlmodelc" "$work/large.mlmodelc" "$large"

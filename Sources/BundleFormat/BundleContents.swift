@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import ModelSpec
 import SystemIO
 
@@ -26,7 +29,12 @@ public struct BundleContents: Sendable {
             }
             throw .notABundle(path: path)
         }
-        let manifest = try decode(BundleManifest.self, at: manifestPath)
+        guard let manifestData = FileManager.default.contents(atPath: manifestPath) else {
+            throw .unreadable(path: manifestPath, reason: "cannot read the file")
+        }
+        guard let manifest = manifestData.withUnsafeBytes(BundleManifest.read) else {
+            throw .malformedFile(path: manifestPath, detail: "not a valid manifest.json")
+        }
         guard manifest.formatVersion <= BundleLayout.formatVersion else {
             throw .newerFormat(path: path, version: manifest.formatVersion, supported: BundleLayout.formatVersion)
         }
@@ -35,16 +43,20 @@ public struct BundleContents: Sendable {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
                 throw .malformedFile(path: manifestPath, detail: "file path \"\(file.path)\" leaves the bundle")
             }
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: filePath),
-                  let size = attributes[.size] as? UInt64
-            else { throw .missingFile(path: filePath) }
+            var info = stat()
+            guard stat(filePath, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw .missingFile(path: filePath) }
+            let size = UInt64(info.st_size)
             guard size == file.size else { throw .sizeMismatch(path: filePath, expected: file.size, found: size) }
             if verifyDigests {
                 let found = try digest(of: filePath)
                 guard found == file.sha256 else { throw .digestMismatch(path: filePath, expected: file.sha256, found: found) }
             }
         }
-        let index = try decode(WeightIndex.self, at: path + "/" + BundleLayout.weightIndex)
+        let indexPath = path + "/" + BundleLayout.weightIndex
+        guard let indexData = FileManager.default.contents(atPath: indexPath) else { throw .missingFile(path: indexPath) }
+        guard let index = indexData.withUnsafeBytes(WeightIndex.read) else {
+            throw .malformedFile(path: indexPath, detail: "not a valid index.json")
+        }
         let specificationPath = path + "/" + BundleLayout.specification
         let specification: Specification
         do {

@@ -64,3 +64,48 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         self.files = files
     }
 }
+
+extension BundleManifest {
+    /// Reads `manifest.json` with the bundle's own JSON reader; `nil` when it
+    /// is not a valid manifest.
+    static func read(_ bytes: UnsafeRawBufferPointer) -> BundleManifest? {
+        guard let document = try? JSONScanner.parse(bytes),
+              let version = document["formatVersion"]?.integer,
+              let compilerName = document["compiler"]?["name"]?.string,
+              let compilerVersion = document["compiler"]?["version"]?.string,
+              case .bool(let fp16)? = document["options"]?["fp16"],
+              let sourceName = document["source"]?["name"]?.string,
+              let sourceFormat = document["source"]?["format"]?.string,
+              let sourceDigest = document["source"]?["sha256"]?.string,
+              let list = document["files"]?.array
+        else { return nil }
+        var files: [File] = []
+        for item in list {
+            guard let path = item["path"]?.string, let size = item["size"]?.integer, size >= 0,
+                  let digest = item["sha256"]?.string
+            else { return nil }
+            files.append(File(path: path, size: UInt64(size), sha256: digest))
+        }
+        return BundleManifest(formatVersion: Int(clamping: version),
+                              compiler: Compiler(name: compilerName, version: compilerVersion),
+                              options: Options(fp16: fp16),
+                              source: Source(name: sourceName, format: sourceFormat, sha256: sourceDigest),
+                              files: files)
+    }
+}
+
+/// The few facts of `metadata.json` a reader checks.
+public struct BundleMetadataFacts: Equatable, Sendable {
+    public var specificationVersion: Int
+    /// The model type's schema name (`neuralNetworkClassifier`, …).
+    public var modelType: String
+
+    /// Reads them from `metadata.json`; `nil` when it is not a metadata document.
+    public static func read(_ bytes: UnsafeRawBufferPointer) -> BundleMetadataFacts? {
+        guard let document = try? JSONScanner.parse(bytes), let first = document.array?.first,
+              let version = first["specificationVersion"]?.integer,
+              let type = first["modelType"]?["name"]?.string, type.hasPrefix("MLModelType_")
+        else { return nil }
+        return BundleMetadataFacts(specificationVersion: Int(clamping: version), modelType: String(type.dropFirst("MLModelType_".count)))
+    }
+}

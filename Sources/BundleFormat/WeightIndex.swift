@@ -55,3 +55,38 @@ public struct WeightIndex: Codable, Equatable, Sendable {
         self.weights = weights
     }
 }
+
+extension WeightIndex {
+    /// Reads `weights/index.json` with the bundle's own JSON reader; `nil`
+    /// when it is not a valid index (a key missing, a value of the wrong type).
+    static func read(_ bytes: UnsafeRawBufferPointer) -> WeightIndex? {
+        guard let document = try? JSONScanner.parse(bytes), let list = document["weights"]?.array else { return nil }
+        var entries: [Entry] = []
+        entries.reserveCapacity(list.count)
+        for item in list {
+            guard let path = item["path"]?.string, let owner = item["owner"]?.string, let role = item["role"]?.string,
+                  let source = item["source"]?.string, let dataType = item["dataType"]?.string,
+                  let count = item["count"]?.integer, count >= 0,
+                  let blobOffset = item["blobOffset"]?.integer, blobOffset >= 0,
+                  let dataOffset = item["dataOffset"]?.integer, dataOffset >= 0,
+                  let bytes = item["bytes"]?.integer, bytes >= 0
+            else { return nil }
+            var shape: [Int]?
+            if let dimensions = item["shape"] {
+                guard let values = dimensions.array?.compactMap({ $0.integer }), values.count == dimensions.array?.count,
+                      values.allSatisfy({ $0 >= 0 })
+                else { return nil }
+                shape = values.map { Int($0) }
+            }
+            var bits: Int?
+            if let value = item["quantizationBits"] {
+                guard let number = value.integer else { return nil }
+                bits = Int(number)
+            }
+            entries.append(Entry(path: path, owner: owner, role: role, source: source, dataType: dataType,
+                                 count: Int(count), shape: shape, quantizationBits: bits,
+                                 blobOffset: UInt64(blobOffset), dataOffset: UInt64(dataOffset), bytes: UInt64(bytes)))
+        }
+        return WeightIndex(weights: entries)
+    }
+}

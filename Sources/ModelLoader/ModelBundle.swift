@@ -34,14 +34,12 @@ public final class ModelBundle: Sendable {
         let contents = try BundleContents.open(path)
         let metadataPath = path + "/" + BundleLayout.metadata
         guard let data = FileManager.default.contents(atPath: metadataPath),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]],
-              let metadata = object.first,
-              let type = (metadata["modelType"] as? [String: Any])?["name"] as? String,
-              metadata["specificationVersion"] as? Int == Int(contents.specification.root.pointee.specificationversion)
+              let facts = data.withUnsafeBytes(BundleMetadataFacts.read),
+              facts.specificationVersion == Int(contents.specification.root.pointee.specificationversion)
         else {
             throw .malformedFile(path: metadataPath, detail: "not the metadata of this bundle's specification")
         }
-        return ModelBundle(contents: contents, modelType: String(type.dropFirst("MLModelType_".count)))
+        return ModelBundle(contents: contents, modelType: facts.modelType)
     }
 
     private init(contents: BundleContents, modelType: String) {
