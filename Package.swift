@@ -34,6 +34,7 @@ let package = Package(
         .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ArgumentParsing"),
+        .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelSpec", "ModelValidation", "SystemIO"]),
@@ -45,6 +46,7 @@ let package = Package(
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
+        .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
