@@ -82,7 +82,11 @@ public final class SystemdPressureSource: MemoryPressureSource {
         if fd < 0 && errno == ENXIO {
             // open(2) refuses sockets with ENXIO; the protocol connects to them.
             fd = calls.connectUnix(path)
-            guard fd >= 0 else { throw PSIPressureSource.openError(path: path, code: errno) }
+            guard fd >= 0 else {
+                let code = errno
+                if code == EACCES || code == EPERM { throw .permissionDenied(path: path) }
+                throw .unavailable(path: path, reason: "connect failed: \(String(cString: strerror(code)))")
+            }
             described = "socket"
         } else {
             guard fd >= 0 else { throw PSIPressureSource.openError(path: path, code: errno) }

@@ -106,6 +106,13 @@ import Glibc
         source.stop()
     }
 
+    @Test func socketNobodyListensOnIsUnavailable() throws {
+        let path = try temporaryDirectory() + "/pressure.sock"
+        close(try listeningSocket(at: path))
+        #expect(Self.failure(["MEMORY_PRESSURE_WATCH": path])
+            == .unavailable(path: path, reason: "connect failed: Connection refused"))
+    }
+
     @Test func deinitWithoutStopReleasesEverything() async throws {
         let path = try temporaryDirectory() + "/pressure.fifo"
         #expect(mkfifo(path, 0o600) == 0)
