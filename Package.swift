@@ -33,8 +33,9 @@ let package = Package(
         .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),
         .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
-        .target(name: "ModelLoader", dependencies: ["BundleFormat", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelLoader", dependencies: ["BundleFormat", "MemoryPressure", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
+        .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
@@ -50,6 +51,7 @@ let package = Package(
         .testTarget(name: "BundleFormatTests", dependencies: ["BundleFormat", "ModelCompiler", "FixtureSupport"]),
         .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
+        .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -22,6 +22,8 @@ public final class ModelCache: Sendable {
         /// Bytes of the models loaded now (see `ModelBundle.residentBytes`).
         public var bytesResident = 0
         public var modelsResident = 0
+        /// Requests waiting now for a load under way.
+        public var waiting = 0
     }
 
     /// Why a model was evicted.
@@ -86,7 +88,7 @@ public final class ModelCache: Sendable {
             case .loaded(let model):
                 return ModelLease(model: model) { [self] in returned(key) }
             case .load:
-                return try load(key)
+                return try await load(key)
             case .join:
                 do {
                     let model = try await withCheckedThrowingContinuation { continuation in
@@ -98,6 +100,7 @@ public final class ModelCache: Sendable {
                                 return .some(model)
                             }
                             state.entries[key]?.waiters.append(continuation)
+                            state.statistics.waiting += 1
                             return nil
                         }
                         switch outcome {
@@ -147,14 +150,25 @@ public final class ModelCache: Sendable {
         }
     }
 
-    private func load(_ key: String) throws(BundleError) -> ModelLease {
+    /// Loads on a Dispatch queue: opening a bundle is blocking file I/O,
+    /// which must not hold a thread of Swift's cooperative pool.
+    private func load(_ key: String) async throws(BundleError) -> ModelLease {
+        let loader = self.loader
+        let outcome: Result<ModelBundle, BundleError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                continuation.resume(returning: Result { () throws(BundleError) in try loader(key) })
+            }
+        }
         let model: ModelBundle
-        do {
-            model = try loader(key)
-        } catch {
+        switch outcome {
+        case .success(let loaded):
+            model = loaded
+        case .failure(let error):
             let waiters = state.withLock { state in
                 state.statistics.failedLoads += 1
-                return state.entries.removeValue(forKey: key)?.waiters ?? []
+                let waiters = state.entries.removeValue(forKey: key)?.waiters ?? []
+                state.statistics.waiting -= waiters.count
+                return waiters
             }
             eventSink.yield(.loadFailed(path: key, error: error))
             for waiter in waiters { waiter.resume(throwing: error) }
@@ -166,6 +180,7 @@ public final class ModelCache: Sendable {
             let waiters = state.entries[key]?.waiters ?? []
             state.entries[key] = Entry(model: model, bytes: bytes, leases: 1 + waiters.count, lastUse: state.clock)
             state.statistics.hits += waiters.count
+            state.statistics.waiting -= waiters.count
             state.statistics.loads += 1
             state.statistics.bytesResident += bytes
             state.statistics.modelsResident += 1

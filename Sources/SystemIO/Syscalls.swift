@@ -25,6 +25,17 @@ public struct Syscalls: Sendable {
     public var rename: @Sendable (_ from: String, _ to: String) -> Int32
     /// Atomically swaps two existing paths (`renameat2` with `RENAME_EXCHANGE`).
     public var exchange: @Sendable (_ from: String, _ to: String) -> Int32
+    /// The `f_type` magic number of `fstatfs` (`0x9fa0` for procfs), or -1.
+    public var fileSystemType: @Sendable (_ fd: Int32) -> Int
+    public var poll: @Sendable (_ fds: UnsafeMutablePointer<pollfd>, _ count: Int, _ timeout: Int32) -> Int32
+    /// A pipe whose two ends (`fds[0]` read, `fds[1]` write) are non-blocking
+    /// and close-on-exec (`pipe2`).
+    public var pipe: @Sendable (_ fds: UnsafeMutablePointer<Int32>) -> Int32
+    /// A non-blocking, close-on-exec `AF_UNIX` stream socket connected to the
+    /// socket file at `path` (`socket` + `connect`); returns the socket.
+    public var connectUnix: @Sendable (_ path: String) -> Int32
+    /// `send` with `MSG_NOSIGNAL`: a closed peer is `EPIPE`, never `SIGPIPE`.
+    public var send: @Sendable (_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int
 
     /// The real calls.
     public static let system = Syscalls(
@@ -42,7 +53,12 @@ public struct Syscalls: Sendable {
         fsync: { fd in Glibc.fsync(fd) },
         mkdir: { path, mode in Glibc.mkdir(path, mode) },
         rename: { from, to in Glibc.rename(from, to) },
-        exchange: { from, to in modelc_rename_exchange(from, to) }
+        exchange: { from, to in modelc_rename_exchange(from, to) },
+        fileSystemType: { fd in modelc_file_system_type(fd) },
+        poll: { fds, count, timeout in Glibc.poll(fds, nfds_t(count), timeout) },
+        pipe: { fds in modelc_pipe_nonblocking(fds) },
+        connectUnix: { path in modelc_connect_unix(path) },
+        send: { fd, buffer, count in Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
     )
 
     /// The table in force for the current task: `system` unless a test

@@ -5,31 +5,43 @@ import Synchronization
 import Testing
 @testable import ModelLoader
 
-/// Counts loads and can slow them down or make them fail.
+/// Counts loads, and can hold each load until a number of other requests
+/// are waiting for it, or make it fail.
 final class CountingLoader: Sendable {
     let loads = Atomic<Int>(0)
-    let delay: Duration
     let failing: Set<String>
+    /// Each load waits (at most 10 s) until this many requests wait for it.
+    let waitForWaiters: Atomic<Int>
+    let cache = Mutex<ModelCache?>(nil)
 
-    init(delay: Duration = .zero, failing: Set<String> = []) {
-        self.delay = delay
+    init(waitForWaiters: Int = 0, failing: Set<String> = []) {
+        self.waitForWaiters = Atomic(waitForWaiters)
         self.failing = failing
     }
 
     func load(_ path: String) throws(BundleError) -> ModelBundle {
         loads.add(1, ordering: .relaxed)
-        if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.attoseconds) / 1e18 + Double(delay.components.seconds)) }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, let cache = cache.withLock({ $0 }), cache.statistics.waiting < waitForWaiters.load(ordering: .relaxed) {
+            usleep(1000)
+        }
         if failing.contains(path) { throw .notABundle(path: path) }
         return try ModelBundle.open(path)
+    }
+
+    func makeCache(budget: Int) -> ModelCache {
+        let cache = ModelCache(budget: budget) { path throws(BundleError) in try self.load(path) }
+        self.cache.withLock { $0 = cache }
+        return cache
     }
 }
 
 @Suite struct ModelCacheTests {
     @Test(.timeLimit(.minutes(1))) func concurrentRequestsShareOneLoad() async throws {
         let path = try TestBundles.make([1000], label: "cache-coalesce")[0]
-        let loader = CountingLoader(delay: .milliseconds(100))
-        let cache = ModelCache(budget: 1 << 30) { path throws(BundleError) in try loader.load(path) }
         let callers = 32
+        let loader = CountingLoader(waitForWaiters: callers - 1)
+        let cache = loader.makeCache(budget: 1 << 30)
         let leases = try await withThrowingTaskGroup(of: ModelLease.self) { group in
             for _ in 0..<callers { group.addTask { try await cache.model(at: path) } }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -39,12 +51,13 @@ final class CountingLoader: Sendable {
         #expect(loads == 1)
         #expect(Set(leases.map { ObjectIdentifier($0.model) }).count == 1)
         #expect(cache.statistics.loads == 1 && cache.statistics.misses == 1 && cache.statistics.hits == callers - 1)
+        #expect(cache.statistics.waiting == 0)
     }
 
     @Test(.timeLimit(.minutes(1))) func aLoadErrorReachesEveryWaiter() async throws {
         let path = "/nonexistent/bundle.mlmodelc"
-        let loader = CountingLoader(delay: .milliseconds(100), failing: [path])
-        let cache = ModelCache(budget: 1 << 30) { path throws(BundleError) in try loader.load(path) }
+        let loader = CountingLoader(waitForWaiters: 15, failing: [path])
+        let cache = loader.makeCache(budget: 1 << 30)
         let outcomes = await withTaskGroup(of: BundleError?.self) { group in
             for _ in 0..<16 {
                 group.addTask {
@@ -60,9 +73,10 @@ final class CountingLoader: Sendable {
         }
         #expect(outcomes.count == 16)
         #expect(outcomes.allSatisfy { $0 == .notABundle(path: path) })
-        #expect(loader.loads.load(ordering: .relaxed) < 16)
-        #expect(cache.statistics.modelsResident == 0)
+        #expect(loader.loads.load(ordering: .relaxed) == 1)
+        #expect(cache.statistics.modelsResident == 0 && cache.statistics.waiting == 0)
         // A later request tries again.
+        loader.waitForWaiters.store(0, ordering: .relaxed)
         _ = try? await cache.model(at: path)
         #expect(cache.statistics.failedLoads >= 2)
     }

@@ -7,6 +7,19 @@
    RENAME_EXCHANGE). Returns 0, or -1 with errno set. */
 int modelc_rename_exchange(const char *from, const char *to);
 
+/* Connects a new AF_UNIX stream socket to the socket file at `path` and makes
+   it non-blocking and close-on-exec. Returns the socket, or -1 with errno set
+   (ENAMETOOLONG when `path` does not fit a socket address). */
+int modelc_connect_unix(const char *path);
+
+/* A pipe whose two ends are non-blocking and close-on-exec (pipe2). Returns 0,
+   or -1 with errno set. */
+int modelc_pipe_nonblocking(int fds[2]);
+
+/* The file system type (statfs f_type, a magic number from linux/magic.h) of
+   the file open as `fd`, or -1 with errno set (fstatfs). */
+long modelc_file_system_type(int fd);
+
 #include <stddef.h>
 #include <stdint.h>
 
