@@ -8,6 +8,8 @@ VENV        ?= .venv
 PYTHON      ?= python3
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
+# The concurrent code, run a third time under ThreadSanitizer.
+TSAN_TESTS  ?= --filter 'ModelCacheTests|ModelCachePressureTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
 
@@ -28,12 +30,15 @@ run: build
 	@ls -l $(RUN_OUTPUT) $(RUN_OUTPUT)/weights
 
 # The suite runs twice: as built for debugging, and optimized (bugs such as a
-# pointer that outlives what it points to often show only when optimized).
+# pointer that outlives what it points to often show only when optimized);
+# then the cache's concurrency tests run under ThreadSanitizer.
 test: deps check-generated
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
 
 check-generated:
 	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema

@@ -1,6 +1,7 @@
 import BundleFormat
 import Foundation
-import Synchronization
+import MemoryPressure
+import SystemIO
 
 /// Loaded bundles kept within a memory budget, as Core ML keeps models: a
 /// model is loaded once however many callers ask for it at the same time,
@@ -62,9 +63,11 @@ public final class ModelCache: Sendable {
 
     /// The byte budget for models that are not leased.
     public let budget: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let loader: Loader
-    private let eventSink: AsyncStream<Event>.Continuation
+    let eventSink: AsyncStream<Event>.Continuation
+    /// Pressure sources watched, and the tasks reading them.
+    let pressureWatches = Locked<[(any MemoryPressureSource, Task<Void, Never>)]>([])
     /// Events as they happen; one consumer.
     public let events: AsyncStream<Event>
 
@@ -74,7 +77,13 @@ public final class ModelCache: Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1024))
     }
 
-    deinit { eventSink.finish() }
+    deinit {
+        for (source, task) in pressureWatches.withLock({ $0 }) {
+            task.cancel()
+            source.stop()
+        }
+        eventSink.finish()
+    }
 
     public var statistics: Statistics { state.withLock { $0.statistics } }
 

@@ -1,15 +1,15 @@
-import Synchronization
+import SystemIO
 
 /// A loaded model handed out by a `ModelCache`. While any lease on a model is
 /// alive, the cache does not evict it. Release a lease when done (or let it
 /// go out of scope); the model may then be evicted and reloaded later.
 public final class ModelLease: Sendable {
     public let model: ModelBundle
-    private let onRelease: Mutex<(@Sendable () -> Void)?>
+    private let onRelease: Locked<(@Sendable () -> Void)?>
 
     init(model: ModelBundle, onRelease: @escaping @Sendable () -> Void) {
         self.model = model
-        self.onRelease = Mutex(onRelease)
+        self.onRelease = Locked(onRelease)
     }
 
     /// Gives the model back to the cache; later calls do nothing.
