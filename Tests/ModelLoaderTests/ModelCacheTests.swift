@@ -81,23 +81,33 @@ final class CountingLoader: Sendable {
         #expect(cache.statistics.failedLoads >= 2)
     }
 
-    /// Sizes and budgets swept: after every step the unleased models fit the
-    /// budget, and the least recently used went first.
-    @Test(.timeLimit(.minutes(1)), arguments: [1, 2, 3, 5])
-    func budgetAndLeastRecentlyUsedOrder(budgetInModels: Int) async throws {
-        let paths = try TestBundles.make([2000, 2000, 2000, 2000, 2000, 2000], label: "cache-lru")
-        let size = try ModelBundle.open(paths[0]).residentBytes
-        let cache = ModelCache(budget: size * budgetInModels)
-        var expectedOrder: [String] = []
-        for step in 0..<40 {
-            let path = paths[(step * 7 + step / 3) % paths.count]
-            let lease = try await cache.model(at: path)
-            lease.release()
-            expectedOrder.removeAll { $0 == path }
-            expectedOrder.append(path)
-            expectedOrder = Array(expectedOrder.suffix(budgetInModels))
-            #expect(cache.statistics.bytesResident <= cache.budget)
-            #expect(cache.residentPaths == expectedOrder)
+    /// Sizes and budgets swept: after every request (each released at once)
+    /// the cache holds exactly what a plain least-recently-used list within
+    /// the budget holds.
+    @Test(.timeLimit(.minutes(1)), arguments: [
+        ([2000, 2000, 2000, 2000, 2000, 2000], 1.0), ([2000, 2000, 2000, 2000, 2000, 2000], 3.0),
+        ([500, 1000, 4000, 2000, 8000, 1000], 1.5), ([500, 1000, 4000, 2000, 8000, 1000], 4.0),
+        ([500, 1000, 4000, 2000, 8000, 1000], 0.5),
+    ])
+    func leastRecentlyUsedOrderIsExact(weightCounts: [Int], budgetInLargest: Double) async throws {
+        let paths = try TestBundles.make(weightCounts, label: "cache-lru")
+        let keys = paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let sizes = try Dictionary(uniqueKeysWithValues: zip(keys, paths.map { try ModelBundle.open($0).residentBytes }))
+        let budget = Int(Double(sizes.values.max() ?? 0) * budgetInLargest)
+        let cache = ModelCache(budget: budget)
+        var reference: [String] = []  // least recently used first
+        var generator = SplitMixGenerator(seed: UInt64(weightCounts.reduce(0, +)) &+ UInt64(budgetInLargest * 10))
+        for _ in 0..<60 {
+            let index = Int.random(in: 0..<paths.count, using: &generator)
+            try await cache.model(at: paths[index]).release()
+            reference.removeAll { $0 == keys[index] }
+            reference.append(keys[index])
+            while reference.reduce(0, { $0 + (sizes[$1] ?? 0) }) > budget, !reference.isEmpty {
+                reference.removeFirst()
+            }
+            #expect(cache.residentPaths == reference)
+            #expect(cache.statistics.bytesResident <= budget)
+            #expect(cache.statistics.bytesResident == reference.reduce(0) { $0 + (sizes[$1] ?? 0) })
         }
     }
 
