@@ -96,7 +96,7 @@ final class CountingLoader: Sendable {
         let budget = Int(Double(sizes.values.max() ?? 0) * budgetInLargest)
         let cache = ModelCache(budget: budget)
         var reference: [String] = []  // least recently used first
-        var generator = SplitMixGenerator(seed: UInt64(weightCounts.reduce(0, +)) &+ UInt64(budgetInLargest * 10))
+        var generator = SplitMix(seed: UInt64(weightCounts.reduce(0, +)) &+ UInt64(budgetInLargest * 10))
         for _ in 0..<60 {
             let index = Int.random(in: 0..<paths.count, using: &generator)
             try await cache.model(at: paths[index]).release()
@@ -167,7 +167,7 @@ final class CountingLoader: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for worker in 0..<8 {
                 group.addTask {
-                    var generator = SplitMixGenerator(seed: UInt64(worker + 1))
+                    var generator = SplitMix(seed: UInt64(worker + 1))
                     for _ in 0..<2000 {
                         let lease = try await cache.model(at: paths[Int.random(in: 0..<paths.count, using: &generator)])
                         #expect(lease.model.weights.count == 1)
@@ -184,20 +184,5 @@ final class CountingLoader: Sendable {
         #expect(statistics.bytesResident <= cache.budget)
         #expect(statistics.bytesResident == cache.residentPaths.reduce(0) { $0 + (sizes[$1] ?? -1) })
         #expect(statistics.modelsResident == cache.residentPaths.count)
-    }
-}
-
-/// A small deterministic generator for reproducible stress runs.
-struct SplitMixGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
