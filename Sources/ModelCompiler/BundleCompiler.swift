@@ -131,8 +131,8 @@ public struct BundleCompiler: Sendable {
         try writing { () throws(SystemCallError) in
             let file = try FileWriter(path: staging.path + "/" + relativePath)
             try file.write(bytes)
-            let digest = try file.finish()
-            return BundleManifest.File(path: relativePath, size: UInt64(bytes.count), sha256: digest.description)
+            try file.finish()
+            return BundleManifest.File(path: relativePath, size: UInt64(bytes.count), sha256: SHA256Digest.of(bytes).description)
         }
     }
 

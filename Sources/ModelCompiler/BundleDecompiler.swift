@@ -172,13 +172,13 @@ public enum BundleDecompiler {
             }
             let specificationFile = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/model.mlmodel")
             try specificationFile.write(specification)
-            _ = try specificationFile.finish()
+            try specificationFile.finish()
             let weightCopy = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
             try weightCopy.write(weights.bytes)
-            _ = try weightCopy.finish()
+            try weightCopy.finish()
             let manifest = try FileWriter(path: staging.path + "/Manifest.json")
             try manifest.write(PackageManifestText.make())
-            _ = try manifest.finish()
+            try manifest.finish()
             try staging.commit(syncing: ["Data/com.apple.CoreML/weights", "Data/com.apple.CoreML", "Data"])
         } catch {
             throw .write(error)

@@ -14,7 +14,7 @@ public enum AtomicFile {
         do throws(SystemCallError) {
             let file = try FileWriter(path: temporary)
             try file.write(bytes)
-            _ = try file.finish()
+            try file.finish()
             guard Syscalls.current.rename(temporary, url.path) == 0 else {
                 throw SystemCallError(call: "rename", path: destination, code: errno)
             }

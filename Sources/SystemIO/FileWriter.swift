@@ -2,7 +2,8 @@
 import Glibc
 #endif
 
-/// Writes a new file in large buffered chunks, hashing what it writes.
+/// Writes a new file in large buffered chunks, hashing what it writes
+/// (unless told not to: a caller may hash the same bytes elsewhere).
 ///
 /// The file must not exist (`O_EXCL`): writers create files only inside
 /// private temporary directories, which are renamed into place whole. Not
@@ -13,14 +14,16 @@ public final class FileWriter {
     private var buffer: [UInt8] = []
     private let bufferCapacity: Int
     private var hasher = SHA256Hasher()
+    private let hashing: Bool
     private var isClosed = false
     /// Bytes written so far (including those still buffered).
     public private(set) var offset: UInt64 = 0
 
     /// Creates the file at `path` with mode 0644.
-    public init(path: String, bufferCapacity: Int = 1 << 20) throws(SystemCallError) {
+    public init(path: String, bufferCapacity: Int = 1 << 20, hashing: Bool = true) throws(SystemCallError) {
         self.path = path
         self.bufferCapacity = bufferCapacity
+        self.hashing = hashing
         fd = Syscalls.current.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
         guard fd >= 0 else { throw SystemCallError(call: "open", path: path, code: errno) }
         buffer.reserveCapacity(bufferCapacity)
@@ -33,7 +36,7 @@ public final class FileWriter {
     /// Appends `bytes`.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
         guard !bytes.isEmpty else { return }
-        hasher.update(bytes)
+        if hashing { hasher.update(bytes) }
         offset += UInt64(bytes.count)
         if buffer.count + bytes.count <= bufferCapacity {
             buffer.append(contentsOf: bytes)
@@ -63,13 +66,15 @@ public final class FileWriter {
     }
 
     /// Writes out the buffer, flushes the file to stable storage, and closes
-    /// it; returns the SHA-256 of everything written.
-    public func finish() throws(SystemCallError) -> SHA256Digest {
+    /// it; returns the SHA-256 of everything written (`nil` when not hashing).
+    @discardableResult
+    public func finish() throws(SystemCallError) -> SHA256Digest? {
         try flush()
         let calls = Syscalls.current
         guard calls.fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: path, code: errno) }
         isClosed = true
         guard calls.close(fd) == 0 else { throw SystemCallError(call: "close", path: path, code: errno) }
+        guard hashing else { return nil }
         var finished = SHA256Hasher()
         swap(&finished, &hasher)
         return finished.finalize()
