@@ -38,6 +38,14 @@ public struct BundleContents: Sendable {
         guard manifest.formatVersion <= BundleLayout.formatVersion else {
             throw .newerFormat(path: path, version: manifest.formatVersion, supported: BundleLayout.formatVersion)
         }
+        let listed = manifest.files.map(\.path)
+        guard Set(listed).count == listed.count else {
+            throw .malformedFile(path: manifestPath, detail: "a file is listed more than once")
+        }
+        for required in [BundleLayout.metadata, BundleLayout.specification, BundleLayout.weightFile, BundleLayout.weightIndex]
+        where !listed.contains(required) {
+            throw .malformedFile(path: manifestPath, detail: "\(required) is not listed")
+        }
         for file in manifest.files {
             let filePath = path + "/" + file.path
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
@@ -101,21 +109,36 @@ public struct BundleContents: Sendable {
             } catch {
                 throw .weightFile(error)
             }
-            guard record.dataType?.name == entry.dataType,
+            guard let dataType = record.dataType, dataType.name == entry.dataType,
                   record.sizeInBytes == entry.bytes, record.dataOffset == entry.dataOffset
             else {
                 throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path) does not match the blob at offset "
                     + "\(entry.blobOffset) (\(record.sizeInBytes) bytes of type code \(record.dataTypeCode))")
             }
-        }
-    }
-
-    private static func decode<Value: Decodable>(_ type: Value.Type, at path: String) throws(BundleError) -> Value {
-        guard let data = FileManager.default.contents(atPath: path) else { throw .missingFile(path: path) }
-        do {
-            return try BundleJSON.decode(type, from: data)
-        } catch {
-            throw .malformedFile(path: path, detail: "not a valid \(URL(fileURLWithPath: path).lastPathComponent)")
+            guard record.dataOffset % UInt64(MILBlobFile.alignment) == 0 else {
+                throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path): data at offset \(record.dataOffset) "
+                    + "is not on a \(MILBlobFile.alignment)-byte boundary")
+            }
+            // The values must fit in the bytes stored (quantized weights pack
+            // `quantizationBits` per value), and a shape must multiply to the count.
+            let bits = UInt64(entry.quantizationBits ?? dataType.bitWidth)
+            let (valueBits, overflow) = UInt64(entry.count).multipliedReportingOverflow(by: bits)
+            guard !overflow, valueBits <= record.sizeInBytes * 8, entry.count >= 0 else {
+                throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path): \(entry.count) values of "
+                    + "\(bits) bits do not fit in \(record.sizeInBytes) bytes")
+            }
+            if let shape = entry.shape {
+                var product = 1
+                for dimension in shape {
+                    let (next, overflows) = product.multipliedReportingOverflow(by: dimension)
+                    guard !overflows, dimension >= 0 else { product = -1; break }
+                    product = next
+                }
+                guard product == entry.count else {
+                    throw .inconsistentIndex(path: indexPath, detail: "weight \(entry.path): shape \(shape) "
+                        + "does not hold \(entry.count) values")
+                }
+            }
         }
     }
 

@@ -22,7 +22,7 @@ public enum BundleReader {
             let contents = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? ["?"]
             return contents.isEmpty ? .nothing : .notABundle
         }
-        guard let manifest = try? BundleJSON.decode(BundleManifest.self, from: data) else { return .notABundle }
+        guard let manifest = data.withUnsafeBytes(BundleManifest.read) else { return .notABundle }
         return .bundle(manifest)
     }
 

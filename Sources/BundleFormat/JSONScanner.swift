@@ -79,7 +79,12 @@ enum JSONScanner {
                 if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
                 while true {
                     skipWhitespace()
+                    let keyOffset = index
                     let key = try string()
+                    // Readers disagree on which of two equal keys wins; refuse them.
+                    guard !members.contains(where: { $0.0 == key }) else {
+                        throw Failure(offset: keyOffset, reason: "key \"\(key)\" appears twice")
+                    }
                     skipWhitespace()
                     try expect(UInt8(ascii: ":"))
                     members.append((key, try value(depth: depth + 1)))

@@ -11,7 +11,9 @@ import ModelSpec
 /// opening and safe to share across threads; the weights are unmapped when the
 /// last reference goes.
 public final class ModelBundle: Sendable {
+    /// The bundle directory.
     public let path: String
+    /// What made the bundle, from what, and its files.
     public let manifest: BundleManifest
     /// The specification without weight values.
     public let specification: Specification
@@ -48,6 +50,12 @@ public final class ModelBundle: Sendable {
         manifest = contents.manifest
         specification = contents.specification
         self.modelType = modelType
+        var total = UInt64(contents.weights.bytes.count)
+        for file in contents.manifest.files where file.path != BundleLayout.weightFile {
+            let (sum, overflow) = total.addingReportingOverflow(file.size)
+            total = overflow ? .max : sum
+        }
+        residentBytes = Int(clamping: total)
         var byName: [Key: Int] = [:]
         for (position, entry) in contents.index.weights.enumerated() {
             byName[Key(owner: entry.owner, role: entry.role)] = byName[Key(owner: entry.owner, role: entry.role)] ?? position
@@ -69,16 +77,14 @@ public final class ModelBundle: Sendable {
         guard let data = try? contents.data(for: entry), let base = data.baseAddress,
               let type = MILBlobFile.DataType(name: entry.dataType)
         else { return nil }
-        return WeightView(base: base, count: entry.count, byteCount: data.count, dataType: type,
+        return WeightView(bundle: self, base: base, count: entry.count, byteCount: data.count, dataType: type,
                           shape: entry.shape ?? [entry.count])
     }
 
-    /// Memory the model holds while loaded, counted as the bundle's file
-    /// sizes: the mapped weight file, and the specification and documents
-    /// read into memory.
-    public var residentBytes: Int {
-        Int(manifest.files.reduce(UInt64(0)) { $0 + $1.size })
-    }
+    /// Memory the model holds while loaded: the mapped weight file plus the
+    /// other files of the bundle, which are read into memory (measured on the
+    /// files, not taken from the manifest, and never more than `Int.max`).
+    public let residentBytes: Int
 
     /// Checks every file of the bundle at `path` against the SHA-256 its
     /// manifest records (reading every byte), after the checks of `open`.

@@ -17,11 +17,15 @@ public final class ModelCache: Sendable {
         public var hits = 0
         /// Requests that started a load.
         public var misses = 0
+        /// Loads that succeeded.
         public var loads = 0
+        /// Loads that failed (their error reached every request waiting).
         public var failedLoads = 0
+        /// Models evicted, for the budget, for pressure, or on request.
         public var evictions = 0
         /// Bytes of the models loaded now (see `ModelBundle.residentBytes`).
         public var bytesResident = 0
+        /// Models loaded now.
         public var modelsResident = 0
         /// Requests waiting now for a load under way.
         public var waiting = 0
@@ -61,7 +65,9 @@ public final class ModelCache: Sendable {
         var statistics = Statistics()
     }
 
-    /// The byte budget for models that are not leased.
+    /// The bytes all loaded models may take. Unleased models are evicted to
+    /// keep within it; leased ones stay even when they alone exceed it (then
+    /// no unleased model is kept).
     public let budget: Int
     private let state = Locked(State())
     private let loader: Loader
@@ -85,6 +91,7 @@ public final class ModelCache: Sendable {
         eventSink.finish()
     }
 
+    /// The counters now.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// The model of the bundle at `path`, loaded if it is not: concurrent
@@ -104,6 +111,8 @@ public final class ModelCache: Sendable {
                         let outcome: ModelBundle?? = state.withLock { state in
                             guard state.entries[key] != nil else { return .some(nil) }
                             if let model = state.entries[key]?.model {
+                                state.clock += 1
+                                state.entries[key]?.lastUse = state.clock
                                 state.entries[key]?.leases += 1
                                 state.statistics.hits += 1
                                 return .some(model)

@@ -4,6 +4,7 @@ import SystemIO
 /// alive, the cache does not evict it. Release a lease when done (or let it
 /// go out of scope); the model may then be evicted and reloaded later.
 public final class ModelLease: Sendable {
+    /// The leased model.
     public let model: ModelBundle
     private let onRelease: Locked<(@Sendable () -> Void)?>
 

@@ -21,7 +21,7 @@ import Testing
 
     @Test(arguments: [
         "", "{", "[1,]", "{\"a\" 1}", "1.5", "1e3", "\"unterminated", "\"\\x\"", "\"\\ud83d\"", "tru", "[1] 2",
-        "\"line\nbreak\"", "99999999999999999999", "{\"a\":1,}",
+        "\"line\nbreak\"", "99999999999999999999", "{\"a\":1,}", "{\"a\": 1, \"a\": 2}",
     ])
     func malformedTextIsRefused(text: String) {
         #expect(parse(text) == nil, "\(text)")

@@ -81,3 +81,62 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
         #expect(throws: BundleError.newerFormat(path: path, version: 2, supported: 1)) { try ModelBundle.open(path) }
     }
 }
+
+/// Bundles whose documents lie about their contents are refused at opening.
+@Suite struct DamagedBundleTests {
+    func imageClassifierBundle(_ label: String) throws -> String {
+        let directory = try Fixtures.temporaryDirectory(label)
+        let path = directory.appendingPathComponent("m.mlmodelc").path
+        _ = try BundleCompiler().compile(Fixtures.path("Models/ImageClassifier.mlmodel"), to: path)
+        return path
+    }
+
+    /// Rewrites `file` in the bundle with `edit`, keeping its size (so the
+    /// manifest's size check passes and the content check is what refuses it).
+    func edit(_ bundle: String, _ file: String, _ edit: (String) -> String) throws {
+        let path = bundle + "/" + file
+        let before = try String(contentsOfFile: path, encoding: .utf8)
+        let after = edit(before)
+        #expect(after.utf8.count == before.utf8.count && after != before)
+        try after.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    @Test func countThatDoesNotFitItsBytesIsRefused() throws {
+        let bundle = try imageClassifierBundle("damaged-count")
+        try edit(bundle, "weights/index.json") { $0.replacingOccurrences(of: "\"count\" : 216", with: "\"count\" : 999") }
+        guard case .inconsistentIndex(_, let detail)? = openError(bundle) else { Issue.record("opened"); return }
+        #expect(detail.contains("999 values of 32 bits do not fit in 864 bytes"))
+    }
+
+    @Test func shapeThatDoesNotMultiplyToTheCountIsRefused() throws {
+        let bundle = try imageClassifierBundle("damaged-shape")
+        try edit(bundle, "weights/index.json") { text in
+            guard let range = text.range(of: #""shape" : \[\s*8"#, options: .regularExpression) else { return text }
+            return text.replacingCharacters(in: range, with: text[range].dropLast() + "9")
+        }
+        guard case .inconsistentIndex(_, let detail)? = openError(bundle) else { Issue.record("opened"); return }
+        #expect(detail.contains("shape [9, 3, 3, 3] does not hold 216 values"))
+    }
+
+    @Test func duplicateOrMissingManifestEntriesAreRefused() throws {
+        let bundle = try imageClassifierBundle("damaged-manifest")
+        // The manifest lists every file but itself, so its own size is free to change.
+        let manifest = bundle + "/manifest.json"
+        let original = try String(contentsOfFile: manifest, encoding: .utf8)
+        try original.replacingOccurrences(of: "\"path\" : \"model.spec\"", with: "\"path\" : \"metadata.json\"")
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        #expect(openError(bundle) == .malformedFile(path: manifest, detail: "a file is listed more than once"))
+        try original.replacingOccurrences(of: "\"path\" : \"model.spec\"", with: "\"path\" : \"model.mil\"")
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        #expect(openError(bundle) == .malformedFile(path: manifest, detail: "model.spec is not listed"))
+    }
+
+    func openError(_ path: String) -> BundleError? {
+        do {
+            _ = try ModelBundle.open(path)
+            return nil
+        } catch {
+            return error
+        }
+    }
+}

@@ -127,6 +127,25 @@ final class CountingLoader: Sendable {
         first.release()
     }
 
+    /// A view keeps its bundle mapped: reading it after the lease is gone and
+    /// the cache has evicted the model is safe and gives the same values.
+    @Test(.timeLimit(.minutes(1))) func viewsOutliveLeasesAndEviction() async throws {
+        let paths = try TestBundles.make([5000, 5000], label: "cache-view-lifetime")
+        let cache = ModelCache(budget: 1)
+        var view: WeightView?
+        do {
+            let lease = try await cache.model(at: paths[0])
+            view = lease.model.weight(owner: "dense0", role: "weights")
+            lease.release()
+        }
+        _ = try await cache.model(at: paths[1])
+        #expect(cache.statistics.evictions >= 1)
+        #expect(!cache.residentPaths.contains(URL(fileURLWithPath: paths[0]).standardizedFileURL.path))
+        let values = try #require(view?.float32Values)
+        #expect(values.count == 5000)
+        #expect(values.enumerated().allSatisfy { $1 == Float($0 % 251) / 251 })
+    }
+
     @Test(.timeLimit(.minutes(1))) func evictedModelsReloadWithTheSameTensors() async throws {
         let paths = try TestBundles.make([5000, 5000], label: "cache-reload")
         let size = try ModelBundle.open(paths[0]).residentBytes
