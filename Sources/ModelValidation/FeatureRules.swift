@@ -338,10 +338,10 @@ enum FeatureRules {
             }
         }
         if width <= 0 {
-            sink.error("feature.image.size", "the width is \(image.width); it must be > 0 (or come from a flexible size)")
+            sink.error("feature.image.size", "the width is \(width); it must be > 0 (or come from a flexible size)")
         }
         if height <= 0 {
-            sink.error("feature.image.size", "the height is \(image.height); it must be > 0 (or come from a flexible size)")
+            sink.error("feature.image.size", "the height is \(height); it must be > 0 (or come from a flexible size)")
         }
         switch image.colorspace {
         case CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__COLOR_SPACE__RGB,

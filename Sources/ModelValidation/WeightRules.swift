@@ -50,11 +50,20 @@ enum WeightRules {
         guard layer.layerCase.rawValue != 0, let parameters = layer.view.message(named: layer.kind) else { return }
         var all: [WeightRef] = []
         collect(in: parameters, prefix: "", into: &all)
-        checkStorage(all, sink: &sink)
+        // A bias the layer declares unused (hasBias false) is ignored by Core
+        // ML whatever it holds; so it is here.
+        let used = all.filter { !($0.role == "bias" && declaresNoBias(parameters)) }
+        checkStorage(used, sink: &sink)
         checkShapes(layer, sink: &sink)
     }
 
     private static let weightParamsName = "CoreML.Specification.WeightParams"
+
+    /// Whether the layer parameters have a `hasBias` field that is false.
+    private static func declaresNoBias(_ parameters: MessageView) -> Bool {
+        guard let field = parameters.field(named: "hasBias"), field.pointee.type == PROTOBUF_C_TYPE_BOOL else { return false }
+        return (parameters.pointer + Int(field.pointee.offset)).load(as: protobuf_c_boolean.self) == 0
+    }
 
     /// Every `WeightParams` inside a layer's parameters, outside nested networks.
     static func collect(in message: MessageView, prefix: String, into weights: inout [WeightRef]) {
@@ -163,7 +172,7 @@ enum WeightRules {
             found = count
         case .int8(let count):
             found = count
-            checkLinear(params, role: role, channels: channels, allowEmptyBias: true, sink: &sink)
+            checkLinear(params, role: role, channels: channels, sink: &sink)
         case .quantized(let bytes):
             guard let quantization = params.quantization?.pointee,
                   quantization.numberofbits >= 1, quantization.numberofbits <= 8, let expected
@@ -175,7 +184,7 @@ enum WeightRules {
                 sink.error("nn.quantization.bytes",
                            "\(role) rawValue holds \(counted(bytes, "byte")), expected \(needed) = ⌈\(expected) values × \(bits) bits / 8⌉")
             }
-            checkLinear(params, role: role, channels: channels, allowEmptyBias: false, sink: &sink)
+            checkLinear(params, role: role, channels: channels, sink: &sink)
             return
         }
         if let expected, UInt64(found) != expected {
@@ -185,8 +194,10 @@ enum WeightRules {
         }
     }
 
+    /// Core ML's rule: one scale, or one per output channel; no bias, or one
+    /// per scale.
     private static func checkLinear(
-        _ params: CoreML__Specification__WeightParams, role: String, channels: UInt64, allowEmptyBias: Bool, sink: inout DiagnosticSink
+        _ params: CoreML__Specification__WeightParams, role: String, channels: UInt64, sink: inout DiagnosticSink
     ) {
         guard let quantization = params.quantization?.pointee,
               quantization.quantization_type_case == CORE_ML__SPECIFICATION__QUANTIZATION_PARAMS__QUANTIZATION_TYPE_LINEAR_QUANTIZATION,
@@ -196,8 +207,9 @@ enum WeightRules {
         if linear.n_scale != 1 && UInt64(linear.n_scale) != channels {
             sink.error("nn.quantization.linear", "\(role) linear quantization has \(counted(linear.n_scale, "scale")), expected \(allowed)")
         }
-        if linear.n_bias != 1 && UInt64(linear.n_bias) != channels && !(allowEmptyBias && linear.n_bias == 0) {
-            sink.error("nn.quantization.linear", "\(role) linear quantization has \(counted(linear.n_bias, "bias value")), expected \(allowed)")
+        if linear.n_bias != 0 && linear.n_bias != linear.n_scale {
+            sink.error("nn.quantization.linear", "\(role) linear quantization has \(counted(linear.n_bias, "bias value")), "
+                + "expected none or \(linear.n_scale) (one per scale)")
         }
     }
 

@@ -35,9 +35,9 @@ enum Build {
     }
 
     static func innerProduct(_ name: String, input: String, output: String, inputs: UInt64, outputs: UInt64,
-                             weights: [UInt8], bias: [UInt8]? = nil) -> [UInt8] {
+                             weights: [UInt8], bias: [UInt8]? = nil, hasBias: Bool = true) -> [UInt8] {
         var params = Wire.field(1, varint: inputs) + Wire.field(2, varint: outputs) + Wire.field(20, bytes: weights)
-        if let bias { params += Wire.field(10, varint: 1) + Wire.field(21, bytes: bias) }
+        if let bias { params += (hasBias ? Wire.field(10, varint: 1) : []) + Wire.field(21, bytes: bias) }
         return Wire.field(1, string: name) + Wire.field(2, string: input) + Wire.field(3, string: output)
             + Wire.field(140, bytes: params)
     }
@@ -53,9 +53,11 @@ enum Build {
     }
 
     /// A valid network: input x[4] → inner product 4→2 → y[2].
-    static func dense(weights: [UInt8] = weights(Array(repeating: 0.5, count: 8)), bias: [UInt8]? = nil, version: UInt64 = 4) -> [UInt8] {
+    static func dense(weights: [UInt8] = weights(Array(repeating: 0.5, count: 8)), bias: [UInt8]? = nil,
+                      hasBias: Bool = true, version: UInt64 = 4) -> [UInt8] {
         model(version: version,
               inputs: [feature("x", arrayType(shape: [4]))], outputs: [feature("y", arrayType(shape: [2]))],
-              body: network([innerProduct("fc", input: "x", output: "y", inputs: 4, outputs: 2, weights: weights, bias: bias)]))
+              body: network([innerProduct("fc", input: "x", output: "y", inputs: 4, outputs: 2, weights: weights,
+                                          bias: bias, hasBias: hasBias)]))
     }
 }

@@ -134,13 +134,17 @@ import Testing
         #expect(try validate(Build.dense(bias: half)) == [
             "layer 0 \"fc\" (innerProduct): the layer mixes float32 (weights) and float16 (bias) weights; use one precision per layer",
         ])
+        // A bias the layer declares unused (hasBias false) is ignored, as Core ML does.
+        #expect(try validate(Build.dense(bias: half, hasBias: false)) == [])
     }
 
-    func quantized(bits: UInt64, bytes: Int, table: Int? = nil, scales: Int = 1) -> [UInt8] {
+    func quantized(bits: UInt64, bytes: Int, table: Int? = nil, scales: Int = 1, biases: Int? = nil) -> [UInt8] {
+        let biasValues = Array(repeating: Float(0), count: biases ?? scales)
         let kind: [UInt8] = if let table {
             Wire.field(102, bytes: Wire.field(1, floats: Array(repeating: 0, count: table)))
         } else {
-            Wire.field(101, bytes: Wire.field(1, floats: Array(repeating: 1, count: scales)) + Wire.field(2, floats: Array(repeating: 0, count: scales)))
+            Wire.field(101, bytes: Wire.field(1, floats: Array(repeating: 1, count: scales))
+                + (biasValues.isEmpty ? [] : Wire.field(2, floats: biasValues)))
         }
         return Wire.field(30, bytes: Array(repeating: 0, count: bytes)) + Wire.field(40, bytes: Wire.field(1, varint: bits) + kind)
     }
@@ -158,9 +162,13 @@ import Testing
         #expect(try validate(Build.dense(weights: quantized(bits: 2, bytes: 2, table: 3))) == [
             "layer 0 \"fc\" (innerProduct): weights lookup table has 3 entries, expected 4 = 2^2",
         ])
+        // Core ML's rule: one scale or one per output channel; no bias or one per scale.
+        #expect(try validate(Build.dense(weights: quantized(bits: 8, bytes: 8, scales: 2, biases: 0))) == [])
         #expect(try validate(Build.dense(weights: quantized(bits: 8, bytes: 8, scales: 3))) == [
             "layer 0 \"fc\" (innerProduct): weights linear quantization has 3 scales, expected 1 or 2 (one per output channel)",
-            "layer 0 \"fc\" (innerProduct): weights linear quantization has 3 bias values, expected 1 or 2 (one per output channel)",
+        ])
+        #expect(try validate(Build.dense(weights: quantized(bits: 8, bytes: 8, scales: 1, biases: 2))) == [
+            "layer 0 \"fc\" (innerProduct): weights linear quantization has 2 bias values, expected none or 1 (one per scale)",
         ])
     }
 
