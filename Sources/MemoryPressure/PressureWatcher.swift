@@ -79,19 +79,22 @@ final class PressureWatcher: Sendable {
     /// Never runs on the thread itself: the thread only yields into the
     /// stream and finishes it (no termination handler), so no caller code and
     /// no deinit of a source runs there.
+    ///
+    /// The whole stop happens under the lock, so a caller that comes while
+    /// another is stopping returns only once the thread has ended too.
     func stop() {
-        guard let handle = thread.withLock({ thread in
-            defer { thread = nil }
-            return thread
-        }) else { return }
-        // Not through `calls`: a wake-up that a test table swallowed would hang
-        // the join. The read end is still open (only this closes it), so no SIGPIPE.
-        var byte: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &byte, 1)
-        _ = pthread_join(handle, nil)
-        _ = calls.close(wakeRead)
-        _ = calls.close(wakeWrite)
-        channel.continuation.finish()
+        thread.withLock { thread in
+            guard let handle = thread else { return }
+            thread = nil
+            // Not through `calls`: a wake-up that a test table swallowed would hang
+            // the join. The read end is still open (only this closes it), so no SIGPIPE.
+            var byte: UInt8 = 1
+            _ = Glibc.write(wakeWrite, &byte, 1)
+            _ = pthread_join(handle, nil)
+            _ = calls.close(wakeRead)
+            _ = calls.close(wakeWrite)
+            channel.continuation.finish()
+        }
     }
 }
 

@@ -122,12 +122,32 @@ public final class SystemdPressureSource: MemoryPressureSource {
                 try PSIPressureSource.register(trigger, fd: fd, path: path, calls: calls)
             } else {
                 try writeAll(trigger, fd: fd, path: path, socket: described == "socket", calls: calls)
+                // We hold the FIFO open for reading too: take our own bytes
+                // back (unless the other end already did), or they would
+                // come back as a pressure event the moment watching starts.
+                if described == "FIFO" { drain(fd, upTo: trigger.count, calls: calls) }
             }
         } catch {
             _ = calls.close(fd)
             throw error
         }
         return (fd, kind, described)
+    }
+
+    /// Reads and discards up to `count` bytes that are ready now (the FIFO is
+    /// non-blocking, so this never waits).
+    private static func drain(_ fd: Int32, upTo count: Int, calls: Syscalls) {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var taken = 0
+        while taken < count {
+            let read = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return calls.read(fd, base, count - taken)
+            }
+            if read < 0, errno == EINTR { continue }
+            guard read > 0 else { return }
+            taken += read
+        }
     }
 
     /// Writes `bytes` to a FIFO, or sends them on a socket (a closed peer is

@@ -85,6 +85,19 @@ import Glibc
         #expect(Set(log.closed) == Set(log.opened))
     }
 
+    /// The bytes of MEMORY_PRESSURE_WRITE written to a FIFO we also read are
+    /// taken back, not reported as pressure.
+    @Test func ownTriggerBytesOnAFIFOAreNotAnEvent() async throws {
+        let path = try temporaryDirectory() + "/pressure.fifo"
+        #expect(mkfifo(path, 0o600) == 0)
+        let source = try SystemdPressureSource(
+            environment: ["MEMORY_PRESSURE_WATCH": path, "MEMORY_PRESSURE_WRITE": Data("some 1 2\0".utf8).base64EncodedString()])
+        let levels = source.levels
+        try await Task.sleep(for: .milliseconds(200))
+        source.stop()
+        #expect(await allLevels(levels) == [])
+    }
+
     @Test func socketIsConnectedWrittenToAndWatched() async throws {
         let path = try temporaryDirectory() + "/pressure.sock"
         let listener = try listeningSocket(at: path)
