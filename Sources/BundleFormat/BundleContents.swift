@@ -12,8 +12,11 @@ import SystemIO
 /// Opening reads the small files and the weight file's headers, never the
 /// weights themselves (unless `verifyDigests` is set, which hashes every file).
 public struct BundleContents: Sendable {
+    /// The bundle directory.
     public let path: String
+    /// `manifest.json`, checked against the files.
     public let manifest: BundleManifest
+    /// `weights/index.json`, checked against the weight file's records.
     public let index: WeightIndex
     /// The specification without weight values.
     public let specification: Specification

@@ -1,8 +1,11 @@
 /// `manifest.json`: what made a bundle, from what, and the size and SHA-256
 /// of every other file in it.
 public struct BundleManifest: Codable, Equatable, Sendable {
+    /// The program that wrote the bundle.
     public struct Compiler: Codable, Equatable, Sendable {
+        /// `modelc`.
         public var name: String
+        /// Its version; a bundle from another version is rebuilt.
         public var version: String
 
         public init(name: String, version: String) {
@@ -21,6 +24,7 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         }
     }
 
+    /// The model the bundle was compiled from.
     public struct Source: Codable, Equatable, Sendable {
         /// The source's file name (no directory, so bundles are reproducible across machines).
         public var name: String
@@ -36,10 +40,13 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         }
     }
 
+    /// One file of the bundle.
     public struct File: Codable, Equatable, Sendable {
         /// Relative to the bundle directory, `/`-separated.
         public var path: String
+        /// Bytes.
         public var size: UInt64
+        /// Lowercase hexadecimal.
         public var sha256: String
 
         public init(path: String, size: UInt64, sha256: String) {
@@ -49,6 +56,7 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         }
     }
 
+    /// The bundle format version (docs/bundle-format.md).
     public var formatVersion: Int
     public var compiler: Compiler
     public var options: Options

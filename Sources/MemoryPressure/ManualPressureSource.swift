@@ -10,6 +10,7 @@ public final class ManualPressureSource: MemoryPressureSource {
     /// "manual".
     public var name: String { "manual" }
 
+    /// The levels sent, in order, until `stop()`.
     public var levels: AsyncStream<MemoryPressureLevel> { channel.claim() }
 
     /// Delivers `level` to the stream; ignored after `stop()`.
@@ -17,6 +18,7 @@ public final class ManualPressureSource: MemoryPressureSource {
         channel.continuation.yield(level)
     }
 
+    /// Ends the stream; later `send`s are dropped.
     public func stop() {
         channel.continuation.finish()
     }
