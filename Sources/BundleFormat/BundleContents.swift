@@ -55,7 +55,9 @@ public struct BundleContents: Sendable {
                 throw .malformedFile(path: manifestPath, detail: "file path \"\(file.path)\" leaves the bundle")
             }
             var info = stat()
-            guard stat(filePath, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw .missingFile(path: filePath) }
+            guard Syscalls.current.stat(filePath, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                throw .missingFile(path: filePath)
+            }
             let size = UInt64(info.st_size)
             guard size == file.size else { throw .sizeMismatch(path: filePath, expected: file.size, found: size) }
             if verifyDigests {

@@ -15,6 +15,7 @@ public struct Syscalls: Sendable {
     public var open: @Sendable (_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
     public var close: @Sendable (_ fd: Int32) -> Int32
     public var fstat: @Sendable (_ fd: Int32, _ buffer: UnsafeMutablePointer<stat>) -> Int32
+    public var stat: @Sendable (_ path: String, _ buffer: UnsafeMutablePointer<stat>) -> Int32
     public var read: @Sendable (_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int
     public var mmap: @Sendable (_ length: Int, _ fd: Int32) -> UnsafeMutableRawPointer?
     public var munmap: @Sendable (_ address: UnsafeMutableRawPointer, _ length: Int) -> Int32
@@ -42,6 +43,7 @@ public struct Syscalls: Sendable {
         open: { path, flags, mode in Glibc.open(path, flags | O_CLOEXEC, mode) },
         close: { fd in Glibc.close(fd) },
         fstat: { fd, buffer in Glibc.fstat(fd, buffer) },
+        stat: { path, buffer in Glibc.fstatat(AT_FDCWD, path, buffer, 0) },
         read: { fd, buffer, count in Glibc.read(fd, buffer, count) },
         mmap: { length, fd in
             let address = Glibc.mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, 0)
