@@ -172,11 +172,19 @@ public final class ModelCache: Sendable {
     /// which must not hold a thread of Swift's cooperative pool.
     private func load(_ key: String) async throws(BundleError) -> ModelLease {
         let loader = self.loader
-        let outcome: Result<ModelBundle, BundleError> = await withCheckedContinuation { continuation in
+        // The result crosses threads through a lock as well as through the
+        // continuation: ThreadSanitizer does not see a continuation resumed
+        // from a Dispatch thread as ordering, and would report the new
+        // model's fields as racing.
+        let handoff = Locked<Result<ModelBundle, BundleError>?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(returning: Result { () throws(BundleError) in try loader(key) })
+                let result = Result { () throws(BundleError) in try loader(key) }
+                handoff.withLock { $0 = result }
+                continuation.resume()
             }
         }
+        guard let outcome = handoff.withLock({ $0 }) else { preconditionFailure("load finished without a result") }
         let model: ModelBundle
         switch outcome {
         case .success(let loaded):
