@@ -3,7 +3,7 @@ import Foundation
 import ModelArchive
 import Testing
 
-@Suite struct ArchiveExtractorModelsTests {
+@Suite(.timeLimit(.minutes(1))) struct ArchiveExtractorModelsTests {
     /// The files of the fixture package, as entries under `prefix`.
     static func packageEntries(prefix: String) throws -> [ArchiveBuilder.Entry] {
         let root = Fixtures.path("Models/MLProgram.mlpackage")

@@ -3,7 +3,7 @@ import ModelArchive
 import SystemIO
 import Testing
 
-@Suite struct ArchiveExtractorTests {
+@Suite(.timeLimit(.minutes(1))) struct ArchiveExtractorTests {
     /// A scratch directory with the archive beside an empty `parent`
     /// directory in which the destination `parent/out` is created.
     final class Scene {
