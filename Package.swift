@@ -36,6 +36,7 @@ let package = Package(
         .target(name: "ModelLoader", dependencies: ["BundleFormat", "MemoryPressure", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
+        .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
@@ -52,6 +53,7 @@ let package = Package(
         .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
+        .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
