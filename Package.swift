@@ -37,6 +37,7 @@ let package = Package(
         .target(name: "ArgumentParsing"),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
+        .target(name: "ModelFetch", dependencies: ["CCurl", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
@@ -54,6 +55,7 @@ let package = Package(
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "SystemIO", "FixtureSupport"], exclude: ["test_server.py"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -25,4 +25,12 @@ static inline CURLcode modelc_curl_getinfo_offset(CURL *handle, CURLINFO info, c
 static inline CURLcode modelc_curl_getinfo_string(CURL *handle, CURLINFO info, char **value) {
     return curl_easy_getinfo(handle, info, value);
 }
+/* Callbacks have their own function-pointer types; these wrappers keep them typed. */
+static inline CURLcode modelc_curl_setopt_write_callback(CURL *handle, CURLoption option, curl_write_callback value) {
+    return curl_easy_setopt(handle, option, value);
+}
+/* CURL_GLOBAL_DEFAULT is a macro expression Swift does not import. */
+static inline CURLcode modelc_curl_global_init_default(void) {
+    return curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 #endif

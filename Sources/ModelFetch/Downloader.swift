@@ -1,0 +1,165 @@
+import CCurl
+import SystemIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Downloads files over http, https and file URLs, resumably and with retries.
+public enum Downloader {
+    /// Downloads `url` (http, https or file) to `destination` and returns what was written.
+    ///
+    /// Bytes go to `destination + ".partial"`, beside a sidecar
+    /// `destination + ".partial.json"` recording the URL, the server's
+    /// validator (ETag or Last-Modified) and the bytes written, so a later
+    /// call continues with `Range` and `If-Range`. A 200 answer to a range
+    /// request restarts from zero; a 416 or a changed validator discards the
+    /// partial. Timeouts, connection errors, 408, 429 and 5xx are retried up to
+    /// `options.maximumRetries` times with exponential backoff and jitter,
+    /// honouring `Retry-After` (seconds); other statuses fail at once.
+    ///
+    /// The SHA-256 is computed while streaming (after hashing the bytes kept
+    /// from a partial); with `options.expectedSHA256` a mismatch removes the
+    /// partial and its sidecar. On success the file is flushed to disk and
+    /// renamed to `destination`, so `destination` never holds part of a file.
+    /// Redirects are followed for http and https only, at most 10. Memory use
+    /// does not grow with the file's size.
+    ///
+    /// Blocks the calling thread. `progress` is called on it with the bytes
+    /// in the partial and the expected total when the server gave a length.
+    /// Two calls must not share a `destination` at the same time.
+    ///
+    /// - Throws: `DownloadError`; its description names the URL but never a
+    ///   header value from `options.headers`.
+    public static func download(
+        _ url: String,
+        to destination: String,
+        options: DownloadOptions = .init(),
+        progress: (@Sendable (UInt64, UInt64?) -> Void)? = nil
+    ) throws(DownloadError) -> DownloadResult {
+        let isHTTP = try checkScheme(url) != "file"
+        let partialPath = destination + ".partial"
+        let sidecarPath = partialPath + ".json"
+        var attempts = 0
+        while true {
+            attempts += 1
+            let resume = isHTTP ? PartialSidecar.resumableBytes(url: url, partialPath: partialPath, sidecarPath: sidecarPath) : nil
+            if resume == nil { PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath) }
+            let partial: PartialFile
+            do {
+                partial = try PartialFile(path: partialPath, keeping: resume?.bytes ?? 0)
+            } catch {
+                throw .write(error)
+            }
+            let sink = TransferSink(
+                url: url, isHTTP: isHTTP, partial: partial, sidecarPath: sidecarPath,
+                resumedSidecar: resume?.sidecar, maximumBytes: options.maximumBytes, progress: progress
+            )
+            let outcome = CurlTransfer.perform(url: url, sink: sink, ifRange: resume?.sidecar.ifRange, options: options)
+
+            let retry: Retry
+            switch sink.failure {
+            case .write(let error)?:
+                throw .write(error)
+            case .tooLarge?:
+                PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath)
+                throw .tooLarge(url: url, limit: options.maximumBytes ?? 0)
+            case .mismatchedResume?:
+                PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath)
+                retry = .network("the server did not continue the partial download where it ended")
+            case nil:
+                switch outcome {
+                case .finished(let status) where !isHTTP || ((200..<300).contains(status) && !sink.discardingBody):
+                    return try finish(url: url, destination: destination, sink: sink, attempts: attempts, options: options)
+                case .finished(let status) where status == 416:
+                    PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath)
+                    retry = .http(status, retryAfterSeconds: nil)
+                case .finished(let status) where status == 408 || status == 429 || (500..<600).contains(status):
+                    retry = .http(status, retryAfterSeconds: sink.retryAfterSeconds)
+                case .finished(let status):
+                    abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
+                    throw .http(url: url, status: status)
+                case .failed(let code) where code == CURLE_URL_MALFORMAT:
+                    abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
+                    throw .badURL(url)
+                case .failed(let code) where isRetryable(code):
+                    do { try sink.updateSidecar() } catch { throw .write(error) }
+                    retry = .network(CurlTransfer.reason(code))
+                case .failed(let code):
+                    abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
+                    throw .network(url: url, reason: CurlTransfer.reason(code), attempts: attempts)
+                }
+            }
+
+            guard attempts <= options.maximumRetries else {
+                abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
+                switch retry {
+                case .http(let status, _): throw .http(url: url, status: status)
+                case .network(let reason): throw .network(url: url, reason: reason, attempts: attempts)
+                }
+            }
+            let retryAfter: Int? = if case .http(_, let seconds) = retry { seconds } else { nil }
+            Backoff.sleep(Backoff.delay(retry: attempts, initial: options.initialBackoff, retryAfterSeconds: retryAfter))
+        }
+    }
+
+    /// Why an attempt is worth repeating.
+    private enum Retry {
+        case http(Int, retryAfterSeconds: Int?)
+        case network(String)
+    }
+
+    /// The URL's scheme, lowercased, if it is one `download` supports.
+    private static func checkScheme(_ url: String) throws(DownloadError) -> String {
+        guard let separator = url.range(of: "://"), separator.lowerBound > url.startIndex else { throw .badURL(url) }
+        let scheme = url[..<separator.lowerBound].lowercased()
+        guard scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) else { throw .badURL(url) }
+        guard ["http", "https", "file"].contains(scheme) else { throw .unsupportedScheme(url: url) }
+        return scheme
+    }
+
+    /// Failures a later attempt may not meet: timeouts (including stalls) and
+    /// broken or refused connections.
+    private static func isRetryable(_ code: CURLcode) -> Bool {
+        [
+            CURLE_OPERATION_TIMEDOUT, CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST,
+            CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING,
+            CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+        ].contains(code)
+    }
+
+    /// Removes a partial that holds nothing worth resuming.
+    private static func abandonIfEmpty(_ sink: TransferSink, partialPath: String, sidecarPath: String) {
+        if sink.partial.size == 0 { PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath) }
+    }
+
+    /// Flushes the partial, checks its digest, and renames it into place.
+    private static func finish(url: String, destination: String, sink: TransferSink, attempts: Int, options: DownloadOptions) throws(DownloadError) -> DownloadResult {
+        let partialPath = sink.partial.path
+        let digest: SHA256Digest
+        do { digest = try sink.partial.finish() } catch { throw .write(error) }
+        let actual = digest.description
+        if let expected = options.expectedSHA256, expected.lowercased() != actual {
+            PartialSidecar.discard(partialPath: partialPath, sidecarPath: sink.sidecarPath)
+            throw .checksumMismatch(url: url, expected: expected, actual: actual)
+        }
+        let calls = Syscalls.current
+        guard calls.rename(partialPath, destination) == 0 else {
+            throw .write(SystemCallError(call: "rename", path: destination, code: errno))
+        }
+        unlink(sink.sidecarPath)
+        let directory = parentDirectory(of: destination)
+        let fd = calls.open(directory, O_RDONLY | O_DIRECTORY, 0)
+        guard fd >= 0 else { throw .write(SystemCallError(call: "open", path: directory, code: errno)) }
+        defer { _ = calls.close(fd) }
+        guard calls.fsync(fd) == 0 else { throw .write(SystemCallError(call: "fsync", path: directory, code: errno)) }
+        return DownloadResult(
+            path: destination, sha256: actual, bytes: sink.partial.size, resumedFrom: sink.resumedFrom,
+            attempts: attempts, etag: sink.etag, lastModified: sink.lastModified
+        )
+    }
+
+    private static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
