@@ -1,0 +1,104 @@
+import Foundation
+import ModelFetch
+import Synchronization
+import SystemIO
+import Testing
+
+/// Short timeouts and backoffs so failing attempts cost milliseconds.
+private func fastOptions(retries: Int = 3) -> DownloadOptions {
+    DownloadOptions(maximumRetries: retries, connectTimeout: .seconds(5), stallTimeout: .seconds(1), initialBackoff: .milliseconds(10))
+}
+
+/// The last progress report, shared with the downloader's callback.
+private final class ProgressLog: Sendable {
+    let last = Mutex<(UInt64, UInt64?)?>(nil)
+}
+
+@Suite(.timeLimit(.minutes(1))) struct DownloaderTests {
+    @Test func plainDownloadWritesTheFileAndItsHash() throws {
+        let scene = try DownloadScene()
+        let log = ProgressLog()
+        let result = try Downloader.download(scene.url(), to: scene.destination, options: fastOptions()) { done, total in
+            log.last.withLock { $0 = (done, total) }
+        }
+        #expect(result.path == scene.destination)
+        #expect(result.sha256 == scene.sha256)
+        #expect(result.bytes == UInt64(scene.contents.count))
+        #expect(result.attempts == 1)
+        #expect(result.resumedFrom == 0)
+        #expect(result.etag != nil)
+        #expect(result.lastModified != nil)
+        #expect(scene.bytes(scene.destination) == scene.contents)
+        #expect(scene.outListing == ["model.bin"])
+        let last = log.last.withLock { $0 }
+        #expect(last?.0 == UInt64(scene.contents.count))
+        #expect(last?.1 == UInt64(scene.contents.count))
+    }
+
+    @Test(arguments: [0, 1, 100_000])
+    func sizes(size: Int) throws {
+        let scene = try DownloadScene(size: size)
+        let result = try Downloader.download(scene.url(), to: scene.destination, options: fastOptions())
+        #expect(result.bytes == UInt64(size))
+        #expect(result.sha256 == scene.sha256)
+        #expect(scene.bytes(scene.destination) == scene.contents)
+    }
+
+    @Test func fileURL() throws {
+        let scene = try DownloadScene()
+        let result = try Downloader.download("file://" + scene.served + "/model.bin", to: scene.destination, options: fastOptions())
+        #expect(result.sha256 == scene.sha256)
+        #expect(result.etag == nil)
+        #expect(scene.bytes(scene.destination) == scene.contents)
+        #expect(scene.outListing == ["model.bin"])
+    }
+
+    @Test func expectedChecksumInEitherCaseIsAccepted() throws {
+        let scene = try DownloadScene()
+        var options = fastOptions()
+        options.expectedSHA256 = scene.sha256.uppercased()
+        let result = try Downloader.download(scene.url(), to: scene.destination, options: options)
+        #expect(result.sha256 == scene.sha256)
+    }
+
+    @Test func checksumMismatchLeavesNothing() throws {
+        let scene = try DownloadScene()
+        var options = fastOptions()
+        let wrong = String(repeating: "0", count: 64)
+        options.expectedSHA256 = wrong
+        let url = scene.url()
+        #expect(throws: DownloadError.checksumMismatch(url: url, expected: wrong, actual: scene.sha256)) {
+            try Downloader.download(url, to: scene.destination, options: options)
+        }
+        #expect(scene.outListing == [])
+    }
+
+    @Test(arguments: [(-1, false), (0, true)])
+    func maximumBytes(offset: Int, fits: Bool) throws {
+        let scene = try DownloadScene()
+        var options = fastOptions()
+        let limit = UInt64(scene.contents.count + offset)
+        options.maximumBytes = limit
+        let url = scene.url()
+        if fits {
+            let result = try Downloader.download(url, to: scene.destination, options: options)
+            #expect(result.bytes == limit)
+        } else {
+            #expect(throws: DownloadError.tooLarge(url: url, limit: limit)) {
+                try Downloader.download(url, to: scene.destination, options: options)
+            }
+            #expect(scene.outListing == [])
+        }
+    }
+
+    @Test func unsupportedSchemeIsRefused() throws {
+        let scene = try DownloadScene(size: 10)
+        #expect(throws: DownloadError.unsupportedScheme(url: "ftp://127.0.0.1/model.bin")) {
+            try Downloader.download("ftp://127.0.0.1/model.bin", to: scene.destination)
+        }
+        #expect(throws: DownloadError.badURL("model.bin")) {
+            try Downloader.download("model.bin", to: scene.destination)
+        }
+        #expect(scene.outListing == [])
+    }
+}
