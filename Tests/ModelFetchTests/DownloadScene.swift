@@ -1,4 +1,5 @@
 import Foundation
+import ModelFetch
 import SystemIO
 
 /// A scratch directory with a served file of random bytes, a running test
@@ -36,4 +37,9 @@ final class DownloadScene {
     func url(fault: String? = nil) -> String {
         server.url(URL(fileURLWithPath: destination).lastPathComponent, fault: fault)
     }
+}
+
+/// Short timeouts and backoffs so failing attempts cost milliseconds.
+func fastOptions(retries: Int = 3) -> DownloadOptions {
+    DownloadOptions(maximumRetries: retries, connectTimeout: .seconds(5), stallTimeout: .seconds(1), initialBackoff: .milliseconds(10))
 }

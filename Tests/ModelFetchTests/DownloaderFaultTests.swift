@@ -3,10 +3,6 @@ import ModelFetch
 import SystemIO
 import Testing
 
-private func fastOptions(retries: Int = 3) -> DownloadOptions {
-    DownloadOptions(maximumRetries: retries, connectTimeout: .seconds(5), stallTimeout: .seconds(1), initialBackoff: .milliseconds(10))
-}
-
 /// Downloads against the test server's faults: retries, resumption, redirects.
 @Suite(.timeLimit(.minutes(1))) struct DownloaderFaultTests {
     @Test func resumesAcrossRunsAfterAClosedConnection() throws {
@@ -96,6 +92,24 @@ private func fastOptions(retries: Int = 3) -> DownloadOptions {
         let result = try Downloader.download(url, to: scene.destination, options: fastOptions(retries: 0))
         #expect(result.resumedFrom == 0)
         #expect(result.etag == "\"changed-1\"")
+        #expect(scene.bytes(scene.destination) == scene.contents)
+        #expect(scene.outListing == ["model.bin"])
+    }
+
+    @Test func unsatisfiableRangeDiscardsThePartial() throws {
+        let scene = try DownloadScene()
+        let url = scene.url()
+        let first = try Downloader.download(url, to: scene.destination, options: fastOptions())
+        let etag = try #require(first.etag)
+        // A partial as long as the file itself: the Range starts past the end.
+        try FileManager.default.moveItem(atPath: scene.destination, toPath: scene.partial)
+        let sidecar: [String: Any] = ["url": url, "etag": etag, "bytes": scene.contents.count]
+        let json = try JSONSerialization.data(withJSONObject: sidecar)
+        try json.write(to: URL(fileURLWithPath: scene.sidecar))
+
+        let result = try Downloader.download(url, to: scene.destination, options: fastOptions())
+        #expect(result.attempts == 2)
+        #expect(result.resumedFrom == 0)
         #expect(scene.bytes(scene.destination) == scene.contents)
         #expect(scene.outListing == ["model.bin"])
     }

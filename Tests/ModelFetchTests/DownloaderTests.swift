@@ -4,11 +4,6 @@ import Synchronization
 import SystemIO
 import Testing
 
-/// Short timeouts and backoffs so failing attempts cost milliseconds.
-private func fastOptions(retries: Int = 3) -> DownloadOptions {
-    DownloadOptions(maximumRetries: retries, connectTimeout: .seconds(5), stallTimeout: .seconds(1), initialBackoff: .milliseconds(10))
-}
-
 /// The last progress report, shared with the downloader's callback.
 private final class ProgressLog: Sendable {
     let last = Mutex<(UInt64, UInt64?)?>(nil)
