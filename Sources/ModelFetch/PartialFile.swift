@@ -42,18 +42,8 @@ final class PartialFile {
 
     /// Appends `bytes` and adds them to the hash.
     func append(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        let calls = Syscalls.current
-        var done = 0
-        while done < bytes.count {
-            let written = calls.write(fd, base + done, bytes.count - done)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError(call: "write", path: path, code: errno)
-            }
-            if written == 0 { throw SystemCallError(call: "write", path: path, code: EIO) }
-            done += written
-        }
+        guard !bytes.isEmpty else { return }
+        try Syscalls.current.writeAll(bytes, to: fd, path: path)
         hasher.update(bytes)
         size += UInt64(bytes.count)
     }

@@ -89,17 +89,6 @@ public final class FileWriter {
     }
 
     private func writeFully(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
-        guard let base = bytes.baseAddress else { return }
-        var done = 0
-        let calls = Syscalls.current
-        while done < bytes.count {
-            let written = calls.write(fd, base + done, bytes.count - done)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError(call: "write", path: path, code: errno)
-            }
-            if written == 0 { throw SystemCallError(call: "write", path: path, code: EIO) }
-            done += written
-        }
+        try Syscalls.current.writeAll(bytes, to: fd, path: path)
     }
 }

@@ -76,6 +76,24 @@ public struct Syscalls: Sendable {
     }
 }
 
+extension Syscalls {
+    /// Writes all of `bytes` to `fd`, going on after short writes and
+    /// interruptions; `path` names the file in the error.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, path: String) throws(SystemCallError) {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        while done < bytes.count {
+            let written = write(fd, base + done, bytes.count - done)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "write", path: path, code: errno)
+            }
+            if written == 0 { throw SystemCallError(call: "write", path: path, code: EIO) }
+            done += written
+        }
+    }
+}
+
 /// A failed system call: which call, on what, and the `errno` text.
 public struct SystemCallError: Error, Equatable, Sendable, CustomStringConvertible {
     public let call: String
