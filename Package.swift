@@ -37,12 +37,12 @@ let package = Package(
         .target(name: "ArgumentParsing"),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
-        .target(name: "ModelFetch", dependencies: ["CCurl", "SystemIO"]),
+        .target(name: "ModelFetch", dependencies: ["CCurl", "ModelArchive", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelFetch", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),

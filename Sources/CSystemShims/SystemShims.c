@@ -47,3 +47,7 @@ long modelc_file_system_type(int fd) {
     if (fstatfs(fd, &info) != 0) return -1;
     return (long)info.f_type;
 }
+
+long modelc_copy_file_range(int in, int out, size_t length) {
+    return (long)copy_file_range(in, NULL, out, NULL, length, 0);
+}

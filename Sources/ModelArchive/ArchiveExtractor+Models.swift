@@ -1,3 +1,9 @@
+import Foundation
+import SystemIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension ArchiveExtractor {
     /// The models an archive holds, as relative paths, sorted: every
     /// `*.mlmodel` file and every `*.mlpackage` directory (one holding a
@@ -62,5 +68,41 @@ extension ArchiveExtractor {
             return directories.joined(separator: "/")
         }
         return last.hasSuffix(".mlmodel") ? components.joined(separator: "/") : nil
+    }
+}
+
+extension ArchiveExtractor {
+    /// The model in a directory `extract` filled from `archive`: its one
+    /// model, or the one `member` names, chosen as `extractModel` chooses.
+    /// Returns the model's path inside `directory`.
+    public static func model(in directory: String, extractedFrom archive: String, member: String? = nil) throws(ArchiveError) -> String {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else {
+            throw .unreadable(path: directory, reason: "cannot list the extracted files")
+        }
+        var available: Set<String> = []
+        while let relative = walker.nextObject() as? String {
+            guard walker.fileAttributes?[.type] as? FileAttributeType == .typeRegular else { continue }
+            if let model = model(containing: relative.split(separator: "/").map(String.init)) { available.insert(model) }
+        }
+        return directory + "/" + (try choose(member, among: available.sorted(), path: archive))
+    }
+
+    /// Whether the file at `path` starts like an archive `extract` reads: a
+    /// zip, a gzip or xz stream, or a POSIX tar.
+    public static func looksLikeArchive(_ path: String) -> Bool {
+        let calls = Syscalls.current
+        let fd = calls.open(path, O_RDONLY, 0)
+        guard fd >= 0 else { return false }
+        defer { _ = calls.close(fd) }
+        var head = [UInt8](repeating: 0, count: 512)
+        let count = head.withUnsafeMutableBytes { calls.read(fd, $0.baseAddress!, $0.count) }
+        guard count > 0 else { return false }
+        let bytes = head[..<count]
+        func starts(_ magic: [UInt8], at offset: Int = 0) -> Bool {
+            bytes.count >= offset + magic.count && Array(bytes[offset..<offset + magic.count]) == magic
+        }
+        return starts([0x50, 0x4B, 0x03, 0x04]) || starts([0x50, 0x4B, 0x05, 0x06])
+            || starts([0x1F, 0x8B]) || starts([0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00])
+            || starts(Array("ustar".utf8), at: 257)
     }
 }

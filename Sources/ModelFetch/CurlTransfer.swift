@@ -1,44 +1,60 @@
 import CCurl
 
 /// One attempt at a transfer with a libcurl easy handle.
+///
+/// Redirects are followed here rather than by libcurl, so that each hop's
+/// target is checked (http or https only, at most `maximumRedirects`) and the
+/// caller's own headers, which may carry credentials, go only to the origin
+/// (scheme, host and port) of the URL they were given for.
 enum CurlTransfer {
+    static let maximumRedirects = 10
+
     /// How an attempt ended, before the retry policy looks at it.
     enum Outcome {
         /// libcurl finished; `status` is the HTTP status (0 for file://).
         case finished(status: Int)
         /// libcurl gave up with `code`.
         case failed(code: CURLcode)
+        /// A redirect that is not followed: too many, or to a scheme other than http and https.
+        case refusedRedirect(reason: String)
+    }
+
+    /// What the request sends besides the URL.
+    struct Request {
+        /// Sent as `If-Range` with the `Range` when the partial holds bytes.
+        var ifRange: String?
+        /// Conditional headers ("If-None-Match: …"), sent to every hop.
+        var conditions: [String] = []
+        var options: DownloadOptions
     }
 
     /// libcurl's process-wide setup, done once before the first handle.
     private static let globalSetup: CURLcode = modelc_curl_global_init_default()
 
     /// Runs one attempt for `url`, feeding `sink`; sends `Range` (and
-    /// `If-Range: ifRange`) when the partial already holds bytes.
-    static func perform(url: String, sink: TransferSink, ifRange: String?, options: DownloadOptions) -> Outcome {
+    /// `If-Range`) when the partial already holds bytes.
+    static func perform(url: String, sink: TransferSink, request: Request) -> Outcome {
         guard globalSetup == CURLE_OK, let handle = curl_easy_init() else {
             return .failed(code: CURLE_FAILED_INIT)
         }
         defer { curl_easy_cleanup(handle) }
 
-        var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
-        for line in options.headers {
-            headerList = curl_slist_append(headerList, line)
-        }
-        if let ifRange, sink.partial.size > 0 {
-            headerList = curl_slist_append(headerList, "If-Range: \(ifRange)")
-        }
+        var common = request.conditions
+        if let ifRange = request.ifRange, sink.partial.size > 0 { common.append("If-Range: \(ifRange)") }
+        let withCredentials = HeaderList(common + request.options.headers)
+        let withoutCredentials = HeaderList(common)
+        defer { withExtendedLifetime((withCredentials, withoutCredentials)) {} }
 
+        let options = request.options
         let context = Unmanaged.passUnretained(sink).toOpaque()
-        var code = modelc_curl_setopt_string(handle, CURLOPT_URL, url)
-        let settings: [CURLcode] = [
+        var settings: [CURLcode] = [
             modelc_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https,file"),
-            modelc_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"),
-            modelc_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1),
-            modelc_curl_setopt_long(handle, CURLOPT_MAXREDIRS, 10),
+            modelc_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0),
             modelc_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1),
             modelc_curl_setopt_long(handle, CURLOPT_FAILONERROR, 0),
+            modelc_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS),
+            modelc_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024),
+            modelc_curl_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent),
             modelc_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, milliseconds(options.connectTimeout)),
             modelc_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1),
             modelc_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, milliseconds(options.stallTimeout) / 1000)),
@@ -46,20 +62,42 @@ enum CurlTransfer {
             modelc_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context),
             modelc_curl_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, headerCallback),
             modelc_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context),
-            modelc_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headerList)),
         ]
         if sink.partial.size > 0 {
-            code = code == CURLE_OK ? modelc_curl_setopt_string(handle, CURLOPT_RANGE, "\(sink.partial.size)-") : code
+            settings.append(modelc_curl_setopt_string(handle, CURLOPT_RANGE, "\(sink.partial.size)-"))
         }
-        if let failed = ([code] + settings).first(where: { $0 != CURLE_OK }) {
+        if let failed = settings.first(where: { $0 != CURLE_OK }) {
             return .failed(code: failed)
         }
 
-        let result = curl_easy_perform(handle)
-        guard result == CURLE_OK else { return .failed(code: result) }
-        var status = 0
-        _ = modelc_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .finished(status: status)
+        let origin = Origin(url)
+        var hop = url
+        var redirects = 0
+        while true {
+            let headers = Origin(hop) == origin ? withCredentials : withoutCredentials
+            let hopSettings = [
+                modelc_curl_setopt_string(handle, CURLOPT_URL, hop),
+                modelc_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers.pointer)),
+            ]
+            if let failed = hopSettings.first(where: { $0 != CURLE_OK }) {
+                return .failed(code: failed)
+            }
+            let result = curl_easy_perform(handle)
+            guard result == CURLE_OK else { return .failed(code: result) }
+            var status = 0
+            _ = modelc_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+            guard [301, 302, 303, 307, 308].contains(status), let target = redirectTarget(handle) else {
+                return .finished(status: status)
+            }
+            redirects += 1
+            guard redirects <= maximumRedirects else {
+                return .refusedRedirect(reason: "more than \(maximumRedirects) redirects")
+            }
+            guard let scheme = Origin(target)?.scheme, scheme == "http" || scheme == "https" else {
+                return .refusedRedirect(reason: "redirected to \(DownloadError.redacted(target)), which is not http or https")
+            }
+            hop = target
+        }
     }
 
     /// libcurl's text for `code`.
@@ -67,10 +105,54 @@ enum CurlTransfer {
         String(cString: curl_easy_strerror(code))
     }
 
+    /// The absolute URL a redirect response points to, resolved by libcurl.
+    private static func redirectTarget(_ handle: UnsafeMutableRawPointer) -> String? {
+        var target: UnsafeMutablePointer<CChar>?
+        guard modelc_curl_getinfo_string(handle, CURLINFO_REDIRECT_URL, &target) == CURLE_OK, let target else { return nil }
+        return String(cString: target)
+    }
+
     private static func milliseconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return Int(clamping: seconds) &* 1000 &+ Int(attoseconds / 1_000_000_000_000_000)
     }
+}
+
+/// A URL's scheme, host and port, as libcurl's URL parser reads them
+/// (default ports filled in, host lowercased).
+struct Origin: Equatable {
+    let scheme: String
+    let host: String
+    let port: String
+
+    init?(_ url: String) {
+        guard let parsed = curl_url() else { return nil }
+        defer { curl_url_cleanup(parsed) }
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
+            var text: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(parsed, which, &text, flags) == CURLUE_OK, let text else { return nil }
+            defer { curl_free(text) }
+            return String(cString: text)
+        }
+        guard let scheme = part(CURLUPART_SCHEME) else { return nil }
+        self.scheme = scheme.lowercased()
+        host = (part(CURLUPART_HOST) ?? "").lowercased()
+        port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)) ?? ""
+    }
+}
+
+/// A libcurl header list, freed with its owner.
+private final class HeaderList {
+    let pointer: UnsafeMutablePointer<curl_slist>?
+
+    init(_ lines: [String]) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines { list = curl_slist_append(list, line) }
+        pointer = list
+    }
+
+    deinit { curl_slist_free_all(pointer) }
 }
 
 private let writeCallback: curl_write_callback = { data, size, count, context in

@@ -11,6 +11,8 @@ public enum DownloadError: Error, Equatable, Sendable, CustomStringConvertible {
     case http(url: String, status: Int)
     /// The transfer failed below HTTP (connection, timeout, redirects) after `attempts` attempts.
     case network(url: String, reason: String, attempts: Int)
+    /// A redirect was not followed: too many, or to a scheme other than http and https.
+    case redirect(url: String, reason: String)
     /// The finished file's SHA-256 is not the expected one; nothing was kept.
     case checksumMismatch(url: String, expected: String, actual: String)
     /// The file is larger than `DownloadOptions.maximumBytes`; nothing was kept.
@@ -28,6 +30,8 @@ public enum DownloadError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(Self.redacted(url)): server answered HTTP \(status)"
         case .network(let url, let reason, let attempts):
             return "\(Self.redacted(url)): \(reason) (\(attempts) attempt\(attempts == 1 ? "" : "s"))"
+        case .redirect(let url, let reason):
+            return "\(Self.redacted(url)): \(reason)"
         case .checksumMismatch(let url, let expected, let actual):
             return "\(Self.redacted(url)): SHA-256 is \(actual), expected \(expected)"
         case .tooLarge(let url, let limit):
@@ -38,7 +42,7 @@ public enum DownloadError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// `url` without the user information before the host ("user:password@").
-    static func redacted(_ url: String) -> String {
+    public static func redacted(_ url: String) -> String {
         guard let schemeEnd = url.range(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex

@@ -20,6 +20,8 @@ public struct DownloadOptions: Sendable {
     /// jitter, capped at 30 seconds. A `Retry-After` header in seconds takes
     /// precedence.
     public var initialBackoff: Duration = .milliseconds(200)
+    /// The `User-Agent` sent with every request.
+    public var userAgent = "modelc"
 
     /// The defaults: five retries, 10 s to connect, 30 s stall timeout, no limit.
     public init(

@@ -21,12 +21,14 @@ public enum Downloader {
     /// from a partial); with `options.expectedSHA256` a mismatch removes the
     /// partial and its sidecar. On success the file is flushed to disk and
     /// renamed to `destination`, so `destination` never holds part of a file.
-    /// Redirects are followed for http and https only, at most 10. Memory use
-    /// does not grow with the file's size.
+    /// Redirects are followed for http and https only, at most 10; the
+    /// headers in `options.headers` (credentials, say) are sent only to the
+    /// first URL's scheme, host and port, never to another after a redirect.
+    /// Memory use does not grow with the file's size.
     ///
-    /// Blocks the calling thread. `progress` is called on it with the bytes
-    /// in the partial and the expected total when the server gave a length.
-    /// Two calls must not share a `destination` at the same time.
+    /// Blocks the calling thread. `events` is called on it as the transfer
+    /// starts, progresses and retries. Two calls must not share a
+    /// `destination` at the same time.
     ///
     /// - Throws: `DownloadError`; its description names the URL but never a
     ///   header value from `options.headers`.
@@ -34,8 +36,26 @@ public enum Downloader {
         _ url: String,
         to destination: String,
         options: DownloadOptions = .init(),
-        progress: (@Sendable (UInt64, UInt64?) -> Void)? = nil
+        events: (@Sendable (DownloadEvent) -> Void)? = nil
     ) throws(DownloadError) -> DownloadResult {
+        switch try download(url, to: destination, ifChangedFrom: nil, options: options, events: events) {
+        case .downloaded(let result): return result
+        case .notModified: throw .http(url: url, status: 304)
+        }
+    }
+
+    /// Downloads `url` as `download(_:to:options:events:)` does, unless the
+    /// server answers that the copy described by `validators` is current
+    /// (`If-None-Match` / `If-Modified-Since` answered with 304): then nothing
+    /// is written and any partial download of `destination` is discarded.
+    /// `nil` or empty `validators` make the request unconditional.
+    public static func download(
+        _ url: String,
+        to destination: String,
+        ifChangedFrom validators: CachedValidators?,
+        options: DownloadOptions = .init(),
+        events: (@Sendable (DownloadEvent) -> Void)? = nil
+    ) throws(DownloadError) -> DownloadOutcome {
         let isHTTP = try checkScheme(url) != "file"
         let partialPath = destination + ".partial"
         let sidecarPath = partialPath + ".json"
@@ -52,9 +72,11 @@ public enum Downloader {
             }
             let sink = TransferSink(
                 url: url, isHTTP: isHTTP, partial: partial, sidecarPath: sidecarPath,
-                resumedSidecar: resume?.sidecar, maximumBytes: options.maximumBytes, progress: progress
+                resumedSidecar: resume?.sidecar, maximumBytes: options.maximumBytes, events: events
             )
-            let outcome = CurlTransfer.perform(url: url, sink: sink, ifRange: resume?.sidecar.ifRange, options: options)
+            let request = CurlTransfer.Request(
+                ifRange: resume?.sidecar.ifRange, conditions: isHTTP ? validators?.conditionHeaders ?? [] : [], options: options)
+            let outcome = CurlTransfer.perform(url: url, sink: sink, request: request)
 
             let retry: Retry
             switch sink.failure {
@@ -69,7 +91,10 @@ public enum Downloader {
             case nil:
                 switch outcome {
                 case .finished(let status) where !isHTTP || ((200..<300).contains(status) && !sink.discardingBody):
-                    return try finish(url: url, destination: destination, sink: sink, attempts: attempts, options: options)
+                    return .downloaded(try finish(url: url, destination: destination, sink: sink, attempts: attempts, options: options))
+                case .finished(304) where !(validators?.isEmpty ?? true):
+                    PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath)
+                    return .notModified
                 case .finished(let status) where status == 416:
                     PartialSidecar.discard(partialPath: partialPath, sidecarPath: sidecarPath)
                     retry = .http(status, retryAfterSeconds: nil)
@@ -87,6 +112,9 @@ public enum Downloader {
                 case .failed(let code):
                     abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
                     throw .network(url: url, reason: CurlTransfer.reason(code), attempts: attempts)
+                case .refusedRedirect(let reason):
+                    abandonIfEmpty(sink, partialPath: partialPath, sidecarPath: sidecarPath)
+                    throw .redirect(url: url, reason: reason)
                 }
             }
 
@@ -98,7 +126,9 @@ public enum Downloader {
                 }
             }
             let retryAfter: Int? = if case .http(_, let seconds) = retry { seconds } else { nil }
-            Backoff.sleep(Backoff.delay(retry: attempts, initial: options.initialBackoff, retryAfterSeconds: retryAfter))
+            let delay = Backoff.delay(retry: attempts, initial: options.initialBackoff, retryAfterSeconds: retryAfter)
+            events?(.retrying(attempt: attempts, reason: retry.reason, delay: delay))
+            Backoff.sleep(delay)
         }
     }
 
@@ -106,10 +136,17 @@ public enum Downloader {
     private enum Retry {
         case http(Int, retryAfterSeconds: Int?)
         case network(String)
+
+        var reason: String {
+            switch self {
+            case .http(let status, _): "HTTP \(status)"
+            case .network(let reason): reason
+            }
+        }
     }
 
     /// The URL's scheme, lowercased, if it is one `download` supports.
-    private static func checkScheme(_ url: String) throws(DownloadError) -> String {
+    static func checkScheme(_ url: String) throws(DownloadError) -> String {
         guard let separator = url.range(of: "://"), separator.lowerBound > url.startIndex else { throw .badURL(url) }
         let scheme = url[..<separator.lowerBound].lowercased()
         guard scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) else { throw .badURL(url) }

@@ -22,7 +22,7 @@ final class TransferSink {
     /// The validator the partial was written against; `nil` when starting from zero.
     let resumedSidecar: PartialSidecar?
     let maximumBytes: UInt64?
-    let progress: (@Sendable (UInt64, UInt64?) -> Void)?
+    let events: (@Sendable (DownloadEvent) -> Void)?
 
     /// The status of the last response's status line (0 for file://).
     private(set) var status = 0
@@ -38,14 +38,14 @@ final class TransferSink {
     /// The body is an error page, not the file: read and dropped.
     private(set) var discardingBody = false
 
-    init(url: String, isHTTP: Bool, partial: PartialFile, sidecarPath: String, resumedSidecar: PartialSidecar?, maximumBytes: UInt64?, progress: (@Sendable (UInt64, UInt64?) -> Void)?) {
+    init(url: String, isHTTP: Bool, partial: PartialFile, sidecarPath: String, resumedSidecar: PartialSidecar?, maximumBytes: UInt64?, events: (@Sendable (DownloadEvent) -> Void)?) {
         self.url = url
         self.isHTTP = isHTTP
         self.partial = partial
         self.sidecarPath = sidecarPath
         self.resumedSidecar = resumedSidecar
         self.maximumBytes = maximumBytes
-        self.progress = progress
+        self.events = events
         resumedFrom = partial.size
     }
 
@@ -60,6 +60,8 @@ final class TransferSink {
             retryAfterSeconds = nil
             contentRangeStart = nil
             contentLength = nil
+            bodyStarted = false
+            discardingBody = false
             return
         }
         guard let colon = trimmed.firstIndex(of: ":") else { return }
@@ -96,12 +98,21 @@ final class TransferSink {
             failure = .write(error)
             return false
         }
-        progress?(partial.size, contentLength.map { $0 + resumedFrom })
+        events?(.progress(bytes: partial.size, total: total))
         return true
     }
 
+    /// The whole file's size, when the response said.
+    private var total: UInt64? { contentLength.map { $0 + resumedFrom } }
+
     /// Decides, at the first body byte, what the response means for the partial.
     private func begin() -> Bool {
+        let accepted = judgeResponse()
+        if accepted, !discardingBody { events?(.started(resumedFrom: partial.size, total: total)) }
+        return accepted
+    }
+
+    private func judgeResponse() -> Bool {
         guard isHTTP else {
             if partial.size > 0 { return restart() }
             return true

@@ -1,4 +1,5 @@
 import BundleFormat
+import ModelFetch
 import ModelCompiler
 import ModelSpec
 
@@ -34,6 +35,24 @@ enum ExitCode: Int32, CaseIterable {
     case newerBundleFormat = 79
     /// The output path already exists (decompile never replaces anything).
     case outputExists = 80
+    /// The download failed below HTTP (connection, timeout, refused redirect), retries included.
+    case network = 81
+    /// The server answered with an HTTP error status (retries included for 408, 429, 5xx).
+    case httpStatus = 82
+    /// The downloaded file's SHA-256 is not the pinned one; nothing was kept.
+    case checksumMismatch = 83
+    /// The file is larger than --max-size; nothing was kept.
+    case tooLarge = 84
+    /// Offline, and the cache has no copy of the URL.
+    case offlineMiss = 85
+    /// The URL is malformed or not http, https or file.
+    case badURL = 86
+    /// The archive is damaged, unsafe (paths or links leaving it, devices) or past a limit.
+    case badArchive = 87
+    /// The archive holds no model, several and no --member, or none matching --member.
+    case memberNotFound = 88
+    /// `cache verify` found damaged files (and removed them).
+    case cacheDamaged = 89
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -65,6 +84,21 @@ enum ExitCode: Int32, CaseIterable {
         case .newerFormat: .newerBundleFormat
         case .unreadable: .cannotRead
         default: .badBundle
+        }
+    }
+
+    init(_ error: FetchError) {
+        self = switch error {
+        case .download(.unsupportedScheme), .download(.badURL): .badURL
+        case .download(.http): .httpStatus
+        case .download(.network), .download(.redirect): .network
+        case .download(.checksumMismatch): .checksumMismatch
+        case .download(.tooLarge): .tooLarge
+        case .download(.write), .cache: .cannotWrite
+        case .offlineMiss: .offlineMiss
+        case .archive(.memberNotFound), .archive(.ambiguousMember): .memberNotFound
+        case .archive(.write): .cannotWrite
+        case .archive, .notAnArchive: .badArchive
         }
     }
 

@@ -20,6 +20,8 @@ enum Modelc {
         Command(spec: CompileCommand.spec, run: CompileCommand.run),
         Command(spec: DecompileCommand.spec, run: DecompileCommand.run),
         Command(spec: VerifyCommand.spec, run: VerifyCommand.run),
+        Command(spec: FetchCommand.spec, run: FetchCommand.run),
+        Command(spec: CacheCommand.spec, run: CacheCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 

@@ -4,18 +4,19 @@ import Synchronization
 import SystemIO
 import Testing
 
-/// The last progress report, shared with the downloader's callback.
-private final class ProgressLog: Sendable {
-    let last = Mutex<(UInt64, UInt64?)?>(nil)
+/// The events a download reported, shared with its callback.
+final class EventLog: Sendable {
+    let events = Mutex<[DownloadEvent]>([])
+
+    func record(_ event: DownloadEvent) { events.withLock { $0.append(event) } }
+    var all: [DownloadEvent] { events.withLock { $0 } }
 }
 
 @Suite(.timeLimit(.minutes(1))) struct DownloaderTests {
     @Test func plainDownloadWritesTheFileAndItsHash() throws {
         let scene = try DownloadScene()
-        let log = ProgressLog()
-        let result = try Downloader.download(scene.url(), to: scene.destination, options: fastOptions()) { done, total in
-            log.last.withLock { $0 = (done, total) }
-        }
+        let log = EventLog()
+        let result = try Downloader.download(scene.url(), to: scene.destination, options: fastOptions(), events: log.record)
         #expect(result.path == scene.destination)
         #expect(result.sha256 == scene.sha256)
         #expect(result.bytes == UInt64(scene.contents.count))
@@ -25,9 +26,9 @@ private final class ProgressLog: Sendable {
         #expect(result.lastModified != nil)
         #expect(scene.bytes(scene.destination) == scene.contents)
         #expect(scene.outListing == ["model.bin"])
-        let last = log.last.withLock { $0 }
-        #expect(last?.0 == UInt64(scene.contents.count))
-        #expect(last?.1 == UInt64(scene.contents.count))
+        let size = UInt64(scene.contents.count)
+        #expect(log.all.first == .started(resumedFrom: 0, total: size))
+        #expect(log.all.last == .progress(bytes: size, total: size))
     }
 
     @Test(arguments: [0, 1, 100_000])

@@ -23,6 +23,12 @@ long modelc_file_system_type(int fd);
 #include <stddef.h>
 #include <stdint.h>
 
+/* Copies up to `length` bytes from `in` to `out` at their file offsets inside
+   the kernel (copy_file_range). Returns the bytes copied (0 at the end of
+   `in`), or -1 with errno set (EXDEV, EINVAL, ENOSYS, EOPNOTSUPP where the
+   kernel or file system cannot). */
+long modelc_copy_file_range(int in, int out, size_t length);
+
 /* libFuzzer's driver, for a program that has its own main (the fuzz build of
    ModelFuzzer); present only when linked with -sanitize=fuzzer. */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
