@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelFetch", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
-        .target(name: "FixtureSupport", path: "Tests/FixtureSupport"),
+        .target(name: "FixtureSupport", dependencies: ["CArchive"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
-        .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "SystemIO", "FixtureSupport"], exclude: ["test_server.py"]),
+        .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -66,6 +66,16 @@ public struct FetchCache: Sendable {
         }
     }
 
+    /// Runs `body` while keeping pruning and verifying (by any process)
+    /// from removing cached files: for work on the paths a fetch returned.
+    /// Fetches may run inside; pruning or verifying inside would wait forever.
+    public func keepingFiles<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        // Best effort: a cache that cannot be locked cannot be pruned either.
+        let hold = (try? prepare()).flatMap { try? FileLock.acquire(cacheLockPath, mode: .shared) }
+        defer { withExtendedLifetime(hold) {} }
+        return try body()
+    }
+
     // MARK: Entries
 
     /// The index entry for `url`, if the cache has one that can be read.

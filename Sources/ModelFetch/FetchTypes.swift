@@ -32,9 +32,9 @@ public enum FetchSource: String, Sendable, Equatable {
     case cache
 }
 
-/// What `Fetcher.fetch` produced.
-///
-/// While a result is alive the cache keeps its files: pruning waits for it.
+/// What `Fetcher.fetch` produced. Its paths are in the cache: run the work
+/// that reads them inside `FetchCache.keepingFiles` so that no prune
+/// removes them meanwhile.
 public struct FetchResult: Sendable {
     public var url: String
     /// The downloaded file's SHA-256 (of the archive, for an archive).
@@ -51,16 +51,6 @@ public struct FetchResult: Sendable {
     public var source: FetchSource
     /// The transfer, when the file was downloaded in this fetch.
     public var transfer: DownloadResult?
-    /// Keeps the cache from being pruned while the result is in use.
-    let hold: CacheHold
-}
-
-/// A shared lock on the cache, held by every `FetchResult` that uses it.
-final class CacheHold: @unchecked Sendable {
-    // Only kept alive; never touched after creation.
-    private let lock: FileLock
-
-    init(_ lock: FileLock) { self.lock = lock }
 }
 
 /// What a fetch reports while it runs, on the fetching thread.

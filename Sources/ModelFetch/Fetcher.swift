@@ -35,13 +35,14 @@ public enum Fetcher {
         let scheme: String
         do { scheme = try Downloader.checkScheme(url) } catch { throw .download(error) }
         let started = Date().timeIntervalSince1970
-        let hold: CacheHold
+        let hold: FileLock
         do {
             try cache.prepare()
-            hold = CacheHold(try FileLock.acquire(cache.cacheLockPath, mode: .shared))
+            hold = try FileLock.acquire(cache.cacheLockPath, mode: .shared)
         } catch {
             throw .cache(error)
         }
+        defer { withExtendedLifetime(hold) {} }
         let pin = options.download.expectedSHA256?.lowercased()
 
         var found: (sha256: String, source: FetchSource, transfer: DownloadResult?)
@@ -64,7 +65,7 @@ public enum Fetcher {
         let blob = cache.blobPath(sha256: found.sha256)
         var result = FetchResult(
             url: url, sha256: found.sha256, bytes: cache.blobSize(sha256: found.sha256) ?? 0, blobPath: blob, path: blob,
-            archiveMember: nil, source: found.source, transfer: found.transfer, hold: hold)
+            archiveMember: nil, source: found.source, transfer: found.transfer)
         guard ArchiveExtractor.looksLikeArchive(blob) else {
             if options.member != nil { throw .notAnArchive(url: url) }
             return result

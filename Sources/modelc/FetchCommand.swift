@@ -65,57 +65,61 @@ enum FetchCommand {
             return code
         }
 
-        let result: FetchResult
-        do {
-            result = try Fetcher.fetch(url, cache: FetchCache(root: root), options: options, events: reporter.report)
-        } catch {
-            return fail(error.description, ExitCode(error))
-        }
-        var path = result.path
-        if let output = arguments.value("output") {
-            path = destination(output, for: result)
-            do throws(SystemCallError) {
-                if output.hasSuffix("/"), Syscalls.current.mkdir(output, 0o755) != 0, errno != EEXIST {
-                    throw SystemCallError(call: "mkdir", path: output, code: errno)
-                }
-                try FileCopy.copy(result.path, to: path)
+        // Kept from pruning until the copy and the compile are done.
+        let cache = FetchCache(root: root)
+        return cache.keepingFiles { () -> ExitCode in
+            let result: FetchResult
+            do throws(FetchError) {
+                result = try Fetcher.fetch(url, cache: cache, options: options, events: reporter.report)
             } catch {
-                return fail(error.description, .cannotWrite)
-            }
-        }
-        var fields: [String: Any] = [
-            "url": DownloadError.redacted(url), "path": path, "sha256": result.sha256, "bytes": result.bytes,
-            "source": result.source.rawValue,
-        ]
-        if let member = result.archiveMember { fields["member"] = member }
-        if let transfer = result.transfer {
-            fields["resumedFrom"] = transfer.resumedFrom
-            fields["attempts"] = transfer.attempts
-        }
-        if let bundle = arguments.value("compile") {
-            do throws(CompileError) {
-                let report = try BundleCompiler(options: CompileOptions()).compile(path, to: bundle)
-                fields["bundle"] = report.output
-                fields["bundleOutcome"] = report.outcome.rawValue
-            } catch {
-                if case .invalid(let source, let diagnostics) = error {
-                    Output.error(diagnostics.map { "\(source): \($0)\n" }.joined())
-                }
                 return fail(error.description, ExitCode(error))
             }
-        }
-        reporter.done(fields)
-        if reporter.style != .json {
-            var text = "\(result.sha256)  \(path)\n"
-            if let bundle = fields["bundle"] as? String, let outcome = fields["bundleOutcome"] as? String {
-                text += "\(bundle): \(outcome == "upToDate" ? "up to date" : "compiled")\n"
+            var path = result.path
+            if let output = arguments.value("output") {
+                path = destination(output, for: result)
+                do throws(SystemCallError) {
+                    if output.hasSuffix("/"), Syscalls.current.mkdir(output, 0o755) != 0, errno != EEXIST {
+                        throw SystemCallError(call: "mkdir", path: output, code: errno)
+                    }
+                    try FileCopy.copy(result.path, to: path)
+                } catch {
+                    return fail(error.description, .cannotWrite)
+                }
             }
-            Output.print(text)
-            if options.download.expectedSHA256 == nil, reporter.style != .quiet, result.source == .network {
-                Output.error("\(Modelc.toolName): pin this content with --sha256 \(result.sha256)\n")
+            var fields: [String: Any] = [
+                "url": DownloadError.redacted(url), "path": path, "sha256": result.sha256, "bytes": result.bytes,
+                "source": result.source.rawValue,
+            ]
+            if let member = result.archiveMember { fields["member"] = member }
+            if let transfer = result.transfer {
+                fields["resumedFrom"] = transfer.resumedFrom
+                fields["attempts"] = transfer.attempts
             }
+            if let bundle = arguments.value("compile") {
+                do throws(CompileError) {
+                    let report = try BundleCompiler(options: CompileOptions()).compile(path, to: bundle)
+                    fields["bundle"] = report.output
+                    fields["bundleOutcome"] = report.outcome.rawValue
+                } catch {
+                    if case .invalid(let source, let diagnostics) = error {
+                        Output.error(diagnostics.map { "\(source): \($0)\n" }.joined())
+                    }
+                    return fail(error.description, ExitCode(error))
+                }
+            }
+            reporter.done(fields)
+            if reporter.style != .json {
+                var text = "\(result.sha256)  \(path)\n"
+                if let bundle = fields["bundle"] as? String, let outcome = fields["bundleOutcome"] as? String {
+                    text += "\(bundle): \(outcome == "upToDate" ? "up to date" : "compiled")\n"
+                }
+                Output.print(text)
+                if options.download.expectedSHA256 == nil, reporter.style != .quiet, result.source == .network {
+                    Output.error("\(Modelc.toolName): pin this content with --sha256 \(result.sha256)\n")
+                }
+            }
+            return .success
         }
-        return .success
     }
 
     /// Reads the transfer options from the command line and the environment.

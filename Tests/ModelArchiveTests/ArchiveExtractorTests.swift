@@ -1,4 +1,5 @@
 import Foundation
+import FixtureSupport
 import ModelArchive
 import SystemIO
 import Testing

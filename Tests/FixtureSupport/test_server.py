@@ -14,6 +14,7 @@ Faults are chosen per request with ?fault=A,B,... :
   etag-changes      a different ETag on every request
   redirect:N        N 302 hops (redirect:N-1, ...) before the file
   redirect-host:H   one 302 to the same path on host H (same port), without this fault
+  redirect-file     one 302 to file:///etc/passwd (which a client must refuse)
   short-body        every request: send at most 10000 body bytes, then close
   throttle:N        send the body at about N bytes per second
 Conditional requests (If-None-Match, If-Modified-Since) get 304 when the file
@@ -74,6 +75,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.empty(404)
             if fault in ("503-once", "429-once") and first:
                 return self.empty(int(fault[:3]), {"Retry-After": "1"})
+            if fault == "redirect-file":
+                return self.empty(302, {"Location": "file:///etc/passwd"})
             if fault.startswith("redirect-host:"):
                 host = fault.split(":", 1)[1]
                 rest = [f for f in faults if f != fault]

@@ -2,13 +2,13 @@ import CArchive
 import Foundation
 
 /// Writes archives for the tests with libarchive's writer.
-struct ArchiveBuilder {
-    enum Format: String, CaseIterable, CustomStringConvertible {
+public struct ArchiveBuilder {
+    public enum Format: String, CaseIterable, CustomStringConvertible, Sendable {
         case zip, tar, tarGzip = "tar.gz", tarXz = "tar.xz"
-        var description: String { rawValue }
+        public var description: String { rawValue }
     }
 
-    enum Entry {
+    public enum Entry: Sendable {
         case file(String, [UInt8])
         case directory(String)
         case symlink(String, target: String)
@@ -19,11 +19,11 @@ struct ArchiveBuilder {
         case zeros(String, size: Int)
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
-    static func write(_ entries: [Entry], format: Format, to path: String) throws {
+    public static func write(_ entries: [Entry], format: Format, to path: String) throws {
         guard let archive = archive_write_new() else { throw Failure(description: "archive_write_new") }
         defer { archive_write_free(archive) }
         switch format {
@@ -101,17 +101,17 @@ struct ArchiveBuilder {
 }
 
 /// A private directory for one test, removed at the end.
-final class TemporaryDirectory {
-    let path: String
+public final class TemporaryDirectory {
+    public let path: String
 
-    init() throws {
+    public init() throws {
         path = NSTemporaryDirectory() + "modelarchive-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: path) }
 
-    func listing() -> [String] {
+    public func listing() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
     }
 }
