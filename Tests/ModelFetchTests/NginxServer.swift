@@ -7,9 +7,9 @@ import Glibc
 /// of this object, with nginx's own ETag, Last-Modified and Range handling.
 ///
 /// nginx runs in the foreground as one child process (no master, no workers,
-/// so no user switch: the same as root and as anyone else). Its configuration, pid
-/// file, error log and temp paths live in a scratch prefix directory, removed
-/// on deinit. Starting and stopping are bounded in time.
+/// so no user switch: the same as root and as anyone else). Its
+/// configuration, pid file, error log and temp paths live in a scratch prefix
+/// directory, removed on deinit. Starting and stopping are bounded in time.
 final class NginxServer {
     static let executable = "/usr/sbin/nginx"
 
@@ -47,7 +47,10 @@ final class NginxServer {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw StartError.notInstalled(path: Self.executable)
         }
-        prefix = NSTemporaryDirectory() + "nginx-\(UUID().uuidString)"
+        let prefix = NSTemporaryDirectory() + "nginx-\(UUID().uuidString)"
+        self.prefix = prefix
+        var started = false
+        defer { if !started { try? FileManager.default.removeItem(atPath: prefix) } }
         var attempt = 0
         while true {
             attempt += 1
@@ -61,25 +64,26 @@ final class NginxServer {
 
             let deadline = ContinuousClock.now + startTimeout
             var exited = false
+            var ready = false
             while true {
                 exited = Self.reap(pid, blocking: false)
-                if exited || Self.isReady(pid: pid, prefix: prefix, port: port) || ContinuousClock.now >= deadline { break }
+                ready = !exited && Self.isReady(pid: pid, prefix: prefix, port: port)
+                if exited || ready || ContinuousClock.now >= deadline { break }
                 usleep(10_000)
             }
-            if !exited, Self.isReady(pid: pid, prefix: prefix, port: port) {
+            if ready {
                 self.port = port
                 self.pid = pid
+                started = true
                 return
             }
             let log = Self.errorLog(prefix: prefix)
             if !exited {
                 Self.stop(pid)
-                try? FileManager.default.removeItem(atPath: prefix)
                 throw StartError.timedOut(after: startTimeout, log: log)
             }
             // nginx tries to bind for 2.5 s, then exits: someone else took the port.
             guard log.contains("Address already in use"), attempt < attempts else {
-                try? FileManager.default.removeItem(atPath: prefix)
                 throw StartError.failed(attempts: attempt, log: log)
             }
         }

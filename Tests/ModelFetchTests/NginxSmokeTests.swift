@@ -78,7 +78,11 @@ private final class NginxScene {
     let server: NginxServer
 
     init(size: Int) throws {
-        root = NSTemporaryDirectory() + "modelfetch-nginx-\(UUID().uuidString)"
+        let root = NSTemporaryDirectory() + "modelfetch-nginx-\(UUID().uuidString)"
+        self.root = root
+        var complete = false
+        // deinit does not run when init throws (no nginx, say).
+        defer { if !complete { try? FileManager.default.removeItem(atPath: root) } }
         served = root + "/served"
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: root + "/out", withIntermediateDirectories: false)
@@ -86,6 +90,7 @@ private final class NginxScene {
         contents = try Self.randomBytes(size)
         try contents.write(to: URL(fileURLWithPath: served + "/" + name))
         server = try NginxServer(serving: served)
+        complete = true
     }
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
