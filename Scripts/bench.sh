@@ -61,3 +61,5 @@ echo
 "$modelc" compile "$small" "$work/small.mlmodelc" >/dev/null
 "$modelc" compile "$large" "$work/large.mlmodelc" >/dev/null
 "$bin/ModelcBenchmarks" open "$work/small.mlmodelc" "$work/large.mlmodelc" "$large"
+
+Scripts/bench-fetch.sh

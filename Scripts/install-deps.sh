@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages modelc builds against, when any is missing.
 # Used by `make run` and `make test`, so a fresh machine sets itself up.
+# nginx is for the tests and `make bench` (a real web server to download from);
+# they start their own on a loopback port and never use the system service.
 set -euo pipefail
 
-packages=(pkg-config libprotobuf-c-dev libssl-dev libcurl4-openssl-dev libarchive-dev "$@")
+packages=(pkg-config libprotobuf-c-dev libssl-dev libcurl4-openssl-dev libarchive-dev nginx "$@")
 missing=()
 for package in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
