@@ -61,9 +61,27 @@ import Testing
     }
 
     // MARK: ETag revalidation (304)
-    // Reserved for the download cache's revalidation test against nginx
-    // (If-None-Match answered with 304 Not Modified). It comes with the cache
-    // API, which is being written on another branch; nothing here until then.
+
+    /// The cache asks nginx with If-None-Match; nginx answers 304 while the
+    /// file is unchanged and the whole new file once it changed.
+    @Test func cacheRevalidatesWithNginxsETag() throws {
+        let scene = try NginxScene(size: 200_000)
+        let cache = FetchCache(root: scene.root + "/cache")
+        let options = FetchOptions(download: fastOptions())
+        let first = try Fetcher.fetch(scene.url, cache: cache, options: options)
+        #expect(first.source == .network)
+        #expect(cache.entry(for: scene.url)?.etag == (try scene.servedETag()))
+
+        let second = try Fetcher.fetch(scene.url, cache: cache, options: options)
+        #expect(second.source == .revalidated)
+        #expect(second.sha256 == first.sha256)
+
+        try scene.replaceServed(size: 300_000, modified: Date(timeIntervalSinceNow: -3600))
+        let third = try Fetcher.fetch(scene.url, cache: cache, options: options)
+        #expect(third.source == .network)
+        #expect(third.sha256 == scene.sha256)
+        #expect(FileManager.default.contents(atPath: third.path) == scene.contents)
+    }
 }
 
 /// A scratch directory with a served file of random bytes, nginx serving it,
