@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
-        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport"], exclude: ["Expected"]),
+        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,6 +9,7 @@ public enum UsageError: Error, Equatable, Sendable, CustomStringConvertible {
     case extraArgument(String, command: String)
     case repeatedOption(String)
     case invalidValue(option: String, value: String, reason: String)
+    case invalidArgument(name: String, value: String, reason: String)
 
     public var description: String {
         switch self {
@@ -28,6 +29,8 @@ public enum UsageError: Error, Equatable, Sendable, CustomStringConvertible {
             "option '--\(option)' given more than once"
         case .invalidValue(let option, let value, let reason):
             "invalid value '\(value)' for '--\(option)': \(reason)"
+        case .invalidArgument(let name, let value, let reason):
+            "invalid \(name) '\(value)': \(reason)"
         }
     }
 }

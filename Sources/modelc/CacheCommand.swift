@@ -31,7 +31,7 @@ enum CacheCommand {
         let usage = "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))"
         guard let action = arguments[positional: "ACTION"] else { return .usage }
         guard actions.contains(action) else {
-            return Modelc.usageFailure(.invalidValue(option: "ACTION", value: action, reason: "expected one of \(actions.joined(separator: ", "))"
+            return Modelc.usageFailure(.invalidArgument(name: "ACTION", value: action, reason: "expected one of \(actions.joined(separator: ", "))"
                 + (closestMatch(to: action, among: actions).map { "; did you mean '\($0)'?" } ?? "")), usage: usage)
         }
         var maximumBytes: UInt64?

@@ -20,12 +20,20 @@ struct ModelcProcess {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[1]
     }()
 
-    /// Runs `modelc arguments…` in the package root, bounded by `timeout` seconds.
-    static func run(_ arguments: [String], timeout: TimeInterval = 60) throws -> Result {
+    /// A `modelc arguments…` process set up to run in the package root, with
+    /// `environment` added to this process's environment.
+    static func prepare(_ arguments: [String], environment: [String: String] = [:]) -> Process {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = Fixtures.packageRoot
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, added in added }
+        return process
+    }
+
+    /// Runs `modelc arguments…` in the package root, bounded by `timeout` seconds.
+    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60) throws -> Result {
+        let process = prepare(arguments, environment: environment)
         let output = Pipe()
         let error = Pipe()
         process.standardOutput = output
