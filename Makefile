@@ -68,7 +68,7 @@ fixtures: venv
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 bench: deps venv
-	@Scripts/install-deps.sh time
+	@Scripts/install-deps.sh time curl
 	$(SWIFT) build -c release --product modelc
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
