@@ -38,11 +38,12 @@ let package = Package(
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "ModelArchive", "SystemIO"]),
+        .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelCompiler", "ModelFetch", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFetch", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
@@ -56,6 +57,7 @@ let package = Package(
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelBuildTests", dependencies: ["ModelBuild"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

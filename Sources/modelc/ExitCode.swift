@@ -53,6 +53,12 @@ enum ExitCode: Int32, CaseIterable {
     case memberNotFound = 88
     /// `cache verify` found damaged files (and removed them).
     case cacheDamaged = 89
+    /// `build`: one or more models failed (each was reported); the others were built.
+    case buildFailed = 90
+    /// `build --frozen`: the build would change the lockfile.
+    case lockfileChanged = 91
+    /// `build`: the manifest (or the lockfile) is not valid.
+    case invalidManifest = 92
 
     init(_ error: ModelSpecError) {
         self = switch error {

@@ -22,6 +22,7 @@ enum Modelc {
         Command(spec: VerifyCommand.spec, run: VerifyCommand.run),
         Command(spec: FetchCommand.spec, run: FetchCommand.run),
         Command(spec: CacheCommand.spec, run: CacheCommand.run),
+        Command(spec: BuildCommand.spec, run: BuildCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 
