@@ -33,6 +33,7 @@ run: build
 # pointer that outlives what it points to often show only when optimized);
 # then the cache's concurrency tests run under ThreadSanitizer.
 test: deps check-generated
+	@Scripts/install-deps.sh nginx openssl python3
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
@@ -70,7 +71,7 @@ fixtures: venv
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
 bench: deps venv
-	@Scripts/install-deps.sh time curl
+	@Scripts/install-deps.sh time curl nginx
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh

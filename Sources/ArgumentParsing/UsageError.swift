@@ -10,6 +10,7 @@ public enum UsageError: Error, Equatable, Sendable, CustomStringConvertible {
     case repeatedOption(String)
     case invalidValue(option: String, value: String, reason: String)
     case invalidArgument(name: String, value: String, reason: String)
+    case conflictingOptions(String, String)
 
     public var description: String {
         switch self {
@@ -31,6 +32,8 @@ public enum UsageError: Error, Equatable, Sendable, CustomStringConvertible {
             "invalid value '\(value)' for '--\(option)': \(reason)"
         case .invalidArgument(let name, let value, let reason):
             "invalid \(name) '\(value)': \(reason)"
+        case .conflictingOptions(let first, let second):
+            "options '--\(first)' and '--\(second)' exclude each other"
         }
     }
 }

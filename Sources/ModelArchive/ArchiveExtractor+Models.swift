@@ -91,11 +91,11 @@ extension ArchiveExtractor {
     /// zip, a gzip or xz stream, or a POSIX tar.
     public static func looksLikeArchive(_ path: String) -> Bool {
         let calls = Syscalls.current
-        let fd = calls.open(path, O_RDONLY, 0)
+        let fd = calls.open(path, O_RDONLY | O_CLOEXEC, 0)
         guard fd >= 0 else { return false }
         defer { _ = calls.close(fd) }
         var head = [UInt8](repeating: 0, count: 512)
-        let count = head.withUnsafeMutableBytes { calls.read(fd, $0.baseAddress!, $0.count) }
+        let count = head.withUnsafeMutableBytes { raw in raw.baseAddress.map { calls.read(fd, $0, raw.count) } ?? 0 }
         guard count > 0 else { return false }
         let bytes = head[..<count]
         func starts(_ magic: [UInt8], at offset: Int = 0) -> Bool {

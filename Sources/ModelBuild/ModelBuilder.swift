@@ -112,9 +112,13 @@ public enum ModelBuilder {
         let outcomes = Locked([ModelOutcome?](repeating: nil, count: manifest.models.count))
         let next = Locked(0)
         let stopped = Locked(false)
+        // Threads of their own: workers block on the network, on locks and on
+        // the disk, and --jobs promises that many at once.
         let group = DispatchGroup()
         for _ in 0..<max(1, min(options.jobs, manifest.models.count)) {
-            DispatchQueue.global().async(group: group) {
+            group.enter()
+            Thread {
+                defer { group.leave() }
                 while true {
                     let index = next.withLock { value -> Int? in
                         guard value < manifest.models.count else { return nil }
@@ -127,15 +131,17 @@ public enum ModelBuilder {
                     if stopped.withLock({ $0 }) {
                         outcome = ModelOutcome(name: model.name, status: .skipped, bundle: bundlePath(model, options), seconds: 0)
                     } else {
-                        // Under --frozen a URL without a pin in the manifest is pinned by the lockfile.
-                        let lockedPin = options.frozen ? oldLock?.models[model.name]?.sourceSHA256 : nil
+                        // Under --frozen a URL without a pin in the manifest is pinned by the
+                        // lockfile, unless the manifest changed the source (a change --frozen reports).
+                        let locked = oldLock?.models[model.name]
+                        let lockedPin = options.frozen && locked?.source == model.source ? locked?.sourceSHA256 : nil
                         outcome = buildOne(model, options: options, lockedPin: lockedPin, previous: oldLock?.models[model.name])
                         if outcome.status == .failed, options.failFast { stopped.withLock { $0 = true } }
                     }
                     outcomes.withLock { $0[index] = outcome }
                     progress?(outcome)
                 }
-            }
+            }.start()
         }
         group.wait()
         let models = outcomes.withLock { $0 }.compactMap { $0 }
@@ -196,8 +202,7 @@ public enum ModelBuilder {
             outcome.failure = failure
             outcome.error = "\(model.name): \(failure.description)"
         }
-        let elapsed = ContinuousClock.now - start
-        outcome.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        outcome.seconds = (ContinuousClock.now - start).inSeconds
         return outcome
     }
 

@@ -56,6 +56,8 @@ public struct BundleCompiler: Sendable {
         case .bundle(let manifest) where !options.force && manifest.source.sha256 == sourceDigest
             && manifest.options == manifestOptions && manifest.compiler.version == Self.compilerVersion
             && manifest.formatVersion == BundleLayout.formatVersion && BundleReader.filesPresent(manifest, in: output):
+            // A compile killed after swapping its bundle in may have left the old one beside it.
+            StagingDirectory.removeAbandoned(for: output)
             return CompileReport(outcome: .upToDate, output: output, manifest: summary(manifest),
                                  weightCount: 0, blobCount: 0)
         default:

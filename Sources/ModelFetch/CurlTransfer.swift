@@ -66,6 +66,9 @@ enum CurlTransfer {
         if sink.partial.size > 0 {
             settings.append(modelc_curl_setopt_string(handle, CURLOPT_RANGE, "\(sink.partial.size)-"))
         }
+        if let authorities = options.certificateAuthorities {
+            settings.append(modelc_curl_setopt_string(handle, CURLOPT_CAINFO, authorities))
+        }
         if let failed = settings.first(where: { $0 != CURLE_OK }) {
             return .failed(code: failed)
         }

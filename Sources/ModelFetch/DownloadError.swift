@@ -9,7 +9,7 @@ public enum DownloadError: Error, Equatable, Sendable, CustomStringConvertible {
     case badURL(String)
     /// The server answered with a status that is not retried (or retries ran out).
     case http(url: String, status: Int)
-    /// The transfer failed below HTTP (connection, timeout, redirects) after `attempts` attempts.
+    /// The transfer failed below HTTP (connection, timeout, TLS) after `attempts` attempts.
     case network(url: String, reason: String, attempts: Int)
     /// A redirect was not followed: too many, or to a scheme other than http and https.
     case redirect(url: String, reason: String)

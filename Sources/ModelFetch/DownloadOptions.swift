@@ -22,6 +22,9 @@ public struct DownloadOptions: Sendable {
     public var initialBackoff: Duration = .milliseconds(200)
     /// The `User-Agent` sent with every request.
     public var userAgent = "modelc"
+    /// A PEM file of certificate authorities to trust for https instead of
+    /// the system's store (a private CA, a test server).
+    public var certificateAuthorities: String?
 
     /// The defaults: five retries, 10 s to connect, 30 s stall timeout, no limit.
     public init(

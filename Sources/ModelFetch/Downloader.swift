@@ -184,11 +184,7 @@ public enum Downloader {
             throw .write(SystemCallError(call: "rename", path: destination, code: errno))
         }
         unlink(sink.sidecarPath)
-        let directory = parentDirectory(of: destination)
-        let fd = calls.open(directory, O_RDONLY | O_DIRECTORY, 0)
-        guard fd >= 0 else { throw .write(SystemCallError(call: "open", path: directory, code: errno)) }
-        defer { _ = calls.close(fd) }
-        guard calls.fsync(fd) == 0 else { throw .write(SystemCallError(call: "fsync", path: directory, code: errno)) }
+        do { try calls.syncDirectory(parentDirectory(of: destination)) } catch { throw .write(error) }
         return DownloadResult(
             path: destination, sha256: actual, bytes: sink.partial.size, resumedFrom: sink.resumedFrom,
             attempts: attempts, etag: sink.etag, lastModified: sink.lastModified

@@ -61,12 +61,13 @@ extension FetchCache {
         let blobs = blobNames()
         var damaged: [String] = []
         for (index, name) in blobs.enumerated() {
-            let digest = try SHA256Digest.ofFile(at: blobPath(sha256: name)).digest
-            if digest.description != name {
+            // An unreadable blob is as useless as a damaged one.
+            let digest = try? SHA256Digest.ofFile(at: blobPath(sha256: name)).digest
+            if digest?.description != name {
                 damaged.append(name)
                 _ = Self.remove(blobPath(sha256: name))
                 _ = Self.remove(extractedPath(sha256: name))
-                for entry in entries() where entry.sha256 == name { removeEntry(url: entry.url) }
+                for entry in entries() where entry.sha256 == name { removeEntry(entry) }
             }
             progress?(index + 1, blobs.count)
         }
@@ -91,9 +92,13 @@ extension FetchCache {
             }
         }
 
-        // No fetch runs now: any staging file is abandoned.
+        // No fetch runs now: any staging file is abandoned, and so is a
+        // finished download that was not yet moved into the blobs.
         for directory in [urlsDirectory, blobsDirectory, extractedDirectory] {
             for name in Self.names(in: directory) where name.hasPrefix(".") { remove(directory + "/" + name) }
+        }
+        for name in Self.names(in: partialDirectory) where !name.hasSuffix(".partial") && !name.hasSuffix(".partial.json") {
+            remove(partialDirectory + "/" + name)
         }
         var entries = entries()
         if everything {
@@ -104,7 +109,7 @@ extension FetchCache {
             return report
         }
         for entry in entries where blobSize(sha256: entry.sha256) != entry.bytes {
-            removeEntry(url: entry.url)
+            removeEntry(entry)
             report.removedURLs.append(entry.url)
         }
         entries.removeAll { blobSize(sha256: $0.sha256) != $0.bytes }
@@ -113,14 +118,16 @@ extension FetchCache {
         for name in Self.names(in: extractedDirectory) where !referenced.contains(name) { remove(extractedPath(sha256: name)) }
 
         guard let maximumBytes else { return report }
-        func used() -> UInt64 { [blobsDirectory, extractedDirectory, partialDirectory].reduce(0) { $0 + Self.diskUsage($1) } }
+        let usedBefore = [blobsDirectory, extractedDirectory, partialDirectory].reduce(0) { $0 + Self.diskUsage($1) }
+        let freedBefore = report.freedBytes
+        func used() -> UInt64 { usedBefore - min(usedBefore, report.freedBytes - freedBefore) }
         if used() > maximumBytes {
             for name in Self.names(in: partialDirectory) { remove(partialDirectory + "/" + name) }
         }
         for entry in entries.sorted(by: { $0.usedAt < $1.usedAt }) where used() > maximumBytes {
-            removeEntry(url: entry.url)
+            removeEntry(entry)
             report.removedURLs.append(entry.url)
-            entries.removeAll { $0.url == entry.url }
+            entries.removeAll { $0.key == entry.key }
             referenced = Set(entries.map(\.sha256))
             if !referenced.contains(entry.sha256) {
                 remove(blobPath(sha256: entry.sha256))

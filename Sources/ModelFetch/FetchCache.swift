@@ -81,7 +81,7 @@ public struct FetchCache: Sendable {
     /// The index entry for `url`, if the cache has one that can be read.
     public func entry(for url: String) -> CacheEntry? {
         guard let data = FileManager.default.contents(atPath: entryPath(url: url)),
-              let entry = try? JSONDecoder().decode(CacheEntry.self, from: data), entry.url == url
+              let entry = try? JSONDecoder().decode(CacheEntry.self, from: data), entry.key == Self.key(for: url)
         else { return nil }
         return entry
     }
@@ -99,12 +99,12 @@ public struct FetchCache: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = (try? encoder.encode(entry)) ?? Data()
-        try AtomicFile.write(Array(data), to: entryPath(url: entry.url))
+        try AtomicFile.write(Array(data), to: urlsDirectory + "/" + entry.key + ".json")
     }
 
-    /// Removes `url`'s index entry.
-    func removeEntry(url: String) {
-        unlink(entryPath(url: url))
+    /// Removes an index entry.
+    func removeEntry(_ entry: CacheEntry) {
+        unlink(urlsDirectory + "/" + entry.key + ".json")
     }
 
     /// The size of the blob, or `nil` when it is missing.
@@ -115,32 +115,24 @@ public struct FetchCache: Sendable {
     }
 
     /// Moves a finished download into the blobs, named by its digest, and
-    /// makes it read-only. A blob with that digest already there is kept.
+    /// makes it read-only. It replaces a blob of that name (atomically):
+    /// what was there may be damaged, what arrives was just hashed.
     func installBlob(from path: String, sha256: String) throws(SystemCallError) {
         let destination = blobPath(sha256: sha256)
-        if blobSize(sha256: sha256) != nil {
-            unlink(path)
-            return
-        }
-        chmod(path, 0o444)
+        guard chmod(path, 0o444) == 0 else { throw SystemCallError(call: "chmod", path: path, code: errno) }
         guard Syscalls.current.rename(path, destination) == 0 else {
             throw SystemCallError(call: "rename", path: destination, code: errno)
         }
-        try Self.syncDirectory(blobsDirectory)
-    }
-
-    static func syncDirectory(_ directory: String) throws(SystemCallError) {
-        let calls = Syscalls.current
-        let fd = calls.open(directory, O_RDONLY | O_DIRECTORY, 0)
-        guard fd >= 0 else { throw SystemCallError(call: "open", path: directory, code: errno) }
-        defer { _ = calls.close(fd) }
-        guard calls.fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: directory, code: errno) }
+        try Syscalls.current.syncDirectory(blobsDirectory)
     }
 }
 
 /// What the cache knows about one URL.
 public struct CacheEntry: Codable, Sendable, Equatable {
+    /// The URL without any user name and password (the cache never stores those).
     public var url: String
+    /// The SHA-256 of the whole URL, which names the entry's files.
+    public var key: String
     /// The SHA-256 of the file, which names its blob.
     public var sha256: String
     public var bytes: UInt64
@@ -155,4 +147,16 @@ public struct CacheEntry: Codable, Sendable, Equatable {
     public var usedAt: Double
 
     public var validators: CachedValidators { CachedValidators(etag: etag, lastModified: lastModified) }
+
+    init(url: String, sha256: String, bytes: UInt64, etag: String?, lastModified: String?, at time: Double) {
+        self.url = DownloadError.redacted(url)
+        key = FetchCache.key(for: url)
+        self.sha256 = sha256
+        self.bytes = bytes
+        self.etag = etag
+        self.lastModified = lastModified
+        downloadedAt = time
+        checkedAt = time
+        usedAt = time
+    }
 }

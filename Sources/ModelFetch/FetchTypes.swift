@@ -55,7 +55,8 @@ public struct FetchResult: Sendable {
 
 /// What a fetch reports while it runs, on the fetching thread.
 public enum FetchEvent: Sendable, Equatable {
-    /// Another process is fetching the same URL; this one waits for it.
+    /// Another process (or thread) is fetching the same URL; this one waits
+    /// for it. URLs in events carry no user name or password.
     case waitingForOtherProcess(url: String)
     /// Asking the server whether the cached copy is current.
     case revalidating(url: String)
@@ -68,7 +69,7 @@ public enum FetchEvent: Sendable, Equatable {
 /// Why a fetch failed; descriptions are one line naming the URL or the file.
 public enum FetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case download(DownloadError)
-    /// `--offline` and the cache has no copy of the URL (or none with the pinned hash).
+    /// Offline, and the cache has no copy of the URL.
     case offlineMiss(url: String)
     /// The archive could not be unpacked, or the model in it not chosen.
     case archive(ArchiveError)

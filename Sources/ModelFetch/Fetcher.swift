@@ -71,21 +71,27 @@ public enum Fetcher {
             return result
         }
         let directory = cache.extractedPath(sha256: found.sha256)
-        do {
-            if !FileManager.default.fileExists(atPath: directory) {
-                events?(.extracting(path: blob))
-                do {
-                    _ = try ArchiveExtractor.extract(blob, into: directory, limits: options.extractionLimits)
-                } catch .write(let error) where error.code == EEXIST {
-                    // Another process unpacked the same archive first.
-                }
-            }
-            result.path = try ArchiveExtractor.model(in: directory, extractedFrom: blob, member: options.member)
-        } catch {
+        try unpackOnce(blob, into: directory, cache: cache, options: options, events: events)
+        do { result.path = try ArchiveExtractor.model(in: directory, extractedFrom: blob, member: options.member) } catch {
             throw .archive(error)
         }
         result.archiveMember = String(result.path.dropFirst(directory.count + 1))
         return result
+    }
+
+    /// Unpacks the archive `blob` into `directory` unless it is there: one
+    /// unpacking per archive, whichever URLs, threads and processes want it.
+    private static func unpackOnce(
+        _ blob: String, into directory: String, cache: FetchCache, options: FetchOptions, events: (@Sendable (FetchEvent) -> Void)?
+    ) throws(FetchError) {
+        let unpacking: FileLock
+        do { unpacking = try FileLock.acquire(cache.locksDirectory + "/extract-\(URL(fileURLWithPath: blob).lastPathComponent).lock", mode: .exclusive) } catch {
+            throw .cache(error)
+        }
+        defer { withExtendedLifetime(unpacking) {} }
+        guard !FileManager.default.fileExists(atPath: directory) else { return }
+        events?(.extracting(path: blob))
+        do { _ = try ArchiveExtractor.extract(blob, into: directory, limits: options.extractionLimits) } catch { throw .archive(error) }
     }
 
     /// Steps 3 and 4 of `fetch`, under the URL's lock.
@@ -100,7 +106,7 @@ public enum Fetcher {
             if let free = try FileLock.attempt(lockPath, mode: .exclusive) {
                 lock = free
             } else {
-                events?(.waitingForOtherProcess(url: url))
+                events?(.waitingForOtherProcess(url: DownloadError.redacted(url)))
                 lock = try FileLock.acquire(lockPath, mode: .exclusive)
                 waited = true
             }
@@ -118,7 +124,7 @@ public enum Fetcher {
             }
             if isHTTP, !entry.validators.isEmpty {
                 validators = entry.validators
-                events?(.revalidating(url: url))
+                events?(.revalidating(url: DownloadError.redacted(url)))
             }
         }
 
@@ -136,7 +142,9 @@ public enum Fetcher {
         switch outcome {
         case .notModified:
             // `validators` came from an entry that was just read.
-            guard var entry = cache.entry(for: url) else { throw .offlineMiss(url: url) }
+            guard var entry = cache.entry(for: url) else {
+                throw .cache(SystemCallError(call: "read", path: cache.entryPath(url: url), code: ENOENT))
+            }
             entry.checkedAt = now
             entry.usedAt = now
             do { try cache.store(entry) } catch { throw .cache(error) }
@@ -145,8 +153,7 @@ public enum Fetcher {
             do {
                 try cache.installBlob(from: transfer.path, sha256: transfer.sha256)
                 try cache.store(CacheEntry(
-                    url: url, sha256: transfer.sha256, bytes: transfer.bytes, etag: transfer.etag, lastModified: transfer.lastModified,
-                    downloadedAt: now, checkedAt: now, usedAt: now))
+                    url: url, sha256: transfer.sha256, bytes: transfer.bytes, etag: transfer.etag, lastModified: transfer.lastModified, at: now))
             } catch {
                 throw .cache(error)
             }
@@ -174,8 +181,7 @@ public enum Fetcher {
         if let entry = cache.entry(for: url), entry.sha256 == sha256 {
             return touch(entry, in: cache)
         }
-        try? cache.store(CacheEntry(url: url, sha256: sha256, bytes: bytes, etag: nil, lastModified: nil,
-                                    downloadedAt: now, checkedAt: now, usedAt: now))
+        try? cache.store(CacheEntry(url: url, sha256: sha256, bytes: bytes, etag: nil, lastModified: nil, at: now))
     }
 
     /// Records that `entry`'s file was used now, for pruning by size. Best

@@ -7,6 +7,7 @@ import Glibc
 /// The `.partial.json` beside a partial download: which URL it came from,
 /// the server's validator, and how many bytes were written.
 struct PartialSidecar: Codable, Equatable {
+    /// The URL without user name and password (see `DownloadError.redacted`).
     var url: String
     var etag: String?
     var lastModified: String?
@@ -39,7 +40,7 @@ struct PartialSidecar: Codable, Equatable {
     /// response, so every byte in the file belongs to the entity it names; its
     /// `bytes` may lag behind the file after a crash.)
     static func resumableBytes(url: String, partialPath: String, sidecarPath: String) -> (bytes: UInt64, sidecar: PartialSidecar)? {
-        guard let sidecar = load(from: sidecarPath), sidecar.url == url, sidecar.ifRange != nil else { return nil }
+        guard let sidecar = load(from: sidecarPath), sidecar.url == DownloadError.redacted(url), sidecar.ifRange != nil else { return nil }
         var info = stat()
         guard Syscalls.current.stat(partialPath, &info) == 0, info.st_size > 0 else { return nil }
         return (UInt64(info.st_size), sidecar)

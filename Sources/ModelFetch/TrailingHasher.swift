@@ -20,10 +20,12 @@ final class TrailingHasher: @unchecked Sendable {
     private var exited = false
     private var outcome: Result<SHA256Digest, SystemCallError>?
 
-    /// Starts hashing `path`, of which the first `written` bytes are already there.
+    /// Starts hashing `path`, of which the first `written` bytes are already
+    /// there. The thread uses the caller's `Syscalls` table.
     init(path: String, written: UInt64) {
         self.written = written
-        let thread = Thread { [self] in run(path: path) }
+        let calls = Syscalls.current
+        let thread = Thread { [self] in Syscalls.$current.withValue(calls) { run(path: path) } }
         thread.name = "modelc.sha256"
         thread.start()
     }
@@ -41,10 +43,13 @@ final class TrailingHasher: @unchecked Sendable {
         condition.lock()
         closing = true
         condition.broadcast()
-        while outcome == nil { condition.wait() }
-        let result = outcome!
-        condition.unlock()
-        return try result.get()
+        while true {
+            if let result = outcome {
+                condition.unlock()
+                return try result.get()
+            }
+            condition.wait()
+        }
     }
 
     /// Stops the thread without a result (the file is being restarted or given up).
@@ -91,6 +96,7 @@ final class TrailingHasher: @unchecked Sendable {
             condition.unlock()
 
             let wanted = Int(min(UInt64(chunk), end - offset))
+            // pread is not in the Syscalls table; the file was opened through it.
             let count = pread(fd, buffer.baseAddress, wanted, off_t(offset))
             if count < 0 {
                 if errno == EINTR { continue }

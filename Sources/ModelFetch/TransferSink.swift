@@ -70,7 +70,7 @@ final class TransferSink {
         switch name {
         case "etag": etag = value
         case "last-modified": lastModified = value
-        case "retry-after": retryAfterSeconds = Int(value)
+        case "retry-after": retryAfterSeconds = Self.retryAfter(value, now: Date())
         case "content-length": contentLength = UInt64(value)
         case "content-range":
             // "bytes START-END/TOTAL"
@@ -79,6 +79,18 @@ final class TransferSink {
             }
         default: break
         }
+    }
+
+    /// Seconds to wait from a `Retry-After` value: a number of seconds, or
+    /// an HTTP date (RFC 9110: IMF-fixdate), counted from `now`.
+    static func retryAfter(_ value: String, now: Date) -> Int? {
+        if let seconds = Int(value) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard let date = formatter.date(from: value) else { return nil }
+        return max(0, Int(date.timeIntervalSince(now).rounded(.up)))
     }
 
     /// Takes a piece of the body; returns false to abort the transfer.
@@ -154,7 +166,7 @@ final class TransferSink {
     /// Records the validator before the first byte of this response is written.
     private func saveSidecar() -> Bool {
         do {
-            try PartialSidecar(url: url, etag: etag, lastModified: lastModified, bytes: partial.size).save(to: sidecarPath)
+            try PartialSidecar(url: DownloadError.redacted(url), etag: etag, lastModified: lastModified, bytes: partial.size).save(to: sidecarPath)
             return true
         } catch {
             failure = .write(error)
@@ -165,6 +177,6 @@ final class TransferSink {
     /// Brings the sidecar's byte count up to date after the attempt.
     func updateSidecar() throws(SystemCallError) {
         guard isHTTP, bodyStarted, !discardingBody, partial.size > 0 else { return }
-        try PartialSidecar(url: url, etag: etag, lastModified: lastModified, bytes: partial.size).save(to: sidecarPath)
+        try PartialSidecar(url: DownloadError.redacted(url), etag: etag, lastModified: lastModified, bytes: partial.size).save(to: sidecarPath)
     }
 }

@@ -21,33 +21,17 @@ public enum FileCopy {
             try staging.commit(syncing: directories)
             return
         }
-        let target = URL(fileURLWithPath: destination).standardizedFileURL
-        let parent = target.deletingLastPathComponent().path
-        let temporary = parent + "/.\(target.lastPathComponent).staging-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
-        do throws(SystemCallError) {
-            try copyFile(source, to: temporary)
-            guard Syscalls.current.rename(temporary, target.path) == 0 else {
-                throw SystemCallError(call: "rename", path: destination, code: errno)
-            }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        let calls = Syscalls.current
-        let fd = calls.open(parent, O_RDONLY | O_DIRECTORY, 0)
-        guard fd >= 0 else { throw SystemCallError(call: "open", path: parent, code: errno) }
-        defer { _ = calls.close(fd) }
-        guard calls.fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: parent, code: errno) }
+        try AtomicFile.replace(destination) { temporary throws(SystemCallError) in try copyFile(source, to: temporary) }
     }
 
     /// Copies one regular file to the new path `destination`, in the kernel
     /// where it can (`copy_file_range`), and flushes it.
     static func copyFile(_ source: String, to destination: String) throws(SystemCallError) {
         let calls = Syscalls.current
-        let input = calls.open(source, O_RDONLY, 0)
+        let input = calls.open(source, O_RDONLY | O_CLOEXEC, 0)
         guard input >= 0 else { throw SystemCallError(call: "open", path: source, code: errno) }
         defer { _ = calls.close(input) }
-        let output = calls.open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        let output = calls.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard output >= 0 else { throw SystemCallError(call: "open", path: destination, code: errno) }
         defer { _ = calls.close(output) }
         var inKernel = true
@@ -64,7 +48,7 @@ public enum FileCopy {
                 inKernel = false
                 buffer = [UInt8](repeating: 0, count: 1 << 20)
             }
-            let count = buffer.withUnsafeMutableBytes { calls.read(input, $0.baseAddress!, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { raw in raw.baseAddress.map { calls.read(input, $0, raw.count) } ?? 0 }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw SystemCallError(call: "read", path: source, code: errno)
@@ -81,7 +65,7 @@ public enum FileCopy {
     private static func copyTree(_ source: String, into root: String, relative: String, directories: inout [String]) throws(SystemCallError) {
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: source).sorted() } catch {
-            throw SystemCallError(call: "opendir", path: source, code: EIO)
+            throw SystemCallError(call: "opendir", path: source, code: Int32(((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code ?? Int(EIO)))
         }
         for name in names {
             let from = source + "/" + name

@@ -52,7 +52,7 @@ public final class StagingDirectory {
     ///   entries must reach the disk too.
     public func commit(syncing directories: [String] = []) throws(SystemCallError) {
         for directory in directories + [""] {
-            try Self.syncDirectory(directory.isEmpty ? path : path + "/" + directory)
+            try Syscalls.current.syncDirectory(directory.isEmpty ? path : path + "/" + directory)
         }
         let calls = Syscalls.current
         var replaced = false
@@ -67,17 +67,17 @@ public final class StagingDirectory {
             }
         }
         finished = true
-        try Self.syncDirectory(URL(fileURLWithPath: destination).deletingLastPathComponent().path)
+        try Syscalls.current.syncDirectory(URL(fileURLWithPath: destination).deletingLastPathComponent().path)
         // After an exchange the staging path holds the previous directory.
         if replaced { try? FileManager.default.removeItem(atPath: path) }
     }
 
-    private static func syncDirectory(_ directory: String) throws(SystemCallError) {
-        let calls = Syscalls.current
-        let fd = calls.open(directory, O_RDONLY | O_DIRECTORY, 0)
-        guard fd >= 0 else { throw SystemCallError(call: "open", path: directory, code: errno) }
-        defer { _ = calls.close(fd) }
-        guard calls.fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: directory, code: errno) }
+    /// Removes the staging directories for `destination` that processes
+    /// which no longer run left behind (killed while filling one, or between
+    /// swapping it in and removing the old directory).
+    public static func removeAbandoned(for destination: String) {
+        let target = URL(fileURLWithPath: destination).standardizedFileURL
+        removeAbandoned(in: target.deletingLastPathComponent().path, name: target.lastPathComponent)
     }
 
     /// Removes staging directories for `name` left by processes that no longer run.

@@ -92,6 +92,15 @@ extension Syscalls {
             done += written
         }
     }
+
+    /// Flushes the entries of `directory` to stable storage, so that files
+    /// just created or renamed in it survive a crash.
+    public func syncDirectory(_ directory: String) throws(SystemCallError) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        guard fd >= 0 else { throw SystemCallError(call: "open", path: directory, code: errno) }
+        defer { _ = close(fd) }
+        guard fsync(fd) == 0 else { throw SystemCallError(call: "fsync", path: directory, code: errno) }
+    }
 }
 
 /// A failed system call: which call, on what, and the `errno` text.

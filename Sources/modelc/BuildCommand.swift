@@ -36,7 +36,7 @@ enum BuildCommand {
     static func run(_ arguments: ParsedArguments) -> ExitCode {
         let usage = "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))"
         if arguments.has("keep-going"), arguments.has("fail-fast") {
-            return Modelc.usageFailure(.invalidValue(option: "fail-fast", value: "--keep-going", reason: "--keep-going and --fail-fast exclude each other"), usage: usage)
+            return Modelc.usageFailure(.conflictingOptions("keep-going", "fail-fast"), usage: usage)
         }
         var jobs = ProcessInfo.processInfo.activeProcessorCount
         if let text = arguments.value("jobs") {

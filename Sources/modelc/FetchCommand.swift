@@ -22,7 +22,8 @@ enum FetchCommand {
             (--member when it holds several). Prints "SHA256  PATH": the downloaded file's SHA-256 and the
             model's path, in the cache (read-only) unless -o names where to copy it.
             Environment: MODELC_CACHE, MODELC_OFFLINE=1 (as --offline), MODELC_TOKEN (sent as
-            "Authorization: Bearer TOKEN" unless --header gives an Authorization), and libcurl's proxy
+            "Authorization: Bearer TOKEN" unless --header gives an Authorization), CURL_CA_BUNDLE or
+            SSL_CERT_FILE (certificate authorities to trust instead of the system's), and libcurl's proxy
             variables (https_proxy, no_proxy, ...). Header values are never printed and never sent to
             another host after a redirect.
             """,
@@ -50,7 +51,7 @@ enum FetchCommand {
             return Modelc.usageFailure(error, usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
         }
         if arguments.has("json") && arguments.has("quiet") {
-            return Modelc.usageFailure(.invalidValue(option: "quiet", value: "--json", reason: "--quiet and --json exclude each other"),
+            return Modelc.usageFailure(.conflictingOptions("quiet", "json"),
                                        usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
         }
         guard let root = FetchCache.defaultRoot() else {
@@ -155,18 +156,30 @@ enum FetchCommand {
             // The value may be a secret: only the name is ever shown.
             let name = header.prefix { $0 != ":" }
             guard name.count < header.count, !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }),
-                  !header.contains("\r"), !header.contains("\n")
+                  !hasLineBreak(header)
             else {
                 return .failure(.invalidValue(option: "header", value: String(name.prefix(40)), reason: "expected 'NAME: VALUE' on one line"))
             }
             download.headers.append(header)
         }
-        if let token = environment["MODELC_TOKEN"], !token.isEmpty,
+        if let token = environment["MODELC_TOKEN"]?.trimmingCharacters(in: .whitespaces), !token.isEmpty,
            !download.headers.contains(where: { $0.lowercased().hasPrefix("authorization:") }) {
+            guard !hasLineBreak(token) else {
+                return .failure(.invalidValue(option: "header", value: "MODELC_TOKEN", reason: "the token holds a line break"))
+            }
             download.headers.append("Authorization: Bearer \(token)")
+        }
+        // The variables the curl command and OpenSSL read for a CA bundle.
+        if let authorities = environment["CURL_CA_BUNDLE"] ?? environment["SSL_CERT_FILE"], !authorities.isEmpty {
+            download.certificateAuthorities = authorities
         }
         let offline = arguments.has("offline") || ["1", "true", "yes"].contains(environment["MODELC_OFFLINE"]?.lowercased() ?? "")
         return .success(FetchOptions(download: download, offline: offline, member: arguments.value("member")))
+    }
+
+    /// Whether `text` holds a CR or LF, which would end a header line early.
+    private static func hasLineBreak(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0 == "\r" || $0 == "\n" }
     }
 
     /// `output`, or the model's name inside it when `output` is a directory

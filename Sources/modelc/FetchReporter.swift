@@ -1,6 +1,7 @@
 import Foundation
 import ModelFetch
 import Synchronization
+import SystemIO
 
 /// Shows a fetch as it runs: a one-line bar on a terminal, NDJSON events
 /// for `--json`, nothing with `--quiet`.
@@ -64,7 +65,7 @@ final class FetchReporter: Sendable {
         case .download(.progress(let bytes, let total)):
             progress(bytes: bytes, total: total)
         case .download(.retrying(let attempt, let reason, let delay)):
-            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            let seconds = delay.inSeconds
             switch style {
             case .json: emit(["event": "retry", "attempt": attempt, "reason": reason, "delaySeconds": seconds])
             case .terminal, .log: note("attempt \(attempt) failed (\(reason)); retrying in \(String(format: "%.1f", seconds)) s")
@@ -111,8 +112,7 @@ final class FetchReporter: Sendable {
     }
 
     private func rate(_ state: State, bytes: UInt64, now: ContinuousClock.Instant) -> Double {
-        let elapsed = now - state.rateStart
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = (now - state.rateStart).inSeconds
         guard seconds > 0.05 else { return 0 }
         return Double(bytes - min(bytes, state.rateStartBytes)) / seconds
     }

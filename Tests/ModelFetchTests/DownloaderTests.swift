@@ -1,5 +1,5 @@
 import Foundation
-import ModelFetch
+@testable import ModelFetch
 import Synchronization
 import SystemIO
 import Testing
@@ -96,5 +96,15 @@ final class EventLog: Sendable {
             try Downloader.download("model.bin", to: scene.destination)
         }
         #expect(scene.outListing == [])
+    }
+}
+
+@Suite struct RetryAfterTests {
+    @Test func secondsAndHTTPDatesAreRead() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)  // Tue, 14 Nov 2023 22:13:20 GMT
+        #expect(TransferSink.retryAfter("120", now: now) == 120)
+        #expect(TransferSink.retryAfter("Tue, 14 Nov 2023 22:13:50 GMT", now: now) == 30)
+        #expect(TransferSink.retryAfter("Tue, 14 Nov 2023 22:00:00 GMT", now: now) == 0)
+        #expect(TransferSink.retryAfter("soon", now: now) == nil)
     }
 }

@@ -116,6 +116,17 @@ final class FetchScene {
         #expect(FileManager.default.contents(atPath: result.path).map(Array.init) == scene.model)
     }
 
+    @Test func aDamagedBlobIsReplacedByTheNextDownload() throws {
+        let scene = try FetchScene()
+        let first = try Fetcher.fetch(scene.url(), cache: scene.cache, options: scene.options())
+        chmod(first.path, 0o644)
+        try Data("damaged".utf8).write(to: URL(fileURLWithPath: first.path))
+        // The same content under another URL: downloaded, and the good copy wins.
+        let second = try Fetcher.fetch(scene.url(fault: "404-never"), cache: scene.cache, options: scene.options())
+        #expect(second.path == first.path)
+        #expect(FileManager.default.contents(atPath: second.path).map(Array.init) == scene.model)
+    }
+
     @Test func offlineUsesTheCacheAndFailsClearlyOnAMiss() throws {
         let scene = try FetchScene()
         #expect(throws: FetchError.offlineMiss(url: scene.url())) {

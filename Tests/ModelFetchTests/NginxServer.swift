@@ -37,13 +37,19 @@ final class NginxServer {
     }
 
     let port: Int
+    /// With TLS: the self-signed certificate (for 127.0.0.1) clients must trust.
+    let certificate: String?
     private let pid: pid_t
     private let prefix: String
 
     /// Starts nginx serving `directory` on a free loopback port and returns
     /// once it accepts connections; each attempt waits at most `startTimeout`.
     /// A port taken between choosing and binding it costs another attempt.
-    init(serving directory: String, startTimeout: Duration = .seconds(10), attempts: Int = 3) throws {
+    ///
+    /// With `tls`, nginx serves https with HTTP/2 and a fresh self-signed
+    /// certificate for 127.0.0.1 (made with the openssl command), and logs
+    /// each request's protocol to `requestProtocols`.
+    init(serving directory: String, tls: Bool = false, startTimeout: Duration = .seconds(10), attempts: Int = 3) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw StartError.notInstalled(path: Self.executable)
         }
@@ -58,7 +64,8 @@ final class NginxServer {
             try FileManager.default.createDirectory(atPath: prefix + "/temp", withIntermediateDirectories: true)
             let port = try Self.freeLoopbackPort()
             let configuration = prefix + "/nginx.conf"
-            try Self.configuration(prefix: prefix, port: port, root: directory)
+            if tls { try Self.makeCertificate(prefix: prefix) }
+            try Self.configuration(prefix: prefix, port: port, root: directory, tls: tls)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
             let pid = try Self.spawn([Self.executable, "-p", prefix + "/", "-c", configuration, "-e", prefix + "/error.log"])
 
@@ -73,6 +80,7 @@ final class NginxServer {
             }
             if ready {
                 self.port = port
+                certificate = tls ? prefix + "/cert.pem" : nil
                 self.pid = pid
                 started = true
                 return
@@ -96,13 +104,43 @@ final class NginxServer {
 
     /// The URL of `name` on this server.
     func url(_ name: String) -> String {
-        "http://127.0.0.1:\(port)/\(name)"
+        "\(certificate == nil ? "http" : "https")://127.0.0.1:\(port)/\(name)"
+    }
+
+    /// With TLS, the protocol of each request so far ("HTTP/2.0", "HTTP/1.1").
+    var requestProtocols: [String] {
+        ((try? String(contentsOfFile: prefix + "/access.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// A key and a self-signed certificate for 127.0.0.1, valid for a day.
+    private static func makeCertificate(prefix: String) throws {
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", prefix + "/key.pem", "-out", prefix + "/cert.pem", "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw StartError.failed(attempts: 0, log: "openssl could not make a certificate") }
     }
 
     /// A configuration that touches nothing outside `prefix` (Debian's
-    /// compiled-in paths are under /var and /run) and logs no requests.
-    private static func configuration(prefix: String, port: Int, root: String) -> String {
-        """
+    /// compiled-in paths are under /var and /run) and logs no requests (with
+    /// TLS, only each request's protocol).
+    private static func configuration(prefix: String, port: Int, root: String, tls: Bool) -> String {
+        let listen = tls
+            ? """
+              listen 127.0.0.1:\(port) ssl http2;
+                      ssl_certificate "\(prefix)/cert.pem";
+                      ssl_certificate_key "\(prefix)/key.pem";
+                      access_log "\(prefix)/access.log" protocols;
+              """
+            : "listen 127.0.0.1:\(port);"
+        return """
         daemon off;
         master_process off;
         worker_processes 1;
@@ -111,6 +149,7 @@ final class NginxServer {
         events { worker_connections 64; }
         http {
             access_log off;
+            log_format protocols '$server_protocol';
             default_type application/octet-stream;
             sendfile on;
             client_body_temp_path "\(prefix)/temp/body";
@@ -119,7 +158,7 @@ final class NginxServer {
             uwsgi_temp_path "\(prefix)/temp/uwsgi";
             scgi_temp_path "\(prefix)/temp/scgi";
             server {
-                listen 127.0.0.1:\(port);
+                \(listen)
                 root "\(root)";
             }
         }

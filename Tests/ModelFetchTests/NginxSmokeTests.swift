@@ -60,6 +60,37 @@ import Testing
         #expect(scene.outListing == [scene.name])
     }
 
+    // MARK: https and HTTP/2
+
+    @Test func httpsWithHTTP2AndATrustedCertificate() throws {
+        let scene = try NginxScene(size: 2 << 20, tls: true)
+        let certificate = try #require(scene.server.certificate)
+        var options = fastOptions()
+        options.certificateAuthorities = certificate
+        let result = try Downloader.download(scene.url, to: scene.destination, options: options)
+        #expect(result.sha256 == scene.sha256)
+        #expect(scene.url.hasPrefix("https://"))
+        #expect(scene.server.requestProtocols == ["HTTP/2.0"])
+
+        // A resume over HTTP/2.
+        try FileManager.default.removeItem(atPath: scene.destination)
+        try scene.writePartial(scene.contents.prefix(12345), etag: try #require(result.etag), lastModified: result.lastModified)
+        let resumed = try Downloader.download(scene.url, to: scene.destination, options: options)
+        #expect(resumed.resumedFrom == 12345)
+        #expect(scene.bytes(scene.destination) == scene.contents)
+    }
+
+    @Test func anUntrustedCertificateFailsAtOnce() throws {
+        let scene = try NginxScene(size: 1000, tls: true)
+        #expect {
+            try Downloader.download(scene.url, to: scene.destination, options: fastOptions(retries: 3))
+        } throws: { error in
+            guard case .network(_, let reason, 1) = error as? DownloadError else { return false }
+            return reason.lowercased().contains("certificate")
+        }
+        #expect(scene.outListing == [])
+    }
+
     // MARK: ETag revalidation (304)
 
     /// The cache asks nginx with If-None-Match; nginx answers 304 while the
@@ -95,7 +126,7 @@ private final class NginxScene {
     private(set) var contents: Data
     let server: NginxServer
 
-    init(size: Int) throws {
+    init(size: Int, tls: Bool = false) throws {
         let root = NSTemporaryDirectory() + "modelfetch-nginx-\(UUID().uuidString)"
         self.root = root
         var complete = false
@@ -107,7 +138,7 @@ private final class NginxScene {
         destination = root + "/out/" + name
         contents = try Self.randomBytes(size)
         try contents.write(to: URL(fileURLWithPath: served + "/" + name))
-        server = try NginxServer(serving: served)
+        server = try NginxServer(serving: served, tls: tls)
         complete = true
     }
 

@@ -183,6 +183,36 @@ final class BuildScene {
         #expect(updated.standardOutput.contains("classifier: source sha256 \(before) → \(after)"))
     }
 
+    @Test func twoMembersOfOneArchiveBuildInParallel() throws {
+        let scene = try BuildScene("build-members")
+        let model = Array(try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Models/GLMRegressor.mlmodel"))))
+        let other = Array(try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Models/SVMRegressor.mlmodel"))))
+        try ArchiveBuilder.write([.file("a/glm.mlmodel", model), .file("b/svm.mlmodel", other)], format: .zip, to: scene.served + "/both.zip")
+        let sha = try scene.sha256(ofServed: "both.zip")
+        try scene.writeManifest((0..<6).map { index in
+            ["name": "m\(index)", "source": scene.server.url("both.zip"), "sha256": sha, "member": index % 2 == 0 ? "glm.mlmodel" : "svm.mlmodel"]
+        })
+        let result = try scene.build(["--jobs", "6"])
+        #expect(result.status == 0, "\(result.standardError)")
+        // One download, one unpacking, six bundles.
+        #expect(try scene.server.requests(for: "both.zip").count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scene.cache + "/extracted") == [sha])
+        for index in 0..<6 {
+            #expect(try ModelcProcess.run(["verify", scene.path("project/build/m\(index).mlmodelc")]).status == 0)
+        }
+    }
+
+    @Test func frozenReportsAChangedSourceInsteadOfUsingTheOldPin() throws {
+        let scene = try BuildScene("build-source-change")
+        try scene.writeManifest([["name": "classifier", "source": scene.server.url("classifier.mlmodel")]])
+        #expect(try scene.build(["--allow-unpinned"]).status == 0)
+        try FileManager.default.copyItem(atPath: Fixtures.path("Models/GLMRegressor.mlmodel"), toPath: scene.served + "/other.mlmodel")
+        try scene.writeManifest([["name": "classifier", "source": scene.server.url("other.mlmodel")]])
+        let frozen = try scene.build(["--allow-unpinned", "--frozen"])
+        #expect(frozen.status == 91)
+        #expect(frozen.standardError.contains("classifier: source \(scene.server.url("classifier.mlmodel")) → \(scene.server.url("other.mlmodel"))"))
+    }
+
     @Test func twoBuildsGiveByteIdenticalBundles() throws {
         let scene = try BuildScene("build-reproducible")
         try scene.writeManifest(try scene.standardModels())

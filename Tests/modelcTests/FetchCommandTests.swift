@@ -188,8 +188,9 @@ final class FetchCommandScene {
         (["URL:classifier.mlmodel", "--max-size", "1K"], 84, "larger than the limit of 1024 bytes"),
         (["URL:classifier.mlmodel", "--sha256", "abc"], 64, "invalid value 'abc' for '--sha256'"),
         (["URL:classifier.mlmodel", "--member", "x.mlmodel"], 87, "a member was named, but the file is not a zip or tar archive"),
-        (["URL:classifier.mlmodel", "--json", "--quiet"], 64, "--quiet and --json exclude each other"),
+        (["URL:classifier.mlmodel", "--json", "--quiet"], 64, "options '--quiet' and '--json' exclude each other"),
         (["URL:classifier.mlmodel", "--max-size", "lots"], 64, "invalid value 'lots' for '--max-size'"),
+        (["URL:classifier.mlmodel", "--header", "X-A: b\r\nX-B: c"], 64, "invalid value 'X-A' for '--header': expected 'NAME: VALUE' on one line"),
         (["URL:classifier.mlmodel?fault=redirect-file"], 81, "not http or https"),
     ])
     func failuresHaveTheirExitCodes(arguments: [String], status: Int32, message: String) throws {
@@ -262,6 +263,30 @@ final class FetchCommandScene {
         #expect(failed.status == 82)
         for text in [result.standardOutput, result.standardError, failed.standardOutput, failed.standardError] {
             #expect(!text.contains(secret))
+        }
+    }
+
+    @Test func aTokenWithALineBreakIsRefusedUnprinted() throws {
+        let scene = try FetchCommandScene("fetch-token-break")
+        let result = try scene.fetch([scene.url()], environment: ["MODELC_TOKEN": "secret\r\nX-Injected: 1"])
+        #expect(result.status == 64)
+        #expect(result.standardError.contains("the token holds a line break"))
+        #expect(!result.standardError.contains("secret"))
+        #expect(try scene.server.requestLog().isEmpty)
+    }
+
+    @Test func userInformationInTheURLIsNeverPrintedNorStored() throws {
+        let scene = try FetchCommandScene("fetch-userinfo")
+        let url = scene.url().replacingOccurrences(of: "http://", with: "http://user:hunter2@")
+        let result = try scene.fetch([url, "--json"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let again = try scene.fetch([url, "--json"])
+        #expect(again.standardOutput.contains("\"revalidate\""))
+        for text in [result.standardOutput, result.standardError, again.standardOutput, again.standardError, try scene.cacheCommand(["list"]).standardOutput] {
+            #expect(!text.contains("hunter2"))
+        }
+        for file in scene.cacheFiles() where file.hasSuffix(".json") {
+            #expect(!(try String(contentsOfFile: scene.cache + "/" + file, encoding: .utf8)).contains("hunter2"))
         }
     }
 
