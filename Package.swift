@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "ArgumentParsing"),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
-        .target(name: "ModelFetch", dependencies: ["CCurl", "ModelArchive", "SystemIO"]),
+        .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
         .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),

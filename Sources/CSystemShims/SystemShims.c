@@ -51,3 +51,7 @@ long modelc_file_system_type(int fd) {
 long modelc_copy_file_range(int in, int out, size_t length) {
     return (long)copy_file_range(in, NULL, out, NULL, length, 0);
 }
+
+int modelc_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
+}
