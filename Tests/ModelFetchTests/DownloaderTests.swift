@@ -1,12 +1,12 @@
 import Foundation
 @testable import ModelFetch
-import Synchronization
 import SystemIO
 import Testing
 
 /// The events a download reported, shared with its callback.
+/// (`Locked`, not `Mutex`: these tests also run under ThreadSanitizer.)
 final class EventLog: Sendable {
-    let events = Mutex<[DownloadEvent]>([])
+    let events = Locked<[DownloadEvent]>([])
 
     func record(_ event: DownloadEvent) { events.withLock { $0.append(event) } }
     var all: [DownloadEvent] { events.withLock { $0 } }
