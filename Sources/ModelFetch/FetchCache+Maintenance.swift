@@ -46,9 +46,8 @@ extension FetchCache {
             let sidecar = PartialSidecar.load(from: partialDirectory + "/" + name + ".json")
             partials.append((sidecar?.url, Self.diskUsage(partialDirectory + "/" + name)))
         }
-        let total = [blobsDirectory, extractedDirectory, partialDirectory].reduce(UInt64(0)) { $0 + Self.diskUsage($1) }
         return CacheListing(entries: entries, unreferencedBlobs: blobs.filter { !referenced.contains($0) },
-                            partials: partials, totalBytes: total)
+                            partials: partials, totalBytes: usedBytes())
     }
 
     /// Hashes every blob; removes those whose content does not match their
@@ -100,25 +99,30 @@ extension FetchCache {
         for name in Self.names(in: partialDirectory) where !name.hasSuffix(".partial") && !name.hasSuffix(".partial.json") {
             remove(partialDirectory + "/" + name)
         }
-        var entries = entries()
+        let all = entries()
         if everything {
             for directory in [urlsDirectory, blobsDirectory, extractedDirectory, partialDirectory] {
                 for name in Self.names(in: directory) { remove(directory + "/" + name) }
             }
-            report.removedURLs = entries.map(\.url)
+            report.removedURLs = all.map(\.url)
             return report
         }
-        for entry in entries where blobSize(sha256: entry.sha256) != entry.bytes {
-            removeEntry(entry)
-            report.removedURLs.append(entry.url)
+        var entries: [CacheEntry] = []
+        for entry in all {
+            if holdsBlob(of: entry) {
+                entries.append(entry)
+            } else {
+                removeEntry(entry)
+                report.removedURLs.append(entry.url)
+            }
         }
-        entries.removeAll { blobSize(sha256: $0.sha256) != $0.bytes }
         var referenced = Set(entries.map(\.sha256))
         for name in blobNames() where !referenced.contains(name) { remove(blobPath(sha256: name)) }
         for name in Self.names(in: extractedDirectory) where !referenced.contains(name) { remove(extractedPath(sha256: name)) }
 
         guard let maximumBytes else { return report }
-        let usedBefore = [blobsDirectory, extractedDirectory, partialDirectory].reduce(0) { $0 + Self.diskUsage($1) }
+        // Walked once; what `remove` frees is subtracted as it goes.
+        let usedBefore = usedBytes()
         let freedBefore = report.freedBytes
         func used() -> UInt64 { usedBefore - min(usedBefore, report.freedBytes - freedBefore) }
         if used() > maximumBytes {
@@ -135,6 +139,11 @@ extension FetchCache {
             }
         }
         return report
+    }
+
+    /// Bytes used by blobs, unpacked archives and partial downloads.
+    private func usedBytes() -> UInt64 {
+        [blobsDirectory, extractedDirectory, partialDirectory].reduce(0) { $0 + Self.diskUsage($1) }
     }
 
     /// The names in `blobs/sha256` that are SHA-256 digests.

@@ -107,6 +107,11 @@ public struct FetchCache: Sendable {
         unlink(urlsDirectory + "/" + entry.key + ".json")
     }
 
+    /// Whether the blob `entry` points to is there, with the size recorded.
+    func holdsBlob(of entry: CacheEntry) -> Bool {
+        blobSize(sha256: entry.sha256) == entry.bytes
+    }
+
     /// The size of the blob, or `nil` when it is missing.
     func blobSize(sha256: String) -> UInt64? {
         var info = stat()

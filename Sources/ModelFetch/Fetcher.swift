@@ -50,7 +50,7 @@ public enum Fetcher {
             record(url: url, sha256: pin, bytes: cached, in: cache)
             found = (pin, .cache, nil)
         } else if options.offline {
-            guard let entry = cache.entry(for: url), cache.blobSize(sha256: entry.sha256) == entry.bytes else {
+            guard let entry = cache.entry(for: url), cache.holdsBlob(of: entry) else {
                 throw .offlineMiss(url: url)
             }
             if let pin, pin != entry.sha256 {
@@ -117,7 +117,7 @@ public enum Fetcher {
 
         let pin = options.download.expectedSHA256?.lowercased()
         var validators: CachedValidators?
-        if let entry = cache.entry(for: url), cache.blobSize(sha256: entry.sha256) == entry.bytes, pin == nil || pin == entry.sha256 {
+        if let entry = cache.entry(for: url), cache.holdsBlob(of: entry), pin == nil || pin == entry.sha256 {
             if waited, entry.checkedAt >= started {
                 touch(entry, in: cache)
                 return (entry.sha256, .cache, nil)
