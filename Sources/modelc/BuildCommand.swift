@@ -34,7 +34,7 @@ enum BuildCommand {
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
-        let usage = "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))"
+        let usage = Modelc.usageLine(for: spec)
         if arguments.has("keep-going"), arguments.has("fail-fast") {
             return Modelc.usageFailure(.conflictingOptions("keep-going", "fail-fast"), usage: usage)
         }

@@ -28,7 +28,7 @@ enum CacheCommand {
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
-        let usage = "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))"
+        let usage = Modelc.usageLine(for: spec)
         guard let action = arguments[positional: "ACTION"] else { return .usage }
         guard actions.contains(action) else {
             return Modelc.usageFailure(.invalidArgument(name: "ACTION", value: action, reason: "expected one of \(actions.joined(separator: ", "))"

@@ -38,7 +38,7 @@ enum CompileCommand {
         }
         guard let output = arguments[positional: "OUTPUT"] else {
             return Modelc.usageFailure(.missingArgument(name: "OUTPUT", command: spec.name),
-                                       usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
+                                       usage: Modelc.usageLine(for: spec))
         }
         let progress = arguments.has("json") ? nil : ProgressLine.forTerminal(label: "writing weights")
         var compiler = BundleCompiler(options: CompileOptions(fp16: arguments.has("fp16"), force: arguments.has("force")))

@@ -48,11 +48,11 @@ enum FetchCommand {
         switch fetchOptions(arguments, environment: ProcessInfo.processInfo.environment) {
         case .success(let parsed): options = parsed
         case .failure(let error):
-            return Modelc.usageFailure(error, usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
+            return Modelc.usageFailure(error, usage: Modelc.usageLine(for: spec))
         }
         if arguments.has("json") && arguments.has("quiet") {
             return Modelc.usageFailure(.conflictingOptions("quiet", "json"),
-                                       usage: "USAGE: \(HelpFormatter.usage(for: spec, tool: Modelc.toolName))")
+                                       usage: Modelc.usageLine(for: spec))
         }
         guard let root = FetchCache.defaultRoot() else {
             Output.error("\(Modelc.toolName): error: no cache directory: set MODELC_CACHE (or HOME)\n")

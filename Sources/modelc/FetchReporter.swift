@@ -123,8 +123,7 @@ final class FetchReporter: Sendable {
         var text = label
         if let total, total > 0 {
             let percent = Int(min(100, bytes * 100 / total))
-            let filled = 24 * percent / 100
-            text += " [" + String(repeating: "#", count: filled) + String(repeating: " ", count: 24 - filled) + "] \(percent)%"
+            text += " \(progressBar(percent: percent, width: 24)) \(percent)%"
             text += " \(byteCount(Int(bytes)))/\(byteCount(Int(total)))"
         } else {
             text += " \(byteCount(Int(bytes)))"

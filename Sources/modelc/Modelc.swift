@@ -61,9 +61,14 @@ enum Modelc {
             }
             return command.run(parsed)
         } catch {
-            return usageFailure(error, usage: "USAGE: \(HelpFormatter.usage(for: command.spec, tool: toolName))"
+            return usageFailure(error, usage: usageLine(for: command.spec)
                 + "  (see '\(toolName) help \(command.spec.name)')")
         }
+    }
+
+    /// "USAGE: modelc COMMAND …" for a command.
+    static func usageLine(for spec: CommandSpec) -> String {
+        "USAGE: \(HelpFormatter.usage(for: spec, tool: toolName))"
     }
 
     /// Prints a usage error and the usage line on standard error.

@@ -28,10 +28,7 @@ final class ProgressLine: Sendable {
             return last != percent
         }
         guard changed else { return }
-        let width = 30
-        let filled = width * percent / 100
-        let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
-        Output.error("\r\(label) [\(bar)] \(percent)% \(byteCount(Int(done)))/\(byteCount(Int(total)))")
+        Output.error("\r\(label) \(progressBar(percent: percent, width: 30)) \(percent)% \(byteCount(Int(done)))/\(byteCount(Int(total)))")
     }
 
     /// Erases the line, if one is drawn.
@@ -42,4 +39,10 @@ final class ProgressLine: Sendable {
         }
         if drawn { Output.error("\r\u{1B}[K") }
     }
+}
+
+/// "[#####     ]": `percent` of `width` cells filled.
+func progressBar(percent: Int, width: Int) -> String {
+    let filled = width * min(max(percent, 0), 100) / 100
+    return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
 }
