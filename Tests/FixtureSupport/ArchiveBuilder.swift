@@ -92,6 +92,21 @@ public struct ArchiveBuilder {
         try check(archive, archive_write_close(archive))
     }
 
+    /// Entries for the directory at `path` and everything below it, named
+    /// `NAME/…` after the directory (an `.mlpackage` as it would be zipped).
+    public static func entries(ofDirectory path: String) throws -> [Entry] {
+        let name = URL(fileURLWithPath: path).lastPathComponent
+        var entries: [Entry] = []
+        for relative in try FileManager.default.subpathsOfDirectory(atPath: path).sorted() {
+            var isDirectory: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: path + "/" + relative, isDirectory: &isDirectory)
+            entries.append(isDirectory.boolValue
+                ? .directory(name + "/" + relative)
+                : .file(name + "/" + relative, Array(try Data(contentsOf: URL(fileURLWithPath: path + "/" + relative)))))
+        }
+        return entries
+    }
+
     private static func check(_ archive: OpaquePointer, _ status: Int32) throws {
         guard status == ARCHIVE_OK else {
             let text = archive_error_string(archive).map { String(cString: $0) } ?? "status \(status)"

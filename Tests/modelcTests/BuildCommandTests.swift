@@ -20,7 +20,7 @@ final class BuildScene {
         try FileManager.default.createDirectory(atPath: path("project"), withIntermediateDirectories: false)
         try FileManager.default.copyItem(atPath: Fixtures.path("Models/ImageClassifier.mlmodel"), toPath: served + "/classifier.mlmodel")
         try FileManager.default.copyItem(atPath: Fixtures.path("Models/Scaler.mlmodel"), toPath: path("project/scaler.mlmodel"))
-        try ArchiveBuilder.write(try Self.entries(ofPackage: Fixtures.path("Models/MLProgram.mlpackage")), format: .zip, to: served + "/program.zip")
+        try ArchiveBuilder.write(try ArchiveBuilder.entries(ofDirectory: Fixtures.path("Models/MLProgram.mlpackage")), format: .zip, to: served + "/program.zip")
         let tree = try Array(Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Models/TreeEnsembleRegressor.mlmodel"))))
         try ArchiveBuilder.write([.directory("models"), .file("models/tree.mlmodel", tree), .file("LICENSE", Array("MIT".utf8))],
                                  format: .tarGzip, to: served + "/tree.tar.gz")
@@ -54,31 +54,6 @@ final class BuildScene {
     func build(_ arguments: [String] = []) throws -> ModelcProcess.Result {
         try ModelcProcess.run(["build", manifest, "--retries", "1", "--timeout", "5"] + arguments,
                               environment: ["MODELC_CACHE": cache, "MODELC_OFFLINE": "", "MODELC_TOKEN": ""])
-    }
-
-    /// Every file below `root`, relative, with its bytes.
-    func tree(_ root: String) throws -> [String: Data] {
-        var files: [String: Data] = [:]
-        for relative in try FileManager.default.subpathsOfDirectory(atPath: root) {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue {
-                files[relative] = FileManager.default.contents(atPath: root + "/" + relative)
-            }
-        }
-        return files
-    }
-
-    static func entries(ofPackage package: String) throws -> [ArchiveBuilder.Entry] {
-        let name = URL(fileURLWithPath: package).lastPathComponent
-        var entries: [ArchiveBuilder.Entry] = []
-        for relative in try FileManager.default.subpathsOfDirectory(atPath: package).sorted() {
-            var isDirectory: ObjCBool = false
-            _ = FileManager.default.fileExists(atPath: package + "/" + relative, isDirectory: &isDirectory)
-            entries.append(isDirectory.boolValue
-                ? .directory(name + "/" + relative)
-                : .file(name + "/" + relative, Array(try Data(contentsOf: URL(fileURLWithPath: package + "/" + relative)))))
-        }
-        return entries
     }
 }
 
@@ -222,9 +197,9 @@ final class BuildScene {
         try FileManager.default.removeItem(atPath: scene.lockfile)
         let second = try scene.build(["--out", scene.path("second"), "--jobs", "1"])
         #expect(second.status == 0)
-        let first = try scene.tree(scene.path("first"))
+        let first = try filesBelow(scene.path("first"))
         #expect(first.count >= 4 * 5)
-        #expect(first == (try scene.tree(scene.path("second"))))
+        #expect(first == (try filesBelow(scene.path("second"))))
     }
 
     @Test func failFastStartsNothingAfterAFailure() throws {
