@@ -61,6 +61,8 @@ from sklearn.svm import SVC, SVR
 from sklearn.tree import DecisionTreeRegressor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import parity  # noqa: E402  (Fixtures/parity.py: the runtime parity fixtures)
 
 # Field numbers of Model.proto / Pipeline (checked against Model_pb2 at run time).
 MODEL_SPECIFICATION_VERSION = 1
@@ -1104,6 +1106,8 @@ def generate(out_dir):
     assert actual_readable == expected_readable, actual_readable
     write_bytes(os.path.join(out_dir, "index.json"),
                 (json.dumps(index, indent=2, sort_keys=True) + "\n").encode())
+
+    parity.generate(out_dir)
 
 
 def generate_large(path, megabytes, layers=None):
