@@ -11,6 +11,8 @@ let package = Package(
     products: [
         .executable(name: "modelc", targets: ["modelc"]),
         .library(name: "ModelSpec", targets: ["ModelSpec"]),
+        .library(name: "ModelLoader", targets: ["ModelLoader"]),
+        .library(name: "ModelRuntime", targets: ["ModelRuntime"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -35,6 +37,12 @@ let package = Package(
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ModelLoader", dependencies: ["BundleFormat", "MemoryPressure", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
+        // Feature values, input checks and the engine protocol every runtime shares.
+        .target(name: "ModelFeatures", dependencies: ["ModelSpec"]),
+        // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
+        .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
+        // Opens a model, prepares its engines (pipelines included) and runs predictions.
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -43,7 +51,7 @@ let package = Package(
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelLoader", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFetch", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
@@ -58,6 +66,8 @@ let package = Package(
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelBuildTests", dependencies: ["ModelBuild"]),
+        .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
+        .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,8 @@
 import BundleFormat
 import ModelFetch
 import ModelCompiler
+import ModelFeatures
+import ModelRuntime
 import ModelSpec
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
@@ -59,6 +61,11 @@ enum ExitCode: Int32, CaseIterable {
     case lockfileChanged = 91
     /// `build`: the manifest (or the lockfile) is not valid.
     case invalidManifest = 92
+    /// `predict`: an input is missing, of the wrong type or shape, or a value the model cannot take
+    /// (in a batch: at least one case failed; the others were printed).
+    case badInput = 93
+    /// The model is of a kind (or holds a layer) that modelc does not run; refused at load.
+    case unsupportedModel = 94
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -105,6 +112,23 @@ enum ExitCode: Int32, CaseIterable {
         case .archive(.memberNotFound), .archive(.ambiguousMember): .memberNotFound
         case .archive(.write): .cannotWrite
         case .archive, .notAnArchive: .badArchive
+        }
+    }
+
+    init(_ error: RuntimeError) {
+        self = switch error {
+        case .unsupportedModel: .unsupportedModel
+        case .invalidParameters: .invalidModel
+        case .cannotOpen: .cannotRead
+        case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badInput
+        }
+    }
+
+    init(_ error: ModelError) {
+        self = switch error {
+        case .bundle(let error): ExitCode(error)
+        case .source(let error): ExitCode(error)
+        case .runtime(let error): ExitCode(error)
         }
     }
 

@@ -23,6 +23,7 @@ enum Modelc {
         Command(spec: FetchCommand.spec, run: FetchCommand.run),
         Command(spec: CacheCommand.spec, run: CacheCommand.run),
         Command(spec: BuildCommand.spec, run: BuildCommand.run),
+        Command(spec: PredictCommand.spec, run: PredictCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 

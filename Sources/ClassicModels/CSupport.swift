@@ -1,0 +1,43 @@
+import Foundation
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+
+/// Copies of protobuf-c repeated fields and one-of label sets into Swift values.
+enum CSupport {
+    static func doubles(_ base: UnsafeMutablePointer<Double>?, _ count: Int) -> [Double] {
+        scalars(base, count)
+    }
+
+    /// A classifier's labels from its `ClassLabels` one-of, whose cases are
+    /// numbered alike in every classifier message: 100 strings, 101 int64s.
+    static func labels(
+        case labelCase: UInt32,
+        strings: UnsafeMutablePointer<CoreML__Specification__StringVector>?,
+        int64s: UnsafeMutablePointer<CoreML__Specification__Int64Vector>?
+    ) -> ClassLabelList {
+        switch labelCase {
+        case 100: strings.map { .strings(ModelSpec.strings($0.pointee.vector, $0.pointee.n_vector)) } ?? .strings([])
+        case 101: int64s.map { .int64s(scalars($0.pointee.vector, $0.pointee.n_vector)) } ?? .int64s([])
+        default: .strings([])
+        }
+    }
+}
+
+/// The logistic function, 1 / (1 + e^-x), computed without overflow.
+@inline(__always) func sigmoid(_ x: Double) -> Double {
+    x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x))
+}
+
+/// The standard normal distribution function Φ(x).
+@inline(__always) func normalCDF(_ x: Double) -> Double {
+    0.5 * erfc(-x / 2.0.squareRoot())
+}
+
+/// The softmax of `values`, shifted by the maximum for stability.
+func softmax(_ values: [Double]) -> [Double] {
+    guard let largest = values.max() else { return [] }
+    let exps = values.map { exp($0 - largest) }
+    let sum = exps.reduce(0, +)
+    return exps.map { $0 / sum }
+}

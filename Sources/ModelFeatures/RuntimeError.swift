@@ -1,0 +1,48 @@
+/// Why a model could not be prepared or a prediction could not be made.
+///
+/// Each case names the feature, model or layer at fault; `description` reads
+/// as one line for a person.
+public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A required input was not given.
+    case missingInput(feature: String, expected: String)
+    /// An input's value is of another type than the model takes.
+    case wrongType(feature: String, expected: String, got: String)
+    /// A multi-array input's shape is not one the model takes.
+    case wrongShape(feature: String, expected: String, got: [Int])
+    /// An image input's size is not one the model takes.
+    case wrongImageSize(feature: String, expected: String, width: Int, height: Int)
+    /// A value the model cannot use (an unknown category, a key of the wrong kind, NaN where none is allowed).
+    case invalidValue(feature: String, detail: String)
+    /// The model is of a kind modelc cannot run, refused when loading.
+    case unsupportedModel(kind: String, reason: String)
+    /// The model's parameters contradict each other (sizes, indices, labels).
+    case invalidParameters(model: String, detail: String)
+    /// The model could not be opened.
+    case cannotOpen(path: String, detail: String)
+
+    public var description: String {
+        switch self {
+        case .missingInput(let feature, let expected):
+            "input \"\(feature)\" is missing (expected \(expected))"
+        case .wrongType(let feature, let expected, let got):
+            "input \"\(feature)\" is \(got), expected \(expected)"
+        case .wrongShape(let feature, let expected, let got):
+            "input \"\(feature)\" has shape \(shapeText(got)), expected \(expected)"
+        case .wrongImageSize(let feature, let expected, let width, let height):
+            "input \"\(feature)\" is a \(width)×\(height) image, expected \(expected)"
+        case .invalidValue(let feature, let detail):
+            "feature \"\(feature)\": \(detail)"
+        case .unsupportedModel(let kind, let reason):
+            "cannot run \(kind) models: \(reason)"
+        case .invalidParameters(let model, let detail):
+            "\(model): \(detail)"
+        case .cannotOpen(let path, let detail):
+            "\(path): \(detail)"
+        }
+    }
+}
+
+/// `[1, 3, 224, 224]` as `1 × 3 × 224 × 224` (`scalar` for rank 0).
+package func shapeText(_ shape: [Int]) -> String {
+    shape.isEmpty ? "scalar" : shape.map(String.init).joined(separator: " × ")
+}

@@ -1,0 +1,93 @@
+import ClassicModels
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+
+/// Prepares the engine for any model modelc runs, pipelines included, and
+/// refuses the rest at load with the reason.
+enum EngineBuilder {
+    static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary) throws(RuntimeError) -> any PredictionEngine {
+        let interface = ModelInterface(summary)
+        let kind = summary.modelType ?? "unset"
+        if let stages = summary.pipeline {
+            let models = ModelSummary.pipelineModels(model.pointee)
+            var engines: [PipelineEngine.Stage] = []
+            for (index, (stageModel, stageSummary)) in zip(models, stages).enumerated() {
+                do {
+                    engines.append(PipelineEngine.Stage(
+                        engine: try engine(for: stageModel, summary: stageSummary),
+                        inputs: stageSummary.inputs, outputs: stageSummary.outputs))
+                } catch {
+                    throw error.inPipelineStage(index, kind: stageSummary.modelType ?? "unset")
+                }
+            }
+            return PipelineEngine(stages: engines, outputs: summary.outputs)
+        }
+        if let classic = try ClassicModelFactory.engine(for: model, interface: interface) {
+            return classic
+        }
+        throw .unsupportedModel(kind: kind, reason: refusalReason(kind))
+    }
+
+    /// Why modelc does not run a model kind.
+    static func refusalReason(_ kind: String) -> String {
+        switch kind {
+        case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor", "mlProgram":
+            "this version of modelc does not execute networks yet (classic models and pipelines of them run)"
+        case "textClassifier", "wordTagger", "gazetteer", "wordEmbedding":
+            "its parameters are Apple's closed Natural Language data, which only Apple's frameworks can read"
+        case "visionFeaturePrint":
+            "it is Apple's built-in Vision feature extractor, whose network ships only with Apple's systems"
+        case "soundAnalysisPreprocessing", "audioFeaturePrint":
+            "it is Apple's built-in SoundAnalysis front end, which ships only with Apple's systems"
+        case "customModel":
+            "a custom model names an Objective-C class that implements it; there is no such class here"
+        case "linkedModel":
+            "a linked model refers to another compiled model on an Apple device"
+        case "serializedModel":
+            "a serialized model holds an opaque Apple format"
+        case "unset":
+            "the specification sets no model type"
+        default:
+            "modelc has no evaluator for this kind yet"
+        }
+    }
+}
+
+extension RuntimeError {
+    /// The error, saying which pipeline stage it came from.
+    func inPipelineStage(_ index: Int, kind: String) -> RuntimeError {
+        switch self {
+        case .unsupportedModel(let inner, let reason):
+            .unsupportedModel(kind: inner, reason: "\(reason) (pipeline stage \(index))")
+        case .invalidParameters(let model, let detail):
+            .invalidParameters(model: "pipeline stage \(index) (\(model))", detail: detail)
+        default:
+            self
+        }
+    }
+}
+
+/// Runs stages in order over one table of named features, as Core ML's
+/// pipelines do: each stage reads its inputs by name from everything given
+/// and computed so far, and adds its outputs.
+struct PipelineEngine: PredictionEngine {
+    struct Stage: Sendable {
+        let engine: any PredictionEngine
+        let inputs: [FeatureDescription]
+        let outputs: [FeatureDescription]
+    }
+
+    let stages: [Stage]
+    let outputs: [FeatureDescription]
+
+    func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        var features = inputs
+        for stage in stages {
+            let stageInputs = try InputChecker.check(features, against: stage.inputs)
+            let produced = OutputConformer.conform(try stage.engine.predict(stageInputs), to: stage.outputs)
+            features.merge(produced) { _, new in new }
+        }
+        return features.filter { name, _ in outputs.contains { $0.name == name } }
+    }
+}

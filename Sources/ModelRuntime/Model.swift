@@ -1,0 +1,135 @@
+import BundleFormat
+import CoreMLSchema
+import Dispatch
+import Foundation
+import Synchronization
+import ModelFeatures
+import ModelLoader
+import ModelSpec
+
+/// How a model is run.
+public struct ModelConfiguration: Sendable, Equatable {
+    /// Threads used for a batch of predictions (and, for networks, within one);
+    /// at least 1. Defaults to every core.
+    public var threads: Int
+
+    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        self.threads = max(1, threads)
+    }
+}
+
+/// A model ready to run: opened, checked, and its engine prepared once.
+///
+/// Immutable and `Sendable`: one `Model` serves any number of concurrent
+/// predictions. Every prediction checks its inputs against the model's
+/// description first and gives the outputs the declared types.
+public final class Model: Sendable {
+    /// The path the model was opened from.
+    public let path: String
+    /// The model's interface, metadata and structure.
+    public let summary: ModelSummary
+    public let configuration: ModelConfiguration
+    private let specification: Specification
+    private let engine: any PredictionEngine
+
+    /// Opens a compiled bundle (a directory with `manifest.json`) or a source
+    /// `.mlmodel`/`.mlpackage`, and prepares it to run.
+    ///
+    /// - Throws: `ModelError` — the file at fault, or the model kind, layer
+    ///   or parameter that cannot run here (refused now, not at prediction).
+    public convenience init(contentsOf path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
+        let specification: Specification
+        if FileManager.default.fileExists(atPath: path + "/" + BundleLayout.manifest) {
+            do {
+                specification = try ModelBundle.open(path).specification
+            } catch {
+                throw .bundle(error)
+            }
+        } else {
+            do {
+                specification = try ModelFile.open(path).specification
+            } catch {
+                throw .source(error)
+            }
+        }
+        try self.init(specification: specification, path: path, configuration: configuration)
+    }
+
+    /// Prepares an unpacked specification to run.
+    public init(specification: Specification, path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
+        self.path = path
+        self.specification = specification
+        self.configuration = configuration
+        let summary = ModelSummary(specification, blobs: nil)
+        self.summary = summary
+        do {
+            engine = try withExtendedLifetime(specification) { () throws(RuntimeError) -> any PredictionEngine in
+                try EngineBuilder.engine(for: specification.root, summary: summary)
+            }
+        } catch {
+            throw .runtime(error)
+        }
+    }
+
+    /// The class labels of a classifier, in the model's order; empty otherwise.
+    public var classLabels: [String] {
+        switch summary.classLabels {
+        case .strings(let labels): labels
+        case .int64s(let labels): labels.map(String.init)
+        case nil: []
+        }
+    }
+
+    /// The outputs for one set of inputs.
+    ///
+    /// - Throws: `RuntimeError` naming the input at fault (missing, of the
+    ///   wrong type or shape) or the value the model cannot take.
+    public func prediction(from inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        let checked = try InputChecker.check(inputs, against: summary.inputs)
+        return OutputConformer.conform(try engine.predict(checked), to: summary.outputs)
+    }
+
+    /// The outputs for one set of inputs, computed off the caller's task.
+    public func prediction(from inputs: [String: FeatureValue]) async throws(RuntimeError) -> [String: FeatureValue] {
+        let result: Result<[String: FeatureValue], RuntimeError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(RuntimeError) in try self.prediction(from: inputs) })
+            }
+        }
+        return try result.get()
+    }
+
+    /// The outputs for many sets of inputs, in order, computed on up to
+    /// `configuration.threads` threads. A set that fails gives its error in
+    /// its place; the others still run.
+    public func predictions(from batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
+        let threads = min(configuration.threads, batch.count)
+        guard threads > 1 else {
+            return batch.map { inputs in Result { () throws(RuntimeError) in try prediction(from: inputs) } }
+        }
+        let results = ResultSlots(count: batch.count)
+        let chunk = (batch.count + threads - 1) / threads
+        DispatchQueue.concurrentPerform(iterations: threads) { worker in
+            let range = (worker * chunk)..<min(batch.count, (worker + 1) * chunk)
+            for index in range {
+                results.store(Result { () throws(RuntimeError) in try prediction(from: batch[index]) }, at: index)
+            }
+        }
+        return results.values
+    }
+}
+
+/// One slot per prediction of a batch, each written by exactly one worker.
+private final class ResultSlots: Sendable {
+    private let slots: Mutex<[Result<[String: FeatureValue], RuntimeError>?]>
+
+    init(count: Int) { slots = Mutex(Array(repeating: nil, count: count)) }
+
+    func store(_ result: Result<[String: FeatureValue], RuntimeError>, at index: Int) {
+        slots.withLock { $0[index] = result }
+    }
+
+    var values: [Result<[String: FeatureValue], RuntimeError>] {
+        slots.withLock { slots in slots.map { $0 ?? .failure(.invalidValue(feature: "batch", detail: "not computed")) } }
+    }
+}

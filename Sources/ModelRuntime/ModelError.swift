@@ -1,0 +1,22 @@
+import BundleFormat
+import ModelFeatures
+import ModelSpec
+
+/// Why a model could not be opened and prepared to run.
+public enum ModelError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The compiled bundle is missing, damaged or newer than this modelc.
+    case bundle(BundleError)
+    /// The source model file could not be read.
+    case source(ModelSpecError)
+    /// The model is read but cannot run here: an unsupported kind or
+    /// inconsistent parameters.
+    case runtime(RuntimeError)
+
+    public var description: String {
+        switch self {
+        case .bundle(let error): error.description
+        case .source(let error): error.description
+        case .runtime(let error): error.description
+        }
+    }
+}
