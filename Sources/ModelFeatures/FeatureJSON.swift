@@ -53,6 +53,7 @@ public enum FeatureJSON {
             guard values.count == array.count else { throw mismatch() }
             return .sequence(.strings(values))
         case .image:
+            if let object = json as? [String: Any] { return .image(try pixels(object, feature: feature)) }
             guard let path = json as? String, let image else { throw mismatch() }
             return .image(try image(path))
         case .unset:
@@ -75,6 +76,31 @@ public enum FeatureJSON {
     private static func number(_ json: Any) -> Double? {
         guard let number = json as? NSNumber, !isBoolean(number) else { return nil }
         return number.doubleValue
+    }
+
+    /// An image written out as its pixels: `{"width": W, "height": H,
+    /// "pixelFormat": "rgb" | "rgba" | "bgra" | "argb" | "gray", "pixels":
+    /// [bytes, row by row, no padding]}`.
+    private static func pixels(_ object: [String: Any], feature: String) throws(RuntimeError) -> PixelBuffer {
+        guard let width = object["width"].flatMap(number).flatMap({ Int(exactly: $0) }),
+              let height = object["height"].flatMap(number).flatMap({ Int(exactly: $0) }),
+              let formatName = object["pixelFormat"] as? String,
+              let values = object["pixels"] as? [Any]
+        else {
+            throw .invalidValue(feature: feature, detail: "an image object needs width, height, pixelFormat and pixels")
+        }
+        guard let format = PixelBuffer.PixelFormat(rawValue: formatName) else {
+            throw .invalidValue(feature: feature, detail: "pixel format \"\(formatName)\" is not one of "
+                + PixelBuffer.PixelFormat.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        let bytes = values.compactMap { number($0).flatMap { UInt8(exactly: $0) } }
+        guard bytes.count == values.count,
+              let image = PixelBuffer(width: width, height: height, pixelFormat: format, bytes: bytes),
+              bytes.count == width * height * format.bytesPerPixel
+        else {
+            throw .invalidValue(feature: feature, detail: "a \(width)×\(height) \(formatName) image needs \(max(0, width * height * format.bytesPerPixel)) pixel bytes of 0–255, got \(values.count)")
+        }
+        return image
     }
 
     /// JSON `true`/`false`, which Foundation hands over as numbers of the C type `char`.
