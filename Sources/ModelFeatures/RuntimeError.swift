@@ -15,6 +15,8 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidValue(feature: String, detail: String)
     /// The model is of a kind modelc cannot run, refused when loading.
     case unsupportedModel(kind: String, reason: String)
+    /// A network holds a layer or operation of a kind modelc does not run; refused when loading.
+    case unsupportedLayer(layer: String, kind: String, reason: String)
     /// The model's parameters contradict each other (sizes, indices, labels).
     case invalidParameters(model: String, detail: String)
     /// The model could not be opened.
@@ -34,6 +36,8 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
             "feature \"\(feature)\": \(detail)"
         case .unsupportedModel(let kind, let reason):
             "cannot run \(kind) models: \(reason)"
+        case .unsupportedLayer(let layer, let kind, let reason):
+            "layer \"\(layer)\" (\(kind)): \(reason)"
         case .invalidParameters(let model, let detail):
             "\(model): \(detail)"
         case .cannotOpen(let path, let detail):

@@ -1,12 +1,22 @@
 import ClassicModels
 import CoreMLSchema
 import ModelFeatures
+import ModelLoader
+import NetworkRuntime
 import ModelSpec
 
 /// Prepares the engine for any model modelc runs, pipelines included, and
 /// refuses the rest at load with the reason.
 enum EngineBuilder {
-    static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary) throws(RuntimeError) -> any PredictionEngine {
+    /// What engines need beyond the specification.
+    struct Context {
+        /// The bundle the specification came from: where network weights live.
+        var bundle: ModelBundle?
+        var threads: Int
+    }
+
+    static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary,
+                       context: Context) throws(RuntimeError) -> any PredictionEngine {
         let interface = ModelInterface(summary)
         let kind = summary.modelType ?? "unset"
         if let stages = summary.pipeline {
@@ -15,7 +25,7 @@ enum EngineBuilder {
             for (index, (stageModel, stageSummary)) in zip(models, stages).enumerated() {
                 do {
                     engines.append(PipelineEngine.Stage(
-                        engine: try engine(for: stageModel, summary: stageSummary),
+                        engine: try engine(for: stageModel, summary: stageSummary, context: context),
                         inputs: stageSummary.inputs, outputs: stageSummary.outputs))
                 } catch {
                     throw error.inPipelineStage(index, kind: stageSummary.modelType ?? "unset")
@@ -26,14 +36,20 @@ enum EngineBuilder {
         if let classic = try ClassicModelFactory.engine(for: model, interface: interface) {
             return classic
         }
+        switch kind {
+        case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
+            return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
+        default:
+            break
+        }
         throw .unsupportedModel(kind: kind, reason: refusalReason(kind))
     }
 
     /// Why modelc does not run a model kind.
     static func refusalReason(_ kind: String) -> String {
         switch kind {
-        case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor", "mlProgram":
-            "this version of modelc does not execute networks yet (classic models and pipelines of them run)"
+        case "mlProgram":
+            "this version of modelc does not execute ML programs yet (neural networks, classic models and pipelines of them run)"
         case "textClassifier", "wordTagger", "gazetteer", "wordEmbedding":
             "its parameters are Apple's closed Natural Language data, which only Apple's frameworks can read"
         case "visionFeaturePrint":

@@ -38,25 +38,29 @@ public final class Model: Sendable {
     /// - Throws: `ModelError` — the file at fault, or the model kind, layer
     ///   or parameter that cannot run here (refused now, not at prediction).
     public convenience init(contentsOf path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
-        let specification: Specification
         if FileManager.default.fileExists(atPath: path + "/" + BundleLayout.manifest) {
+            let bundle: ModelBundle
             do {
-                specification = try ModelBundle.open(path).specification
+                bundle = try ModelBundle.open(path)
             } catch {
                 throw .bundle(error)
             }
+            try self.init(specification: bundle.specification, bundle: bundle, path: path, configuration: configuration)
         } else {
+            let specification: Specification
             do {
                 specification = try ModelFile.open(path).specification
             } catch {
                 throw .source(error)
             }
+            try self.init(specification: specification, bundle: nil, path: path, configuration: configuration)
         }
-        try self.init(specification: specification, path: path, configuration: configuration)
     }
 
-    /// Prepares an unpacked specification to run.
-    public init(specification: Specification, path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
+    /// Prepares an unpacked specification to run; network weights are read
+    /// from `bundle` when the specification came from one.
+    public init(specification: Specification, bundle: ModelBundle? = nil, path: String,
+                configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
         self.path = path
         self.specification = specification
         self.configuration = configuration
@@ -64,7 +68,8 @@ public final class Model: Sendable {
         self.summary = summary
         do {
             engine = try withExtendedLifetime(specification) { () throws(RuntimeError) -> any PredictionEngine in
-                try EngineBuilder.engine(for: specification.root, summary: summary)
+                try EngineBuilder.engine(for: specification.root, summary: summary,
+                                         context: EngineBuilder.Context(bundle: bundle, threads: configuration.threads))
             }
         } catch {
             throw .runtime(error)

@@ -117,7 +117,7 @@ enum ExitCode: Int32, CaseIterable {
 
     init(_ error: RuntimeError) {
         self = switch error {
-        case .unsupportedModel: .unsupportedModel
+        case .unsupportedModel, .unsupportedLayer: .unsupportedModel
         case .invalidParameters: .invalidModel
         case .cannotOpen: .cannotRead
         case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badInput

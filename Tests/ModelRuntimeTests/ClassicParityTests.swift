@@ -15,11 +15,15 @@ struct ClassicParityTests {
         var testDescription: String { name }
     }
 
-    static let files: [ParityFile] = {
-        let directory = Fixtures.path("Parity")
+    /// The case files of one folder below Fixtures/Parity ("" for the classic models).
+    static func files(in folder: String) -> [ParityFile] {
+        let directory = Fixtures.path(folder.isEmpty ? "Parity" : "Parity/\(folder)")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasSuffix(".json") }.sorted().map { ParityFile(name: String($0.dropLast(5))) }
-    }()
+        let prefix = folder.isEmpty ? "" : folder + "/"
+        return names.filter { $0.hasSuffix(".json") }.sorted().map { ParityFile(name: prefix + String($0.dropLast(5))) }
+    }
+
+    static let files = files(in: "")
 
     @Test("the parity fixtures are there")
     func fixturesExist() {
@@ -34,7 +38,8 @@ struct ClassicParityTests {
         let tolerance = try #require(document["tolerance"] as? Double)
         let cases = try #require(document["cases"] as? [[String: Any]])
         #expect(!cases.isEmpty)
-        let model = try Model(contentsOf: Fixtures.path("Parity/\(modelName)"), configuration: ModelConfiguration(threads: 1))
+        let folder = file.name.contains("/") ? String(file.name.split(separator: "/")[0]) + "/" : ""
+        let model = try Model(contentsOf: Fixtures.path("Parity/\(folder)\(modelName)"), configuration: ModelConfiguration(threads: 1))
         #expect(model.summary.modelType == document["kind"] as? String)
         let parser = PredictionInputs(model: model)
         for (index, testCase) in cases.enumerated() {

@@ -1,4 +1,3 @@
-import ModelFeatures
 import ModelSpec
 
 /// The interface of one model: what an engine reads and what it must write.
@@ -22,11 +21,11 @@ public struct ModelInterface: Sendable {
 
     /// The output written when a model has exactly one value to give: the
     /// predicted feature when named, else the first output.
-    var primaryOutput: String? { predictedFeatureName ?? outputs.first?.name }
+    public var primaryOutput: String? { predictedFeatureName ?? outputs.first?.name }
 
     /// The inputs' numbers, concatenated in declaration order: a double or
     /// int64 gives one value, a multi-array all its elements.
-    func inputVector(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [Double] {
+    public func inputVector(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [Double] {
         if self.inputs.count == 1, let value = inputs[self.inputs[0].name], case .multiArray(let array) = value {
             return array.doubles
         }
@@ -47,7 +46,7 @@ public struct ModelInterface: Sendable {
     }
 
     /// Checks that a vector has the length the parameters need.
-    func require(_ vector: [Double], count: Int) throws(RuntimeError) {
+    public func require(_ vector: [Double], count: Int) throws(RuntimeError) {
         guard vector.count == count else {
             throw .invalidValue(feature: inputs.map(\.name).joined(separator: ", "),
                                 detail: "\(vector.count) input values, the \(kind) model takes \(count)")
@@ -56,14 +55,14 @@ public struct ModelInterface: Sendable {
 
     /// A classifier's outputs: the label with the highest probability
     /// (the first on ties) and the probabilities, under the declared names.
-    func classifierOutputs(labels: ClassLabelList, probabilities: [Double]) -> [String: FeatureValue] {
+    public func classifierOutputs(labels: ClassLabelList, probabilities: [Double]) -> [String: FeatureValue] {
         var best = 0
         for index in probabilities.indices where probabilities[index] > probabilities[best] { best = index }
         return classifierOutputs(labels: labels, winner: best, probabilities: probabilities)
     }
 
     /// A classifier's outputs with the winning class chosen by the caller.
-    func classifierOutputs(labels: ClassLabelList, winner: Int, probabilities: [Double]) -> [String: FeatureValue] {
+    public func classifierOutputs(labels: ClassLabelList, winner: Int, probabilities: [Double]) -> [String: FeatureValue] {
         var outputs: [String: FeatureValue] = [:]
         if let name = predictedFeatureName ?? outputs.first?.key ?? self.outputs.first?.name {
             outputs[name] = labels.label(at: winner).featureValue
@@ -102,7 +101,7 @@ public enum ClassLabelList: Sendable, Equatable {
         }
     }
 
-    func dictionary(_ values: [Double]) -> FeatureDictionary {
+    public func dictionary(_ values: [Double]) -> FeatureDictionary {
         switch self {
         case .strings(let labels):
             .strings(Dictionary(zip(labels, values), uniquingKeysWith: { first, _ in first }))

@@ -1,0 +1,252 @@
+import CoreMLSchema
+import Foundation
+import ModelFeatures
+import ModelLoader
+import ModelSpec
+import Synchronization
+
+/// Runs a neural network (plain, classifier or regressor): inputs converted
+/// to float tensors (images through the model's preprocessing), a plan per
+/// distinct set of input shapes made once, and prediction states pooled so
+/// steady predictions allocate nothing but their outputs.
+public final class NetworkEngine: PredictionEngine {
+    private let interface: ModelInterface
+    private let graph: NetworkGraph
+    private let preprocessing: [String: Preprocessing]
+    private let labels: ClassLabelList?
+    /// The value holding class probabilities, for classifiers.
+    private let probabilitiesValue: String?
+    private let pool: ThreadPool
+    private let plans = Mutex<[[Int]: PlanEntry]>([:])
+
+    /// A plan and the idle states made for it.
+    private final class PlanEntry: Sendable {
+        let plan: NetworkPlan
+        let idle = Mutex<[NetworkStateBox]>([])
+        init(plan: NetworkPlan) { self.plan = plan }
+    }
+
+    /// How an image input becomes numbers.
+    struct Preprocessing: Sendable {
+        var scale: Float = 1
+        var red: Float = 0, green: Float = 0, blue: Float = 0, gray: Float = 0
+        var meanImage: [Float]?
+    }
+
+    /// Reads the network of `model` (decoding its weights once, from the
+    /// bundle when it came from one) and checks every layer can run.
+    ///
+    /// - Throws: `RuntimeError.unsupportedLayer` naming the first layer
+    ///   modelc cannot run, or `.invalidParameters`.
+    public init(model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, bundle: ModelBundle?,
+                threads: Int) throws(RuntimeError) {
+        guard XNNPack.isAvailable else {
+            throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
+        }
+        self.interface = interface
+        let spec = model.pointee
+        let layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>]
+        let preprocessors: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>]
+        let mapping: CoreML__Specification__NeuralNetworkMultiArrayShapeMapping
+        switch spec.type_case {
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_CLASSIFIER:
+            guard let network = spec.neuralnetworkclassifier?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+            switch network.class_labels_case {
+            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_CLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS:
+                labels = .strings(network.stringclasslabels.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? [])
+            default:
+                labels = .int64s(network.int64classlabels.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
+            }
+            let named = text(network.labelprobabilitylayername)
+            probabilitiesValue = named.isEmpty ? layers.last.flatMap { strings($0.pointee.output, $0.pointee.n_output).first } : named
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
+            guard let network = spec.neuralnetworkregressor?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+            labels = nil
+            probabilitiesValue = nil
+        default:
+            guard let network = spec.neuralnetwork?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+            labels = nil
+            probabilitiesValue = nil
+        }
+        graph = try NetworkGraph(layers: layers, exactArrayMapping: mapping == CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__EXACT_ARRAY_MAPPING,
+                                 weights: WeightDecoder(bundle: bundle))
+        var preprocessing: [String: Preprocessing] = [:]
+        for preprocessor in preprocessors {
+            let feature = text(preprocessor.pointee.featurename)
+            var steps = preprocessing[feature] ?? Preprocessing()
+            if let scaler = preprocessor.pointee.scaler?.pointee,
+               preprocessor.pointee.preprocessor_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_PREPROCESSING__PREPROCESSOR_SCALER {
+                steps.scale = scaler.channelscale == 0 ? 1 : scaler.channelscale
+                steps.red = scaler.redbias
+                steps.green = scaler.greenbias
+                steps.blue = scaler.bluebias
+                steps.gray = scaler.graybias
+            } else if let mean = preprocessor.pointee.meanimage?.pointee {
+                steps.meanImage = scalars(mean.meanimage, mean.n_meanimage)
+            }
+            // A preprocessor without a feature name applies to the (single) image input.
+            if feature.isEmpty, let image = interface.inputs.first(where: { if case .image = $0.type { true } else { false } }) {
+                preprocessing[image.name] = steps
+            } else {
+                preprocessing[feature] = steps
+            }
+        }
+        self.preprocessing = preprocessing
+        pool = ThreadPool(threads: threads)
+        // Refuse now, not at the first prediction: plan the declared input shapes.
+        if let shapes = try? declaredShapes() {
+            _ = try entry(for: shapes)
+        }
+    }
+
+    public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        var tensors: [String: (shape: [Int], values: [Float])] = [:]
+        for description in interface.inputs {
+            guard let value = inputs[description.name] else { continue }
+            tensors[description.name] = try tensor(value, description: description)
+        }
+        let key = interface.inputs.flatMap { (tensors[$0.name]?.shape ?? []) + [-1] }
+        let entry = try entry(for: Dictionary(uniqueKeysWithValues: tensors.map { ($0.key, $0.value.shape) }), key: key)
+        let box = entry.idle.withLock { $0.popLast() } ?? NetworkStateBox(NetworkState(plan: entry.plan))
+        defer { entry.idle.withLock { $0.append(box) } }
+        let state = box.state
+        for (name, tensor) in tensors {
+            guard let slot = entry.plan.slots[name] else { continue }
+            let buffer = state.slots[slot]
+            for index in 0..<min(tensor.values.count, buffer.count) { buffer[index] = tensor.values[index] }
+        }
+        try state.run(pool: pool)
+        func values(_ name: String) -> (shape: [Int], values: [Double])? {
+            guard let slot = entry.plan.slots[name], let shape = entry.plan.shapes[name] else { return nil }
+            let count = shape.reduce(1, *)
+            return (shape, (0..<count).map { Double(state.slots[slot][$0]) })
+        }
+        var outputs: [String: FeatureValue] = [:]
+        if let labels, let name = probabilitiesValue, let probabilities = values(name) {
+            guard probabilities.values.count == labels.count else {
+                throw .invalidParameters(model: interface.kind, detail: "\"\(name)\" holds \(probabilities.values.count) probabilities for \(labels.count) class labels")
+            }
+            outputs = interface.classifierOutputs(labels: labels, probabilities: probabilities.values)
+        }
+        for description in interface.outputs where outputs[description.name] == nil {
+            guard let result = values(description.name) else {
+                throw .invalidParameters(model: interface.kind, detail: "no layer produces the output \"\(description.name)\"")
+            }
+            outputs[description.name] = .multiArray(MultiArray(result.values, shape: result.shape, dataType: .float32))
+        }
+        return outputs
+    }
+
+    // MARK: Inputs
+
+    /// A feature value as a float tensor in the network's layout.
+    private func tensor(_ value: FeatureValue, description: FeatureDescription) throws(RuntimeError) -> (shape: [Int], values: [Float]) {
+        switch value {
+        case .image(let image):
+            let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
+            return imageTensor(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing())
+        case .multiArray(let array):
+            var shape = array.shape
+            if !graph.exactArrayMapping {
+                // Rank-5 mapping: [C] or [C, H, W] (or [S, B, C, H, W] with S = B = 1).
+                switch shape.count {
+                case 1: shape = [shape[0], 1, 1]
+                case 3: break
+                case 5 where shape[0] == 1 && shape[1] == 1: shape = Array(shape.suffix(3))
+                default:
+                    throw .wrongShape(feature: description.name, expected: "rank 1, 3, or 5 with sequence and batch 1", got: array.shape)
+                }
+            }
+            return (shape, array.floats)
+        case .double(let number):
+            return (graph.exactArrayMapping ? [1] : [1, 1, 1], [Float(number)])
+        case .int64(let number):
+            return (graph.exactArrayMapping ? [1] : [1, 1, 1], [Float(number)])
+        default:
+            throw .wrongType(feature: description.name, expected: "a multi-array or an image", got: value.kindText)
+        }
+    }
+
+    /// Pixels as [C, H, W] floats in the model's color order, scaled and biased.
+    private func imageTensor(_ image: PixelBuffer, colorSpace: String, steps: Preprocessing) -> (shape: [Int], values: [Float]) {
+        let width = image.width, height = image.height, plane = width * height
+        let format = image.pixelFormat
+        let gray = colorSpace.hasPrefix("GRAYSCALE")
+        var values = [Float](repeating: 0, count: (gray ? 1 : 3) * plane)
+        let (r, g, b) = format.rgbOffsets
+        let step = format.bytesPerPixel
+        image.bytes.withUnsafeBufferPointer { bytes in
+            for y in 0..<height {
+                let row = y * image.bytesPerRow
+                for x in 0..<width {
+                    let pixel = row + x * step
+                    let p = y * width + x
+                    if gray {
+                        let luminance = format == .gray ? Float(bytes[pixel])
+                            : (0.299 * Float(bytes[pixel + r]) + 0.587 * Float(bytes[pixel + g]) + 0.114 * Float(bytes[pixel + b])).rounded()
+                        values[p] = luminance * steps.scale + steps.gray
+                    } else {
+                        let red = Float(bytes[pixel + r]), green = Float(bytes[pixel + g]), blue = Float(bytes[pixel + b])
+                        let bgr = colorSpace == "BGR"
+                        values[p] = (bgr ? blue : red) * steps.scale + (bgr ? steps.blue : steps.red)
+                        values[plane + p] = green * steps.scale + steps.green
+                        values[2 * plane + p] = (bgr ? red : blue) * steps.scale + (bgr ? steps.red : steps.blue)
+                    }
+                }
+            }
+        }
+        if let mean = steps.meanImage, mean.count == values.count {
+            for index in values.indices { values[index] -= mean[index] }
+        }
+        return ([gray ? 1 : 3, height, width], values)
+    }
+
+    /// The input shapes the description declares (for planning at load).
+    private func declaredShapes() throws -> [String: [Int]] {
+        var shapes: [String: [Int]] = [:]
+        for description in interface.inputs {
+            switch description.type {
+            case .image(let image):
+                shapes[description.name] = [image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
+            case .multiArray(let array):
+                var shape = array.shape.map(Int.init)
+                if !graph.exactArrayMapping {
+                    if shape.count == 1 { shape = [shape[0], 1, 1] } else if shape.count == 5 { shape = Array(shape.suffix(3)) }
+                }
+                shapes[description.name] = shape
+            default:
+                shapes[description.name] = graph.exactArrayMapping ? [1] : [1, 1, 1]
+            }
+        }
+        return shapes
+    }
+
+    private func entry(for shapes: [String: [Int]], key: [Int]? = nil) throws(RuntimeError) -> PlanEntry {
+        let key = key ?? interface.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
+        if let existing = plans.withLock({ $0[key] }) { return existing }
+        let keep = Set(interface.outputs.map(\.name) + [probabilitiesValue].compactMap { $0 })
+        let plan = try NetworkPlan(graph: graph, inputShapes: shapes, keep: keep)
+        return plans.withLock { plans in
+            if let existing = plans[key] { return existing }
+            let entry = PlanEntry(plan: plan)
+            plans[key] = entry
+            return entry
+        }
+    }
+}
+
+/// A prediction state handed between threads through the pool's lock: only
+/// one prediction uses it at a time.
+final class NetworkStateBox: @unchecked Sendable {
+    let state: NetworkState
+    init(_ state: NetworkState) { self.state = state }
+}

@@ -1,0 +1,177 @@
+import ModelFeatures
+
+/// What one step of a plan computes, with everything fixed once: shapes,
+/// resolved padding, weights in the layout their kernel wants.
+enum StepKind: Sendable {
+    struct Convolution: Sendable {
+        var input: (channels: Int, height: Int, width: Int)
+        var output: (channels: Int, height: Int, width: Int)
+        var padding: (top: Int, right: Int, bottom: Int, left: Int)
+        var kernel: (Int, Int)
+        var stride: (Int, Int)
+        var dilation: (Int, Int)
+        var groups: Int
+        /// `[out, kH, kW, in per group]` for XNNPACK.
+        var weights: [Float]
+        var bias: [Float]?
+        /// Clamping fused from a following ReLU / clip.
+        var outputRange: (Float, Float)
+    }
+
+    struct Pooling: Sendable {
+        var kind: LayerOperation.Pooling.Kind
+        var channels: Int
+        var input: (height: Int, width: Int)
+        var output: (height: Int, width: Int)
+        var kernel: (Int, Int)
+        var stride: (Int, Int)
+        /// Padding before the first row and column.
+        var padTop: Int
+        var padLeft: Int
+        var excludePadding: Bool
+    }
+
+    case convolution(Convolution)
+    case fullyConnected(inputs: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?, outputRange: (Float, Float))
+    case channelAffine(scale: [Float], shift: [Float], channels: Int, plane: Int)
+    case activation(LayerOperation.Activation, channels: Int, plane: Int)
+    case pooling(Pooling)
+    case softmax(outer: Int, axis: Int, inner: Int)
+    case copy
+    case flattenChannelLast(channels: Int, plane: Int)
+    case elementwise(Elementwise, alpha: Float?, inputShapes: [[Int]], outputShape: [Int])
+    case concat(parts: [Int], outer: Int, inner: Int)
+    case matmul(batch: Int, m: Int, k: Int, n: Int, transposeA: Bool, transposeB: Bool, weights: [Float]?, bias: [Float]?,
+                batchA: Int, batchB: Int)
+
+    enum Elementwise: Sendable { case add, multiply, average, maximum, minimum }
+}
+
+/// One step: its kind, where it reads and where it writes (arena slots).
+struct PlanStep: Sendable {
+    let layer: String
+    let kind: StepKind
+    let inputs: [Int]
+    let output: Int
+}
+
+/// The plan for one set of input shapes: steps in order, every value's shape,
+/// and an arena of slots that values share once they are dead. Made once per
+/// input shape and immutable afterwards.
+struct NetworkPlan: Sendable {
+    let steps: [PlanStep]
+    /// Floats each arena slot holds.
+    let slotSizes: [Int]
+    let shapes: [String: [Int]]
+    let slots: [String: Int]
+    /// The largest channel-last scratch a convolution needs (input and output), in floats.
+    let scratch: (input: Int, output: Int)
+
+    /// Works out shapes, fuses activations into the layer before them when
+    /// that layer's output is used only there, and assigns slots.
+    init(graph: NetworkGraph, inputShapes: [String: [Int]], keep: Set<String>) throws(RuntimeError) {
+        var shapes = inputShapes
+        var kinds: [(layer: String, kind: StepKind, inputs: [String], output: String)] = []
+        var uses: [String: Int] = [:]
+        for node in graph.nodes { for input in node.inputs { uses[input, default: 0] += 1 } }
+
+        var scratchIn = 0, scratchOut = 0
+        var nodeIndex = 0
+        while nodeIndex < graph.nodes.count {
+            let node = graph.nodes[nodeIndex]
+            nodeIndex += 1
+            var inputShapesOfNode: [[Int]] = []
+            for input in node.inputs {
+                guard let shape = shapes[input] else {
+                    throw .invalidParameters(model: "layer \"\(node.name)\" (\(node.kind))", detail: "input \"\(input)\" is not produced by any earlier layer or input")
+                }
+                inputShapesOfNode.append(shape)
+            }
+            guard let outputName = node.outputs.first, node.outputs.count == 1 else {
+                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "layers with \(node.outputs.count) outputs are not supported yet")
+            }
+            let shaper = ShapeRules(node: node, inputs: inputShapesOfNode)
+            var (kind, shape) = try shaper.step()
+            var output = outputName
+            // Fuse a following ReLU or clip into a convolution or inner product.
+            if nodeIndex < graph.nodes.count, uses[outputName] == 1, !keep.contains(outputName) {
+                let next = graph.nodes[nodeIndex]
+                if next.inputs == [outputName], next.outputs.count == 1, case .activation(let activation) = next.operation,
+                   let range = Self.clampRange(activation), kind.acceptsOutputRange {
+                    kind = kind.withOutputRange(range)
+                    output = next.outputs[0]
+                    nodeIndex += 1
+                }
+            }
+            if case .convolution(let conv) = kind {
+                scratchIn = max(scratchIn, conv.input.channels * conv.input.height * conv.input.width)
+                scratchOut = max(scratchOut, conv.output.channels * conv.output.height * conv.output.width)
+            }
+            shapes[output] = shape
+            kinds.append((node.name, kind, node.inputs, output))
+        }
+
+        // Slots: a value's slot is free again after the last step reading it.
+        var lastUse: [String: Int] = [:]
+        for (index, step) in kinds.enumerated() { for input in step.inputs { lastUse[input] = index } }
+        var slotSizes: [Int] = []
+        var free: [Int] = []
+        var slots: [String: Int] = [:]
+        func assign(_ name: String) {
+            let size = max(1, shapes[name]?.reduce(1, *) ?? 1)
+            if let position = free.indices.min(by: { abs(slotSizes[free[$0]] - size) < abs(slotSizes[free[$1]] - size) }) {
+                let slot = free.remove(at: position)
+                slotSizes[slot] = max(slotSizes[slot], size)
+                slots[name] = slot
+            } else {
+                slots[name] = slotSizes.count
+                slotSizes.append(size)
+            }
+        }
+        for name in inputShapes.keys.sorted() { assign(name) }
+        var steps: [PlanStep] = []
+        for (index, step) in kinds.enumerated() {
+            assign(step.output)
+            steps.append(PlanStep(layer: step.layer, kind: step.kind,
+                                  inputs: step.inputs.compactMap { slots[$0] }, output: slots[step.output] ?? 0))
+            for input in Set(step.inputs) where lastUse[input] == index && !keep.contains(input) {
+                if let slot = slots[input], slot != slots[step.output] { free.append(slot) }
+            }
+        }
+        self.steps = steps
+        self.slotSizes = slotSizes
+        self.shapes = shapes
+        self.slots = slots
+        scratch = (scratchIn, scratchOut)
+    }
+
+    private static func clampRange(_ activation: LayerOperation.Activation) -> (Float, Float)? {
+        switch activation {
+        case .relu: (0, .infinity)
+        case .clip(let low, let high): (low, high)
+        default: nil
+        }
+    }
+}
+
+extension StepKind {
+    var acceptsOutputRange: Bool {
+        switch self {
+        case .convolution, .fullyConnected: true
+        default: false
+        }
+    }
+
+    func withOutputRange(_ range: (Float, Float)) -> StepKind {
+        switch self {
+        case .convolution(var conv):
+            conv.outputRange = (max(conv.outputRange.0, range.0), min(conv.outputRange.1, range.1))
+            return .convolution(conv)
+        case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let current):
+            return .fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
+                                   outputRange: (max(current.0, range.0), min(current.1, range.1)))
+        default:
+            return self
+        }
+    }
+}

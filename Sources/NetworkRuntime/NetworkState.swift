@@ -1,0 +1,72 @@
+import Foundation
+import ModelFeatures
+
+/// The memory of one running prediction: the plan's arena slots, the
+/// channel-last scratch of convolutions, and XNNPACK operators (which hold
+/// per-run setup and so cannot be shared between concurrent runs). Taken from
+/// a pool and returned, so a steady stream of predictions allocates nothing.
+final class NetworkState {
+    let plan: NetworkPlan
+    let slots: [UnsafeMutableBufferPointer<Float>]
+    let scratchInput: UnsafeMutableBufferPointer<Float>
+    let scratchOutput: UnsafeMutableBufferPointer<Float>
+    private var operators: [Int: XNNOperator] = [:]
+
+    init(plan: NetworkPlan) {
+        self.plan = plan
+        slots = plan.slotSizes.map { size in
+            let buffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: size)
+            buffer.initialize(repeating: 0)
+            return buffer
+        }
+        scratchInput = .allocate(capacity: max(1, plan.scratch.input))
+        scratchOutput = .allocate(capacity: max(1, plan.scratch.output))
+    }
+
+    deinit {
+        for slot in slots { slot.deallocate() }
+        scratchInput.deallocate()
+        scratchOutput.deallocate()
+    }
+
+    /// Bytes this state holds (slots and scratch), for accounting.
+    var residentBytes: Int {
+        (plan.slotSizes.reduce(0, +) + scratchInput.count + scratchOutput.count) * MemoryLayout<Float>.size
+    }
+
+    /// Runs every step of the plan over the slots.
+    func run(pool: ThreadPool) throws(RuntimeError) {
+        for (index, step) in plan.steps.enumerated() {
+            let output = slots[step.output]
+            switch step.kind {
+            case .convolution(let conv):
+                let op = try xnnOperator(index) { () throws(RuntimeError) in
+                    try XNNKernels.convolution(
+                        padding: conv.padding, kernel: conv.kernel, stride: conv.stride, dilation: conv.dilation, groups: conv.groups,
+                        inputsPerGroup: conv.input.channels / conv.groups, outputsPerGroup: conv.output.channels / conv.groups,
+                        weights: conv.weights, bias: conv.bias, outputRange: conv.outputRange)
+                }
+                guard let source = slots[step.inputs[0]].baseAddress, let staged = scratchInput.baseAddress,
+                      let result = scratchOutput.baseAddress, let target = output.baseAddress else { continue }
+                Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
+                try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: staged, output: result, pool: pool)
+                Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
+            case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range):
+                let op = try xnnOperator(index) { () throws(RuntimeError) in
+                    try XNNKernels.fullyConnected(inputs: inputs, outputs: outputs, weights: weights, bias: bias, outputRange: range)
+                }
+                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
+                try XNNKernels.runFullyConnected(op, rows: rows, input: source, output: target, pool: pool)
+            default:
+                ReferenceKernels.run(step.kind, inputs: step.inputs.map { UnsafeBufferPointer(slots[$0]) }, output: output)
+            }
+        }
+    }
+
+    private func xnnOperator(_ index: Int, make: () throws(RuntimeError) -> XNNOperator) throws(RuntimeError) -> XNNOperator {
+        if let existing = operators[index] { return existing }
+        let created = try make()
+        operators[index] = created
+        return created
+    }
+}
