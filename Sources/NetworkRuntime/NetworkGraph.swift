@@ -69,6 +69,42 @@ enum LayerOperation: Sendable {
     case average, maximum, minimum
     case concat
     case batchedMatMul(transposeA: Bool, transposeB: Bool, weights: [Float]?, first: Int, second: Int, bias: [Float]?)
+
+    enum PaddingMode: Sendable { case constant(Float), reflection, replication }
+    enum Unary: Sendable {
+        case sqrt, rsqrt, inverse, power(Float), exp, log, abs, threshold(Float)
+    }
+    enum ReduceMode: Sendable { case sum, average, product, logSum, sumSquare, l1, l2, max, min, argmax }
+    enum ReduceAxes: Sendable { case chw, hw, c, h, w }
+    enum SliceAxis: Sendable { case channel, height, width }
+
+    /// Pads height and width: top, bottom, left, right.
+    case pad(top: Int, bottom: Int, left: Int, right: Int, mode: PaddingMode)
+    case upsample(height: Int, width: Int, bilinear: Bool, alignCorners: Bool)
+    /// Crops by amounts (one input) or to the second input's size from an offset.
+    case crop(top: Int, bottom: Int, left: Int, right: Int, offset: (Int, Int)?)
+    /// y = x × scale + bias, with scale and bias of shape [1], [C] or [C, H, W].
+    case scaleBias(scale: [Float]?, scaleShape: [Int], bias: [Float]?, biasShape: [Int])
+    case unary(Unary, scale: Float, shift: Float, epsilon: Float)
+    case l2Normalize(epsilon: Float)
+    case lrn(alpha: Float, beta: Float, size: Int, k: Float)
+    case meanVarianceNormalize(acrossChannels: Bool, normalizeVariance: Bool, epsilon: Float)
+    case split(parts: Int)
+    case slice(axis: SliceAxis, start: Int, end: Int, stride: Int)
+    case reduce(ReduceMode, axes: ReduceAxes, epsilon: Float)
+    case embedding(inputDim: Int, outputs: Int, weights: [Float], bias: [Float]?)
+    case loadConstant(shape: [Int], values: [Float])
+    case dot(cosine: Bool)
+    /// Reorders [S, C, H, W] axes (S is 1 here).
+    case permute([Int])
+    case reshape(shape: [Int], channelLast: Bool)
+    /// Rank-N layers whose output only renames the same elements.
+    case squeeze(axes: [Int], all: Bool)
+    case expandDims(axes: [Int])
+    case reshapeStatic([Int])
+    case flattenTo2D(axis: Int)
+    case transpose([Int])
+    case concatND(axis: Int)
 }
 
 /// One layer of the graph.
@@ -174,6 +210,160 @@ private struct LayerReader {
             let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: second) : nil
             return .batchedMatMul(transposeA: params.transposea != 0, transposeB: params.transposeb != 0,
                                   weights: matrix, first: first, second: second, bias: bias)
+        default:
+            return try moreOperation()
+        }
+    }
+
+    private func moreOperation() throws(RuntimeError) -> LayerOperation {
+        switch layer.layer_case {
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CLIP:
+            return .activation(.clip(low: layer.clip?.pointee.minval ?? 0, high: layer.clip?.pointee.maxval ?? 0))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_PADDING:
+            guard let params = layer.padding?.pointee else { throw bad("no parameters") }
+            let amounts = params.paddingamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
+            let mode: LayerOperation.PaddingMode = switch params.padding_type_case {
+            case CORE_ML__SPECIFICATION__PADDING_LAYER_PARAMS__PADDING_TYPE_REFLECTION: .reflection
+            case CORE_ML__SPECIFICATION__PADDING_LAYER_PARAMS__PADDING_TYPE_REPLICATION: .replication
+            default: .constant(params.constant?.pointee.value ?? 0)
+            }
+            let edge = { (index: Int) -> (Int, Int) in
+                amounts.count == 2 ? (Int(amounts[index].pointee.startedgesize), Int(amounts[index].pointee.endedgesize)) : (0, 0)
+            }
+            return .pad(top: edge(0).0, bottom: edge(0).1, left: edge(1).0, right: edge(1).1, mode: mode)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UPSAMPLE:
+            guard let params = layer.upsample?.pointee else { throw bad("no parameters") }
+            guard params.n_fractionalscalingfactor == 0 else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "fractional scaling factors are not supported yet")
+            }
+            let factors = scalars(params.scalingfactor, params.n_scalingfactor).map(Int.init)
+            return .upsample(height: factors.count == 2 ? factors[0] : 1, width: factors.count == 2 ? factors[1] : 1,
+                             bilinear: params.mode == CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__INTERPOLATION_MODE__BILINEAR,
+                             alignCorners: params.linearupsamplemode != CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__LINEAR_UPSAMPLE_MODE__ALIGN_CORNERS_FALSE)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CROP:
+            guard let params = layer.crop?.pointee else { throw bad("no parameters") }
+            let amounts = params.cropamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
+            let offsets = scalars(params.offset, params.n_offset).map(Int.init)
+            if layer.n_input >= 2 {
+                return .crop(top: 0, bottom: 0, left: 0, right: 0, offset: (offsets.count == 2 ? offsets[0] : 0, offsets.count == 2 ? offsets[1] : 0))
+            }
+            let edge = { (index: Int) -> (Int, Int) in
+                amounts.count == 2 ? (Int(amounts[index].pointee.startedgesize), Int(amounts[index].pointee.endedgesize)) : (0, 0)
+            }
+            return .crop(top: edge(0).0, bottom: edge(0).1, left: edge(1).0, right: edge(1).1, offset: nil)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SCALE:
+            guard let params = layer.scale?.pointee else { throw bad("no parameters") }
+            let scaleShape = scalars(params.shapescale, params.n_shapescale).map(Int.init)
+            let biasShape = scalars(params.shapebias, params.n_shapebias).map(Int.init)
+            let scale = try weights.required(params.scale, layer: name, role: "scale", count: max(1, scaleShape.reduce(1, *)))
+            let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: max(1, biasShape.reduce(1, *))) : nil
+            return .scaleBias(scale: scale, scaleShape: scaleShape, bias: bias, biasShape: biasShape)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BIAS:
+            guard let params = layer.bias?.pointee else { throw bad("no parameters") }
+            let shape = scalars(params.shape, params.n_shape).map(Int.init)
+            let bias = try weights.required(params.bias, layer: name, role: "bias", count: max(1, shape.reduce(1, *)))
+            return .scaleBias(scale: nil, scaleShape: [], bias: bias, biasShape: shape)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UNARY:
+            guard let params = layer.unary?.pointee else { throw bad("no parameters") }
+            let operation: LayerOperation.Unary = switch params.type {
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__RSQRT: .rsqrt
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__INVERSE: .inverse
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__POWER: .power(params.alpha)
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__EXP: .exp
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__LOG: .log
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__ABS: .abs
+            case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__THRESHOLD: .threshold(params.alpha)
+            default: .sqrt
+            }
+            return .unary(operation, scale: params.scale == 0 ? 1 : params.scale, shift: params.shift,
+                          epsilon: params.epsilon == 0 ? 1e-6 : params.epsilon)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_L2NORMALIZE:
+            let epsilon = layer.l2normalize?.pointee.epsilon ?? 0
+            return .l2Normalize(epsilon: epsilon == 0 ? 1e-6 : epsilon)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LRN:
+            guard let params = layer.lrn?.pointee else { throw bad("no parameters") }
+            return .lrn(alpha: params.alpha, beta: params.beta, size: Int(params.localsize), k: params.k)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MVN:
+            guard let params = layer.mvn?.pointee else { throw bad("no parameters") }
+            return .meanVarianceNormalize(acrossChannels: params.acrosschannels != 0, normalizeVariance: params.normalizevariance != 0,
+                                          epsilon: params.epsilon == 0 ? 1e-6 : params.epsilon)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SPLIT:
+            return .split(parts: Int(layer.n_output))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLICE:
+            guard let params = layer.slice?.pointee else { throw bad("no parameters") }
+            let axis: LayerOperation.SliceAxis = switch params.axis {
+            case CORE_ML__SPECIFICATION__SLICE_LAYER_PARAMS__SLICE_AXIS__HEIGHT_AXIS: .height
+            case CORE_ML__SPECIFICATION__SLICE_LAYER_PARAMS__SLICE_AXIS__WIDTH_AXIS: .width
+            default: .channel
+            }
+            return .slice(axis: axis, start: Int(params.startindex), end: Int(params.endindex), stride: max(1, Int(params.stride)))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE:
+            guard let params = layer.reduce?.pointee else { throw bad("no parameters") }
+            let mode: LayerOperation.ReduceMode = switch params.mode {
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__AVG: .average
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__PROD: .product
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__LOGSUM: .logSum
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__SUMSQUARE: .sumSquare
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L1: .l1
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L2: .l2
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MAX: .max
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MIN: .min
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__ARGMAX: .argmax
+            default: .sum
+            }
+            let axes: LayerOperation.ReduceAxes = switch params.axis {
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__HW: .hw
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__C: .c
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__H: .h
+            case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__W: .w
+            default: .chw
+            }
+            return .reduce(mode, axes: axes, epsilon: params.epsilon == 0 ? 1e-6 : params.epsilon)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EMBEDDING:
+            guard let params = layer.embedding?.pointee else { throw bad("no parameters") }
+            let inputDim = Int(params.inputdim), outputs = Int(params.outputchannels)
+            let values = try weights.required(params.weights, layer: name, role: "weights", count: inputDim * outputs, channels: outputs)
+            let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: outputs) : nil
+            return .embedding(inputDim: inputDim, outputs: outputs, weights: values, bias: bias)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOAD_CONSTANT:
+            guard let params = layer.loadconstant?.pointee else { throw bad("no parameters") }
+            let shape = scalars(params.shape, params.n_shape).map(Int.init)
+            let values = try weights.required(params.data, layer: name, role: "data", count: shape.reduce(1, *))
+            return .loadConstant(shape: shape, values: values)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_DOT:
+            return .dot(cosine: layer.dot?.pointee.cosinesimilarity ?? 0 != 0)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_PERMUTE:
+            let axes = layer.permute.map { scalars($0.pointee.axis, $0.pointee.n_axis).map(Int.init) } ?? []
+            guard axes.count == 4, axes[0] == 0, Set(axes) == [0, 1, 2, 3] else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "permutations moving the sequence axis are not supported (axes \(axes))")
+            }
+            return .permute(axes)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE:
+            guard let params = layer.reshape?.pointee else { throw bad("no parameters") }
+            var shape = scalars(params.targetshape, params.n_targetshape).map(Int.init)
+            if shape.count == 4 {
+                guard shape[0] == 1 else {
+                    throw .unsupportedLayer(layer: name, kind: kind, reason: "reshaping into a sequence is not supported")
+                }
+                shape.removeFirst()
+            }
+            return .reshape(shape: shape, channelLast: params.mode == CORE_ML__SPECIFICATION__RESHAPE_LAYER_PARAMS__RESHAPE_ORDER__CHANNEL_LAST)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SQUEEZE:
+            guard let params = layer.squeeze?.pointee else { throw bad("no parameters") }
+            return .squeeze(axes: scalars(params.axes, params.n_axes).map(Int.init), all: params.squeezeall != 0)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EXPAND_DIMS:
+            return .expandDims(axes: layer.expanddims.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [])
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE_STATIC:
+            return .reshapeStatic(layer.reshapestatic.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? [])
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FLATTEN_TO2_D:
+            return .flattenTo2D(axis: Int(layer.flattento2d?.pointee.axis ?? 1))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TRANSPOSE:
+            return .transpose(layer.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [])
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT_ND:
+            guard layer.concatnd?.pointee.interleave == 0 else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "interleaved concatenation is not supported yet")
+            }
+            return .concatND(axis: Int(layer.concatnd?.pointee.axis ?? 0))
         default:
             throw .unsupportedLayer(layer: name, kind: kind, reason: "modelc does not run this layer kind yet")
         }

@@ -45,6 +45,19 @@ enum StepKind: Sendable {
                 batchA: Int, batchB: Int)
 
     enum Elementwise: Sendable { case add, multiply, average, maximum, minimum }
+
+    /// output[i] = input[indices[i]], or `constant` where the index is -1.
+    case gather(indices: [Int32], constant: Float)
+    case upsampleBilinear(channels: Int, input: (Int, Int), output: (Int, Int), alignCorners: Bool)
+    case scaleBias(scale: [Float]?, scaleCount: Int, bias: [Float]?, biasCount: Int, channels: Int, plane: Int)
+    case unary(LayerOperation.Unary, scale: Float, shift: Float, epsilon: Float)
+    case l2Normalize(epsilon: Float, count: Int)
+    case lrn(alpha: Float, beta: Float, size: Int, k: Float, channels: Int, plane: Int)
+    case meanVarianceNormalize(acrossChannels: Bool, normalizeVariance: Bool, epsilon: Float, channels: Int, plane: Int)
+    case reduce(LayerOperation.ReduceMode, outer: Int, axis: Int, inner: Int, epsilon: Float)
+    case embedding(inputDim: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?)
+    case constant([Float])
+    case dot(cosine: Bool, count: Int)
 }
 
 /// One step: its kind, where it reads and where it writes (arena slots).
@@ -87,11 +100,18 @@ struct NetworkPlan: Sendable {
                 }
                 inputShapesOfNode.append(shape)
             }
-            guard let outputName = node.outputs.first, node.outputs.count == 1 else {
-                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "layers with \(node.outputs.count) outputs are not supported yet")
+            let produced = try ShapeRules(node: node, inputs: inputShapesOfNode).steps()
+            guard produced.count == node.outputs.count, let outputName = node.outputs.first else {
+                throw .invalidParameters(model: "layer \"\(node.name)\" (\(node.kind))", detail: "\(node.outputs.count) outputs, the layer makes \(produced.count)")
             }
-            let shaper = ShapeRules(node: node, inputs: inputShapesOfNode)
-            var (kind, shape) = try shaper.step()
+            if produced.count > 1 {
+                for ((kind, shape), output) in zip(produced, node.outputs) {
+                    shapes[output] = shape
+                    kinds.append((node.name, kind, node.inputs, output))
+                }
+                continue
+            }
+            var (kind, shape) = produced[0]
             var output = outputName
             // Fuse a following ReLU or clip into a convolution or inner product.
             if nodeIndex < graph.nodes.count, uses[outputName] == 1, !keep.contains(outputName) {

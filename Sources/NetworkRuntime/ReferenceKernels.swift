@@ -70,6 +70,8 @@ enum ReferenceKernels {
             }
         case .convolution, .fullyConnected:
             break
+        default:
+            MoreKernels.run(kind, inputs: inputs, output: output)
         }
     }
 

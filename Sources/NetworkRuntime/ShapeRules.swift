@@ -21,8 +21,26 @@ struct ShapeRules {
         return (tail[tail.startIndex] * leading, tail[tail.startIndex + 1], tail[tail.startIndex + 2])
     }
 
-    func step() throws(RuntimeError) -> (StepKind, [Int]) {
+    /// One step and output shape per output of the layer.
+    func steps() throws(RuntimeError) -> [(StepKind, [Int])] {
+        if case .loadConstant(let shape, let values) = node.operation {
+            return [(.constant(values), shape)]
+        }
         guard !inputs.isEmpty else { throw bad("no inputs") }
+        if case .split(let parts) = node.operation {
+            let (channels, height, width) = chw(first)
+            guard parts > 0, channels % parts == 0 else { throw bad("\(channels) channels do not split into \(parts) equal parts") }
+            let each = channels / parts
+            return (0..<parts).map { part in
+                (.gather(indices: Gathers.channelRange(from: part * each, count: each, plane: height * width), constant: 0),
+                 [each, height, width])
+            }
+        }
+        if let more = try moreSteps() { return [more] }
+        return [try step()]
+    }
+
+    func step() throws(RuntimeError) -> (StepKind, [Int]) {
         switch node.operation {
         case .convolution(let conv):
             let (channels, height, width) = chw(first)
@@ -153,6 +171,152 @@ struct ShapeRules {
             let batchShape = batchA >= batchB ? Array(aMatrix.dropLast(2)) : Array(b.dropLast(2))
             return (.matmul(batch: max(batchA, batchB), m: m, k: k, n: n, transposeA: transposeA, transposeB: transposeB,
                             weights: nil, bias: nil, batchA: batchA, batchB: batchB), batchShape + [m, n])
+        default:
+            throw bad("no shape rule")
+        }
+    }
+
+    /// The layers added for wider coverage: most are index gathers.
+    private func moreSteps() throws(RuntimeError) -> (StepKind, [Int])? {
+        let (channels, height, width) = chw(first)
+        let plane = height * width
+        switch node.operation {
+        case .pad(let top, let bottom, let left, let right, let mode):
+            let outH = height + top + bottom, outW = width + left + right
+            var constant: Float = 0
+            if case .constant(let value) = mode { constant = value }
+            if case .reflection = mode, top >= height || bottom >= height || left >= width || right >= width {
+                throw bad("reflection padding of \(max(top, bottom, left, right)) needs a larger input than \(height)×\(width)")
+            }
+            let indices = Gathers.plane(channels: channels, outH: outH, outW: outW) { y, x in
+                let sy = y - top, sx = x - left
+                switch mode {
+                case .constant: return sy >= 0 && sy < height && sx >= 0 && sx < width ? sy * width + sx : nil
+                case .replication: return min(max(sy, 0), height - 1) * width + min(max(sx, 0), width - 1)
+                case .reflection:
+                    let ry = sy < 0 ? -sy : (sy >= height ? 2 * (height - 1) - sy : sy)
+                    let rx = sx < 0 ? -sx : (sx >= width ? 2 * (width - 1) - sx : sx)
+                    return ry * width + rx
+                }
+            } source: { c in c * plane }
+            return (.gather(indices: indices, constant: constant), [channels, outH, outW])
+        case .upsample(let factorH, let factorW, let bilinear, let alignCorners):
+            let outH = height * factorH, outW = width * factorW
+            if bilinear {
+                return (.upsampleBilinear(channels: channels, input: (height, width), output: (outH, outW), alignCorners: alignCorners),
+                        [channels, outH, outW])
+            }
+            let indices = Gathers.plane(channels: channels, outH: outH, outW: outW) { y, x in (y / factorH) * width + x / factorW } source: { c in c * plane }
+            return (.gather(indices: indices, constant: 0), [channels, outH, outW])
+        case .crop(let top, let bottom, let left, let right, let offset):
+            var outH = height - top - bottom, outW = width - left - right, startY = top, startX = left
+            if let offset {
+                guard inputs.count == 2 else { throw bad("cropping to a reference needs two inputs") }
+                let (_, refH, refW) = chw(inputs[1])
+                (outH, outW, startY, startX) = (refH, refW, offset.0, offset.1)
+            }
+            guard outH > 0, outW > 0, startY + outH <= height, startX + outW <= width else {
+                throw bad("cropping a \(height)×\(width) input leaves nothing")
+            }
+            let indices = Gathers.plane(channels: channels, outH: outH, outW: outW) { y, x in (y + startY) * width + x + startX } source: { c in c * plane }
+            return (.gather(indices: indices, constant: 0), [channels, outH, outW])
+        case .scaleBias(let scale, let scaleShape, let bias, let biasShape):
+            for (shape, role) in [(scaleShape, "scale"), (biasShape, "bias")] where !shape.isEmpty && shape != [1] && shape != [channels] && shape != [channels, 1, 1] && shape != [channels, height, width] && shape.reduce(1, *) != 1 {
+                throw bad("\(role) of shape \(shape) does not apply to a \(channels)×\(height)×\(width) input")
+            }
+            return (.scaleBias(scale: scale, scaleCount: scale?.count ?? 0, bias: bias, biasCount: bias?.count ?? 0,
+                               channels: channels, plane: plane), first)
+        case .unary(let operation, let scale, let shift, let epsilon):
+            return (.unary(operation, scale: scale, shift: shift, epsilon: epsilon), first)
+        case .l2Normalize(let epsilon):
+            return (.l2Normalize(epsilon: epsilon, count: channels * plane), first)
+        case .lrn(let alpha, let beta, let size, let k):
+            return (.lrn(alpha: alpha, beta: beta, size: size, k: k, channels: channels, plane: plane), first)
+        case .meanVarianceNormalize(let across, let variance, let epsilon):
+            return (.meanVarianceNormalize(acrossChannels: across, normalizeVariance: variance, epsilon: epsilon, channels: channels, plane: plane), first)
+        case .slice(let axis, let start, let end, let step):
+            let size = switch axis { case .channel: channels; case .height: height; case .width: width }
+            let from = start < 0 ? start + size : start
+            let to = end <= 0 ? end + size : min(end, size)
+            guard from >= 0, from < to else { throw bad("slice \(start)..<\(end) of \(size) is empty") }
+            let picked = Array(stride(from: from, to: to, by: step))
+            var indices: [Int32] = []
+            switch axis {
+            case .channel:
+                for c in picked { for p in 0..<plane { indices.append(Int32(c * plane + p)) } }
+                return (.gather(indices: indices, constant: 0), [picked.count, height, width])
+            case .height:
+                for c in 0..<channels { for y in picked { for x in 0..<width { indices.append(Int32(c * plane + y * width + x)) } } }
+                return (.gather(indices: indices, constant: 0), [channels, picked.count, width])
+            case .width:
+                for c in 0..<channels { for y in 0..<height { for x in picked { indices.append(Int32(c * plane + y * width + x)) } } }
+                return (.gather(indices: indices, constant: 0), [channels, height, picked.count])
+            }
+        case .reduce(let mode, let axes, let epsilon):
+            let (outer, axis, inner, shape): (Int, Int, Int, [Int]) = switch axes {
+            case .chw: (1, channels * plane, 1, [1, 1, 1])
+            case .hw: (channels, plane, 1, [channels, 1, 1])
+            case .c: (1, channels, plane, [1, height, width])
+            case .h: (channels, height, width, [channels, 1, width])
+            case .w: (channels * height, width, 1, [channels, height, 1])
+            }
+            return (.reduce(mode, outer: outer, axis: axis, inner: inner, epsilon: epsilon), shape)
+        case .embedding(let inputDim, let outputs, let weights, let bias):
+            return (.embedding(inputDim: inputDim, outputs: outputs, rows: first.reduce(1, *), weights: weights, bias: bias),
+                    first.count <= 1 || first.reduce(1, *) == 1 ? [outputs, 1, 1] : [first.reduce(1, *), outputs, 1, 1])
+        case .dot(let cosine):
+            guard inputs.count == 2, inputs[0].reduce(1, *) == inputs[1].reduce(1, *) else { throw bad("needs two inputs of one size") }
+            return (.dot(cosine: cosine, count: first.reduce(1, *)), [1, 1, 1])
+        case .permute(let axes):
+            let dims = [1, channels, height, width]
+            let shape = axes.map { dims[$0] }
+            return (.gather(indices: Gathers.transpose(dims, axes), constant: 0), Array(shape.dropFirst()))
+        case .reshape(let shape, let channelLast):
+            let target = shape.count == 3 ? shape : (shape.count == 1 ? [shape[0], 1, 1] : shape)
+            guard target.reduce(1, *) == first.reduce(1, *) else { throw bad("cannot reshape \(first) into \(shape)") }
+            if channelLast {
+                // Through channel-last order: [C,H,W] → [H,W,C] → reshape → back.
+                let (tc, th, tw) = chw(target)
+                let toHWC = Gathers.transpose([channels, height, width], [1, 2, 0])
+                let fromHWC = Gathers.transpose([th, tw, tc], [2, 0, 1])
+                return (.gather(indices: fromHWC.map { toHWC[Int($0)] }, constant: 0), target)
+            }
+            return (.copy, target)
+        case .squeeze(let axes, let all):
+            let rank = first.count
+            let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
+            var shape = first.enumerated().filter { all ? $0.element != 1 : !resolved.contains($0.offset) }.map(\.element)
+            if shape.isEmpty { shape = [1] }
+            return (.copy, shape)
+        case .expandDims(let axes):
+            let rank = first.count + axes.count
+            let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
+            var source = first.makeIterator()
+            return (.copy, (0..<rank).map { resolved.contains($0) ? 1 : (source.next() ?? 1) })
+        case .reshapeStatic(let shape):
+            guard shape.reduce(1, *) == first.reduce(1, *) else { throw bad("cannot reshape \(first) into \(shape)") }
+            return (.copy, shape)
+        case .flattenTo2D(let axis):
+            let resolved = axis < 0 ? axis + first.count : axis
+            return (.copy, [first.prefix(resolved).reduce(1, *), first.dropFirst(resolved).reduce(1, *)])
+        case .transpose(let axes):
+            guard axes.count == first.count, Set(axes) == Set(0..<first.count) else { throw bad("axes \(axes) do not permute rank \(first.count)") }
+            return (.gather(indices: Gathers.transpose(first, axes), constant: 0), axes.map { first[$0] })
+        case .concatND(let axis):
+            let rank = first.count
+            let resolved = axis < 0 ? axis + rank : axis
+            guard (0..<rank).contains(resolved), inputs.allSatisfy({ $0.count == rank }) else { throw bad("axis \(axis) of rank \(rank) inputs") }
+            for shape in inputs {
+                for index in 0..<rank where index != resolved && shape[index] != first[index] {
+                    throw bad("inputs of shapes \(inputs) cannot be joined along axis \(axis)")
+                }
+            }
+            var output = first
+            output[resolved] = inputs.reduce(0) { $0 + $1[resolved] }
+            return (.concat(parts: inputs.map { $0[resolved] }, outer: first.prefix(resolved).reduce(1, *),
+                            inner: first.dropFirst(resolved + 1).reduce(1, *)), output)
+        default:
+            return nil
         }
     }
 

@@ -4,57 +4,6 @@ import ModelFeatures
 import ModelRuntime
 import Testing
 
-/// Every case in Fixtures/Parity: the model run by modelc must give the
-/// outputs an independent engine (scikit-learn, XGBoost, NumPy float64) gave
-/// for the same inputs, labels exactly and numbers within the file's
-/// tolerance (relative to max(1, |expected|)).
-@Suite("Classic models agree with scikit-learn, XGBoost and NumPy")
-struct ClassicParityTests {
-    struct ParityFile: CustomTestStringConvertible, Sendable {
-        let name: String
-        var testDescription: String { name }
-    }
-
-    /// The case files of one folder below Fixtures/Parity ("" for the classic models).
-    static func files(in folder: String) -> [ParityFile] {
-        let directory = Fixtures.path(folder.isEmpty ? "Parity" : "Parity/\(folder)")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        let prefix = folder.isEmpty ? "" : folder + "/"
-        return names.filter { $0.hasSuffix(".json") }.sorted().map { ParityFile(name: prefix + String($0.dropLast(5))) }
-    }
-
-    static let files = files(in: "")
-
-    @Test("the parity fixtures are there")
-    func fixturesExist() {
-        #expect(Self.files.count >= 50)
-    }
-
-    @Test("outputs match the reference engine", arguments: files)
-    func parity(_ file: ParityFile) throws {
-        let document = try #require(try JSONSerialization.jsonObject(
-            with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(file.name).json")))) as? [String: Any])
-        let modelName = try #require(document["model"] as? String)
-        let tolerance = try #require(document["tolerance"] as? Double)
-        let cases = try #require(document["cases"] as? [[String: Any]])
-        #expect(!cases.isEmpty)
-        let folder = file.name.contains("/") ? String(file.name.split(separator: "/")[0]) + "/" : ""
-        let model = try Model(contentsOf: Fixtures.path("Parity/\(folder)\(modelName)"), configuration: ModelConfiguration(threads: 1))
-        #expect(model.summary.modelType == document["kind"] as? String)
-        let parser = PredictionInputs(model: model)
-        for (index, testCase) in cases.enumerated() {
-            let inputs = try parser.parse(object: try #require(testCase["inputs"]))
-            let expected = try #require(testCase["outputs"] as? [String: Any])
-            let outputs = try model.prediction(from: inputs)
-            for (name, want) in expected {
-                let got = try #require(outputs[name], "case \(index): no output \"\(name)\"")
-                let mismatch = ParityComparison.difference(got, want, tolerance: tolerance)
-                #expect(mismatch == nil, "case \(index) output \"\(name)\": \(mismatch ?? "")")
-            }
-        }
-    }
-}
-
 /// Compares a computed feature value with the JSON a reference engine wrote.
 enum ParityComparison {
     /// `nil` when equal within `tolerance`, else what differs.

@@ -1,0 +1,51 @@
+/// Index tables for the layers that only move elements (padding, cropping,
+/// slicing, permuting, nearest upsampling, splitting): made once per plan,
+/// then one loop copies `output[i] = input[table[i]]` (-1 takes a constant).
+enum Gathers {
+    /// For each channel, the positions an output plane of `outH × outW` reads
+    /// (`position` returns the offset inside the channel's input plane, or
+    /// `nil` for the constant).
+    static func plane(channels: Int, outH: Int, outW: Int, position: (Int, Int) -> Int?,
+                      source: (Int) -> Int) -> [Int32] {
+        var indices: [Int32] = []
+        indices.reserveCapacity(channels * outH * outW)
+        for c in 0..<channels {
+            let base = source(c)
+            for y in 0..<outH {
+                for x in 0..<outW {
+                    indices.append(position(y, x).map { Int32(base + $0) } ?? -1)
+                }
+            }
+        }
+        return indices
+    }
+
+    /// Channels `from..<from+count` of a [C, H, W] input.
+    static func channelRange(from: Int, count: Int, plane: Int) -> [Int32] {
+        (0..<(count * plane)).map { Int32(from * plane + $0) }
+    }
+
+    /// The source index of every output element of `shape` transposed by `axes`.
+    static func transpose(_ shape: [Int], _ axes: [Int]) -> [Int32] {
+        let rank = shape.count
+        var strides = [Int](repeating: 1, count: rank)
+        for axis in stride(from: rank - 2, through: 0, by: -1) { strides[axis] = strides[axis + 1] * shape[axis + 1] }
+        let outShape = axes.map { shape[$0] }
+        let total = shape.reduce(1, *)
+        var indices = [Int32](repeating: 0, count: total)
+        var position = [Int](repeating: 0, count: rank)
+        for index in 0..<total {
+            var source = 0
+            for axis in 0..<rank { source += position[axis] * strides[axes[axis]] }
+            indices[index] = Int32(source)
+            var axis = rank - 1
+            while axis >= 0 {
+                position[axis] += 1
+                if position[axis] < outShape[axis] { break }
+                position[axis] = 0
+                axis -= 1
+            }
+        }
+        return indices
+    }
+}
