@@ -108,6 +108,20 @@ public final class NetworkEngine: PredictionEngine {
         }
     }
 
+    /// Every layer of the network in `model` that modelc cannot run.
+    public static func unsupportedLayers(in model: UnsafePointer<CoreML__Specification__Model>, bundle: ModelBundle?) -> [RuntimeError] {
+        let spec = model.pointee
+        let layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>] = switch spec.type_case {
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_CLASSIFIER:
+            spec.neuralnetworkclassifier.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
+            spec.neuralnetworkregressor.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        default:
+            spec.neuralnetwork.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        }
+        return NetworkGraph.unsupportedLayers(layers, weights: WeightDecoder(bundle: bundle))
+    }
+
     public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
         var tensors: [String: (shape: [Int], values: [Float])] = [:]
         for description in interface.inputs {

@@ -140,6 +140,25 @@ struct NetworkGraph: Sendable {
     }
 }
 
+extension NetworkGraph {
+    /// Every layer of `layers` that modelc cannot run, with the reason
+    /// (reading all of them, where preparing stops at the first).
+    static func unsupportedLayers(_ layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>],
+                                  weights: WeightDecoder) -> [RuntimeError] {
+        layers.compactMap { layer -> RuntimeError? in
+            let view = MessageView(layer)
+            let kind = layer.pointee.layer_case.rawValue == 0 ? "unset" : view.fieldName(number: layer.pointee.layer_case.rawValue) ?? "unknown"
+            do throws(RuntimeError) {
+                _ = try LayerReader(layer: layer.pointee, name: text(layer.pointee.name), kind: kind, weights: weights).operation()
+                return nil
+            } catch {
+                if case .unsupportedLayer = error { return error }
+                return nil
+            }
+        }
+    }
+}
+
 /// Reads one layer's parameters into a `LayerOperation`.
 private struct LayerReader {
     let layer: CoreML__Specification__NeuralNetworkLayer

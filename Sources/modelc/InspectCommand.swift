@@ -1,4 +1,7 @@
 import ArgumentParsing
+import Foundation
+import ModelFeatures
+import ModelRuntime
 import ModelSpec
 
 /// `modelc inspect FILE [--json]`: what a model is, for people or scripts.
@@ -19,10 +22,28 @@ enum InspectCommand {
         do {
             let model = try ModelFile.open(path)
             let summary = ModelSummary(model)
-            Output.print(arguments.has("json") ? summary.jsonText() : InspectReport(summary, path: path).text)
+            let support = RuntimeSupport(model.specification)
+            Output.print(arguments.has("json") ? jsonText(summary, support) : InspectReport(summary, path: path).text + supportText(support))
             return .success
         } catch {
             return Modelc.failure(error)
         }
+    }
+
+    /// The "runs here" rows of the human report.
+    static func supportText(_ support: RuntimeSupport) -> String {
+        let label = "  runs here" + String(repeating: " ", count: 24 - "runs here".count)
+        guard !support.runs else { return label + "yes\n" }
+        return label + "no\n" + support.problems.map { "    \($0)\n" }.joined()
+    }
+
+    /// The summary's JSON with `"runtime": {"runs": …, "unsupported": […]}` added.
+    static func jsonText(_ summary: ModelSummary, _ support: RuntimeSupport) -> String {
+        let text = summary.jsonText()
+        guard let closing = text.lastIndex(of: "}") else { return text }
+        let list = support.problems.map(FeatureJSON.quoted).joined(separator: ", ")
+        let entry = ",\n  \"runtime\" : {\n    \"runs\" : \(support.runs),\n    \"unsupported\" : [\(list)]\n  }\n"
+        let body = text[..<closing].trimmingCharacters(in: .whitespacesAndNewlines)
+        return body + entry + "}\n"
     }
 }
