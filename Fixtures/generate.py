@@ -63,6 +63,7 @@ from sklearn.tree import DecisionTreeRegressor
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import parity  # noqa: E402  (Fixtures/parity.py: the runtime parity fixtures)
+import network_parity  # noqa: E402  (Fixtures/network_parity.py: neural network and ML program parity fixtures)
 
 # Field numbers of Model.proto / Pipeline (checked against Model_pb2 at run time).
 MODEL_SPECIFICATION_VERSION = 1
@@ -1108,6 +1109,7 @@ def generate(out_dir):
                 (json.dumps(index, indent=2, sort_keys=True) + "\n").encode())
 
     parity.generate(out_dir)
+    network_parity.generate(out_dir)
 
 
 def generate_large(path, megabytes, layers=None):

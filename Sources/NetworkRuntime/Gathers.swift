@@ -48,4 +48,72 @@ enum Gathers {
         }
         return indices
     }
+
+    /// Row-major strides of `shape`.
+    private static func strides(_ shape: [Int]) -> [Int] {
+        var strides = [Int](repeating: 1, count: shape.count)
+        for axis in stride(from: shape.count - 2, through: 0, by: -1) { strides[axis] = strides[axis + 1] * shape[axis + 1] }
+        return strides
+    }
+
+    /// Calls `body` with every index of `shape` in row-major order.
+    private static func forEachIndex(_ shape: [Int], _ body: ([Int]) -> Void) {
+        let total = shape.reduce(1, *)
+        guard total > 0 else { return }
+        var position = [Int](repeating: 0, count: shape.count)
+        for _ in 0..<total {
+            body(position)
+            var axis = shape.count - 1
+            while axis >= 0 {
+                position[axis] += 1
+                if position[axis] < shape[axis] { break }
+                position[axis] = 0
+                axis -= 1
+            }
+        }
+    }
+
+    /// The elements of `shape` in the box `begin..<end` stepping by `stride`.
+    static func box(_ shape: [Int], begin: [Int], end: [Int], stride step: [Int]) -> [Int32] {
+        let sourceStrides = strides(shape)
+        let outShape: [Int] = (0..<shape.count).map { axis -> Int in
+            let span: Int = end[axis] - begin[axis]
+            return (span + step[axis] - 1) / step[axis]
+        }
+        var indices: [Int32] = []
+        forEachIndex(outShape) { position in
+            var source = 0
+            for axis in 0..<shape.count { source += (begin[axis] + position[axis] * step[axis]) * sourceStrides[axis] }
+            indices.append(Int32(source))
+        }
+        return indices
+    }
+
+    /// `shape` padded to `output` with `before` elements ahead on each axis.
+    static func padded(_ shape: [Int], before: [Int], output: [Int], mode: LayerOperation.PaddingMode) -> [Int32] {
+        let sourceStrides = strides(shape)
+        var indices: [Int32] = []
+        forEachIndex(output) { position in
+            var source = 0
+            for axis in 0..<shape.count {
+                var coordinate = position[axis] - before[axis]
+                let size = shape[axis]
+                if coordinate < 0 || coordinate >= size {
+                    switch mode {
+                    case .constant:
+                        indices.append(-1)
+                        return
+                    case .replication:
+                        coordinate = min(max(coordinate, 0), size - 1)
+                    case .reflection:
+                        coordinate = coordinate < 0 ? -coordinate : 2 * (size - 1) - coordinate
+                        coordinate = min(max(coordinate, 0), size - 1)
+                    }
+                }
+                source += coordinate * sourceStrides[axis]
+            }
+            indices.append(Int32(source))
+        }
+        return indices
+    }
 }

@@ -67,6 +67,32 @@ enum XNNKernels {
         try check(xnn_run_operator(op.handle, pool.pool), "running a convolution")
     }
 
+    /// A transposed 2-D convolution over NHWC input; `weights` are `[groups × out, kH, kW, in per group]`.
+    static func deconvolution(padding: (top: Int, right: Int, bottom: Int, left: Int), kernel: (Int, Int), stride: (Int, Int),
+                              dilation: (Int, Int), groups: Int, inputsPerGroup: Int, outputsPerGroup: Int,
+                              weights: [Float], bias: [Float]?, outputRange: (Float, Float)) throws(RuntimeError) -> XNNOperator {
+        var handle: xnn_operator_t?
+        let status = weights.withUnsafeBufferPointer { kernelValues in
+            withOptionalPointer(bias) { biasValues in
+                xnn_create_deconvolution2d_nhwc_f32(
+                    UInt32(padding.top), UInt32(padding.right), UInt32(padding.bottom), UInt32(padding.left),
+                    UInt32(kernel.0), UInt32(kernel.1), UInt32(stride.0), UInt32(stride.1), UInt32(dilation.0), UInt32(dilation.1),
+                    UInt32(groups), inputsPerGroup, outputsPerGroup, groups * inputsPerGroup, groups * outputsPerGroup,
+                    kernelValues.baseAddress, biasValues, outputRange.0, outputRange.1, 0, &handle)
+            }
+        }
+        try check(status, "creating a deconvolution")
+        guard let handle else { throw .invalidParameters(model: "XNNPACK", detail: "no deconvolution operator") }
+        return XNNOperator(handle)
+    }
+
+    static func runDeconvolution(_ op: XNNOperator, height: Int, width: Int, adjustment: (Int, Int), input: UnsafePointer<Float>,
+                                 output: UnsafeMutablePointer<Float>, pool: ThreadPool) throws(RuntimeError) {
+        try check(xnn_setup_deconvolution2d_nhwc_f32(op.handle, 1, height, width, UInt32(adjustment.0), UInt32(adjustment.1),
+                                                     input, output, pool.pool), "setting up a deconvolution")
+        try check(xnn_run_operator(op.handle, pool.pool), "running a deconvolution")
+    }
+
     /// A fully connected layer: `weights` are `[outputs, inputs]`.
     static func fullyConnected(inputs: Int, outputs: Int, weights: [Float], bias: [Float]?,
                                outputRange: (Float, Float)) throws(RuntimeError) -> XNNOperator {

@@ -8,18 +8,25 @@ enum MoreKernels {
         case .gather(let indices, let constant):
             let x = inputs[0]
             for (position, index) in indices.enumerated() { output[position] = index >= 0 ? x[Int(index)] : constant }
-        case .upsampleBilinear(let channels, let input, let out, let alignCorners):
-            bilinear(inputs[0], output, channels: channels, input: input, output: out, alignCorners: alignCorners)
-        case .scaleBias(let scale, let scaleCount, let bias, let biasCount, let channels, let plane):
+        case .upsampleBilinear(let channels, let input, let out, let mode):
+            bilinear(inputs[0], output, channels: channels, input: input, output: out, mode: mode)
+        case .scaleBias(let scale, let scaleShape, let bias, let biasShape, let shape):
             let x = inputs[0]
-            func pick(_ values: [Float], _ count: Int, _ index: Int) -> Float {
-                count == 1 ? values[0] : (count == channels ? values[index / max(plane, 1)] : values[index])
+            let (channels, height, width) = (shape[0], shape[1], shape[2])
+            func pick(_ values: [Float], _ s: [Int], _ c: Int, _ y: Int, _ w: Int) -> Float {
+                values[((s[0] == 1 ? 0 : c) * s[1] + (s[1] == 1 ? 0 : y)) * s[2] + (s[2] == 1 ? 0 : w)]
             }
-            for index in 0..<(channels * plane) {
-                var value = x[index]
-                if let scale { value *= pick(scale, scaleCount, index) }
-                if let bias { value += pick(bias, biasCount, index) }
-                output[index] = value
+            var index = 0
+            for c in 0..<channels {
+                for y in 0..<height {
+                    for w in 0..<width {
+                        var value = x[index]
+                        if let scale { value *= pick(scale, scaleShape, c, y, w) }
+                        if let bias { value += pick(bias, biasShape, c, y, w) }
+                        output[index] = value
+                        index += 1
+                    }
+                }
             }
         case .unary(let operation, let scale, let shift, let epsilon):
             let x = inputs[0]
@@ -92,18 +99,41 @@ enum MoreKernels {
                 normB += b[index] * b[index]
             }
             output[0] = cosine ? product / max((normA * normB).squareRoot(), 1e-12) : product
+        case .layerNorm(let rows, let size, let gamma, let beta, let epsilon):
+            let x = inputs[0]
+            for row in 0..<rows {
+                let base = row * size
+                var mean: Float = 0
+                for index in 0..<size { mean += x[base + index] }
+                mean /= Float(size)
+                var variance: Float = 0
+                for index in 0..<size { variance += (x[base + index] - mean) * (x[base + index] - mean) }
+                variance /= Float(size)
+                let divisor = (variance + epsilon).squareRoot()
+                for index in 0..<size {
+                    var value = (x[base + index] - mean) / divisor
+                    if let gamma { value *= gamma[index % gamma.count] }
+                    if let beta { value += beta[index % beta.count] }
+                    output[base + index] = value
+                }
+            }
+        case .truncate:
+            let x = inputs[0]
+            for index in 0..<min(x.count, output.count) { output[index] = x[index].rounded(.towardZero) }
         default:
             break
         }
     }
 
     private static func bilinear(_ x: UnsafeBufferPointer<Float>, _ y: UnsafeMutableBufferPointer<Float>, channels: Int,
-                                 input: (Int, Int), output: (Int, Int), alignCorners: Bool) {
+                                 input: (Int, Int), output: (Int, Int), mode: LayerOperation.UpsampleMode) {
         let (inH, inW) = input, (outH, outW) = output
         func source(_ position: Int, _ inSize: Int, _ outSize: Int) -> (Int, Int, Float) {
-            let coordinate: Float = alignCorners
-                ? (outSize > 1 ? Float(position) * Float(inSize - 1) / Float(outSize - 1) : 0)
-                : max(0, (Float(position) + 0.5) * Float(inSize) / Float(outSize) - 0.5)
+            let coordinate: Float = switch mode {
+            case .bilinearAlignCorners: outSize > 1 ? Float(position) * Float(inSize - 1) / Float(outSize - 1) : 0
+            case .bilinearHalfPixel: max(0, (Float(position) + 0.5) * Float(inSize) / Float(outSize) - 0.5)
+            default: min(Float(position) * Float(inSize) / Float(outSize), Float(inSize - 1))
+            }
             let low = min(Int(coordinate), inSize - 1)
             let high = min(low + 1, inSize - 1)
             return (low, high, coordinate - Float(low))

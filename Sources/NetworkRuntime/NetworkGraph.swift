@@ -16,6 +16,10 @@ enum LayerOperation: Sendable {
         /// `[out, kernelChannels, kH, kW]`, as Core ML stores them.
         var weights: [Float]
         var bias: [Float]?
+        /// A transposed convolution: weights `[in, out / groups, kH, kW]`.
+        var isDeconvolution = false
+        /// Deconvolution: the output's height and width when the layer fixes them.
+        var outputShape: [Int] = []
     }
 
     enum Padding: Sendable {
@@ -53,6 +57,11 @@ enum LayerOperation: Sendable {
         case parametricSoftplus(alpha: [Float], beta: [Float])
         /// min(max(x, low), high): relu6 and friends after fusion.
         case clip(low: Float, high: Float)
+        /// Exact (erf), or the tanh or sigmoid approximation.
+        case gelu(GeluMode)
+        case silu
+
+        enum GeluMode: Sendable { case exact, tanh, sigmoid }
     }
 
     case convolution(Convolution)
@@ -80,7 +89,9 @@ enum LayerOperation: Sendable {
 
     /// Pads height and width: top, bottom, left, right.
     case pad(top: Int, bottom: Int, left: Int, right: Int, mode: PaddingMode)
-    case upsample(height: Int, width: Int, bilinear: Bool, alignCorners: Bool)
+    /// Bilinear sampling positions: `out / factor` (Core ML's default), corners aligned, or pixel centres aligned.
+    enum UpsampleMode: Sendable { case nearest, bilinearDefault, bilinearAlignCorners, bilinearHalfPixel }
+    case upsample(height: Int, width: Int, mode: UpsampleMode)
     /// Crops by amounts (one input) or to the second input's size from an offset.
     case crop(top: Int, bottom: Int, left: Int, right: Int, offset: (Int, Int)?)
     /// y = x × scale + bias, with scale and bias of shape [1], [C] or [C, H, W].
@@ -105,6 +116,20 @@ enum LayerOperation: Sendable {
     case flattenTo2D(axis: Int)
     case transpose([Int])
     case concatND(axis: Int)
+
+    // ML program operations, on tensors of any rank.
+    /// A binary operation with NumPy broadcasting.
+    case binary(StepKind.Elementwise)
+    /// `x · Wᵀ + b` on the last dimension.
+    case linear(outputs: Int, inputs: Int, weights: [Float], bias: [Float]?)
+    /// Normalizes over the last `axes` dimensions, then scales and shifts.
+    case layerNorm(axes: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float)
+    case reduceAxes(ReduceMode, axes: [Int], keepDimensions: Bool)
+    case sliceByIndex(begin: [Int], end: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool], squeezeMask: [Bool])
+    case padConstant(pads: [Int], mode: PaddingMode)
+    case gatherConstant(indices: [Int], indexShape: [Int], axis: Int)
+    case splitAxis(sizes: [Int], axis: Int)
+    case castToInteger
 }
 
 /// One layer of the graph.
@@ -256,9 +281,17 @@ private struct LayerReader {
                 throw .unsupportedLayer(layer: name, kind: kind, reason: "fractional scaling factors are not supported yet")
             }
             let factors = scalars(params.scalingfactor, params.n_scalingfactor).map(Int.init)
-            return .upsample(height: factors.count == 2 ? factors[0] : 1, width: factors.count == 2 ? factors[1] : 1,
-                             bilinear: params.mode == CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__INTERPOLATION_MODE__BILINEAR,
-                             alignCorners: params.linearupsamplemode != CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__LINEAR_UPSAMPLE_MODE__ALIGN_CORNERS_FALSE)
+            let mode: LayerOperation.UpsampleMode
+            if params.mode != CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__INTERPOLATION_MODE__BILINEAR {
+                mode = .nearest
+            } else {
+                mode = switch params.linearupsamplemode {
+                case CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__LINEAR_UPSAMPLE_MODE__ALIGN_CORNERS_TRUE: .bilinearAlignCorners
+                case CORE_ML__SPECIFICATION__UPSAMPLE_LAYER_PARAMS__LINEAR_UPSAMPLE_MODE__ALIGN_CORNERS_FALSE: .bilinearHalfPixel
+                default: .bilinearDefault
+                }
+            }
+            return .upsample(height: factors.count == 2 ? factors[0] : 1, width: factors.count == 2 ? factors[1] : 1, mode: mode)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CROP:
             guard let params = layer.crop?.pointee else { throw bad("no parameters") }
             let amounts = params.cropamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
@@ -389,9 +422,7 @@ private struct LayerReader {
     }
 
     private func convolution(_ params: CoreML__Specification__ConvolutionLayerParams) throws(RuntimeError) -> LayerOperation {
-        guard params.isdeconvolution == 0 else {
-            throw .unsupportedLayer(layer: name, kind: "deconvolution", reason: "modelc does not run deconvolution yet")
-        }
+        let isDeconvolution = params.isdeconvolution != 0
         let sizes = scalars(params.kernelsize, params.n_kernelsize).map(Int.init)
         let strides = scalars(params.stride, params.n_stride).map(Int.init)
         let dilations = scalars(params.dilationfactor, params.n_dilationfactor).map(Int.init)
@@ -401,8 +432,11 @@ private struct LayerReader {
         let groups = max(1, Int(params.ngroups))
         let outputChannels = Int(params.outputchannels), kernelChannels = Int(params.kernelchannels)
         guard outputChannels % groups == 0 else { throw bad("\(outputChannels) output channels in \(groups) groups") }
-        let values = try weights.required(params.weights, layer: name, role: "weights",
-                                          count: outputChannels * kernelChannels * kernel.0 * kernel.1, channels: outputChannels)
+        // Deconvolution weights are [in, out / groups, kH, kW]; quantization channels are the first axis.
+        let count = isDeconvolution ? kernelChannels * (outputChannels / groups) * kernel.0 * kernel.1
+            : outputChannels * kernelChannels * kernel.0 * kernel.1
+        let values = try weights.required(params.weights, layer: name, role: "weights", count: count,
+                                          channels: isDeconvolution ? kernelChannels : outputChannels)
         let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: outputChannels) : nil
         let padding: LayerOperation.Padding
         if params.convolution_padding_type_case == CORE_ML__SPECIFICATION__CONVOLUTION_LAYER_PARAMS__CONVOLUTION_PADDING_TYPE_SAME {
@@ -412,7 +446,8 @@ private struct LayerReader {
         }
         return .convolution(.init(outputChannels: outputChannels, kernelChannels: kernelChannels, groups: groups,
                                   kernel: kernel, stride: stride, dilation: dilation, padding: padding,
-                                  weights: values, bias: bias))
+                                  weights: values, bias: bias, isDeconvolution: isDeconvolution,
+                                  outputShape: scalars(params.outputshape, params.n_outputshape).map(Int.init)))
     }
 
     private static func validPadding(_ valid: UnsafeMutablePointer<CoreML__Specification__ValidPadding>?) -> LayerOperation.Padding {

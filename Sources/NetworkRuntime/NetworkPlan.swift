@@ -16,6 +16,8 @@ enum StepKind: Sendable {
         var bias: [Float]?
         /// Clamping fused from a following ReLU / clip.
         var outputRange: (Float, Float)
+        /// Set for a transposed convolution: the extra rows and columns at the bottom and right.
+        var deconvolutionAdjustment: (Int, Int)? = nil
     }
 
     struct Pooling: Sendable {
@@ -44,12 +46,13 @@ enum StepKind: Sendable {
     case matmul(batch: Int, m: Int, k: Int, n: Int, transposeA: Bool, transposeB: Bool, weights: [Float]?, bias: [Float]?,
                 batchA: Int, batchB: Int)
 
-    enum Elementwise: Sendable { case add, multiply, average, maximum, minimum }
+    enum Elementwise: Sendable { case add, multiply, average, maximum, minimum, subtract, divide, power }
 
     /// output[i] = input[indices[i]], or `constant` where the index is -1.
     case gather(indices: [Int32], constant: Float)
-    case upsampleBilinear(channels: Int, input: (Int, Int), output: (Int, Int), alignCorners: Bool)
-    case scaleBias(scale: [Float]?, scaleCount: Int, bias: [Float]?, biasCount: Int, channels: Int, plane: Int)
+    case upsampleBilinear(channels: Int, input: (Int, Int), output: (Int, Int), mode: LayerOperation.UpsampleMode)
+    /// y = x × scale + bias, each of shape (c, h, w) with ones broadcast over `input`.
+    case scaleBias(scale: [Float]?, scaleShape: [Int], bias: [Float]?, biasShape: [Int], input: [Int])
     case unary(LayerOperation.Unary, scale: Float, shift: Float, epsilon: Float)
     case l2Normalize(epsilon: Float, count: Int)
     case lrn(alpha: Float, beta: Float, size: Int, k: Float, channels: Int, plane: Int)
@@ -58,6 +61,8 @@ enum StepKind: Sendable {
     case embedding(inputDim: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?)
     case constant([Float])
     case dot(cosine: Bool, count: Int)
+    case layerNorm(rows: Int, size: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float)
+    case truncate
 }
 
 /// One step: its kind, where it reads and where it writes (arena slots).

@@ -41,15 +41,20 @@ final class NetworkState {
             switch step.kind {
             case .convolution(let conv):
                 let op = try xnnOperator(index) { () throws(RuntimeError) in
-                    try XNNKernels.convolution(
-                        padding: conv.padding, kernel: conv.kernel, stride: conv.stride, dilation: conv.dilation, groups: conv.groups,
-                        inputsPerGroup: conv.input.channels / conv.groups, outputsPerGroup: conv.output.channels / conv.groups,
-                        weights: conv.weights, bias: conv.bias, outputRange: conv.outputRange)
+                    let make = conv.deconvolutionAdjustment == nil ? XNNKernels.convolution : XNNKernels.deconvolution
+                    return try make(conv.padding, conv.kernel, conv.stride, conv.dilation, conv.groups,
+                                    conv.input.channels / conv.groups, conv.output.channels / conv.groups,
+                                    conv.weights, conv.bias, conv.outputRange)
                 }
                 guard let source = slots[step.inputs[0]].baseAddress, let staged = scratchInput.baseAddress,
                       let result = scratchOutput.baseAddress, let target = output.baseAddress else { continue }
                 Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
-                try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: staged, output: result, pool: pool)
+                if let adjustment = conv.deconvolutionAdjustment {
+                    try XNNKernels.runDeconvolution(op, height: conv.input.height, width: conv.input.width, adjustment: adjustment,
+                                                    input: staged, output: result, pool: pool)
+                } else {
+                    try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: staged, output: result, pool: pool)
+                }
                 Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
             case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range):
                 let op = try xnnOperator(index) { () throws(RuntimeError) in

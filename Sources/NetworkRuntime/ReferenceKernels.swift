@@ -59,7 +59,7 @@ enum ReferenceKernels {
                 let cBatch = c + index * m * n
                 if let weights {
                     weights.withUnsafeBufferPointer { w in
-                        if let base = w.baseAddress { BLAS.gemm(aBatch, transposeA: transposeA, base, transposeB: false, cBatch, m: m, n: n, k: k) }
+                        if let base = w.baseAddress { BLAS.gemm(aBatch, transposeA: transposeA, base, transposeB: transposeB, cBatch, m: m, n: n, k: k) }
                     }
                 } else if let b = inputs[1].baseAddress {
                     BLAS.gemm(aBatch, transposeA: transposeA, b + (batchB == 1 ? 0 : index) * k * n, transposeB: transposeB, cBatch, m: m, n: n, k: k)
@@ -86,7 +86,7 @@ enum ReferenceKernels {
         case .linear(let alpha, let beta): each { alpha * $0 + beta }
         case .relu: each { max($0, 0) }
         case .leakyRelu(let alpha): each { $0 >= 0 ? $0 : alpha * $0 }
-        case .thresholdedRelu(let alpha): each { $0 > alpha ? $0 : 0 }
+        case .thresholdedRelu(let alpha): each { $0 >= alpha ? $0 : 0 }
         case .prelu(let alpha): perChannel { value, c in value >= 0 ? value : alpha[alpha.count == 1 ? 0 : c] * value }
         case .tanh: each { tanhf($0) }
         case .scaledTanh(let alpha, let beta): each { alpha * tanhf(beta * $0) }
@@ -103,6 +103,10 @@ enum ReferenceKernels {
                 return a * (log1pf(expf(-abs(z))) + max(z, 0))
             }
         case .clip(let low, let high): each { min(max($0, low), high) }
+        case .gelu(.exact): each { 0.5 * $0 * (1 + erff($0 * 0.70710678)) }
+        case .gelu(.tanh): each { 0.5 * $0 * (1 + tanhf(0.7978845608 * ($0 + 0.044715 * $0 * $0 * $0))) }
+        case .gelu(.sigmoid): each { $0 / (1 + expf(-1.702 * $0)) }
+        case .silu: each { $0 / (1 + expf(-$0)) }
         }
     }
 
@@ -181,6 +185,9 @@ enum ReferenceKernels {
                 case .multiply: result *= value
                 case .maximum: result = max(result, value)
                 case .minimum: result = min(result, value)
+                case .subtract: result -= value
+                case .divide: result /= value
+                case .power: result = powf(result, value)
                 }
             }
             output[position] = operation == .average ? result / Float(inputs.count) : result

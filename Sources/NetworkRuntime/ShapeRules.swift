@@ -36,12 +36,32 @@ struct ShapeRules {
                  [each, height, width])
             }
         }
+        if case .splitAxis(let sizes, let axis) = node.operation {
+            let rank = first.count
+            let resolved = axis < 0 ? axis + rank : axis
+            guard (0..<rank).contains(resolved), sizes.reduce(0, +) == first[resolved] else {
+                throw bad("split sizes \(sizes) do not add up to dimension \(axis) of \(first)")
+            }
+            var start = 0
+            return sizes.map { size in
+                var begin = [Int](repeating: 0, count: rank), end = first
+                begin[resolved] = start
+                end[resolved] = start + size
+                start += size
+                var shape = first
+                shape[resolved] = size
+                return (.gather(indices: Gathers.box(first, begin: begin, end: end, stride: Array(repeating: 1, count: rank)), constant: 0), shape)
+            }
+        }
         if let more = try moreSteps() { return [more] }
+        if let program = try programSteps() { return [program] }
         return [try step()]
     }
 
     func step() throws(RuntimeError) -> (StepKind, [Int]) {
         switch node.operation {
+        case .convolution(let conv) where conv.isDeconvolution:
+            return try deconvolution(conv)
         case .convolution(let conv):
             let (channels, height, width) = chw(first)
             guard channels == conv.kernelChannels * conv.groups else {
@@ -158,7 +178,8 @@ struct ShapeRules {
             if let weights {
                 guard k == first else { throw bad("input's inner dimension is \(k), the weights' first is \(first)") }
                 let output = Array(a.dropLast()) + [second]
-                return (.matmul(batch: batchA, m: m, k: k, n: second, transposeA: transposeA, transposeB: false,
+                // The weights are stored [second, first]: the product uses their transpose.
+                return (.matmul(batch: batchA, m: m, k: k, n: second, transposeA: transposeA, transposeB: true,
                                 weights: weights, bias: bias, batchA: batchA, batchB: 1), output)
             }
             guard inputs.count == 2, inputs[1].count >= 2 else { throw bad("needs two inputs of rank ≥ 2 or weights") }
@@ -173,6 +194,79 @@ struct ShapeRules {
                             weights: nil, bias: nil, batchA: batchA, batchB: batchB), batchShape + [m, n])
         default:
             throw bad("no shape rule")
+        }
+    }
+
+    /// ML program operations on tensors of any rank.
+    private func programSteps() throws(RuntimeError) -> (StepKind, [Int])? {
+        let rank = first.count
+        func axis(_ value: Int) -> Int { value < 0 ? value + rank : value }
+        switch node.operation {
+        case .binary(let operation):
+            let output = try broadcast(inputs)
+            return (.elementwise(operation, alpha: nil, inputShapes: inputs, outputShape: output), output)
+        case .linear(let outputs, let inputsCount, let weights, let bias):
+            guard first.last == inputsCount else { throw bad("input's last dimension is \(first.last ?? 0), the weights take \(inputsCount)") }
+            let rows = first.dropLast().reduce(1, *)
+            return (.fullyConnected(inputs: inputsCount, outputs: outputs, rows: rows, weights: weights, bias: bias,
+                                    outputRange: (-.infinity, .infinity)), Array(first.dropLast()) + [outputs])
+        case .layerNorm(let axes, let gamma, let beta, let epsilon):
+            let size = first.suffix(axes).reduce(1, *)
+            return (.layerNorm(rows: first.reduce(1, *) / max(size, 1), size: size, gamma: gamma, beta: beta, epsilon: epsilon), first)
+        case .reduceAxes(let mode, let axes, let keep):
+            let resolved = (axes.isEmpty ? Array(0..<rank) : axes.map(axis)).sorted()
+            guard let low = resolved.first, let high = resolved.last, high - low + 1 == resolved.count, high < rank else {
+                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "reducing over the non-adjacent axes \(axes) is not supported")
+            }
+            let outer = first[..<low].reduce(1, *), along = first[low...high].reduce(1, *), inner = first[(high + 1)...].reduce(1, *)
+            var shape = first
+            for index in resolved { shape[index] = 1 }
+            if !keep { shape = shape.enumerated().filter { !resolved.contains($0.offset) }.map(\.element) }
+            return (.reduce(mode, outer: outer, axis: along, inner: inner, epsilon: 0), shape)
+        case .sliceByIndex(let begin, let end, let stride, let beginMask, let endMask, let squeezeMask):
+            var starts = [Int](), stops = [Int](), steps = [Int](), shape = [Int]()
+            for index in 0..<rank {
+                let size = first[index]
+                let step = index < stride.count ? stride[index] : 1
+                guard step > 0 else { throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "negative slice strides are not supported") }
+                var from = index < begin.count && !(index < beginMask.count && beginMask[index]) ? begin[index] : 0
+                var to = index < end.count && !(index < endMask.count && endMask[index]) ? end[index] : size
+                if from < 0 { from += size }
+                if to < 0 { to += size }
+                from = min(max(from, 0), size)
+                to = min(max(to, from), size)
+                if index < squeezeMask.count, squeezeMask[index] { to = from + 1 }
+                starts.append(from); stops.append(to); steps.append(step)
+                shape.append((to - from + step - 1) / step)
+            }
+            let squeezed = shape.enumerated().filter { !($0.offset < squeezeMask.count && squeezeMask[$0.offset]) }.map(\.element)
+            return (.gather(indices: Gathers.box(first, begin: starts, end: stops, stride: steps), constant: 0), squeezed.isEmpty ? [1] : squeezed)
+        case .padConstant(let pads, let mode):
+            guard pads.count % 2 == 0, pads.count / 2 <= rank else { throw bad("\(pads.count) pad amounts for rank \(rank)") }
+            let padded = rank - pads.count / 2
+            var before = [Int](repeating: 0, count: rank), after = before
+            for index in 0..<(pads.count / 2) {
+                before[padded + index] = pads[2 * index]
+                after[padded + index] = pads[2 * index + 1]
+            }
+            let shape = (0..<rank).map { first[$0] + before[$0] + after[$0] }
+            var constant: Float = 0
+            if case .constant(let value) = mode { constant = value }
+            return (.gather(indices: Gathers.padded(first, before: before, output: shape, mode: mode), constant: constant), shape)
+        case .gatherConstant(let indices, let indexShape, let gatherAxis):
+            let resolved = axis(gatherAxis)
+            guard (0..<rank).contains(resolved) else { throw bad("axis \(gatherAxis) of rank \(rank)") }
+            let size = first[resolved]
+            let positions = indices.map { $0 < 0 ? $0 + size : $0 }
+            guard positions.allSatisfy({ (0..<size).contains($0) }) else { throw bad("gather indices outside 0..<\(size)") }
+            let outer = first[..<resolved].reduce(1, *), inner = first[(resolved + 1)...].reduce(1, *)
+            var table: [Int32] = []
+            for o in 0..<outer { for p in positions { for i in 0..<inner { table.append(Int32((o * size + p) * inner + i)) } } }
+            return (.gather(indices: table, constant: 0), Array(first[..<resolved]) + indexShape + Array(first[(resolved + 1)...]))
+        case .castToInteger:
+            return (.truncate, first)
+        default:
+            return nil
         }
     }
 
@@ -200,10 +294,10 @@ struct ShapeRules {
                 }
             } source: { c in c * plane }
             return (.gather(indices: indices, constant: constant), [channels, outH, outW])
-        case .upsample(let factorH, let factorW, let bilinear, let alignCorners):
+        case .upsample(let factorH, let factorW, let mode):
             let outH = height * factorH, outW = width * factorW
-            if bilinear {
-                return (.upsampleBilinear(channels: channels, input: (height, width), output: (outH, outW), alignCorners: alignCorners),
+            if mode != .nearest {
+                return (.upsampleBilinear(channels: channels, input: (height, width), output: (outH, outW), mode: mode),
                         [channels, outH, outW])
             }
             let indices = Gathers.plane(channels: channels, outH: outH, outW: outW) { y, x in (y / factorH) * width + x / factorW } source: { c in c * plane }
@@ -221,11 +315,17 @@ struct ShapeRules {
             let indices = Gathers.plane(channels: channels, outH: outH, outW: outW) { y, x in (y + startY) * width + x + startX } source: { c in c * plane }
             return (.gather(indices: indices, constant: 0), [channels, outH, outW])
         case .scaleBias(let scale, let scaleShape, let bias, let biasShape):
-            for (shape, role) in [(scaleShape, "scale"), (biasShape, "bias")] where !shape.isEmpty && shape != [1] && shape != [channels] && shape != [channels, 1, 1] && shape != [channels, height, width] && shape.reduce(1, *) != 1 {
-                throw bad("\(role) of shape \(shape) does not apply to a \(channels)×\(height)×\(width) input")
+            // Shapes [1], [C], [C, 1, 1], [1, H, W], [C, H, W]: as (c, h, w) with ones broadcast.
+            func broadcastShape(_ shape: [Int], _ role: String) throws(RuntimeError) -> [Int] {
+                let padded = shape.count == 1 ? (shape[0] == 1 ? [1, 1, 1] : [shape[0], 1, 1]) : (shape.isEmpty ? [1, 1, 1] : shape)
+                guard padded.count == 3, padded[0] == 1 || padded[0] == channels, padded[1] == 1 || padded[1] == height,
+                      padded[2] == 1 || padded[2] == width else {
+                    throw bad("\(role) of shape \(shape) does not apply to a \(channels)×\(height)×\(width) input")
+                }
+                return padded
             }
-            return (.scaleBias(scale: scale, scaleCount: scale?.count ?? 0, bias: bias, biasCount: bias?.count ?? 0,
-                               channels: channels, plane: plane), first)
+            return (.scaleBias(scale: scale, scaleShape: try broadcastShape(scaleShape, "scale"), bias: bias,
+                               biasShape: try broadcastShape(biasShape, "bias"), input: [channels, height, width]), first)
         case .unary(let operation, let scale, let shift, let epsilon):
             return (.unary(operation, scale: scale, shift: shift, epsilon: epsilon), first)
         case .l2Normalize(let epsilon):
@@ -293,8 +393,14 @@ struct ShapeRules {
             let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
             var source = first.makeIterator()
             return (.copy, (0..<rank).map { resolved.contains($0) ? 1 : (source.next() ?? 1) })
-        case .reshapeStatic(let shape):
-            guard shape.reduce(1, *) == first.reduce(1, *) else { throw bad("cannot reshape \(first) into \(shape)") }
+        case .reshapeStatic(let requested):
+            // -1 takes what is left; 0 keeps the input's dimension.
+            var shape = requested.enumerated().map { $0.element == 0 && $0.offset < first.count ? first[$0.offset] : $0.element }
+            if let unknown = shape.firstIndex(of: -1) {
+                let known = shape.enumerated().filter { $0.offset != unknown }.reduce(1) { $0 * $1.element }
+                shape[unknown] = known > 0 ? first.reduce(1, *) / known : 0
+            }
+            guard shape.allSatisfy({ $0 >= 0 }), shape.reduce(1, *) == first.reduce(1, *) else { throw bad("cannot reshape \(first) into \(requested)") }
             return (.copy, shape)
         case .flattenTo2D(let axis):
             let resolved = axis < 0 ? axis + first.count : axis
@@ -318,6 +424,55 @@ struct ShapeRules {
         default:
             return nil
         }
+    }
+
+    /// A transposed convolution: output = (input - 1) × stride + dilated kernel, less the padding.
+    private func deconvolution(_ conv: LayerOperation.Convolution) throws(RuntimeError) -> (StepKind, [Int]) {
+        let (channels, height, width) = chw(first)
+        guard channels == conv.kernelChannels else {
+            throw bad("input has \(channels) channels, the weights expect \(conv.kernelChannels)")
+        }
+        let effective = ((conv.kernel.height - 1) * conv.dilation.height + 1, (conv.kernel.width - 1) * conv.dilation.width + 1)
+        let full = ((height - 1) * conv.stride.height + effective.0, (width - 1) * conv.stride.width + effective.1)
+        var out: (Int, Int)
+        var padding = (top: 0, right: 0, bottom: 0, left: 0)
+        switch conv.padding {
+        case .valid(let top, let bottom, let left, let right):
+            padding = (top, right, bottom, left)
+            out = (full.0 - top - bottom, full.1 - left - right)
+        case .same, .includeLastPixel:
+            out = (height * conv.stride.height, width * conv.stride.width)
+            let totalH = max(0, full.0 - out.0), totalW = max(0, full.1 - out.1)
+            padding = (totalH / 2, totalW - totalW / 2, totalH - totalH / 2, totalW / 2)
+        }
+        if conv.outputShape.count == 2 { out = (conv.outputShape[0], conv.outputShape[1]) }
+        let adjustment = (out.0 - (full.0 - padding.top - padding.bottom), out.1 - (full.1 - padding.left - padding.right))
+        guard out.0 > 0, out.1 > 0, adjustment.0 >= 0, adjustment.1 >= 0,
+              adjustment.0 < conv.stride.height || adjustment.0 == 0, adjustment.1 < conv.stride.width || adjustment.1 == 0 else {
+            throw bad("an output of \(out.0)×\(out.1) cannot come from a \(height)×\(width) input")
+        }
+        // Core ML's [in, out/groups, kH, kW] to XNNPACK's [groups, out/groups, kH, kW, in/groups].
+        let groups = conv.groups, inPerGroup = channels / groups, outPerGroup = conv.outputChannels / groups
+        let kh = conv.kernel.height, kw = conv.kernel.width
+        var packed = [Float](repeating: 0, count: conv.weights.count)
+        for g in 0..<groups {
+            for o in 0..<outPerGroup {
+                for y in 0..<kh {
+                    for x in 0..<kw {
+                        for i in 0..<inPerGroup {
+                            let source = (((g * inPerGroup + i) * outPerGroup + o) * kh + y) * kw + x
+                            packed[((((g * outPerGroup + o) * kh + y) * kw + x) * inPerGroup) + i] = conv.weights[source]
+                        }
+                    }
+                }
+            }
+        }
+        let step = StepKind.Convolution(
+            input: (channels, height, width), output: (conv.outputChannels, out.0, out.1), padding: padding,
+            kernel: (kh, kw), stride: (conv.stride.height, conv.stride.width), dilation: (conv.dilation.height, conv.dilation.width),
+            groups: groups, weights: packed, bias: conv.bias, outputRange: (-.infinity, .infinity),
+            deconvolutionAdjustment: adjustment)
+        return (.convolution(step), [conv.outputChannels, out.0, out.1])
     }
 
     /// NumPy-style broadcasting of trailing dimensions.
