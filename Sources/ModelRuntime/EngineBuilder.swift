@@ -12,6 +12,8 @@ enum EngineBuilder {
     struct Context {
         /// The bundle the specification came from: where network weights live.
         var bundle: ModelBundle?
+        /// The directory `@model_path` names in ML programs (the bundle, or a package's model folder).
+        var modelDirectory: String?
         var threads: Int
     }
 
@@ -39,6 +41,8 @@ enum EngineBuilder {
         switch kind {
         case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
             return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
+        case "mlProgram":
+            return try NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory, threads: context.threads)
         default:
             break
         }
@@ -48,8 +52,6 @@ enum EngineBuilder {
     /// Why modelc does not run a model kind.
     static func refusalReason(_ kind: String) -> String {
         switch kind {
-        case "mlProgram":
-            "this version of modelc does not execute ML programs yet (neural networks, classic models and pipelines of them run)"
         case "textClassifier", "wordTagger", "gazetteer", "wordEmbedding":
             "its parameters are Apple's closed Natural Language data, which only Apple's frameworks can read"
         case "visionFeaturePrint":

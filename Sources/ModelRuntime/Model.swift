@@ -45,21 +45,23 @@ public final class Model: Sendable {
             } catch {
                 throw .bundle(error)
             }
-            try self.init(specification: bundle.specification, bundle: bundle, path: path, configuration: configuration)
+            try self.init(specification: bundle.specification, bundle: bundle, modelDirectory: bundle.path, path: path,
+                          configuration: configuration)
         } else {
-            let specification: Specification
+            let file: ModelFile
             do {
-                specification = try ModelFile.open(path).specification
+                file = try ModelFile.open(path)
             } catch {
                 throw .source(error)
             }
-            try self.init(specification: specification, bundle: nil, path: path, configuration: configuration)
+            try self.init(specification: file.specification, bundle: nil, modelDirectory: file.modelDirectory, path: path,
+                          configuration: configuration)
         }
     }
 
     /// Prepares an unpacked specification to run; network weights are read
     /// from `bundle` when the specification came from one.
-    public init(specification: Specification, bundle: ModelBundle? = nil, path: String,
+    public init(specification: Specification, bundle: ModelBundle? = nil, modelDirectory: String? = nil, path: String,
                 configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
         self.path = path
         self.specification = specification
@@ -69,7 +71,8 @@ public final class Model: Sendable {
         do {
             engine = try withExtendedLifetime(specification) { () throws(RuntimeError) -> any PredictionEngine in
                 try EngineBuilder.engine(for: specification.root, summary: summary,
-                                         context: EngineBuilder.Context(bundle: bundle, threads: configuration.threads))
+                                         context: EngineBuilder.Context(bundle: bundle, modelDirectory: modelDirectory ?? bundle?.path,
+                                                                       threads: configuration.threads))
             }
         } catch {
             throw .runtime(error)

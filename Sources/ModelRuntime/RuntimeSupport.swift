@@ -33,7 +33,7 @@ public struct RuntimeSupport: Sendable, Equatable {
             return NetworkEngine.unsupportedLayers(in: model, bundle: bundle).map(\.description)
         default:
             do {
-                _ = try EngineBuilder.engine(for: model, summary: summary, context: .init(bundle: bundle, threads: 1))
+                _ = try EngineBuilder.engine(for: model, summary: summary, context: .init(bundle: bundle, modelDirectory: bundle?.path, threads: 1))
                 return []
             } catch {
                 if case .unsupportedModel = error { return [error.description] }

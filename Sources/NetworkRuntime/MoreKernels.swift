@@ -117,6 +117,12 @@ enum MoreKernels {
                     output[base + index] = value
                 }
             }
+        case .reduceGathered(let mode, let table, let axis):
+            let x = inputs[0]
+            let gathered = table.map { x[Int($0)] }
+            gathered.withUnsafeBufferPointer { values in
+                reduce(values, output, mode: mode, outer: table.count / max(axis, 1), axis: axis, inner: 1, epsilon: 0)
+            }
         case .truncate:
             let x = inputs[0]
             for index in 0..<min(x.count, output.count) { output[index] = x[index].rounded(.towardZero) }

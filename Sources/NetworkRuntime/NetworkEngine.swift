@@ -38,13 +38,11 @@ public final class NetworkEngine: PredictionEngine {
     ///
     /// - Throws: `RuntimeError.unsupportedLayer` naming the first layer
     ///   modelc cannot run, or `.invalidParameters`.
-    public init(model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, bundle: ModelBundle?,
-                threads: Int) throws(RuntimeError) {
-        guard XNNPack.isAvailable else {
-            throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
-        }
-        self.interface = interface
+    public convenience init(model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, bundle: ModelBundle?,
+                            threads: Int) throws(RuntimeError) {
         let spec = model.pointee
+        let labels: ClassLabelList?
+        let probabilitiesValue: String?
         let layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>]
         let preprocessors: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>]
         let mapping: CoreML__Specification__NeuralNetworkMultiArrayShapeMapping
@@ -77,8 +75,8 @@ public final class NetworkEngine: PredictionEngine {
             labels = nil
             probabilitiesValue = nil
         }
-        graph = try NetworkGraph(layers: layers, exactArrayMapping: mapping == CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__EXACT_ARRAY_MAPPING,
-                                 weights: WeightDecoder(bundle: bundle))
+        let graph = try NetworkGraph(layers: layers, exactArrayMapping: mapping == CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__EXACT_ARRAY_MAPPING,
+                                     weights: WeightDecoder(bundle: bundle))
         var preprocessing: [String: Preprocessing] = [:]
         for preprocessor in preprocessors {
             let feature = text(preprocessor.pointee.featurename)
@@ -100,7 +98,33 @@ public final class NetworkEngine: PredictionEngine {
                 preprocessing[feature] = steps
             }
         }
+        try self.init(interface: interface, graph: graph, preprocessing: preprocessing, labels: labels,
+                      probabilitiesValue: probabilitiesValue, threads: threads)
+    }
+
+    /// Prepares the main function of an ML program: constants and weight
+    /// decompression evaluated now, weights read from `modelDirectory`'s
+    /// weight file (the bundle, or the package's model folder).
+    public convenience init(program model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
+                            modelDirectory: String?, threads: Int) throws(RuntimeError) {
+        guard let program = model.pointee.mlprogram else {
+            throw .invalidParameters(model: interface.kind, detail: "no program")
+        }
+        let reader = try ProgramReader(program: program, modelDirectory: modelDirectory)
+        try self.init(interface: interface, graph: NetworkGraph(nodes: reader.nodes, exactArrayMapping: true),
+                      preprocessing: [:], labels: nil, probabilitiesValue: nil, threads: threads)
+    }
+
+    private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabelList?,
+                 probabilitiesValue: String?, threads: Int) throws(RuntimeError) {
+        guard XNNPack.isAvailable else {
+            throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
+        }
+        self.interface = interface
+        self.graph = graph
         self.preprocessing = preprocessing
+        self.labels = labels
+        self.probabilitiesValue = probabilitiesValue
         pool = ThreadPool(threads: threads)
         // Refuse now, not at the first prediction: plan the declared input shapes.
         if let shapes = try? declaredShapes() {

@@ -128,7 +128,8 @@ enum LayerOperation: Sendable {
     case sliceByIndex(begin: [Int], end: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool], squeezeMask: [Bool])
     case padConstant(pads: [Int], mode: PaddingMode)
     case gatherConstant(indices: [Int], indexShape: [Int], axis: Int)
-    case splitAxis(sizes: [Int], axis: Int)
+    /// Splits along `axis` into `sizes`, or into `parts` equal pieces.
+    case splitAxis(sizes: [Int]?, parts: Int, axis: Int)
     case castToInteger
 }
 
@@ -147,6 +148,11 @@ struct NetworkGraph: Sendable {
     /// Whether multi-array inputs keep their rank (`EXACT_ARRAY_MAPPING`)
     /// instead of being read as rank-5 [C] / [C, H, W] blobs.
     let exactArrayMapping: Bool
+
+    init(nodes: [NetworkNode], exactArrayMapping: Bool) {
+        self.nodes = nodes
+        self.exactArrayMapping = exactArrayMapping
+    }
 
     /// Reads every layer; a layer kind modelc does not run is refused, naming it.
     init(layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>], exactArrayMapping: Bool,

@@ -63,6 +63,8 @@ enum StepKind: Sendable {
     case dot(cosine: Bool, count: Int)
     case layerNorm(rows: Int, size: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float)
     case truncate
+    /// Reduces each run of `axis` elements of the input read through `table`.
+    case reduceGathered(LayerOperation.ReduceMode, table: [Int32], axis: Int)
 }
 
 /// One step: its kind, where it reads and where it writes (arena slots).

@@ -36,10 +36,12 @@ struct ShapeRules {
                  [each, height, width])
             }
         }
-        if case .splitAxis(let sizes, let axis) = node.operation {
+        if case .splitAxis(let given, let parts, let axis) = node.operation {
             let rank = first.count
             let resolved = axis < 0 ? axis + rank : axis
-            guard (0..<rank).contains(resolved), sizes.reduce(0, +) == first[resolved] else {
+            guard (0..<rank).contains(resolved), parts > 0 else { throw bad("axis \(axis) of rank \(rank)") }
+            let sizes = given ?? Array(repeating: first[resolved] / parts, count: parts)
+            guard sizes.reduce(0, +) == first[resolved] else {
                 throw bad("split sizes \(sizes) do not add up to dimension \(axis) of \(first)")
             }
             var start = 0
@@ -215,14 +217,20 @@ struct ShapeRules {
             return (.layerNorm(rows: first.reduce(1, *) / max(size, 1), size: size, gamma: gamma, beta: beta, epsilon: epsilon), first)
         case .reduceAxes(let mode, let axes, let keep):
             let resolved = (axes.isEmpty ? Array(0..<rank) : axes.map(axis)).sorted()
-            guard let low = resolved.first, let high = resolved.last, high - low + 1 == resolved.count, high < rank else {
-                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "reducing over the non-adjacent axes \(axes) is not supported")
-            }
-            let outer = first[..<low].reduce(1, *), along = first[low...high].reduce(1, *), inner = first[(high + 1)...].reduce(1, *)
+            guard let low = resolved.first, let high = resolved.last, high < rank, low >= 0 else { throw bad("axes \(axes) of rank \(rank)") }
             var shape = first
             for index in resolved { shape[index] = 1 }
             if !keep { shape = shape.enumerated().filter { !resolved.contains($0.offset) }.map(\.element) }
-            return (.reduce(mode, outer: outer, axis: along, inner: inner, epsilon: 0), shape)
+            if shape.isEmpty { shape = [1] }
+            if high - low + 1 == resolved.count {
+                let outer = first[..<low].reduce(1, *), along = first[low...high].reduce(1, *), inner = first[(high + 1)...].reduce(1, *)
+                return (.reduce(mode, outer: outer, axis: along, inner: inner, epsilon: 0), shape)
+            }
+            // Axes apart: move the kept axes first and the reduced ones last, then reduce each row.
+            let kept = (0..<rank).filter { !resolved.contains($0) }
+            let table = Gathers.transpose(first, kept + resolved)
+            let along = resolved.reduce(1) { $0 * first[$1] }
+            return (.reduceGathered(mode, table: table, axis: along), shape)
         case .sliceByIndex(let begin, let end, let stride, let beginMask, let endMask, let squeezeMask):
             var starts = [Int](), stops = [Int](), steps = [Int](), shape = [Int]()
             for index in 0..<rank {
