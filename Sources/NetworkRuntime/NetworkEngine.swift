@@ -164,7 +164,7 @@ public final class NetworkEngine: PredictionEngine {
         }
         try state.run(pool: pool)
         func values(_ name: String) -> (shape: [Int], values: [Double])? {
-            guard let slot = entry.plan.slots[name], let shape = entry.plan.shapes[name] else { return nil }
+            guard let slot = entry.plan.slots[entry.plan.exported[name] ?? name], let shape = entry.plan.shapes[name] else { return nil }
             let count = shape.reduce(1, *)
             return (shape, (0..<count).map { Double(state.slots[slot][$0]) })
         }

@@ -18,6 +18,8 @@ enum StepKind: Sendable {
         var outputRange: (Float, Float)
         /// Set for a transposed convolution: the extra rows and columns at the bottom and right.
         var deconvolutionAdjustment: (Int, Int)? = nil
+        /// Input and output are channel-last already (no transposes around XNNPACK).
+        var channelsLast = false
     }
 
     struct Pooling: Sendable {
@@ -31,12 +33,15 @@ enum StepKind: Sendable {
         var padTop: Int
         var padLeft: Int
         var excludePadding: Bool
+        var channelsLast = false
     }
 
     case convolution(Convolution)
     case fullyConnected(inputs: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?, outputRange: (Float, Float))
-    case channelAffine(scale: [Float], shift: [Float], channels: Int, plane: Int)
-    case activation(LayerOperation.Activation, channels: Int, plane: Int)
+    case channelAffine(scale: [Float], shift: [Float], channels: Int, plane: Int, channelsLast: Bool = false)
+    case activation(LayerOperation.Activation, channels: Int, plane: Int, channelsLast: Bool = false)
+    /// Between channel-first [C, H, W] and channel-last [H, W, C] storage.
+    case layoutChange(toChannelsLast: Bool, channels: Int, plane: Int)
     case pooling(Pooling)
     case softmax(outer: Int, axis: Int, inner: Int)
     case copy
@@ -86,6 +91,8 @@ struct NetworkPlan: Sendable {
     let slots: [String: Int]
     /// The largest channel-last scratch a convolution needs (input and output), in floats.
     let scratch: (input: Int, output: Int)
+    /// For each value the engine reads, the value holding it channel-first.
+    let exported: [String: String]
 
     /// Works out shapes, fuses activations into the layer before them when
     /// that layer's output is used only there, and assigns slots.
@@ -130,12 +137,19 @@ struct NetworkPlan: Sendable {
                     nodeIndex += 1
                 }
             }
-            if case .convolution(let conv) = kind {
+            shapes[output] = shape
+            kinds.append((node.name, kind, node.inputs, output))
+        }
+
+        var layouts = LayoutPass(shapes: shapes)
+        kinds = layouts.run(kinds, keep: keep)
+        shapes = layouts.shapes
+        exported = layouts.exported
+        for step in kinds {
+            if case .convolution(let conv) = step.kind, !conv.channelsLast {
                 scratchIn = max(scratchIn, conv.input.channels * conv.input.height * conv.input.width)
                 scratchOut = max(scratchOut, conv.output.channels * conv.output.height * conv.output.width)
             }
-            shapes[output] = shape
-            kinds.append((node.name, kind, node.inputs, output))
         }
 
         // Slots: a value's slot is free again after the last step reading it.

@@ -46,15 +46,14 @@ final class NetworkState {
                                     conv.input.channels / conv.groups, conv.output.channels / conv.groups,
                                     conv.weights, conv.bias, conv.outputRange)
                 }
-                guard let source = slots[step.inputs[0]].baseAddress, let staged = scratchInput.baseAddress,
-                      let result = scratchOutput.baseAddress, let target = output.baseAddress else { continue }
-                Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
-                if let adjustment = conv.deconvolutionAdjustment {
-                    try XNNKernels.runDeconvolution(op, height: conv.input.height, width: conv.input.width, adjustment: adjustment,
-                                                    input: staged, output: result, pool: pool)
-                } else {
-                    try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: staged, output: result, pool: pool)
+                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
+                if conv.channelsLast {
+                    try runConvolution(op, conv, input: source, output: target, pool: pool)
+                    continue
                 }
+                guard let staged = scratchInput.baseAddress, let result = scratchOutput.baseAddress else { continue }
+                Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
+                try runConvolution(op, conv, input: staged, output: result, pool: pool)
                 Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
             case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range):
                 let op = try xnnOperator(index) { () throws(RuntimeError) in
@@ -65,6 +64,16 @@ final class NetworkState {
             default:
                 ReferenceKernels.run(step.kind, inputs: step.inputs.map { UnsafeBufferPointer(slots[$0]) }, output: output)
             }
+        }
+    }
+
+    private func runConvolution(_ op: XNNOperator, _ conv: StepKind.Convolution, input: UnsafePointer<Float>,
+                                output: UnsafeMutablePointer<Float>, pool: ThreadPool) throws(RuntimeError) {
+        if let adjustment = conv.deconvolutionAdjustment {
+            try XNNKernels.runDeconvolution(op, height: conv.input.height, width: conv.input.width, adjustment: adjustment,
+                                            input: input, output: output, pool: pool)
+        } else {
+            try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: input, output: output, pool: pool)
         }
     }
 

@@ -6,14 +6,25 @@ import Foundation
 enum ReferenceKernels {
     static func run(_ kind: StepKind, inputs: [UnsafeBufferPointer<Float>], output: UnsafeMutableBufferPointer<Float>) {
         switch kind {
-        case .channelAffine(let scale, let shift, let channels, let plane):
+        case .channelAffine(let scale, let shift, let channels, let plane, let channelsLast):
             let x = inputs[0]
-            for c in 0..<channels {
-                let s = scale[c], b = shift[c]
-                for p in 0..<plane { output[c * plane + p] = x[c * plane + p] * s + b }
+            if channelsLast {
+                for p in 0..<plane { for c in 0..<channels { output[p * channels + c] = x[p * channels + c] * scale[c] + shift[c] } }
+            } else {
+                for c in 0..<channels {
+                    let s = scale[c], b = shift[c]
+                    for p in 0..<plane { output[c * plane + p] = x[c * plane + p] * s + b }
+                }
             }
-        case .activation(let activation, let channels, let plane):
-            activate(activation, inputs[0], output, channels: channels, plane: plane)
+        case .activation(let activation, let channels, let plane, let channelsLast):
+            activate(activation, inputs[0], output, channels: channels, plane: plane, channelsLast: channelsLast)
+        case .layoutChange(let toChannelsLast, let channels, let plane):
+            guard let source = inputs[0].baseAddress, let target = output.baseAddress else { return }
+            if toChannelsLast {
+                Layout.chwToHWC(source, target, channels: channels, pixels: plane)
+            } else {
+                Layout.hwcToCHW(source, target, channels: channels, pixels: plane)
+            }
         case .pooling(let pooling):
             pool(pooling, inputs[0], output)
         case .softmax(let outer, let axis, let inner):
@@ -76,11 +87,11 @@ enum ReferenceKernels {
     }
 
     private static func activate(_ activation: LayerOperation.Activation, _ x: UnsafeBufferPointer<Float>,
-                                 _ y: UnsafeMutableBufferPointer<Float>, channels: Int, plane: Int) {
+                                 _ y: UnsafeMutableBufferPointer<Float>, channels: Int, plane: Int, channelsLast: Bool) {
         let count = min(x.count, y.count, channels * plane)
         func each(_ f: (Float) -> Float) { for index in 0..<count { y[index] = f(x[index]) } }
         func perChannel(_ f: (Float, Int) -> Float) {
-            for index in 0..<count { y[index] = f(x[index], plane > 0 ? index / plane : 0) }
+            for index in 0..<count { y[index] = f(x[index], channelsLast ? index % max(channels, 1) : (plane > 0 ? index / plane : 0)) }
         }
         switch activation {
         case .linear(let alpha, let beta): each { alpha * $0 + beta }
@@ -113,6 +124,10 @@ enum ReferenceKernels {
     private static func pool(_ p: StepKind.Pooling, _ x: UnsafeBufferPointer<Float>, _ y: UnsafeMutableBufferPointer<Float>) {
         let (inH, inW) = p.input
         let (outH, outW) = p.output
+        if p.channelsLast {
+            poolChannelsLast(p, x, y)
+            return
+        }
         for c in 0..<p.channels {
             let plane = c * inH * inW
             for oy in 0..<outH {
@@ -142,6 +157,45 @@ enum ReferenceKernels {
                     case .l2: accumulator.squareRoot()
                     }
                     y[(c * outH + oy) * outW + ox] = result
+                }
+            }
+        }
+    }
+
+    /// Pooling over [H, W, C]: each window accumulates all channels at once.
+    private static func poolChannelsLast(_ p: StepKind.Pooling, _ x: UnsafeBufferPointer<Float>, _ y: UnsafeMutableBufferPointer<Float>) {
+        let (inH, inW) = p.input
+        let (outH, outW) = p.output
+        let channels = p.channels
+        var accumulator = [Float](repeating: 0, count: channels)
+        for oy in 0..<outH {
+            for ox in 0..<outW {
+                let y0 = oy * p.stride.0 - p.padTop, x0 = ox * p.stride.1 - p.padLeft
+                for c in 0..<channels { accumulator[c] = p.kind == .max ? -.infinity : 0 }
+                var valid = 0
+                for ky in 0..<p.kernel.0 {
+                    let iy = y0 + ky
+                    guard iy >= 0, iy < inH else { continue }
+                    for kx in 0..<p.kernel.1 {
+                        let ix = x0 + kx
+                        guard ix >= 0, ix < inW else { continue }
+                        let base = (iy * inW + ix) * channels
+                        switch p.kind {
+                        case .max: for c in 0..<channels { accumulator[c] = max(accumulator[c], x[base + c]) }
+                        case .average: for c in 0..<channels { accumulator[c] += x[base + c] }
+                        case .l2: for c in 0..<channels { accumulator[c] += x[base + c] * x[base + c] }
+                        }
+                        valid += 1
+                    }
+                }
+                let divisor = Float(p.excludePadding ? max(valid, 1) : p.kernel.0 * p.kernel.1)
+                let target = (oy * outW + ox) * channels
+                for c in 0..<channels {
+                    y[target + c] = switch p.kind {
+                    case .max: valid > 0 ? accumulator[c] : 0
+                    case .average: accumulator[c] / divisor
+                    case .l2: accumulator[c].squareRoot()
+                    }
                 }
             }
         }
