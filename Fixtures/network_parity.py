@@ -1497,6 +1497,49 @@ def program_mlp_cases(writer):
                          "when large) by this script. linear: x W^T + b with W [out, in].")
 
 
+def program_image_classifier_cases(writer):
+    """An ML program classifier with an image input, as coremltools converts one:
+    the image's scale and bias become program ops, and a `classify` op ends it."""
+    rng = np.random.default_rng(9611)
+    wc, bc = rand(rng, 4, 3, 3, 3, scale=0.4), rand(rng, 4)
+    wl, bl = rand(rng, 3, 4, scale=0.8), rand(rng, 3)
+    labels = ["sky", "grass", "sand"]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3, 10, 12))], opset_version=ct.target.iOS15)
+    def prog(image):
+        h = mb.relu(x=mb.conv(x=image, weight=wc, bias=bc, pad_type="same", name="conv"), name="relu")
+        h = mb.reduce_mean(x=h, axes=[2, 3], keep_dims=False, name="pool")
+        return mb.softmax(x=mb.linear(x=h, weight=wl, bias=bl, name="fc"), axis=-1, name="probs")
+
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                           minimum_deployment_target=ct.target.iOS15, compute_precision=ct.precision.FLOAT32,
+                           inputs=[ct.ImageType(name="image", shape=(1, 3, 10, 12), scale=1 / 255.0,
+                                                bias=[-0.5, -0.5, -0.5], color_layout=ct.colorlayout.RGB)],
+                           classifier_config=ct.ClassifierConfig(labels))
+    path = os.path.join(writer.dir, "program_image_classifier.mlpackage")
+    save_ml_package(model, path)
+    cases = []
+    for _ in range(4):
+        pixels = rng.integers(0, 256, size=(10, 12, 3), dtype=np.uint8)
+        x = (pixels.astype(np.float64) / 255.0 - 0.5).transpose(2, 0, 1)[None].astype(np.float32)
+        h = np.maximum(np_conv_nchw(x.astype(np.float64), wc.astype(np.float64), bc.astype(np.float64), pads=(1, 1, 1, 1)), 0)
+        probs = softmax(np_linear(h.mean(axis=(2, 3)), wl.astype(np.float64), bl.astype(np.float64)), -1)[0]
+        order = np.sort(probs)
+        if order[-1] - order[-2] < 1e-3:
+            continue
+        cases.append({"inputs": {"image": image_value(pixels)},
+                      "outputs": {"classLabel": labels[int(np.argmax(probs))],
+                                  "classLabel_probs": {l: float(p) for l, p in zip(labels, probs)}}})
+    writer.write_package("program_image_classifier", model, NUMPY, cases,
+                         "ML program classifier (iOS15) on a 12x10 RGB image: scale 1/255 and bias -0.5 "
+                         "as program ops, conv 3x3 same, relu, mean over H and W, linear, softmax, classify",
+                         "The image's bytes, times 1/255, minus 0.5, in RGB order as [1, 3, H, W]; the "
+                         "label and probabilities are those of the classify op coremltools adds.")
+
+
 def np_conv_nchw(x, w, b, stride=(1, 1), pads=(0, 0, 0, 0), groups=1):
     return np.stack([conv2d(xi, w, b, stride=stride, pads=pads, groups=groups) for xi in x])
 
@@ -1869,6 +1912,7 @@ def generate(out_dir):
     program_cnn_cases(writer)
     program_ops_cases(writer)
     program_compressed_cases(writer)
+    program_image_classifier_cases(writer)
     write_readme(out_dir, writer.entries)
     total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(writer.dir) for f in fs)
     assert total <= MAX_TOTAL_BYTES, total

@@ -111,8 +111,15 @@ public final class NetworkEngine: PredictionEngine {
             throw .invalidParameters(model: interface.kind, detail: "no program")
         }
         let reader = try ProgramReader(program: program, modelDirectory: modelDirectory)
+        var interface = interface
+        if let classification = reader.classification {
+            // The classifier's outputs are the two values `classify` names.
+            interface.predictedFeatureName = interface.predictedFeatureName ?? classification.labelOutput
+            interface.predictedProbabilitiesName = interface.predictedProbabilitiesName ?? classification.probabilitiesOutput
+        }
         try self.init(interface: interface, graph: NetworkGraph(nodes: reader.nodes, exactArrayMapping: true),
-                      preprocessing: [:], labels: nil, probabilitiesValue: nil, threads: threads)
+                      preprocessing: [:], labels: reader.classification?.labels,
+                      probabilitiesValue: reader.classification?.probabilities, threads: threads)
     }
 
     private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabelList?,
@@ -191,7 +198,9 @@ public final class NetworkEngine: PredictionEngine {
         switch value {
         case .image(let image):
             let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
-            return imageTensor(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing())
+            let tensor = imageTensor(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing())
+            // ML programs take images as [1, C, H, W].
+            return (graph.exactArrayMapping ? [1] + tensor.shape : tensor.shape, tensor.values)
         case .multiArray(let array):
             var shape = array.shape
             if !graph.exactArrayMapping {
@@ -254,7 +263,8 @@ public final class NetworkEngine: PredictionEngine {
         for description in interface.inputs {
             switch description.type {
             case .image(let image):
-                shapes[description.name] = [image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
+                let shape = [image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
+                shapes[description.name] = graph.exactArrayMapping ? [1] + shape : shape
             case .multiArray(let array):
                 var shape = array.shape.map(Int.init)
                 if !graph.exactArrayMapping {

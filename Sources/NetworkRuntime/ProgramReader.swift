@@ -14,6 +14,16 @@ struct ProgramReader {
     private var counter = 0
     private let values: ProgramValueReader
 
+    /// A `classify` operation ending the program: where the probabilities are,
+    /// the labels, and the two outputs it names.
+    struct Classification {
+        var probabilities: String
+        var labels: ClassLabelList
+        var labelOutput: String
+        var probabilitiesOutput: String
+    }
+    private(set) var classification: Classification?
+
     /// The names of the function's inputs, and of the values it returns.
     private(set) var inputs: [String] = []
     private(set) var outputs: [String] = []
@@ -151,6 +161,14 @@ struct ProgramReader {
                 if let value = try constant(op, key, owner: owner, kind: kind) { parameters[key] = value }
             }
             constants[output] = try Decompression(kind: kind, owner: owner, parameters: parameters).value()
+        case "classify":
+            guard outputNames.count == 2, case .variable(let probabilities)? = try operand(op, "probabilities", owner: owner),
+                  let classes = try constant(op, "classes", owner: owner, kind: kind) else {
+                throw .unsupportedLayer(layer: owner, kind: kind, reason: "classify needs computed probabilities and constant classes")
+            }
+            let labels: ClassLabelList = classes.strings.isEmpty ? .int64s(classes.floats.map { Int64($0) }) : .strings(classes.strings)
+            classification = Classification(probabilities: probabilities, labels: labels,
+                                            labelOutput: outputNames[0], probabilitiesOutput: outputNames[1])
         case "identity":
             let input = try name(x(), owner: owner, role: "x")
             add(owner, kind, [input], [output], .expandDims(axes: []))

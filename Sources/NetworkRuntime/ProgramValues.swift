@@ -9,7 +9,19 @@ import ModelSpec
 struct ProgramConstant: Sendable {
     var shape: [Int]
     var floats: [Float]
-    var string: String?
+    var string: String? { strings.first }
+    /// String tensors (class labels, modes).
+    var strings: [String] = []
+
+    init(shape: [Int], floats: [Float], strings: [String] = []) {
+        self.shape = shape
+        self.floats = floats
+        self.strings = strings
+    }
+
+    init(shape: [Int], floats: [Float], string: String?) {
+        self.init(shape: shape, floats: floats, strings: string.map { [$0] } ?? [])
+    }
 
     var count: Int { floats.count }
     var ints: [Int] { floats.map { Int($0) } }
@@ -34,6 +46,19 @@ struct ProgramValueReader {
         let dataType = tensorType?.datatype ?? CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32
         switch value.value_case {
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE:
+            if let immediate = value.immediatevalue?.pointee,
+               immediate.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_LIST,
+               let list = immediate.list?.pointee {
+                // A list of scalars (class labels): its elements joined into one tensor.
+                var joined = ProgramConstant(shape: [], floats: [])
+                for element in elements(list.values, list.n_values) {
+                    let part = try constant(element.pointee, owner: owner)
+                    joined.floats += part.floats
+                    joined.strings += part.strings
+                }
+                joined.shape = [max(joined.floats.count, joined.strings.count)]
+                return joined
+            }
             guard let immediate = value.immediatevalue?.pointee,
                   immediate.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR,
                   let tensor = immediate.tensor?.pointee
@@ -67,7 +92,7 @@ struct ProgramValueReader {
             return ProgramConstant(shape: shape, floats: (tensor.bools.map { scalars($0.pointee.values, $0.pointee.n_values) } ?? []).map { $0 != 0 ? 1 : 0 })
         case CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS:
             let values = tensor.strings.map { strings($0.pointee.values, $0.pointee.n_values) } ?? []
-            return ProgramConstant(shape: shape, floats: [], string: values.first)
+            return ProgramConstant(shape: shape, floats: [], strings: values)
         case CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES:
             guard let bytes = tensor.bytes?.pointee.values else { break }
             let raw = UnsafeRawBufferPointer(start: bytes.data, count: bytes.len)

@@ -210,6 +210,20 @@ enum ReferenceKernels {
             }
             return
         }
+        if inputs.count == 2, shapes.allSatisfy({ $0.reduce(1, *) == count }) {
+            let a = inputs[0], b = inputs[1]
+            switch operation {
+            case .add: for index in 0..<count { output[index] = a[index] + b[index] }
+            case .multiply: for index in 0..<count { output[index] = a[index] * b[index] }
+            case .subtract: for index in 0..<count { output[index] = a[index] - b[index] }
+            case .divide: for index in 0..<count { output[index] = a[index] / b[index] }
+            case .maximum: for index in 0..<count { output[index] = max(a[index], b[index]) }
+            case .minimum: for index in 0..<count { output[index] = min(a[index], b[index]) }
+            case .average: for index in 0..<count { output[index] = (a[index] + b[index]) / 2 }
+            case .power: for index in 0..<count { output[index] = powf(a[index], b[index]) }
+            }
+            return
+        }
         // Strides of each input within the output's index space (0 where broadcast).
         let rank = outputShape.count
         let strides: [[Int]] = shapes.map { shape in
