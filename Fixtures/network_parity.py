@@ -1228,6 +1228,90 @@ def rank_n_cases(writer):
                  "input weights are stored [C_out, C_in] (the transpose of the builder's W).")
 
 
+def rank_n_more_cases(writer):
+    """The other rank-N layers converted networks use: broadcastable arithmetic, gelu,
+    rank-N reductions, static slices, splits, constants and reshapes."""
+    rng = np.random.default_rng(9310)
+    const = rand(rng, 1, 3, 4, scale=1.0)
+    b = layer_net([("x", (2, 3, 4)), ("y", (3, 1))],
+                  [("add", (2, 3, 4)), ("sub", (2, 3, 4)), ("mul", (2, 3, 4)), ("div", (2, 3, 4)),
+                   ("max", (2, 3, 4)), ("min", (2, 3, 4)), ("pow", (2, 3, 4)),
+                   ("gelu_exact", (2, 3, 4)), ("gelu_tanh", (2, 3, 4)), ("gelu_sigmoid", (2, 3, 4)),
+                   ("reduce_sum", (2, 1, 4)), ("reduce_mean", (2, 3)), ("reduce_max", (1, 1, 1)),
+                   ("slice", (2, 2, 2)), ("split_a", (2, 3, 1)), ("split_b", (2, 3, 3)),
+                   ("with_constant", (2, 3, 4)), ("reshaped", (2, 4, 3))], rank_n=True)
+    b.add_add_broadcastable("add", ["x", "y"], "add")
+    b.add_subtract_broadcastable("sub", ["x", "y"], "sub")
+    b.add_multiply_broadcastable("mul", ["x", "y"], "mul")
+    b.add_divide_broadcastable("div", ["x", "add"], "div")
+    b.add_max_broadcastable("max", ["x", "y"], "max")
+    b.add_min_broadcastable("min", ["x", "y"], "min")
+    b.add_unary("abs_x", "x", "abs_x", mode="abs")
+    b.add_pow_broadcastable("pow", ["abs_x", "y"], "pow")
+    b.add_gelu("gelu_exact", "x", "gelu_exact", mode="EXACT")
+    b.add_gelu("gelu_tanh", "x", "gelu_tanh", mode="TANH_APPROXIMATION")
+    b.add_gelu("gelu_sigmoid", "x", "gelu_sigmoid", mode="SIGMOID_APPROXIMATION")
+    b.add_reduce_sum("reduce_sum", "x", "reduce_sum", axes=[1], keepdims=True)
+    b.add_reduce_mean("reduce_mean", "x", "reduce_mean", axes=[-1], keepdims=False)
+    b.add_reduce_max("reduce_max", "x", "reduce_max", reduce_all=True, keepdims=True)
+    b.add_slice_static("slice", "x", "slice", begin_ids=[0, 1, 0], end_ids=[2, 3, 4], strides=[1, 1, 2],
+                       begin_masks=[False, False, False], end_masks=[False, False, False])
+    b.add_split_nd("split", "x", ["split_a", "split_b"], axis=-1, split_sizes=[1, 3])
+    b.add_load_constant_nd("constant", "constant", const, const.shape)
+    b.add_add_broadcastable("with_constant", ["x", "constant"], "with_constant")
+    b.add_rank_preserving_reshape("reshaped", "x", "reshaped", (2, 4, 3))
+    spec = b.spec
+    assert nn_of(spec).arrayInputShapeMapping == 1
+    from scipy.special import erf
+
+    def forward(v):
+        x, y = v["x"].astype(np.float64), v["y"].astype(np.float64)
+        return {"add": x + y, "sub": x - y, "mul": x * y, "div": x / (x + y), "max": np.maximum(x, y),
+                "min": np.minimum(x, y), "pow": np.abs(x) ** y,
+                "gelu_exact": 0.5 * x * (1 + erf(x / np.sqrt(2))),
+                "gelu_tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                "gelu_sigmoid": x / (1 + np.exp(-1.702 * x)),
+                "reduce_sum": x.sum(axis=1, keepdims=True), "reduce_mean": x.mean(axis=-1),
+                "reduce_max": x.max().reshape(1, 1, 1), "slice": x[:, 1:3, 0:4:2],
+                "split_a": x[..., :1], "split_b": x[..., 1:],
+                "with_constant": x + const.astype(np.float64), "reshaped": x.reshape(2, 4, 3)}
+
+    def inputs(r):
+        return {"x": f32(r.standard_normal((2, 3, 4))), "y": f32(r.uniform(0.5, 2.0, (3, 1)))}
+
+    cases = run_cases(spec, inputs, forward, 3, rng)
+    writer.write("rank_n_more", spec, NUMPY, cases,
+                 "rank-N layers: add/subtract/multiply/divide/max/min/pow broadcastable, gelu (3 modes), "
+                 "reduceSum/Mean/Max (axes, keepDims, reduceAll), sliceStatic, splitND, loadConstantND, "
+                 "rankPreservingReshape",
+                 "EXACT_ARRAY_MAPPING; NumPy broadcasting; gelu's tanh approximation with sqrt(2/pi) and "
+                 "0.044715, the sigmoid one x*sigmoid(1.702x).")
+
+
+def instance_norm_cases(writer):
+    """Batch norm computing its statistics from the input (instance normalization)."""
+    rng = np.random.default_rng(9311)
+    b = layer_net([("x", (3, 4, 5))], [("y", (3, 4, 5))])
+    gamma, beta = rand(rng, 3, scale=1.0) + 1, rand(rng, 3)
+    b.add_batchnorm("norm", 3, gamma, beta, input_name="x", output_name="y",
+                    compute_mean_var=True, instance_normalization=True, epsilon=1e-5)
+    spec = b.spec
+    G = layer_weights(spec, "norm", "gamma", (3,))
+    Bt = layer_weights(spec, "norm", "beta", (3,))
+
+    def forward(v):
+        x = v["x"].astype(np.float64)
+        mean = x.mean(axis=(1, 2), keepdims=True)
+        var = x.var(axis=(1, 2), keepdims=True)
+        return {"y": (x - mean) / np.sqrt(var + 1e-5) * G[:, None, None] + Bt[:, None, None]}
+
+    cases = run_cases(spec, lambda r: {"x": f32(r.standard_normal((3, 4, 5)))}, forward, 3, rng)
+    writer.write("instance_norm", spec, NUMPY, cases,
+                 "batchnorm with computeMeanVar and instanceNormalization: each channel normalized over "
+                 "its plane (population variance), then gamma and beta",
+                 "Statistics of the input itself, per channel over H x W; epsilon 1e-5 inside the root.")
+
+
 # ---------------------------------------------------------------------------
 # 4. MLP regressor (Fixtures/Models/ArrayRegressor.mlmodel)
 # ---------------------------------------------------------------------------
@@ -1907,6 +1991,8 @@ def generate(out_dir):
     unary_reduce_cases(writer)
     misc_cases(writer)
     rank_n_cases(writer)
+    rank_n_more_cases(writer)
+    instance_norm_cases(writer)
     quantized_dense_cases(writer)
     program_mlp_cases(writer)
     program_cnn_cases(writer)

@@ -123,6 +123,19 @@ enum MoreKernels {
             gathered.withUnsafeBufferPointer { values in
                 reduce(values, output, mode: mode, outer: table.count / max(axis, 1), axis: axis, inner: 1, epsilon: 0)
             }
+        case .instanceNorm(let channels, let plane, let gamma, let beta, let epsilon):
+            let x = inputs[0]
+            for c in 0..<channels {
+                let base = c * plane
+                var mean: Float = 0
+                for index in 0..<plane { mean += x[base + index] }
+                mean /= Float(plane)
+                var variance: Float = 0
+                for index in 0..<plane { variance += (x[base + index] - mean) * (x[base + index] - mean) }
+                variance /= Float(plane)
+                let scale = gamma[c] / (variance + epsilon).squareRoot()
+                for index in 0..<plane { output[base + index] = (x[base + index] - mean) * scale + beta[c] }
+            }
         case .truncate:
             let x = inputs[0]
             for index in 0..<min(x.count, output.count) { output[index] = x[index].rounded(.towardZero) }

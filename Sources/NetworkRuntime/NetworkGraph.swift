@@ -131,6 +131,8 @@ enum LayerOperation: Sendable {
     /// Splits along `axis` into `sizes`, or into `parts` equal pieces.
     case splitAxis(sizes: [Int]?, parts: Int, axis: Int)
     case castToInteger
+    /// Each channel normalized over its plane, then scaled by γ and shifted by β.
+    case instanceNorm(gamma: [Float], beta: [Float], epsilon: Float)
 }
 
 /// One layer of the graph.
@@ -212,10 +214,13 @@ private struct LayerReader {
             return .innerProduct(outputs: outputs, inputs: inputs, weights: values, bias: bias)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BATCHNORM:
             guard let params = layer.batchnorm?.pointee else { throw bad("no parameters") }
-            guard params.computemeanvar == 0, params.instancenormalization == 0 else {
-                throw .unsupportedLayer(layer: name, kind: kind, reason: "batch norm computing its mean and variance at run time is not supported yet")
-            }
             let channels = Int(params.channels)
+            if params.computemeanvar != 0 || params.instancenormalization != 0 {
+                // Statistics of this input (batch 1): each channel normalized over its plane, then γ and β.
+                let gamma = try weights.required(params.gamma, layer: name, role: "gamma", count: channels)
+                let beta = try weights.required(params.beta, layer: name, role: "beta", count: channels)
+                return .instanceNorm(gamma: gamma, beta: beta, epsilon: params.epsilon)
+            }
             let gamma = try weights.required(params.gamma, layer: name, role: "gamma", count: channels)
             let beta = try weights.required(params.beta, layer: name, role: "beta", count: channels)
             let mean = try weights.required(params.mean, layer: name, role: "mean", count: channels)
@@ -417,6 +422,47 @@ private struct LayerReader {
             return .flattenTo2D(axis: Int(layer.flattento2d?.pointee.axis ?? 1))
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TRANSPOSE:
             return .transpose(layer.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [])
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ADD_BROADCASTABLE: return .binary(.add)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SUBTRACT_BROADCASTABLE: return .binary(.subtract)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MULTIPLY_BROADCASTABLE: return .binary(.multiply)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_DIVIDE_BROADCASTABLE: return .binary(.divide)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MAX_BROADCASTABLE: return .binary(.maximum)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MIN_BROADCASTABLE: return .binary(.minimum)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POW_BROADCASTABLE: return .binary(.power)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GELU:
+            let mode: LayerOperation.Activation.GeluMode = switch layer.gelu?.pointee.mode {
+            case CORE_ML__SPECIFICATION__GELU_LAYER_PARAMS__GELU_MODE__TANH_APPROXIMATION: .tanh
+            case CORE_ML__SPECIFICATION__GELU_LAYER_PARAMS__GELU_MODE__SIGMOID_APPROXIMATION: .sigmoid
+            default: .exact
+            }
+            return .activation(.gelu(mode))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_SUM: return Self.reduceND(.sum, layer.reducesum?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_MEAN: return Self.reduceND(.average, layer.reducemean?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_MAX: return Self.reduceND(.max, layer.reducemax?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_MIN: return Self.reduceND(.min, layer.reducemin?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_PROD: return Self.reduceND(.product, layer.reduceprod?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_L1: return Self.reduceND(.l1, layer.reducel1?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_L2: return Self.reduceND(.l2, layer.reducel2?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_SUM_SQUARE: return Self.reduceND(.sumSquare, layer.reducesumsquare?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_LOG_SUM: return Self.reduceND(.logSum, layer.reducelogsum?.pointee)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLICE_STATIC:
+            guard let params = layer.slicestatic?.pointee else { throw bad("no parameters") }
+            return .sliceByIndex(begin: scalars(params.beginids, params.n_beginids).map(Int.init),
+                                 end: scalars(params.endids, params.n_endids).map(Int.init),
+                                 stride: scalars(params.strides, params.n_strides).map(Int.init),
+                                 beginMask: scalars(params.beginmasks, params.n_beginmasks).map { $0 != 0 },
+                                 endMask: scalars(params.endmasks, params.n_endmasks).map { $0 != 0 },
+                                 squeezeMask: scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 })
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SPLIT_ND:
+            guard let params = layer.splitnd?.pointee else { throw bad("no parameters") }
+            let sizes = scalars(params.splitsizes, params.n_splitsizes).map(Int.init)
+            return .splitAxis(sizes: sizes.isEmpty ? nil : sizes, parts: Int(layer.n_output), axis: Int(params.axis))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOAD_CONSTANT_ND:
+            guard let params = layer.loadconstantnd?.pointee else { throw bad("no parameters") }
+            let shape = scalars(params.shape, params.n_shape).map(Int.init)
+            return .loadConstant(shape: shape, values: try weights.required(params.data, layer: name, role: "data", count: shape.reduce(1, *)))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANK_PRESERVING_RESHAPE:
+            return .reshapeStatic(layer.rankpreservingreshape.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? [])
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT_ND:
             guard layer.concatnd?.pointee.interleave == 0 else {
                 throw .unsupportedLayer(layer: name, kind: kind, reason: "interleaved concatenation is not supported yet")
@@ -425,6 +471,12 @@ private struct LayerReader {
         default:
             throw .unsupportedLayer(layer: name, kind: kind, reason: "modelc does not run this layer kind yet")
         }
+    }
+
+    /// The rank-N reduce layers share one shape of parameters: axes, keepDims, reduceAll.
+    private static func reduceND<Params: ReduceNDParameters>(_ mode: LayerOperation.ReduceMode, _ params: Params?) -> LayerOperation {
+        guard let params else { return .reduceAxes(mode, axes: [], keepDimensions: false) }
+        return .reduceAxes(mode, axes: params.reduceAll ? [] : params.axisList, keepDimensions: params.keepDimensions)
     }
 
     private func convolution(_ params: CoreML__Specification__ConvolutionLayerParams) throws(RuntimeError) -> LayerOperation {
@@ -513,4 +565,65 @@ private struct LayerReader {
             throw bad("no activation kind set")
         }
     }
+}
+
+/// The fields every rank-N reduce layer's parameters have.
+protocol ReduceNDParameters {
+    var axisList: [Int] { get }
+    var keepDimensions: Bool { get }
+    var reduceAll: Bool { get }
+}
+
+extension CoreML__Specification__ReduceSumLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceMeanLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceMaxLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceMinLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceProdLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceL1LayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceL2LayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceSumSquareLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
+}
+
+extension CoreML__Specification__ReduceLogSumLayerParams: ReduceNDParameters {
+    var axisList: [Int] { scalars(axes, n_axes).map(Int.init) }
+    var keepDimensions: Bool { keepdims != 0 }
+    var reduceAll: Bool { reduceall != 0 }
 }

@@ -68,6 +68,7 @@ enum StepKind: Sendable {
     case dot(cosine: Bool, count: Int)
     case layerNorm(rows: Int, size: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float)
     case truncate
+    case instanceNorm(channels: Int, plane: Int, gamma: [Float], beta: [Float], epsilon: Float)
     /// Reduces each run of `axis` elements of the input read through `table`.
     case reduceGathered(LayerOperation.ReduceMode, table: [Int32], axis: Int)
 }

@@ -273,6 +273,10 @@ struct ShapeRules {
             return (.gather(indices: table, constant: 0), Array(first[..<resolved]) + indexShape + Array(first[(resolved + 1)...]))
         case .castToInteger:
             return (.truncate, first)
+        case .instanceNorm(let gamma, let beta, let epsilon):
+            let (channels, height, width) = chw(first)
+            guard gamma.count == channels else { throw bad("input has \(channels) channels, the layer has \(gamma.count)") }
+            return (.instanceNorm(channels: channels, plane: height * width, gamma: gamma, beta: beta, epsilon: epsilon), first)
         default:
             return nil
         }
