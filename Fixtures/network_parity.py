@@ -1476,6 +1476,11 @@ class ProgramWeights:
             if offset is not None:
                 data = data - np.kron(offset.astype(np.float64), np.ones(reps))
             return data * np.kron(scale, np.ones(reps))
+        if op.type == "constexpr_sparse_to_dense" and "shape" not in args:  # iOS18: mask [...] of uint1
+            mask, values = args["mask"].astype(bool), args["nonzero_data"].astype(np.float64)
+            out = np.zeros(mask.shape)
+            out[mask] = values  # row-major order, as the values are stored
+            return out
         if op.type == "constexpr_affine_dequantize":  # iOS16: (q - zero_point) * scale on axis
             q = args["quantized_data"].astype(np.float64)
             axis = int(args["axis"])
@@ -1874,6 +1879,19 @@ def program_compressed_cases(writer):
         "storage v2 records, see program_palettized_4bit): Int4 data packed two per byte from the "
         "least significant bit, sign-extended; dense = scale[i, j / 32] * data[i, j] (symmetric: "
         "no offset).", 9610)
+
+    def pruned(model):
+        cfg = opt.OptimizationConfig(global_config=opt.OpMagnitudePrunerConfig(
+            target_sparsity=0.5, weight_threshold=32))
+        return opt.prune_weights(model, cfg)
+
+    compressed_program(
+        writer, "program_pruned", ct.target.iOS18, pruned,
+        "ML program (iOS18): linear 64->32, relu, linear 32->8 with half the weights pruned "
+        "(constexpr_sparse_to_dense: a one-bit mask and the non-zero values)",
+        "The reference uses the weights decoded by this script from weight.bin: the mask is UInt1 "
+        "packed from the least significant bit; the non-zero values fill the set positions in "
+        "row-major order, zeros elsewhere.", 9612)
 
     def int8(model):
         cfg = opt.OptimizationConfig(global_config=opt.OpLinearQuantizerConfig(

@@ -10,7 +10,8 @@ struct Decompression {
     let parameters: [String: ProgramConstant]
 
     /// Every parameter name the decompression operations take.
-    static let parameterNames = ["quantized_data", "zero_point", "scale", "axis", "indices", "lut", "shape", "data", "offset", "source_val"]
+    static let parameterNames = ["quantized_data", "zero_point", "scale", "axis", "indices", "lut", "shape", "data", "offset",
+                                 "source_val", "nonzero_data", "mask"]
 
     private func parameter(_ key: String) throws(RuntimeError) -> ProgramConstant? { parameters[key] }
 
@@ -28,6 +29,7 @@ struct Decompression {
         case "constexpr_affine_dequantize": return try affine()
         case "constexpr_lut_to_dense": return try lookupTable()
         case "constexpr_blockwise_shift_scale": return try blockwise()
+        case "constexpr_sparse_to_dense": return try sparse()
         default: return try required("source_val")
         }
     }
@@ -103,6 +105,30 @@ struct Decompression {
             }
         }
         return ProgramConstant(shape: indices.shape, floats: floats)
+    }
+
+    /// The non-zero values placed where the mask is set, zeros elsewhere. The
+    /// iOS 16 form packs the mask into bytes (lowest bit first) with a `shape`.
+    private func sparse() throws(RuntimeError) -> ProgramConstant {
+        let values = try required("nonzero_data")
+        let mask = try required("mask")
+        var shape = mask.shape
+        var bits = mask.floats
+        if let given = try parameter("shape") {
+            shape = given.ints
+            let count = shape.reduce(1, *)
+            let bytes = mask.ints.map(UInt8.init(truncatingIfNeeded:))
+            guard bytes.count * 8 >= count else { throw bad("\(bytes.count) mask bytes for \(count) values") }
+            bits = (0..<count).map { Float(bytes[$0 / 8] >> ($0 % 8) & 1) }
+        }
+        var next = 0
+        var floats = [Float](repeating: 0, count: bits.count)
+        for index in bits.indices where bits[index] != 0 {
+            guard next < values.count else { throw bad("the mask sets more values than the \(values.count) given") }
+            floats[index] = values.floats[next]
+            next += 1
+        }
+        return ProgramConstant(shape: shape, floats: floats)
     }
 
     /// (data − offset) × scale, scale and offset given per block of every axis.

@@ -155,7 +155,8 @@ struct ProgramReader {
                 throw .invalidParameters(model: "operation \"\(owner)\" (const)", detail: "no value")
             }
             constants[output] = value
-        case "constexpr_affine_dequantize", "constexpr_lut_to_dense", "constexpr_blockwise_shift_scale", "constexpr_cast":
+        case "constexpr_affine_dequantize", "constexpr_lut_to_dense", "constexpr_blockwise_shift_scale", "constexpr_cast",
+             "constexpr_sparse_to_dense":
             var parameters: [String: ProgramConstant] = [:]
             for key in Decompression.parameterNames {
                 if let value = try constant(op, key, owner: owner, kind: kind) { parameters[key] = value }
@@ -191,8 +192,8 @@ struct ProgramReader {
                 let right = try name(operand(op, "y", owner: owner), owner: owner, role: "y")
                 add(owner, kind, [left, right], [output], .batchedMatMul(transposeA: transposeX, transposeB: transposeY, weights: nil, first: 0, second: 0, bias: nil))
             }
-        case "conv":
-            try convolution(op, owner: owner, output: output, input: try variable())
+        case "conv", "conv_transpose":
+            try convolution(op, kind: kind, owner: owner, output: output, input: try variable())
         case "max_pool", "avg_pool", "l2_pool":
             try pooling(op, kind: kind, owner: owner, output: output, input: try variable())
         case "relu": add(owner, kind, [try variable()], [output], .activation(.relu))
@@ -334,8 +335,9 @@ struct ProgramReader {
         }
     }
 
-    private mutating func convolution(_ op: CoreML__Specification__MILSpec__Operation, owner: String, output: String, input: String) throws(RuntimeError) {
-        let kind = "conv"
+    private mutating func convolution(_ op: CoreML__Specification__MILSpec__Operation, kind: String, owner: String, output: String,
+                                      input: String) throws(RuntimeError) {
+        let transposed = kind == "conv_transpose"
         guard let weight = try constant(op, "weight", owner: owner, kind: kind), weight.shape.count == 3 || weight.shape.count == 4 else {
             throw .unsupportedLayer(layer: owner, kind: kind, reason: "the weight must be a constant of rank 3 or 4")
         }
@@ -349,10 +351,16 @@ struct ProgramReader {
         let groups = Int(try constant(op, "groups", owner: owner, kind: kind)?.scalar ?? 1)
         let padding = try Self.padding(try constant(op, "pad_type", owner: owner, kind: kind)?.string ?? "valid",
                                        try constant(op, "pad", owner: owner, kind: kind)?.ints ?? [], oneDimensional: oneDimensional)
+        // conv_transpose weights are [in, out / groups, kH, kW], as Core ML's deconvolution layers.
+        let outputShape = try constant(op, "output_shape", owner: owner, kind: kind)?.ints ?? []
+        // The output's [H, W] when given ([1, L] for one dimension).
+        let spatial: [Int] = outputShape.isEmpty ? [] : (oneDimensional ? [1, outputShape.last ?? 0] : Array(outputShape.suffix(2)))
         let convolution = LayerOperation.Convolution(
-            outputChannels: weight.shape[0], kernelChannels: weight.shape[1], groups: max(1, groups),
+            outputChannels: transposed ? weight.shape[1] * max(1, groups) : weight.shape[0],
+            kernelChannels: transposed ? weight.shape[0] : weight.shape[1], groups: max(1, groups),
             kernel: kernel, stride: try pair("strides", 1), dilation: try pair("dilations", 1), padding: padding,
-            weights: weight.floats, bias: try constant(op, "bias", owner: owner, kind: kind)?.floats)
+            weights: weight.floats, bias: try constant(op, "bias", owner: owner, kind: kind)?.floats,
+            isDeconvolution: transposed, outputShape: spatial)
         // [1, C, H, W] (or [1, C, L] as [1, C, 1, L]) in, the same rank out.
         let source = oneDimensional ? intermediate(owner, kind, [input], .expandDims(axes: [2])) : input
         let computed = intermediate(owner, kind, [source], .convolution(convolution))
