@@ -65,7 +65,7 @@ public struct BundleCompiler: Sendable {
         }
 
         let summary = ModelSummary(model)
-        let sites = WeightSiteFinder(root: model.specification.root).sites
+        let sites = WeightLocator(root: model.specification.root).locations
         let plan = try WeightPlan(model: model, sites: sites, fp16: options.fp16)
 
         let staging = try writing { () throws(SystemCallError) in try StagingDirectory(for: output) }

@@ -40,7 +40,7 @@ extension UnsafeRawBufferPointer {
 
 /// One weight site and the blob that will hold its values.
 struct PlannedWeight {
-    let site: WeightSite
+    let site: WeightLocation
     /// How the source stored the values (`floatValue`, `blobFileValue`, …).
     let sourceForm: String
     let dataType: MILBlobFile.DataType
@@ -79,7 +79,7 @@ struct WeightPlan {
     ///
     /// - Throws: `CompileError.sourceWeights` when an ML program's weight
     ///   file or blob cannot be read.
-    init(model: ModelFile, sites: [WeightSite], fp16: Bool) throws(CompileError) {
+    init(model: ModelFile, sites: [WeightLocation], fp16: Bool) throws(CompileError) {
         for site in sites {
             switch site.holder {
             case .weightParams(let params):
@@ -92,7 +92,7 @@ struct WeightPlan {
         layOut()
     }
 
-    private static func plan(site: WeightSite, params: CoreML__Specification__WeightParams, fp16: Bool) -> PlannedWeight? {
+    private static func plan(site: WeightLocation, params: CoreML__Specification__WeightParams, fp16: Bool) -> PlannedWeight? {
         if params.n_floatvalue > 0, let values = params.floatvalue {
             let buffer = UnsafeBufferPointer(start: values, count: params.n_floatvalue)
             return PlannedWeight(site: site, sourceForm: "floatValue", dataType: fp16 ? .float16 : .float32,
@@ -117,7 +117,7 @@ struct WeightPlan {
     }
 
     private mutating func plan(
-        site: WeightSite, value: CoreML__Specification__MILSpec__Value, model: ModelFile
+        site: WeightLocation, value: CoreML__Specification__MILSpec__Value, model: ModelFile
     ) throws(CompileError) -> PlannedWeight? {
         let tensorType = value.type?.pointee.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
             ? value.type?.pointee.tensortype?.pointee : nil
@@ -190,7 +190,7 @@ struct WeightPlan {
 
     private mutating func sourceFile(_ reference: String, model: ModelFile) throws(CompileError) -> MILBlobFile {
         guard let path = model.resolveProgramFile(reference) else {
-            throw .sourceWeights(.cannotRead(path: reference, reason: "\(reference): not a path inside the model"))
+            throw .sourceWeights(.cannotRead(path: reference, reason: "not a path inside the model"))
         }
         if let open = sourceFiles[path] { return open }
         do {

@@ -17,7 +17,7 @@ struct CanonicalModel: Equatable {
         let root = UnsafeMutablePointer(mutating: model.specification.root)
         var data: [Data] = []
         var saved: [(UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue>, CoreML__Specification__MILSpec__Value__BlobFileValue)] = []
-        for site in WeightSiteFinder(root: root).sites {
+        for site in WeightLocator(root: root).locations {
             guard case .programValue(let value) = site.holder,
                   value.pointee.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE,
                   let blob = value.pointee.blobfilevalue
