@@ -1,7 +1,7 @@
 import CoreMLSchema
 import ModelSpec
 
-/// Rules on ML programs: the main function against the model description,
+/// Rules on ML programs: each function against the description of its interface,
 /// names defined before use, and constants in the weight file.
 enum ProgramRules {
     static func check(_ model: UnsafePointer<CoreML__Specification__Model>, context: ValidationContext, sink: inout DiagnosticSink) {
@@ -10,23 +10,35 @@ enum ProgramRules {
             return
         }
         let functions = elements(program.functions, program.n_functions)
-        guard functions.contains(where: { text($0.pointee.key) == "main" }) else {
-            let names = functions.map { quoted(text($0.pointee.key)) }.joined(separator: ", ")
-            sink.error("program.main.missing", "the program has no function \"main\"" + (names.isEmpty ? "" : " (it has \(names))"))
+        let names = functions.map { text($0.pointee.key) }
+        let isMultiFunction = (model.pointee.description?.pointee.n_functions ?? 0) > 0
+        let interfaces = model.interfaces
+        if isMultiFunction {
+            // Each described function (the default among them) must be in the program.
+            for interface in interfaces where !names.contains(interface.function) {
+                sink.error("program.function.missing", "the description declares function \(quoted(interface.function)), which the program lacks")
+            }
+        } else if !names.contains("main") {
+            let list = names.map(quoted).joined(separator: ", ")
+            sink.error("program.main.missing", "the program has no function \"main\"" + (list.isEmpty ? "" : " (it has \(list))"))
             return
         }
         for entry in functions {
             let name = text(entry.pointee.key)
             guard let function = entry.pointee.value?.pointee else { continue }
+            let interface = isMultiFunction ? interfaces.first { $0.function == name } : (name == "main" ? interfaces.first : nil)
             sink.at("function \(quoted(name))") { sink in
-                checkFunction(function, isMain: name == "main", model: model, context: context, sink: &sink)
+                checkFunction(function, interface: interface, context: context, sink: &sink)
             }
         }
     }
 
+    /// Checks one function: its block for its opset, its interface against
+    /// the description's (when the description declares one for it), names
+    /// and weight file references.
     private static func checkFunction(
-        _ function: CoreML__Specification__MILSpec__Function, isMain: Bool,
-        model: UnsafePointer<CoreML__Specification__Model>, context: ValidationContext, sink: inout DiagnosticSink
+        _ function: CoreML__Specification__MILSpec__Function, interface: Interface?,
+        context: ValidationContext, sink: inout DiagnosticSink
     ) {
         let inputs = elements(function.inputs, function.n_inputs).map { text($0.pointee.name) }
         let opset = text(function.opset)
@@ -35,13 +47,23 @@ enum ProgramRules {
             sink.error("program.function.block", "the function has no block for its opset \(quoted(opset))")
             return
         }
-        if isMain {
-            let declared = (model.inputs + model.states).map(\.name)
+        if let interface {
+            let declared = (interface.inputs + interface.states).map(\.name)
             compare(declared: declared, found: inputs, what: "input", sink: &sink)
-            compare(declared: model.outputs.map(\.name), found: strings(main.outputs, main.n_outputs), what: "output", sink: &sink)
+            compare(declared: interface.outputs.map(\.name), found: strings(main.outputs, main.n_outputs), what: "output", sink: &sink)
         }
-        var scope = Set(inputs)
-        checkBlock(main, scope: &scope, context: context, sink: &sink)
+        // Every block specialization is checked, not only the opset's own.
+        for block in blocks {
+            guard let body = block.pointee.value?.pointee else { continue }
+            var scope = Set(inputs)
+            if blocks.count == 1 {
+                checkBlock(body, scope: &scope, context: context, sink: &sink)
+            } else {
+                sink.at("block \(quoted(text(block.pointee.key)))") { sink in
+                    checkBlock(body, scope: &scope, context: context, sink: &sink)
+                }
+            }
+        }
     }
 
     /// Reports names the description declares that the function lacks, and the reverse.
@@ -49,10 +71,10 @@ enum ProgramRules {
         let missing = declared.filter { !found.contains($0) }
         let extra = found.filter { !declared.contains($0) }
         for name in missing {
-            sink.error("program.main.\(what)s", "the model declares \(what) \(quoted(name)) but the main function has no such \(what)")
+            sink.error("program.main.\(what)s", "the model declares \(what) \(quoted(name)) but the function has no such \(what)")
         }
         for name in extra {
-            sink.error("program.main.\(what)s", "the main function has \(what) \(quoted(name)), which the model description does not declare")
+            sink.error("program.main.\(what)s", "the function has \(what) \(quoted(name)), which the model description does not declare")
         }
     }
 
