@@ -32,8 +32,8 @@ extension MILBlobFile.DataType {
         guard count >= 0 else { return nil }
         let (bits, overflow) = UInt64(count).multipliedReportingOverflow(by: UInt64(bitWidth))
         guard !overflow else { return nil }
-        let bytes = bits / 8 + (bits % 8 == 0 ? 0 : 1)
-        return (bytes, bytes * 8 - bits)
+        let padding = (8 - bits % 8) % 8
+        return (bits / 8 + (padding == 0 ? 0 : 1), padding)
     }
 }
 
