@@ -7,6 +7,9 @@ Usage:
     generate.py --large PATH [--megabytes 80] [--layers N]
                                             write one large float32 neural network
                                             (.mlmodel) for benchmarks; not indexed
+    generate.py --large-program PATH [--megabytes 80]
+                                            write one large float32 ML program
+                                            (.mlpackage) for benchmarks; not indexed
 
 Everything is deterministic: fixed random seeds, deterministic protobuf
 serialization, no dates, stable package identifiers. Running the script twice
@@ -1328,6 +1331,31 @@ def generate_large(path, megabytes, layers=None):
     print("wrote %s (%d bytes, %d layers of %dx%d)" % (path, os.path.getsize(path), layers, n, n))
 
 
+def generate_large_program(path, megabytes):
+    """An ML program of 1024 x 1024 float32 linear layers (4 MiB each) adding
+    up to `megabytes`, saved as a package whose weight.bin holds the blobs."""
+    n = 1024
+    layers = max(1, round(megabytes * 1024 * 1024 / 4 / (n * n)))
+    rng = np.random.default_rng(4002)
+    weights = [rand(rng, n, n, scale=1.0 / np.sqrt(n)) for _ in range(layers)]
+    biases = [rand(rng, n) for _ in range(layers)]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, n))], opset_version=ct.target.iOS18)
+    def prog(x):
+        for i in range(layers):
+            x = mb.linear(x=x, weight=weights[i], bias=biases[i], name="dense%d" % i)
+            x = mb.relu(x=x, name="relu%d" % i)
+        return x
+
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                       minimum_deployment_target=ct.target.iOS18,
+                       compute_precision=ct.precision.FLOAT32)
+    model.short_description = "Benchmark program: %d linear layers of %dx%d float32 weights." % (layers, n, n)
+    save_ml_package(model, path)
+    size = os.path.getsize(os.path.join(path, "Data", "com.apple.CoreML", "weights", "weight.bin"))
+    print("wrote %s (weight.bin %d bytes, %d layers of %dx%d)" % (path, size, layers, n, n))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
@@ -1335,10 +1363,14 @@ def main(argv=None):
                         help="write only one large float32 neural network to PATH")
     parser.add_argument("--layers", type=int, default=None,
                         help="with --large: this many layers, each sized to fit (default: 1024-wide layers)")
+    parser.add_argument("--large-program", metavar="PATH",
+                        help="write only one large float32 ML program (.mlpackage) to PATH")
     parser.add_argument("--megabytes", type=float, default=80,
                         help="size of the large network's weights in MiB (default: 80)")
     args = parser.parse_args(argv)
-    if args.large:
+    if args.large_program:
+        generate_large_program(args.large_program, args.megabytes)
+    elif args.large:
         generate_large(args.large, args.megabytes, args.layers)
     else:
         generate(os.path.abspath(args.out))
