@@ -34,7 +34,6 @@ fastest() {
     local best=""
     for _ in $(seq "$runs"); do
         rm -rf "$work/out" "$work/out.mlmodelc"
-        sync
         local start end
         start=$(date +%s.%N)
         "$@" >/dev/null
