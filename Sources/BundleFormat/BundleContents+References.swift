@@ -24,6 +24,7 @@ extension BundleContents {
             }
             offsets[offset, default: 0] += 1
         }
+        let specificationCounts = offsets
         guard manifest.files.contains(where: { $0.path == BundleLayout.programText }) else { return }
         let textPath = path + "/" + BundleLayout.programText
         guard let data = FileManager.default.contents(atPath: textPath) else {
@@ -51,8 +52,9 @@ extension BundleContents {
                 }
             }
             guard let remaining = offsets[reference.offset], remaining > 0 else {
+                let times = specificationCounts[reference.offset].map { "only \($0 == 1 ? "once" : "\($0) times")" } ?? "never"
                 throw .unresolvedReference(path: textPath, reference: name,
-                                           detail: "offset \(reference.offset) is not referred to by \(BundleLayout.specification)")
+                                           detail: "\(BundleLayout.specification) refers to offset \(reference.offset) \(times)")
             }
             offsets[reference.offset] = remaining - 1
         }

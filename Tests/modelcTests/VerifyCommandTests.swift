@@ -120,6 +120,28 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
+    /// model.mil naming a blob that fits but more often than model.spec does
+    /// (one lookup table pointed at the shared bias): the files disagree.
+    @Test func programTextWithAReferenceTheSpecificationLacksIsRefused() throws {
+        let directory = try Fixtures.temporaryDirectory("verify-text-references")
+        let bundle = directory.appendingPathComponent("m.mlmodelc").path
+        #expect(try ModelcProcess.run(["compile", "Fixtures/Models/MultiFunctionProgram.mlpackage", bundle]).status == 0)
+        let path = bundle + "/model.mil"
+        let original = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let damaged = Array(String(decoding: original, as: UTF8.self)
+            .replacingOccurrences(of: "offset = uint64(4096)))", with: "offset = uint64(2048)))").utf8)
+        try #require(damaged != original)
+        try Data(damaged).write(to: URL(fileURLWithPath: path))
+        let manifest = bundle + "/manifest.json"
+        try String(contentsOfFile: manifest, encoding: .utf8)
+            .replacingOccurrences(of: SHA256Digest.of(original).description, with: SHA256Digest.of(damaged).description)
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try ModelcProcess.run(["verify", bundle])
+        #expect(result.status == 78)
+        #expect(result.standardError.hasPrefix("modelc: error: \(path): weight reference line "), "\(result.standardError)")
+        #expect(result.standardError.hasSuffix(": model.spec refers to offset 2048 only 2 times\n"), "\(result.standardError)")
+    }
+
     /// Every new fixture's bundle verifies, and decompiles.
     @Test(arguments: ["Int4BlockwiseProgram", "Int8PerChannelProgram", "Palettized4BitProgram", "Palettized2BitProgram",
                       "Palettized1BitProgram", "SubByteProgram", "MultiFunctionProgram"])
