@@ -7,6 +7,9 @@ Usage:
     generate.py --large PATH [--megabytes 80] [--layers N]
                                             write one large float32 neural network
                                             (.mlmodel) for benchmarks; not indexed
+    generate.py --large-program PATH [--megabytes 80]
+                                            write one large float32 ML program
+                                            (.mlpackage) for benchmarks; not indexed
 
 Everything is deterministic: fixed random seeds, deterministic protobuf
 serialization, no dates, stable package identifiers. Running the script twice
@@ -38,6 +41,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # the MIL converter's progress bars
 import numpy as np
 
 import coremltools as ct
+import coremltools.optimize.coreml as cto
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types as mil_types
 from coremltools.models import datatypes
@@ -583,11 +587,122 @@ def build_stateful_program():
                       minimum_deployment_target=ct.target.iOS18)
 
 
+def build_compressible_program():
+    """A tiny conv + linear network at the iOS 18 opset, in float32: the input
+    of the ct.optimize.coreml compressions below (not saved itself)."""
+    rng = np.random.default_rng(3003)
+    wc, bc = rand(rng, 8, 32, 3, 3), rand(rng, 8)
+    w1, b1 = rand(rng, 16, 64), rand(rng, 16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 32, 4, 4))], opset_version=ct.target.iOS18)
+    def prog(x):
+        h = mb.conv(x=x, weight=wc, bias=bc, pad_type="valid", name="conv1")
+        h = mb.relu(x=h, name="relu1")
+        h = mb.reshape(x=h, shape=[1, 32], name="flatten")
+        h = mb.concat(values=[h, h], axis=1, name="twice")
+        h = mb.linear(x=h, weight=w1, bias=b1, name="dense1")
+        return mb.softmax(x=h, axis=-1, name="probs")
+
+    return ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                      minimum_deployment_target=ct.target.iOS18,
+                      compute_precision=ct.precision.FLOAT32)
+
+
+# Weights smaller than this stay float32 (the conv has 2304, the linear 1024).
+COMPRESSION_THRESHOLD = 256
+
+
+def compressed_programs(base):
+    """iOS 18 compressions of `base` with coremltools' ct.optimize.coreml: their
+    blobs are operation inputs (constexpr_blockwise_shift_scale's data and
+    scale, constexpr_lut_to_dense's indices and lut), not const attributes."""
+    linear = cto.OpLinearQuantizerConfig
+    palettizer = cto.OpPalettizerConfig
+    programs = [
+        ("Int4BlockwiseProgram.mlpackage", "int4 block-wise (block size 32) linear quantization",
+         cto.linear_quantize_weights(base, cto.OptimizationConfig(global_config=linear(
+             mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=32,
+             weight_threshold=COMPRESSION_THRESHOLD)))),
+        ("Int8PerChannelProgram.mlpackage", "int8 per-channel linear quantization",
+         cto.linear_quantize_weights(base, cto.OptimizationConfig(global_config=linear(
+             mode="linear_symmetric", dtype="int8", granularity="per_channel",
+             weight_threshold=COMPRESSION_THRESHOLD)))),
+    ]
+    for nbits in (4, 2, 1):
+        programs.append((
+            "Palettized%dBitProgram.mlpackage" % nbits,
+            "%d-bit palettization (lookup table, uint%d indices)" % (nbits, nbits),
+            cto.palettize_weights(base, cto.OptimizationConfig(global_config=palettizer(
+                nbits=nbits, mode="uniform", weight_threshold=COMPRESSION_THRESHOLD)))))
+    for name, what, model in programs:
+        model.short_description = "Tiny conv + linear network, %s (test fixture)." % what
+        model.author = "modelc fixtures"
+        model.license = "MIT"
+    return programs
+
+
+def build_sub_byte_program():
+    """Lookup tables with uint3 and uint6 indices whose packed sizes leave
+    padding bits (15 x 3 = 45 bits in 6 bytes, 21 x 6 = 126 bits in 16)."""
+    rng = np.random.default_rng(3004)
+    indices3 = rng.integers(0, 8, size=(5, 3)).astype(mil_types.np_uint3_dtype)
+    indices6 = rng.integers(0, 64, size=(7, 3)).astype(mil_types.np_uint6_dtype)
+    lut3 = rng.standard_normal((1, 1, 8, 1)).astype(np.float16)
+    lut6 = rng.standard_normal((1, 1, 64, 1)).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(5, 3), dtype=mil_types.fp16),
+                             mb.TensorSpec(shape=(7, 3), dtype=mil_types.fp16)],
+                opset_version=ct.target.iOS18)
+    def prog(a, b):
+        w3 = mb.constexpr_lut_to_dense(indices=indices3, lut=lut3, name="w3")
+        w6 = mb.constexpr_lut_to_dense(indices=indices6, lut=lut6, name="w6")
+        return mb.add(x=a, y=w3, name="y3"), mb.add(x=b, y=w6, name="y6")
+
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                       minimum_deployment_target=ct.target.iOS18)
+    model.short_description = "uint3 and uint6 palettized constants (test fixture)."
+    return model
+
+
+def input_blob_count(path):
+    """How many operation inputs of a saved package refer to its weight file."""
+    spec = parse_model(read_bytes(package_root_model_path(path)))
+    count = 0
+    for fn in spec.mlProgram.functions.values():
+        for block in fn.block_specializations.values():
+            for inner in program_blocks(block):
+                for op in inner.operations:
+                    for argument in op.inputs.values():
+                        count += sum(1 for b in argument.arguments
+                                     if b.WhichOneof("binding") == "value"
+                                     and b.value.WhichOneof("value") == "blobFileValue")
+    return count
+
+
+def save_multifunction_package(sources, path):
+    """Two saved programs as the functions of one package (coremltools'
+    save_multifunction, which stores weights the functions share once)."""
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    descriptor = ct.utils.MultiFunctionDescriptor()
+    for source, function in sources:
+        descriptor.add_function(source, src_function_name="main", target_function_name=function)
+    descriptor.default_function_name = sources[0][1]
+    ct.utils.save_multifunction(descriptor, path)
+    finish_ml_package(path)
+
+
 def save_ml_package(model, path):
     """Save with coremltools, then make the package deterministic."""
     if os.path.exists(path):
         shutil.rmtree(path)
     model.save(path)
+    finish_ml_package(path)
+
+
+def finish_ml_package(path):
+    """Stable identifiers in Manifest.json, a deterministic specification
+    without the conversion date, and the same file modes on every machine."""
     manifest_path = os.path.join(path, "Manifest.json")
     with open(manifest_path) as f:
         manifest = json.load(f)
@@ -867,7 +982,24 @@ def program_blocks(block):
             yield from program_blocks(inner)
 
 
+def blob_entry(name, value):
+    tensor = value.type.tensorType
+    count = 1
+    for dim in tensor.dimensions:
+        count *= dim.constant.size
+    return {
+        "name": name,
+        "dataType": MIL_pb2.DataType.Name(tensor.dataType),
+        "count": count,
+        "offset": value.blobFileValue.offset,
+        "file": value.blobFileValue.fileName,
+    }
+
+
 def program_facts(program):
+    """Functions, operation counts, and every weight file reference: const
+    attributes and operation inputs (the iOS 18 constexpr operations), named
+    as modelc names them, in weight file order."""
     functions, operations, blobs = [], {}, []
     for name in sorted(program.functions):
         fn = program.functions[name]
@@ -881,21 +1013,23 @@ def program_facts(program):
             for block in program_blocks(fn.block_specializations[opset]):
                 for op in block.operations:
                     operations[op.type] = operations.get(op.type, 0) + 1
-                    if op.type != "const" or "val" not in op.attributes:
-                        continue
-                    val = op.attributes["val"]
-                    if val.WhichOneof("value") != "blobFileValue":
-                        continue
-                    tensor = val.type.tensorType
-                    count = 1
-                    for dim in tensor.dimensions:
-                        count *= dim.constant.size
-                    blobs.append({
-                        "name": op.outputs[0].name,
-                        "dataType": MIL_pb2.DataType.Name(tensor.dataType),
-                        "count": count,
-                        "offset": val.blobFileValue.offset,
-                    })
+                    output = op.outputs[0].name if op.outputs else ""
+                    for key in sorted(op.attributes):
+                        value = op.attributes[key]
+                        if value.WhichOneof("value") == "blobFileValue":
+                            blobs.append(blob_entry(output if key == "val" else output + "." + key, value))
+                    for key in sorted(op.inputs):
+                        arguments = op.inputs[key].arguments
+                        for i, binding in enumerate(arguments):
+                            if binding.WhichOneof("binding") != "value":
+                                continue
+                            if binding.value.WhichOneof("value") != "blobFileValue":
+                                continue
+                            role = key if len(arguments) == 1 else "%s[%d]" % (key, i)
+                            blobs.append(blob_entry(output + "." + role, binding.value))
+    blobs.sort(key=lambda b: (b["file"], b["offset"], b["name"]))
+    for blob in blobs:
+        del blob["file"]
     return functions, operations, blobs
 
 
@@ -1023,8 +1157,26 @@ def generate(out_dir):
         save_ml_package(build(), os.path.join(out_dir, rel))
         models.append(rel)
 
+    # iOS 18 compressed programs: blobs held by operation inputs.
+    compressed = compressed_programs(build_compressible_program())
+    for name, _, model in compressed:
+        rel = "Models/" + name
+        save_ml_package(model, os.path.join(out_dir, rel))
+        models.append(rel)
+        assert input_blob_count(os.path.join(out_dir, rel)) > 0, (name, "no blob held by an operation input")
+    rel = "Models/SubByteProgram.mlpackage"
+    save_ml_package(build_sub_byte_program(), os.path.join(out_dir, rel))
+    models.append(rel)
+    rel = "Models/MultiFunctionProgram.mlpackage"
+    save_multifunction_package([(os.path.join(models_dir, "Int4BlockwiseProgram.mlpackage"), "main"),
+                                (os.path.join(models_dir, "Palettized4BitProgram.mlpackage"), "palettized")],
+                               os.path.join(out_dir, rel))
+    models.append(rel)
+
     program = os.path.join(models_dir, "MLProgram.mlpackage")
-    for package in ("MLProgram.mlpackage", "StatefulProgram.mlpackage"):
+    packages = ["MLProgram.mlpackage", "StatefulProgram.mlpackage", "SubByteProgram.mlpackage",
+                "MultiFunctionProgram.mlpackage"] + [name for name, _, _ in compressed]
+    for package in packages:
         for part in ("Manifest.json", "Data/com.apple.CoreML/model.mlmodel",
                      "Data/com.apple.CoreML/weights/weight.bin"):
             assert os.path.isfile(os.path.join(models_dir, package, part)), (package, part)
@@ -1090,6 +1242,44 @@ def generate(out_dir):
                    "copy of Models/MLProgram.mlpackage whose Manifest.json root model item path "
                    "is ../../../../etc/passwd (escapes the package)"))
 
+    # Packages whose weight file does not hold what the program refers to
+    # (inspect reports them; compile refuses them).
+    int4 = os.path.join(models_dir, "Int4BlockwiseProgram.mlpackage")
+    weight_file = os.path.join("Data", "com.apple.CoreML", "weights", "weight.bin")
+    missing = os.path.join(broken_dir, "weights-missing.mlpackage")
+    shutil.copytree(int4, missing)
+    shutil.rmtree(os.path.dirname(os.path.join(missing, weight_file)))
+    broken.append(("Broken/weights-missing.mlpackage",
+                   "copy of Models/Int4BlockwiseProgram.mlpackage without its weights/weight.bin"))
+    short = os.path.join(broken_dir, "weights-short.mlpackage")
+    shutil.copytree(int4, short)
+    data = read_bytes(os.path.join(short, weight_file))
+    write_bytes(os.path.join(short, weight_file), data[:len(data) - 32])
+    broken.append(("Broken/weights-short.mlpackage",
+                   "copy of Models/Int4BlockwiseProgram.mlpackage whose weight.bin lacks its last 32 bytes "
+                   "(%d of %d): the last blob runs past the end" % (len(data) - 32, len(data))))
+    out_of_range = os.path.join(broken_dir, "weights-out-of-range.mlpackage")
+    shutil.copytree(int4, out_of_range)
+    model_path = package_root_model_path(out_of_range)
+    spec = parse_model(read_bytes(model_path))
+    size = os.path.getsize(os.path.join(out_of_range, weight_file))
+    moved = None
+    for op in spec.mlProgram.functions["main"].block_specializations["CoreML8"].operations:
+        if op.type == "constexpr_blockwise_shift_scale":
+            value = op.inputs["data"].arguments[0].value
+            value.blobFileValue.offset = size + 64
+            moved = op.outputs[0].name
+            break
+    assert moved is not None
+    save_spec(spec, model_path)
+    broken.append(("Broken/weights-out-of-range.mlpackage",
+                   "copy of Models/Int4BlockwiseProgram.mlpackage whose %s.data input refers to offset %d, "
+                   "past the end of weight.bin (%d bytes)" % (moved, size + 64, size)))
+    for package in ("weights-missing.mlpackage", "weights-short.mlpackage", "weights-out-of-range.mlpackage"):
+        for root, dirs, files in os.walk(os.path.join(broken_dir, package)):
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+
     # ---- index ----
     index = {"coremltools": ct.__version__, "models": [], "broken": []}
     for rel in models:
@@ -1100,9 +1290,14 @@ def generate(out_dir):
         entry = index_entry(out_dir, rel) if readable else {"file": rel}
         entry["problem"] = problem
         entry["readable"] = readable
+        if rel.startswith("Broken/weights-"):
+            # Readable, but `modelc inspect` reports the weight file problem
+            # and exits with the invalid-model code.
+            entry["inspectExitCode"] = 76
         index["broken"].append(entry)
     expected_readable = {"Broken/wrong-weight-count.mlmodel", "Broken/undefined-layer-input.mlmodel",
-                         "Broken/duplicate-output.mlmodel"}
+                         "Broken/duplicate-output.mlmodel", "Broken/weights-missing.mlpackage",
+                         "Broken/weights-short.mlpackage", "Broken/weights-out-of-range.mlpackage"}
     actual_readable = {e["file"] for e in index["broken"] if e["readable"]}
     assert actual_readable == expected_readable, actual_readable
     write_bytes(os.path.join(out_dir, "index.json"),
@@ -1142,6 +1337,31 @@ def generate_large(path, megabytes, layers=None):
     print("wrote %s (%d bytes, %d layers of %dx%d)" % (path, os.path.getsize(path), layers, n, n))
 
 
+def generate_large_program(path, megabytes):
+    """An ML program of 1024 x 1024 float32 linear layers (4 MiB each) adding
+    up to `megabytes`, saved as a package whose weight.bin holds the blobs."""
+    n = 1024
+    layers = max(1, round(megabytes * 1024 * 1024 / 4 / (n * n)))
+    rng = np.random.default_rng(4002)
+    weights = [rand(rng, n, n, scale=1.0 / np.sqrt(n)) for _ in range(layers)]
+    biases = [rand(rng, n) for _ in range(layers)]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, n))], opset_version=ct.target.iOS18)
+    def prog(x):
+        for i in range(layers):
+            x = mb.linear(x=x, weight=weights[i], bias=biases[i], name="dense%d" % i)
+            x = mb.relu(x=x, name="relu%d" % i)
+        return x
+
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                       minimum_deployment_target=ct.target.iOS18,
+                       compute_precision=ct.precision.FLOAT32)
+    model.short_description = "Benchmark program: %d linear layers of %dx%d float32 weights." % (layers, n, n)
+    save_ml_package(model, path)
+    size = os.path.getsize(os.path.join(path, "Data", "com.apple.CoreML", "weights", "weight.bin"))
+    print("wrote %s (weight.bin %d bytes, %d layers of %dx%d)" % (path, size, layers, n, n))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
@@ -1149,10 +1369,14 @@ def main(argv=None):
                         help="write only one large float32 neural network to PATH")
     parser.add_argument("--layers", type=int, default=None,
                         help="with --large: this many layers, each sized to fit (default: 1024-wide layers)")
+    parser.add_argument("--large-program", metavar="PATH",
+                        help="write only one large float32 ML program (.mlpackage) to PATH")
     parser.add_argument("--megabytes", type=float, default=80,
                         help="size of the large network's weights in MiB (default: 80)")
     args = parser.parse_args(argv)
-    if args.large:
+    if args.large_program:
+        generate_large_program(args.large_program, args.megabytes)
+    elif args.large:
         generate_large(args.large, args.megabytes, args.layers)
     else:
         generate(os.path.abspath(args.out))

@@ -23,7 +23,9 @@ public struct BundleContents: Sendable {
     /// The weight file, mapped read-only.
     public let weights: MILBlobFile
 
-    /// Opens the bundle directory at `path`.
+    /// Opens the bundle directory at `path`. With `verifyDigests`, also reads
+    /// every file to compare its SHA-256 with the manifest and checks every
+    /// weight file reference of `model.spec` and `model.mil` (`checkReferences`).
     public static func open(_ path: String, verifyDigests: Bool = false) throws(BundleError) -> BundleContents {
         let manifestPath = path + "/" + BundleLayout.manifest
         guard FileManager.default.fileExists(atPath: manifestPath) else {
@@ -91,6 +93,7 @@ public struct BundleContents: Sendable {
         let contents = BundleContents(path: path, manifest: manifest, index: index,
                                       specification: specification, weights: weights)
         try contents.checkIndex()
+        if verifyDigests { try contents.checkReferences() }
         weights.adviseNormalAccess()
         return contents
     }

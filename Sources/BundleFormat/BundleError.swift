@@ -15,6 +15,9 @@ public enum BundleError: Error, Equatable, Sendable, CustomStringConvertible {
     case specification(ModelSpecError)
     /// The weight index and the weight file or specification disagree.
     case inconsistentIndex(path: String, detail: String)
+    /// A weight file reference of `model.spec` or `model.mil` names no blob of
+    /// the bundle's weight file, or one that cannot hold its tensor's values.
+    case unresolvedReference(path: String, reference: String, detail: String)
 
     public var description: String {
         switch self {
@@ -38,6 +41,8 @@ public enum BundleError: Error, Equatable, Sendable, CustomStringConvertible {
             error.description
         case .inconsistentIndex(let path, let detail):
             "\(path): \(detail)"
+        case .unresolvedReference(let path, let reference, let detail):
+            "\(path): weight reference \(reference): \(detail)"
         }
     }
 }

@@ -46,16 +46,19 @@ public struct BundleCompiler: Sendable {
         }
         let errors = ModelValidator.validate(model).filter { $0.severity == .error }
         guard errors.isEmpty else { throw .invalid(path: source, diagnostics: errors) }
-        let sourceDigest = try pendingDigest.wait().description
         let manifestOptions = BundleManifest.Options(fp16: options.fp16)
 
+        // Only an existing bundle made with the same options, compiler and
+        // format can be up to date; only then must writing wait for the
+        // source's digest. Otherwise hashing the source overlaps writing.
         let existing = BundleReader.existingManifest(at: output)
         switch existing {
         case .notABundle:
             throw .outputNotABundle(path: output)
-        case .bundle(let manifest) where !options.force && manifest.source.sha256 == sourceDigest
+        case .bundle(let manifest) where !options.force
             && manifest.options == manifestOptions && manifest.compiler.version == Self.compilerVersion
             && manifest.formatVersion == BundleLayout.formatVersion && BundleReader.filesPresent(manifest, in: output):
+            guard try manifest.source.sha256 == pendingDigest.wait().description else { break }
             // A compile killed after swapping its bundle in may have left the old one beside it.
             StagingDirectory.removeAbandoned(for: output)
             return CompileReport(outcome: .upToDate, output: output, manifest: summary(manifest),
@@ -65,7 +68,7 @@ public struct BundleCompiler: Sendable {
         }
 
         let summary = ModelSummary(model)
-        let sites = WeightSiteFinder(root: model.specification.root).sites
+        let sites = WeightLocator(root: model.specification.root).locations
         let plan = try WeightPlan(model: model, sites: sites, fp16: options.fp16)
 
         let staging = try writing { () throws(SystemCallError) in try StagingDirectory(for: output) }
@@ -73,8 +76,15 @@ public struct BundleCompiler: Sendable {
         var files: [BundleManifest.File] = []
 
         let weightPath = staging.path + "/" + BundleLayout.weightFile
-        let (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath, progress: progress)
+        let weightDigest: SHA256Digest
+        var conversion = WeightFileWriter.ConversionError()
+        if let verbatim = plan.verbatimSource {
+            weightDigest = try copyWeightFile(verbatim, to: weightPath, size: plan.fileSize, digest: pendingDigest)
+        } else {
+            (weightDigest, conversion) = try WeightFileWriter.write(plan, to: weightPath, progress: progress)
+        }
         files.append(BundleManifest.File(path: BundleLayout.weightFile, size: plan.fileSize, sha256: weightDigest.description))
+        let sourceDigest = try pendingDigest.wait().description
 
         let root = model.specification.root
         let (specification, programText) = SpecificationPacker.withStrippedWeights(root, plan: plan) {
@@ -107,6 +117,24 @@ public struct BundleCompiler: Sendable {
             report.float16WorstWeight = "\(conversion.owner) \(conversion.role)"
         }
         return report
+    }
+
+    /// Writes the bundle's weight file as a copy of the source's, in the
+    /// kernel (the plan found them byte-for-byte the same), and returns its
+    /// SHA-256: the one the source digest computed for that file when the file
+    /// has not changed since, else the copy's own.
+    private func copyWeightFile(
+        _ source: MILBlobFile, to path: String, size: UInt64, digest: SourceDigest.Pending
+    ) throws(CompileError) -> SHA256Digest {
+        let before = try? FileIdentity(path: source.path)
+        try writing { () throws(SystemCallError) in try FileCopy.copyFile(source.path, to: path) }
+        progress?(CompileProgress(bytesWritten: size, totalBytes: size))
+        let hashed = try digest.waitForFiles().1
+        if let before, let file = hashed.first(where: { $0.identity == before }), file.size == size,
+           (try? FileIdentity(path: source.path)) == before {
+            return file.digest
+        }
+        return try writing { () throws(SystemCallError) in try SHA256Digest.ofFile(at: path).digest }
     }
 
     private func index(_ plan: WeightPlan) -> WeightIndex {

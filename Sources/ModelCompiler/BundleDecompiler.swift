@@ -30,7 +30,7 @@ public enum BundleDecompiler {
             throw .bundle(error)
         }
         let root = UnsafeMutablePointer(mutating: contents.specification.root)
-        let sites = Dictionary(WeightSiteFinder(root: root).sites.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        let sites = Dictionary(WeightLocator(root: root).locations.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
         var needsWeightFile = false
         for entry in contents.index.weights {
             guard let site = sites[entry.path] else {

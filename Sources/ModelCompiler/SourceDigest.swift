@@ -9,15 +9,23 @@ import SystemIO
 /// listing of its regular files, sorted by relative path: for each file one
 /// line `PATH NUL SIZE NUL SHA256-HEX LF` (see docs/bundle-format.md).
 enum SourceDigest {
+    /// A file of the source as hashed: which file and in what state (so any
+    /// path to it finds it, and a later change shows), its size and SHA-256.
+    struct FileDigest: Equatable, Sendable {
+        var identity: FileIdentity
+        var size: UInt64
+        var digest: SHA256Digest
+    }
+
     /// Starts hashing the source at `path` on another thread, so it overlaps
-    /// reading and validating the model; `wait()` returns the digest.
+    /// reading, validating and writing; `wait()` returns the digest.
     final class Pending: Sendable {
-        private let result = Mutex<Result<SHA256Digest, CompileError>?>(nil)
+        private let result = Mutex<Result<(SHA256Digest, [FileDigest]), CompileError>?>(nil)
         private let done = DispatchSemaphore(value: 0)
 
         init(path: String) {
             DispatchQueue.global(qos: .userInitiated).async { [self] in
-                let digest = Result { () throws(CompileError) in try SourceDigest.of(path) }
+                let digest = Result { () throws(CompileError) in try SourceDigest.withFiles(path) }
                 result.withLock { $0 = digest }
                 done.signal()
             }
@@ -25,6 +33,11 @@ enum SourceDigest {
 
         /// The digest, once hashing has finished.
         func wait() throws(CompileError) -> SHA256Digest {
+            try waitForFiles().0
+        }
+
+        /// The digest and the digest of each file hashed, once hashing has finished.
+        func waitForFiles() throws(CompileError) -> (SHA256Digest, [FileDigest]) {
             waitUntilDone()
             guard let digest = result.withLock({ $0 }) else { preconditionFailure("digest finished without a result") }
             return try digest.get()
@@ -39,11 +52,17 @@ enum SourceDigest {
 
     /// The digest of the model at `path`: a file, or a package directory.
     static func of(_ path: String) throws(CompileError) -> SHA256Digest {
+        try withFiles(path).0
+    }
+
+    /// The digest of the model at `path`, and of each file it hashed.
+    static func withFiles(_ path: String) throws(CompileError) -> (SHA256Digest, [FileDigest]) {
         var isDirectory: ObjCBool = false
         _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
         switch isDirectory.boolValue {
         case false:
-            return try digest(ofFile: path).digest
+            let file = try digest(ofFile: path)
+            return (file.digest, [file])
         case true:
             let root = URL(fileURLWithPath: path).standardizedFileURL
             var files: [(String, String)] = []
@@ -57,18 +76,20 @@ enum SourceDigest {
                 }
             }
             var listing = ""
+            var digests: [FileDigest] = []
             for (relative, full) in files.sorted(by: { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) }) {
-                let (size, fileDigest) = try digest(ofFile: full)
-                listing += "\(relative)\u{0}\(size)\u{0}\(fileDigest)\n"
+                let file = try digest(ofFile: full)
+                listing += "\(relative)\u{0}\(file.size)\u{0}\(file.digest)\n"
+                digests.append(file)
             }
-            return SHA256Digest.of(Array(listing.utf8))
+            return (SHA256Digest.of(Array(listing.utf8)), digests)
         }
     }
 
-    private static func digest(ofFile path: String) throws(CompileError) -> (size: UInt64, digest: SHA256Digest) {
+    private static func digest(ofFile path: String) throws(CompileError) -> FileDigest {
         do {
-            let (digest, size) = try SHA256Digest.ofFile(at: path)
-            return (size, digest)
+            let (digest, size, identity) = try SHA256Digest.ofFileWithIdentity(at: path)
+            return FileDigest(identity: identity, size: size, digest: digest)
         } catch {
             throw .source(.cannotRead(path: path, reason: error.reason))
         }

@@ -114,7 +114,7 @@ struct WeightFileWriter {
         defer { hashed.wait() }
 
         // The weight each blob was first planned for names it in messages.
-        var firstWeight: [Int: WeightSite] = [:]
+        var firstWeight: [Int: WeightLocation] = [:]
         for weight in plan.weights where firstWeight[weight.blob] == nil { firstWeight[weight.blob] = weight.site }
         var conversion = ConversionError()
         let total = plan.fileSize

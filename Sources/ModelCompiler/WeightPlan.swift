@@ -40,7 +40,7 @@ extension UnsafeRawBufferPointer {
 
 /// One weight site and the blob that will hold its values.
 struct PlannedWeight {
-    let site: WeightSite
+    let site: WeightLocation
     /// How the source stored the values (`floatValue`, `blobFileValue`, …).
     let sourceForm: String
     let dataType: MILBlobFile.DataType
@@ -48,8 +48,17 @@ struct PlannedWeight {
     let quantizationBits: Int?
     let paddingBits: UInt64
     let data: BlobSource
+    /// Where the data lies in a source weight file, when it does.
+    var origin: BlobOrigin? = nil
     /// Index into `WeightPlan.blobs`.
     var blob: Int = 0
+}
+
+/// A blob of a source MIL blob storage file: the file's path and the offset
+/// of the blob's record.
+struct BlobOrigin: Equatable {
+    let path: String
+    let recordOffset: UInt64
 }
 
 /// One distinct blob of the weight file: identical weights share one.
@@ -57,6 +66,7 @@ struct PlannedBlob {
     let dataType: MILBlobFile.DataType
     let paddingBits: UInt64
     let data: BlobSource
+    var origin: BlobOrigin? = nil
     var recordOffset: UInt64 = 0
     var dataOffset: UInt64 { recordOffset + UInt64(MILBlobFile.metadataSize) }
 }
@@ -79,7 +89,7 @@ struct WeightPlan {
     ///
     /// - Throws: `CompileError.sourceWeights` when an ML program's weight
     ///   file or blob cannot be read.
-    init(model: ModelFile, sites: [WeightSite], fp16: Bool) throws(CompileError) {
+    init(model: ModelFile, sites: [WeightLocation], fp16: Bool) throws(CompileError) {
         for site in sites {
             switch site.holder {
             case .weightParams(let params):
@@ -92,7 +102,7 @@ struct WeightPlan {
         layOut()
     }
 
-    private static func plan(site: WeightSite, params: CoreML__Specification__WeightParams, fp16: Bool) -> PlannedWeight? {
+    private static func plan(site: WeightLocation, params: CoreML__Specification__WeightParams, fp16: Bool) -> PlannedWeight? {
         if params.n_floatvalue > 0, let values = params.floatvalue {
             let buffer = UnsafeBufferPointer(start: values, count: params.n_floatvalue)
             return PlannedWeight(site: site, sourceForm: "floatValue", dataType: fp16 ? .float16 : .float32,
@@ -117,7 +127,7 @@ struct WeightPlan {
     }
 
     private mutating func plan(
-        site: WeightSite, value: CoreML__Specification__MILSpec__Value, model: ModelFile
+        site: WeightLocation, value: CoreML__Specification__MILSpec__Value, model: ModelFile
     ) throws(CompileError) -> PlannedWeight? {
         let tensorType = value.type?.pointee.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
             ? value.type?.pointee.tensortype?.pointee : nil
@@ -137,7 +147,8 @@ struct WeightPlan {
             }
             guard let dataType = record.dataType else { return nil }
             return PlannedWeight(site: site, sourceForm: "blobFileValue", dataType: dataType, count: count,
-                                 quantizationBits: nil, paddingBits: record.paddingBits, data: .bytes(data))
+                                 quantizationBits: nil, paddingBits: record.paddingBits, data: .bytes(data),
+                                 origin: BlobOrigin(path: file.path, recordOffset: blob.offset))
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE:
             guard count >= Self.minimumProgramConstantCount, let tensorType,
                   let immediate = value.immediatevalue?.pointee,
@@ -190,7 +201,7 @@ struct WeightPlan {
 
     private mutating func sourceFile(_ reference: String, model: ModelFile) throws(CompileError) -> MILBlobFile {
         guard let path = model.resolveProgramFile(reference) else {
-            throw .sourceWeights(.cannotRead(path: reference, reason: "\(reference): not a path inside the model"))
+            throw .sourceWeights(.cannotRead(path: reference, reason: "not a path inside the model"))
         }
         if let open = sourceFiles[path] { return open }
         do {
@@ -225,7 +236,8 @@ struct WeightPlan {
             } else {
                 groups[group, default: []].append(blobs.count)
                 weights[index].blob = blobs.count
-                blobs.append(PlannedBlob(dataType: weight.dataType, paddingBits: weight.paddingBits, data: weight.data))
+                blobs.append(PlannedBlob(dataType: weight.dataType, paddingBits: weight.paddingBits, data: weight.data,
+                                         origin: weight.origin))
             }
         }
     }
@@ -237,6 +249,38 @@ struct WeightPlan {
             blobs[index].recordOffset = offset
             offset = alignedUp(blobs[index].dataOffset + UInt64(blobs[index].data.storedByteCount))
         }
+    }
+
+    /// The source weight file that the file this plan writes would be a
+    /// byte-for-byte copy of, if there is one: every blob comes from it, at
+    /// the offset it has there, and the header, every record and the zero
+    /// bytes between blobs are what the plan writes, up to the end of the file.
+    /// Then the file can be copied in the kernel (`copy_file_range`) instead
+    /// of being written from memory.
+    ///
+    /// Reads the header and records of the source only, never its data.
+    var verbatimSource: MILBlobFile? {
+        guard let path = blobs.first?.origin?.path, let file = sourceFiles[path],
+              UInt64(file.bytes.count) == fileSize, Int(file.blobCount) == blobs.count
+        else { return nil }
+        let bytes = file.bytes
+        func zeros(_ range: Range<Int>) -> Bool { !range.contains { bytes[$0] != 0 } }
+        guard bytes.littleEndian(UInt32.self, at: 4) == MILBlobFile.version, zeros(8..<MILBlobFile.headerSize) else { return nil }
+        var end = MILBlobFile.headerSize
+        for blob in blobs {
+            guard blob.origin == BlobOrigin(path: path, recordOffset: blob.recordOffset), !blob.data.isConverted else { return nil }
+            let record = Int(blob.recordOffset)
+            guard zeros(end..<record),
+                  bytes.littleEndian(UInt32.self, at: record) == MILBlobFile.sentinel,
+                  bytes.littleEndian(UInt32.self, at: record + 4) == blob.dataType.rawValue,
+                  bytes.littleEndian(UInt64.self, at: record + 8) == UInt64(blob.data.storedByteCount),
+                  bytes.littleEndian(UInt64.self, at: record + 16) == blob.dataOffset,
+                  bytes.littleEndian(UInt64.self, at: record + 24) == blob.paddingBits,
+                  zeros((record + 32)..<(record + MILBlobFile.metadataSize))
+            else { return nil }
+            end = Int(blob.dataOffset) + blob.data.storedByteCount
+        }
+        return file
     }
 
     /// The size of the weight file this plan writes.

@@ -4,7 +4,7 @@ import ModelSpec
 /// The shape of a weight tensor as its layer or operation declares it, for
 /// the weight index; `nil` when nothing declares one that matches the values.
 enum WeightShape {
-    static func of(_ site: WeightSite, count: Int) -> [Int]? {
+    static func of(_ site: WeightLocation, count: Int) -> [Int]? {
         let shape: [UInt64]? = switch site.holder {
         case .weightParams:
             site.layer.flatMap { layerShape($0.pointee, role: site.role) }

@@ -86,7 +86,10 @@ public struct MILBlobFile: Sendable {
         do {
             file = try MappedFile(path: path)
         } catch {
-            throw .cannotRead(path: path, reason: error.description)
+            switch error {
+            case .system(let failure): throw .cannotRead(path: path, reason: "\(failure.call) failed: \(failure.reason)")
+            case .notRegularFile: throw .cannotRead(path: path, reason: "not a regular file")
+            }
         }
         let bytes = file.bytes
         guard bytes.count >= Self.headerSize else {
@@ -160,8 +163,8 @@ public enum BlobFileError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .cannotRead(_, let reason):
-            reason
+        case .cannotRead(let path, let reason):
+            "\(path): \(reason)"
         case .tooSmall(let path, let size):
             "\(path): \(size) bytes, too small for a blob file header (64 bytes)"
         case .unsupportedVersion(let path, let version):
@@ -174,6 +177,23 @@ public enum BlobFileError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(path): blob at offset \(offset) has unknown data type code \(code)"
         case .dataOutOfRange(let path, let offset, let dataOffset, let size, let fileSize):
             "\(path): blob at offset \(offset) claims \(size) bytes at \(dataOffset), past the end of the file (\(fileSize) bytes)"
+        }
+    }
+}
+
+extension BlobFileError {
+    /// The problem without the file's path, for messages that name the
+    /// reference instead (`@model_path/weights/weight.bin at offset 64: …`).
+    public var detail: String {
+        switch self {
+        case .cannotRead(_, let reason): reason
+        case .tooSmall(_, let size): "the file has \(size) bytes, too few for a blob file header (64)"
+        case .unsupportedVersion(_, let version): "blob file version \(version), expected 2"
+        case .recordOutOfRange(_, _, let fileSize): "no record fits there (the file has \(fileSize) bytes)"
+        case .badSentinel(_, _, let found): "no blob record there (sentinel 0x\(String(found, radix: 16)), expected 0xdeadbeef)"
+        case .unknownDataType(_, _, let code): "the record has unknown data type code \(code)"
+        case .dataOutOfRange(_, _, let dataOffset, let size, let fileSize):
+            "the record claims \(size) bytes at \(dataOffset), past the end of the file (\(fileSize) bytes)"
         }
     }
 }
@@ -197,7 +217,7 @@ package final class BlobMetadataReader {
     /// The record for `reference` (as the program names the file) at `offset`.
     package func metadata(file reference: String, offset: UInt64) -> Result<MILBlobFile.BlobMetadata, BlobFileError> {
         guard let path = model.resolveProgramFile(reference) else {
-            return .failure(.cannotRead(path: reference, reason: "\(reference): not a path inside the model"))
+            return .failure(.cannotRead(path: reference, reason: "not a path inside the model"))
         }
         let opened = files[path] ?? Result { () throws(BlobFileError) in try MILBlobFile(path: path) }
         files[path] = opened

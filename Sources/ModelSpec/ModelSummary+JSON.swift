@@ -7,7 +7,7 @@ extension ModelSummary: Encodable {
     private enum Key: String, CodingKey {
         case format, specificationVersion, modelType, isUpdatable, inputs, outputs, states, trainingInputs
         case predictedFeatureName, predictedProbabilitiesName, metadata, classLabels
-        case layers, weights, parameterCount, pipeline, functions, operations, blobWeights
+        case layers, weights, parameterCount, pipeline, functions, operations, blobWeights, weightFileProblems
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -31,6 +31,7 @@ extension ModelSummary: Encodable {
         try container.encodeIfPresent(functions, forKey: .functions)
         try container.encodeIfPresent(operations, forKey: .operations)
         try container.encodeIfPresent(blobWeights, forKey: .blobWeights)
+        if blobWeights != nil, !weightFileProblems.isEmpty { try container.encode(weightFileProblems, forKey: .weightFileProblems) }
     }
 
     /// The summary as pretty-printed JSON with sorted keys, ending in a newline.

@@ -33,6 +33,14 @@ public struct ModelSummary: Equatable, Sendable {
 
     /// Neural networks: the number of weight values across all tensors.
     public var parameterCount: Int? { weights.map { $0.reduce(0) { $0 + $1.count } } }
+
+    /// Every weight file reference that cannot be used, pipeline stages
+    /// included, as `NAME: problem` (the weight file missing or too short, a
+    /// record out of range, a blob that does not hold its tensor's values).
+    public var weightFileProblems: [String] {
+        (blobWeights ?? []).compactMap { weight in weight.problem.map { "\(weight.name): \($0)" } }
+            + (pipeline ?? []).flatMap(\.weightFileProblems)
+    }
 }
 
 /// One input, output, state or training input of a model.
@@ -204,9 +212,13 @@ public struct ProgramFunction: Equatable, Sendable, Encodable {
     public var outputs: [String]
 }
 
-/// A constant of an ML program stored in its weight file.
+/// A value of an ML program stored in its weight file: a constant, or an
+/// operation input (the data, scales, lookup tables of iOS 18's `constexpr_…`
+/// operations).
 public struct BlobWeight: Equatable, Sendable, Encodable {
-    /// The name of the constant (the `const` operation's output).
+    /// The name of the value: the `const` operation's output, else the
+    /// operation's first output and the attribute or input name
+    /// (`dense1_weight_quantized.data`).
     public var name: String
     /// The MIL data type name (`FLOAT32`, `FLOAT16`, `INT8`, …).
     public var dataType: String
@@ -219,6 +231,7 @@ public struct BlobWeight: Equatable, Sendable, Encodable {
     /// The size of the data, from the blob's metadata record; `nil` when the
     /// weight file could not be read.
     public var bytes: UInt64?
-    /// Why the blob's record could not be read, if it could not.
+    /// Why the blob cannot be used, if it cannot: its record could not be
+    /// read, or does not hold the values of the tensor type.
     public var problem: String?
 }

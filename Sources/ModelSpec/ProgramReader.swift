@@ -19,39 +19,42 @@ struct ProgramReader {
                 inputs: elements(function.inputs, function.n_inputs).map { text($0.pointee.name) },
                 outputs: main.map { strings($0.pointee.outputs, $0.pointee.n_outputs) } ?? []))
             for block in blocks {
-                if let body = block.pointee.value { visit(body, blobs: blobs) }
+                if let body = block.pointee.value { count(body) }
             }
         }
+        // Every weight file reference, wherever the program holds it: const
+        // attributes, operation inputs (iOS 18 constexpr operations), nested
+        // blocks, every function and block specialization.
+        for location in WeightLocator(root: UnsafePointer(program)).locations {
+            guard let (file, offset) = location.blobReference else { continue }
+            let tensor = location.tensorType
+            var weight = BlobWeight(
+                name: location.displayName,
+                dataType: tensor.map { milDataTypeName($0.datatype) } ?? "unknown",
+                count: tensor.map(elementCount) ?? 0,
+                file: file, offset: offset, bytes: nil, problem: nil)
+            switch blobs?.metadata(file: file, offset: offset) {
+            case .success(let record):
+                weight.bytes = record.sizeInBytes
+                if let tensor, let mismatch = BlobTensorMismatch.check(record, offset: offset, tensor: tensor) {
+                    weight.problem = "\(file) at offset \(offset): \(mismatch)"
+                }
+            case .failure(let error):
+                weight.problem = "\(file) at offset \(offset): \(error.detail)"
+            case nil:
+                break
+            }
+            blobWeights.append(weight)
+        }
+        // In weight file order, as the blobs lie in the file.
+        blobWeights.sort { ($0.file, $0.offset, $0.name) < ($1.file, $1.offset, $1.name) }
     }
 
-    private mutating func visit(_ block: UnsafeMutablePointer<CoreML__Specification__MILSpec__Block>, blobs: BlobMetadataReader?) {
+    private mutating func count(_ block: UnsafeMutablePointer<CoreML__Specification__MILSpec__Block>) {
         for operation in elements(block.pointee.operations, block.pointee.n_operations) {
-            let op = operation.pointee
-            operations[text(op.type), default: 0] += 1
-            let outputName = elements(op.outputs, op.n_outputs).first.map { text($0.pointee.name) } ?? ""
-            for attribute in elements(op.attributes, op.n_attributes) {
-                guard let value = attribute.pointee.value?.pointee,
-                      value.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE,
-                      let blob = value.blobfilevalue?.pointee
-                else { continue }
-                let key = text(attribute.pointee.key)
-                let tensor = value.type?.pointee.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
-                    ? value.type?.pointee.tensortype?.pointee : nil
-                let file = text(blob.filename)
-                var weight = BlobWeight(
-                    name: key == "val" ? outputName : "\(outputName).\(key)",
-                    dataType: tensor.map { milDataTypeName($0.datatype) } ?? "unknown",
-                    count: tensor.map(elementCount) ?? 0,
-                    file: file, offset: blob.offset, bytes: nil, problem: nil)
-                switch blobs?.metadata(file: file, offset: blob.offset) {
-                case .success(let record): weight.bytes = record.sizeInBytes
-                case .failure(let error): weight.problem = error.description
-                case nil: break
-                }
-                blobWeights.append(weight)
-            }
-            for nested in elements(op.blocks, op.n_blocks) {
-                visit(nested, blobs: blobs)
+            operations[text(operation.pointee.type), default: 0] += 1
+            for nested in elements(operation.pointee.blocks, operation.pointee.n_blocks) {
+                count(nested)
             }
         }
     }

@@ -52,10 +52,34 @@ extension UnsafePointer<CoreML__Specification__Model> {
         return features(description.state, description.n_state, role: .state)
     }
 
+    /// The interfaces the description declares: one per function of a
+    /// multi-function description (specification 9), else the model's own
+    /// (with an empty function name).
+    var interfaces: [Interface] {
+        guard let description = pointee.description?.pointee else { return [Interface(function: "", inputs: [], outputs: [], states: [])] }
+        let functions = elements(description.functions, description.n_functions)
+        guard !functions.isEmpty else { return [Interface(function: "", inputs: inputs, outputs: outputs, states: states)] }
+        return functions.map { function in
+            Interface(function: text(function.pointee.name),
+                      inputs: features(function.pointee.input, function.pointee.n_input, role: .input),
+                      outputs: features(function.pointee.output, function.pointee.n_output, role: .output),
+                      states: features(function.pointee.state, function.pointee.n_state, role: .state))
+        }
+    }
+
     var trainingInputs: [Feature] {
         guard let description = pointee.description?.pointee else { return [] }
         return features(description.traininginput, description.n_traininginput, role: .trainingInput)
     }
+}
+
+/// The inputs, outputs and states of a model, or of one function of a
+/// multi-function model (`function` names it; empty for the model's own).
+struct Interface {
+    var function: String
+    var inputs: [Feature]
+    var outputs: [Feature]
+    var states: [Feature]
 }
 
 /// The schema name of a feature type case (`multiArrayType`, …).
@@ -99,16 +123,44 @@ enum FeatureRules {
 
     static func check(_ model: UnsafePointer<CoreML__Specification__Model>, sink: inout DiagnosticSink) {
         let version = model.pointee.specificationversion
-        let type = model.pointee.type_case
-        let inputs = model.inputs
-        let outputs = model.outputs
-        let states = model.states
-
         if let description = model.pointee.description?.pointee,
            description.n_functions > 0 || !text(description.defaultfunctionname).isEmpty, version < 9 {
             sink.error("spec.version.feature",
                        "multi-function descriptions need specification version 9, the model has \(version)")
         }
+        let interfaces = model.interfaces
+        if let description = model.pointee.description?.pointee, description.n_functions > 0 {
+            let names = interfaces.map(\.function)
+            let defaultName = text(description.defaultfunctionname)
+            if !names.contains(defaultName) {
+                sink.error("interface.functions.default",
+                           "the default function \(quoted(defaultName)) is not one of the described functions (\(names.map(quoted).joined(separator: ", ")))")
+            }
+            if !model.inputs.isEmpty || !model.outputs.isEmpty || !model.states.isEmpty {
+                sink.error("interface.functions.toplevel",
+                           "a multi-function description declares inputs, outputs and states per function, not for the model")
+            }
+        }
+        for interface in interfaces {
+            if interface.function.isEmpty {
+                checkInterface(interface, model: model, version: version, sink: &sink)
+            } else {
+                sink.at("function \(quoted(interface.function))") { sink in
+                    checkInterface(interface, model: model, version: version, sink: &sink)
+                }
+            }
+        }
+    }
+
+    /// Rules on one interface: the model's, or one function's.
+    private static func checkInterface(
+        _ interface: Interface, model: UnsafePointer<CoreML__Specification__Model>, version: Int32, sink: inout DiagnosticSink
+    ) {
+        let type = model.pointee.type_case
+        let inputs = interface.inputs
+        let outputs = interface.outputs
+        let states = interface.states
+
         if inputs.isEmpty && !typesAllowingNoInputs.contains(type) {
             sink.error("interface.inputs.empty", "the model has no inputs; \(ModelRules.modelTypeName(model)) models need at least one")
         }

@@ -1,7 +1,7 @@
 import CoreMLSchema
 import ModelSpec
 
-/// Rules on ML programs: the main function against the model description,
+/// Rules on ML programs: each function against the description of its interface,
 /// names defined before use, and constants in the weight file.
 enum ProgramRules {
     static func check(_ model: UnsafePointer<CoreML__Specification__Model>, context: ValidationContext, sink: inout DiagnosticSink) {
@@ -10,23 +10,35 @@ enum ProgramRules {
             return
         }
         let functions = elements(program.functions, program.n_functions)
-        guard functions.contains(where: { text($0.pointee.key) == "main" }) else {
-            let names = functions.map { quoted(text($0.pointee.key)) }.joined(separator: ", ")
-            sink.error("program.main.missing", "the program has no function \"main\"" + (names.isEmpty ? "" : " (it has \(names))"))
+        let names = functions.map { text($0.pointee.key) }
+        let isMultiFunction = (model.pointee.description?.pointee.n_functions ?? 0) > 0
+        let interfaces = model.interfaces
+        if isMultiFunction {
+            // Each described function (the default among them) must be in the program.
+            for interface in interfaces where !names.contains(interface.function) {
+                sink.error("program.function.missing", "the description declares function \(quoted(interface.function)), which the program lacks")
+            }
+        } else if !names.contains("main") {
+            let list = names.map(quoted).joined(separator: ", ")
+            sink.error("program.main.missing", "the program has no function \"main\"" + (list.isEmpty ? "" : " (it has \(list))"))
             return
         }
         for entry in functions {
             let name = text(entry.pointee.key)
             guard let function = entry.pointee.value?.pointee else { continue }
+            let interface = isMultiFunction ? interfaces.first { $0.function == name } : (name == "main" ? interfaces.first : nil)
             sink.at("function \(quoted(name))") { sink in
-                checkFunction(function, isMain: name == "main", model: model, context: context, sink: &sink)
+                checkFunction(function, interface: interface, context: context, sink: &sink)
             }
         }
     }
 
+    /// Checks one function: its block for its opset, its interface against
+    /// the description's (when the description declares one for it), names
+    /// and weight file references.
     private static func checkFunction(
-        _ function: CoreML__Specification__MILSpec__Function, isMain: Bool,
-        model: UnsafePointer<CoreML__Specification__Model>, context: ValidationContext, sink: inout DiagnosticSink
+        _ function: CoreML__Specification__MILSpec__Function, interface: Interface?,
+        context: ValidationContext, sink: inout DiagnosticSink
     ) {
         let inputs = elements(function.inputs, function.n_inputs).map { text($0.pointee.name) }
         let opset = text(function.opset)
@@ -35,13 +47,23 @@ enum ProgramRules {
             sink.error("program.function.block", "the function has no block for its opset \(quoted(opset))")
             return
         }
-        if isMain {
-            let declared = (model.inputs + model.states).map(\.name)
+        if let interface {
+            let declared = (interface.inputs + interface.states).map(\.name)
             compare(declared: declared, found: inputs, what: "input", sink: &sink)
-            compare(declared: model.outputs.map(\.name), found: strings(main.outputs, main.n_outputs), what: "output", sink: &sink)
+            compare(declared: interface.outputs.map(\.name), found: strings(main.outputs, main.n_outputs), what: "output", sink: &sink)
         }
-        var scope = Set(inputs)
-        checkBlock(main, scope: &scope, context: context, sink: &sink)
+        // Every block specialization is checked, not only the opset's own.
+        for block in blocks {
+            guard let body = block.pointee.value?.pointee else { continue }
+            var scope = Set(inputs)
+            if blocks.count == 1 {
+                checkBlock(body, scope: &scope, context: context, sink: &sink)
+            } else {
+                sink.at("block \(quoted(text(block.pointee.key)))") { sink in
+                    checkBlock(body, scope: &scope, context: context, sink: &sink)
+                }
+            }
+        }
     }
 
     /// Reports names the description declares that the function lacks, and the reverse.
@@ -49,10 +71,10 @@ enum ProgramRules {
         let missing = declared.filter { !found.contains($0) }
         let extra = found.filter { !declared.contains($0) }
         for name in missing {
-            sink.error("program.main.\(what)s", "the model declares \(what) \(quoted(name)) but the main function has no such \(what)")
+            sink.error("program.main.\(what)s", "the model declares \(what) \(quoted(name)) but the function has no such \(what)")
         }
         for name in extra {
-            sink.error("program.main.\(what)s", "the main function has \(what) \(quoted(name)), which the model description does not declare")
+            sink.error("program.main.\(what)s", "the function has \(what) \(quoted(name)), which the model description does not declare")
         }
     }
 
@@ -78,15 +100,21 @@ enum ProgramRules {
                         }
                     }
                 }
+                // Weight file references: constants' attributes and, since
+                // iOS 18, operation inputs (constexpr_blockwise_shift_scale's
+                // data and scale, constexpr_lut_to_dense's indices and lut).
                 for attribute in elements(op.attributes, op.n_attributes) {
-                    guard let value = attribute.pointee.value?.pointee,
-                          value.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE,
-                          let blob = value.blobfilevalue?.pointee
-                    else { continue }
-                    let tensor = value.type?.pointee.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
-                        ? value.type?.pointee.tensortype?.pointee : nil
-                    checkBlob(file: text(blob.filename), offset: blob.offset, tensor: tensor,
-                              attribute: text(attribute.pointee.key), context: context, sink: &sink)
+                    guard let value = attribute.pointee.value else { continue }
+                    checkBlob(value.pointee, name: text(attribute.pointee.key), context: context, sink: &sink)
+                }
+                for input in elements(op.inputs, op.n_inputs) {
+                    let bindings = input.pointee.value.map { elements($0.pointee.arguments, $0.pointee.n_arguments) } ?? []
+                    for (position, binding) in bindings.enumerated()
+                    where binding.pointee.binding_case == CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_VALUE {
+                        guard let value = binding.pointee.value else { continue }
+                        let key = text(input.pointee.key)
+                        checkBlob(value.pointee, name: bindings.count > 1 ? "\(key)[\(position)]" : key, context: context, sink: &sink)
+                    }
                 }
                 for (blockIndex, nested) in elements(op.blocks, op.n_blocks).enumerated() {
                     var inner = scope
@@ -102,79 +130,30 @@ enum ProgramRules {
         }
     }
 
+    /// Checks a value held in a weight file: its record can be read and
+    /// holds exactly the values of its tensor type.
     private static func checkBlob(
-        file: String, offset: UInt64, tensor: CoreML__Specification__MILSpec__TensorType?, attribute: String,
-        context: ValidationContext, sink: inout DiagnosticSink
+        _ value: CoreML__Specification__MILSpec__Value, name: String, context: ValidationContext, sink: inout DiagnosticSink
     ) {
+        guard value.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE,
+              let blob = value.blobfilevalue?.pointee
+        else { return }
+        let file = text(blob.filename)
         let record: MILBlobFile.BlobMetadata
-        switch context.blobs.metadata(file: file, offset: offset) {
+        switch context.blobs.metadata(file: file, offset: blob.offset) {
         case .success(let found):
             record = found
         case .failure(let error):
-            sink.error("program.blob.unreadable", "\(attribute) refers to \(file) at offset \(offset): \(blobProblem(error))")
+            sink.error("program.blob.unreadable", "\(name) refers to \(file) at offset \(blob.offset): \(error.detail)")
             return
         }
-        guard let tensor else { return }
-        let declared = milDataTypeName(tensor.datatype)
-        guard let expected = blobDataType(tensor.datatype) else {
-            sink.error("program.blob.dataType", "\(attribute) is a \(declared) tensor, which the weight file cannot store")
-            return
-        }
-        guard let stored = record.dataType else { return }
-        if stored != expected {
-            sink.error("program.blob.dataType",
-                       "\(attribute) is a \(declared) tensor but its blob at offset \(offset) holds \(String(describing: stored)) data")
-            return
-        }
-        let count = elementCount(tensor)
-        guard count > 0 else { return }
-        let (bits, overflow) = UInt64(count).multipliedReportingOverflow(by: UInt64(expected.bitWidth))
-        let (storedBits, storedOverflow) = record.sizeInBytes.multipliedReportingOverflow(by: 8)
-        guard !overflow, !storedOverflow else { return }
-        let usedBits = storedBits >= record.paddingBits ? storedBits - record.paddingBits : 0
-        if usedBits != bits {
-            let expectedBytes = bits / 8 + (bits % 8 == 0 ? 0 : 1)
-            let padding = record.paddingBits == 0 ? "" : " less \(record.paddingBits) padding bits"
-            sink.error("program.blob.size",
-                       "\(attribute) blob at offset \(offset) holds \(record.sizeInBytes) bytes\(padding), expected \(expectedBytes) = \(count) \(declared) values × \(expected.bitWidth) bits")
-        }
-    }
-
-    /// A blob file problem without the absolute path the error carries.
-    private static func blobProblem(_ error: BlobFileError) -> String {
-        switch error {
-        case .cannotRead(_, let reason): reason
-        case .tooSmall(_, let size): "the file has \(size) bytes, too few for a blob file header (64)"
-        case .unsupportedVersion(_, let version): "blob file version \(version), expected 2"
-        case .recordOutOfRange(_, _, let fileSize): "no record fits there (the file has \(fileSize) bytes)"
-        case .badSentinel(_, _, let found): "no blob record there (sentinel 0x\(String(found, radix: 16)), expected 0xdeadbeef)"
-        case .unknownDataType(_, _, let code): "the record has unknown data type code \(code)"
-        case .dataOutOfRange(_, _, let dataOffset, let size, let fileSize):
-            "the record claims \(size) bytes at \(dataOffset), past the end of the file (\(fileSize) bytes)"
-        }
-    }
-
-    /// The blob storage type holding tensors of a MIL data type.
-    static func blobDataType(_ type: CoreML__Specification__MILSpec__DataType) -> MILBlobFile.DataType? {
-        switch type {
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT16: .float16
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32: .float32
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__BFLOAT16: .bfloat16
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT8: .uint8
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT8: .int8
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT16: .int16
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT16: .uint16
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT32: .int32
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT32: .uint32
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT4: .int4
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT1: .uint1
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT2: .uint2
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT3: .uint3
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT4: .uint4
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT6: .uint6
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT8E4M3FN: .float8E4M3FN
-        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT8E5M2: .float8E5M2
-        default: nil
+        guard value.type?.pointee.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE,
+              let tensor = value.type?.pointee.tensortype?.pointee,
+              let mismatch = BlobTensorMismatch.check(record, offset: blob.offset, tensor: tensor)
+        else { return }
+        switch mismatch {
+        case .unstorable, .dataType: sink.error("program.blob.dataType", "\(name) is \(mismatch)")
+        case .size: sink.error("program.blob.size", "\(name) \(mismatch)")
         }
     }
 }

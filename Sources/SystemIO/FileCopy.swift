@@ -25,8 +25,9 @@ public enum FileCopy {
     }
 
     /// Copies one regular file to the new path `destination`, in the kernel
-    /// where it can (`copy_file_range`), and flushes it.
-    static func copyFile(_ source: String, to destination: String) throws(SystemCallError) {
+    /// where it can (`copy_file_range`; `read` and `write` where the file
+    /// system cannot), and flushes it. `destination` must not exist.
+    public static func copyFile(_ source: String, to destination: String) throws(SystemCallError) {
         let calls = Syscalls.current
         let input = calls.open(source, O_RDONLY | O_CLOEXEC, 0)
         guard input >= 0 else { throw SystemCallError(call: "open", path: source, code: errno) }

@@ -72,10 +72,21 @@ extension SHA256Digest {
     /// The digest and size of the file at `path`, read in 1 MiB chunks so
     /// memory stays constant whatever the file's size.
     public static func ofFile(at path: String) throws(SystemCallError) -> (digest: SHA256Digest, size: UInt64) {
+        let (digest, size, _) = try ofFileWithIdentity(at: path)
+        return (digest, size)
+    }
+
+    /// The digest and size of the file at `path`, and which file was read
+    /// (device and inode of the open file), so a caller holding another path
+    /// to it can recognize it.
+    public static func ofFileWithIdentity(
+        at path: String
+    ) throws(SystemCallError) -> (digest: SHA256Digest, size: UInt64, identity: FileIdentity) {
         let calls = Syscalls.current
         let fd = calls.open(path, O_RDONLY, 0)
         guard fd >= 0 else { throw SystemCallError(call: "open", path: path, code: errno) }
         defer { _ = calls.close(fd) }
+        let identity = try FileIdentity(fd: fd, path: path)
         var hasher = SHA256Hasher()
         var size: UInt64 = 0
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
@@ -91,6 +102,46 @@ extension SHA256Digest {
             hasher.update(UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
             size += UInt64(count)
         }
-        return (hasher.finalize(), size)
+        return (hasher.finalize(), size, identity)
+    }
+}
+
+/// Which file an open descriptor is, and the state of its content: device,
+/// inode, size and modification and change times. Two identities are equal
+/// when they name the same file and nothing was written to it in between
+/// (as far as the file system's time stamps tell).
+public struct FileIdentity: Equatable, Sendable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: UInt64
+    public var modified: timespec
+    public var changed: timespec
+
+    /// The identity of the file open as `fd`.
+    public init(fd: Int32, path: String) throws(SystemCallError) {
+        var info = stat()
+        guard Syscalls.current.fstat(fd, &info) == 0 else { throw SystemCallError(call: "fstat", path: path, code: errno) }
+        self.init(info)
+    }
+
+    /// The identity of the file at `path`.
+    public init(path: String) throws(SystemCallError) {
+        var info = stat()
+        guard Syscalls.current.stat(path, &info) == 0 else { throw SystemCallError(call: "stat", path: path, code: errno) }
+        self.init(info)
+    }
+
+    private init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = UInt64(max(info.st_size, 0))
+        modified = info.st_mtim
+        changed = info.st_ctim
+    }
+
+    public static func == (lhs: FileIdentity, rhs: FileIdentity) -> Bool {
+        lhs.device == rhs.device && lhs.inode == rhs.inode && lhs.size == rhs.size
+            && lhs.modified.tv_sec == rhs.modified.tv_sec && lhs.modified.tv_nsec == rhs.modified.tv_nsec
+            && lhs.changed.tv_sec == rhs.changed.tv_sec && lhs.changed.tv_nsec == rhs.changed.tv_nsec
     }
 }

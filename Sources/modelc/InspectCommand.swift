@@ -12,7 +12,9 @@ enum InspectCommand {
         discussion: """
             FILE is an .mlmodel file or an .mlpackage directory. The model is checked while it is
             read; a file that is not a readable Core ML model fails with a one-line error and the
-            exit code of its kind (see the README).
+            exit code of its kind (see the README). An ML program whose weight file is missing, too
+            short, or referenced out of range is described, each problem named, and the command
+            fails with the invalid-model exit code.
             """,
         arguments: [PositionalSpec(name: "FILE", help: "The .mlmodel file or .mlpackage directory.")],
         options: [OptionSpec(name: "json", help: "Print the summary as JSON (keys are the Core ML schema's names).")])
@@ -24,7 +26,12 @@ enum InspectCommand {
             let summary = ModelSummary(model)
             let support = RuntimeSupport(model.specification)
             Output.print(arguments.has("json") ? jsonText(summary, support) : InspectReport(summary, path: path).text + supportText(support))
-            return .success
+            let problems = summary.weightFileProblems
+            guard let first = problems.first else { return .success }
+            let more = problems.count > 1 ? " (and \(problems.count - 1) more)" : ""
+            Output.error("\(Modelc.toolName): error: \(path): \(problems.count) unusable weight file "
+                + "\(problems.count == 1 ? "reference" : "references"): \(first)\(more)\n")
+            return .invalidModel
         } catch {
             return Modelc.failure(error)
         }

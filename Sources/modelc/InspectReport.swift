@@ -101,7 +101,7 @@ struct InspectReport {
         let bytes = blobs.reduce(UInt64(0)) { $0 + ($1.bytes ?? 0) }
         line("\(indent)weight file constants (\(blobs.count), \(byteCount(Int(clamping: bytes))))")
         for blob in blobs {
-            let size = blob.problem.map { "unreadable: \($0)" } ?? byteCount(Int(clamping: blob.bytes ?? 0))
+            let size = blob.problem.map { "error: \($0)" } ?? byteCount(Int(clamping: blob.bytes ?? 0))
             row(indent + "  ", blob.name, "\(pad(blob.dataType, 10))\(pad(grouped(blob.count) + " values", 18))\(size)")
         }
     }

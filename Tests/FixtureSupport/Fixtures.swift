@@ -50,7 +50,7 @@ public enum Fixtures {
         if let expected = expected as? [String: Any] {
             guard let actual = actual as? [String: Any] else { return ["\(path): expected an object, got \(actual)"] }
             var found: [String] = []
-            for (key, value) in expected.sorted(by: { $0.key < $1.key }) where !["file", "problem", "readable"].contains(key) {
+            for (key, value) in expected.sorted(by: { $0.key < $1.key }) where !["file", "problem", "readable", "inspectExitCode"].contains(key) {
                 guard var other = actual[key] else {
                     found.append("\(path).\(key): missing, expected \(canonical(value))")
                     continue

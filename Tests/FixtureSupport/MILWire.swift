@@ -103,3 +103,63 @@ extension MILWire {
         return Wire.field(1, varint: 8) + Wire.field(2, bytes: description) + Wire.field(502, bytes: program)
     }
 }
+
+extension MILWire {
+    /// A `Value` of `type` held in the weight file `file` at the record `offset`.
+    public static func blobValue(_ type: [UInt8], offset: UInt64, file: String = "@model_path/weights/weight.bin") -> [UInt8] {
+        Wire.field(2, bytes: type) + Wire.field(5, bytes: string(1, file) + Wire.field(2, varint: offset))
+    }
+
+    /// Sub-byte MIL data type codes (MIL.proto).
+    public enum SubByte {
+        public static let int4: UInt64 = 25
+        public static let uint4: UInt64 = 35
+        public static let uint2: UInt64 = 36
+        public static let uint1: UInt64 = 37
+        public static let uint6: UInt64 = 38
+        public static let uint3: UInt64 = 39
+    }
+}
+
+/// Writes MIL blob storage files (version 2) for tests: a 64-byte header,
+/// then each blob's 64-byte record and data on 64-byte boundaries.
+public enum MILBlobFileBuilder {
+    public struct Blob {
+        public var dataType: UInt32
+        public var data: [UInt8]
+        public var paddingBits: UInt64
+
+        public init(dataType: UInt32, data: [UInt8], paddingBits: UInt64 = 0) {
+            self.dataType = dataType
+            self.data = data
+            self.paddingBits = paddingBits
+        }
+    }
+
+    /// The file's bytes and the record offset of each blob.
+    public static func make(_ blobs: [Blob]) -> (bytes: [UInt8], offsets: [UInt64]) {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        put(UInt32(blobs.count), into: &bytes, at: 0)
+        put(UInt32(2), into: &bytes, at: 4)
+        var offsets: [UInt64] = []
+        for blob in blobs {
+            while bytes.count % 64 != 0 { bytes.append(0) }
+            let record = bytes.count
+            offsets.append(UInt64(record))
+            bytes += [UInt8](repeating: 0, count: 64)
+            put(UInt32(0xDEAD_BEEF), into: &bytes, at: record)
+            put(blob.dataType, into: &bytes, at: record + 4)
+            put(UInt64(blob.data.count), into: &bytes, at: record + 8)
+            put(UInt64(record + 64), into: &bytes, at: record + 16)
+            put(blob.paddingBits, into: &bytes, at: record + 24)
+            bytes += blob.data
+        }
+        return (bytes, offsets)
+    }
+
+    private static func put<T: FixedWidthInteger>(_ value: T, into bytes: inout [UInt8], at offset: Int) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for (index, byte) in raw.enumerated() { bytes[offset + index] = byte }
+        }
+    }
+}

@@ -32,6 +32,42 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: rebuilt)) == Data(contentsOf: URL(fileURLWithPath: source)))
     }
 
+    /// An ML program whose weight file already has the bundle's layout (every
+    /// blob used, in the order of first use, nothing else) is copied in the
+    /// kernel: the bundle's weight.bin is the source's, byte for byte, and its
+    /// recorded SHA-256 is right. Other layouts are written blob by blob.
+    @Test(arguments: [("Models/MLProgram.mlpackage", true), ("Models/StatefulProgram.mlpackage", true),
+                      ("Models/Int4BlockwiseProgram.mlpackage", true), ("Models/MultiFunctionProgram.mlpackage", true),
+                      ("unused blob", false)])
+    func programWeightFileInBundleLayoutIsCopied(file: String, verbatim: Bool) throws {
+        var path = Fixtures.path(file)
+        if file == "unused blob" {
+            // A blob no reference uses, at the end: the bundle leaves it out.
+            let copy = try Fixtures.temporaryDirectory("unused-blob").appendingPathComponent("p.mlpackage")
+            try FileManager.default.copyItem(atPath: Fixtures.path("Models/MLProgram.mlpackage"), toPath: copy.path)
+            let weights = copy.appendingPathComponent("Data/com.apple.CoreML/weights/weight.bin")
+            var bytes = try [UInt8](Data(contentsOf: weights))
+            let count = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+            withUnsafeBytes(of: (count + 1).littleEndian) { bytes.replaceSubrange(0..<4, with: $0) }
+            bytes += [UInt8](repeating: 0, count: (64 - bytes.count % 64) % 64)
+            let record = bytes.count
+            bytes += MILBlobFileBuilder.make([.init(dataType: 2, data: [UInt8](repeating: 7, count: 16))]).bytes.dropFirst(64)
+            withUnsafeBytes(of: UInt64(record + 64).littleEndian) { bytes.replaceSubrange((record + 16)..<(record + 24), with: $0) }
+            try Data(bytes).write(to: weights)
+            path = copy.path
+        }
+        let model = try ModelFile.open(path)
+        let plan = try WeightPlan(model: model, sites: WeightLocator(root: model.specification.root).locations, fp16: false)
+        let source = try #require(model.resolveProgramFile("@model_path/weights/weight.bin"))
+        #expect((plan.verbatimSource?.path == source) == verbatim)
+        let directory = try Fixtures.temporaryDirectory("verbatim")
+        let output = directory.appendingPathComponent("p.mlmodelc").path
+        _ = try BundleCompiler().compile(path, to: output)
+        _ = try BundleContents.open(output, verifyDigests: true)
+        let copied = try Data(contentsOf: URL(fileURLWithPath: output + "/" + BundleLayout.weightFile))
+        #expect((copied == (try Data(contentsOf: URL(fileURLWithPath: source)))) == verbatim)
+    }
+
     @Test(arguments: [Float(70_000), -1e9, .greatestFiniteMagnitude])
     func float16OverflowIsRefused(value: Float) throws {
         let directory = try Fixtures.temporaryDirectory("overflow")

@@ -12,25 +12,33 @@ import Testing
 struct CanonicalModel: Equatable {
     let specification: [UInt8]
     let blobData: [Data]
+    /// Each blob's data type code and padding bits.
+    let blobRecords: [[UInt64]]
 
     init(_ model: ModelFile) throws {
         let root = UnsafeMutablePointer(mutating: model.specification.root)
         var data: [Data] = []
+        var records: [[UInt64]] = []
         var saved: [(UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue>, CoreML__Specification__MILSpec__Value__BlobFileValue)] = []
-        for site in WeightSiteFinder(root: root).sites {
+        for site in WeightLocator(root: root).locations {
             guard case .programValue(let value) = site.holder,
                   value.pointee.value_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE,
                   let blob = value.pointee.blobfilevalue
             else { continue }
             let path = try #require(model.resolveProgramFile(text(blob.pointee.filename)))
             let file = try MILBlobFile(path: path)
-            try withExtendedLifetime(file) { data.append(Data(try file.data(at: blob.pointee.offset))) }
+            try withExtendedLifetime(file) {
+                data.append(Data(try file.data(at: blob.pointee.offset)))
+                let record = try file.metadata(at: blob.pointee.offset)
+                records.append([UInt64(record.dataTypeCode), record.paddingBits])
+            }
             saved.append((blob, blob.pointee))
             blob.pointee.offset = 0
         }
         specification = SpecificationPacker.pack(root)
         for (blob, original) in saved { blob.pointee = original }
         blobData = data
+        blobRecords = records
     }
 }
 

@@ -37,9 +37,21 @@ import Testing
         for weight in weights {
             let name = try #require(weight["name"] as? String)
             let offset = try #require(weight["offset"] as? Int)
-            let line = lines.first { $0.contains(" \(name) = const()") }
-            #expect(line?.contains("BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(\(offset)))") == true,
-                    "\(name) at \(offset): \(line ?? "no line")")
+            let reference = "BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(\(offset)))"
+            // A const's value ("w"), or an operation's input ("w_quantized.data").
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            if parts.count == 1 {
+                let line = lines.first { $0.contains(" \(name) = const()") }
+                #expect(line?.contains(reference) == true, "\(name) at \(offset): \(line ?? "no line")")
+            } else {
+                guard let line = lines.first(where: { $0.contains(" \(parts[0]) = ") && $0.contains(reference) }),
+                      let input = line.range(of: "\(parts[1]) = tensor<"), let blob = line.range(of: reference)
+                else {
+                    Issue.record("\(name) at \(offset): no line names it")
+                    continue
+                }
+                #expect(input.lowerBound < blob.lowerBound, "\(name) at \(offset): \(line)")
+            }
         }
     }
 

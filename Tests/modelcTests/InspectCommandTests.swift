@@ -9,8 +9,9 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
     @Test(arguments: Fixtures.models + Fixtures.broken.filter { $0.facts["readable"] as? Bool == true })
     func jsonMatchesIndex(entry: Fixtures.Entry) throws {
         let result = try ModelcProcess.run(["inspect", "--json", "Fixtures/\(entry.file)"])
-        #expect(result.status == 0, "\(result.standardError)")
-        #expect(result.standardError.isEmpty)
+        let status = entry.facts["inspectExitCode"] as? Int ?? 0
+        #expect(result.status == Int32(status), "\(result.standardError)")
+        #expect(result.standardError.isEmpty == (status == 0))
         let json = try #require(Fixtures.parseJSON(result.standardOutput))
         let differences = Fixtures.differences(expected: entry.facts, actual: json)
         #expect(differences.isEmpty, "\(entry.file):\n\(differences.joined(separator: "\n"))")
@@ -58,6 +59,58 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
             #expect(result.standardError.hasPrefix("modelc: error: Fixtures/\(file): \(message)"), "\(result.standardError)")
             #expect(result.standardError.filter { $0 == "\n" }.count == 1, "not one line: \(result.standardError)")
         }
+    }
+
+    /// A package whose weight file is missing, short, or referenced past its
+    /// end: described (text and JSON) with each problem named, one line on
+    /// stderr, exit 76 (invalid model); compile refuses it the same way.
+    @Test(arguments: [
+        ("weights-missing", 4, "conv1_weight_0_quantized.data",
+         "@model_path/weights/weight.bin at offset 64: open failed: No such file or directory"),
+        ("weights-short", 1, "dense1_bias_0",
+         "@model_path/weights/weight.bin at offset 2048: the record claims 64 bytes at 2112, past the end of the file (2144 bytes)"),
+        ("weights-out-of-range", 1, "conv1_weight_0_quantized.data",
+         "@model_path/weights/weight.bin at offset 2240: no record fits there (the file has 2176 bytes)"),
+    ])
+    func brokenWeightFileIsReported(name: String, count: Int, weight: String, problem: String) throws {
+        let file = "Fixtures/Broken/\(name).mlpackage"
+        let references = count == 1 ? "1 unusable weight file reference" : "\(count) unusable weight file references"
+        let more = count == 1 ? "" : " (and \(count - 1) more)"
+        let stderr = "modelc: error: \(file): \(references): \(weight): \(problem)\(more)\n"
+
+        let text = try ModelcProcess.run(["inspect", file])
+        #expect(text.status == 76)
+        #expect(text.standardError == stderr)
+        let row = text.standardOutput.split(separator: "\n").first { $0.hasPrefix("    \(weight) ") && $0.contains("error: ") }
+        #expect(row?.hasSuffix("error: \(problem)") == true, "\(text.standardOutput)")
+        #expect(text.standardOutput.split(separator: "\n").filter { $0.contains("  error: ") }.count == count)
+
+        let json = try ModelcProcess.run(["inspect", "--json", file])
+        #expect(json.status == 76)
+        #expect(json.standardError == stderr)
+        let summary = try #require(Fixtures.parseJSON(json.standardOutput) as? [String: Any])
+        let problems = try #require(summary["weightFileProblems"] as? [String])
+        #expect(problems.count == count)
+        #expect(problems.first == "\(weight): \(problem)")
+        let blobs = try #require(summary["blobWeights"] as? [[String: Any]])
+        #expect(blobs.filter { $0["problem"] != nil }.count == count)
+
+        let directory = try Fixtures.temporaryDirectory("inspect-broken-weights")
+        let compile = try ModelcProcess.run(["compile", file, directory.appendingPathComponent("b.mlmodelc").path])
+        #expect(compile.status == 76)
+        #expect(compile.standardError.contains(" refers to \(problem)"), "\(compile.standardError)")
+    }
+
+    /// Every blob of an iOS 18 compressed program is listed, operation inputs included.
+    @Test func compressedProgramListsEveryWeight() throws {
+        let result = try ModelcProcess.run(["inspect", "Fixtures/Models/Int4BlockwiseProgram.mlpackage"])
+        #expect(result.status == 0)
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  weight file constants (4, 1.8 KB)"))
+        for name in ["conv1_weight_0_quantized.data", "dense1_weight_0_quantized.data", "dense1_weight_0_quantized.scale", "dense1_bias_0"] {
+            #expect(lines.contains { $0.hasPrefix("    \(name) ") }, "\(name) not listed")
+        }
+        #expect(lines.contains { $0.hasPrefix("    conv1_weight_0_quantized.data  INT4      2,304 values") })
     }
 
     @Test func directoryThatIsAFileTreeButNotAPackage() throws {
