@@ -51,6 +51,9 @@ enum PredictCommand {
         guard !givenInputs.isEmpty || arguments.value("inputs") != nil else {
             return Modelc.usageFailure(.missingArgument(name: "inputs (--input NAME=VALUE or --inputs FILE)", command: "predict"), usage: usage)
         }
+        guard givenInputs.isEmpty || arguments.value("inputs") == nil else {
+            return Modelc.usageFailure(.conflictingOptions("input", "inputs"), usage: usage)
+        }
 
         let model: Model
         switch open(path, configuration: configuration) {
@@ -153,7 +156,8 @@ enum PredictCommand {
             return [Result { () throws(RuntimeError) in try parser.parse(object: object) }]
         }
         var cases: [Result<[String: FeatureValue], RuntimeError>] = []
-        for (number, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
+        // Blank lines are kept while splitting so that line numbers in messages are the file's.
+        for (number, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }
             if trimmed.isEmpty { continue }
             guard let object = try? JSONSerialization.jsonObject(with: Data(trimmed)) else {
