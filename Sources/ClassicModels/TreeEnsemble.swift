@@ -33,6 +33,8 @@ struct TreeForest: Sendable {
     let base: [Double]
     /// The largest feature index tested, plus one.
     let featureCount: Int
+    /// The test every branch makes, when they all make the same.
+    let uniformTest: Test?
 
     init(_ parameters: CoreML__Specification__TreeEnsembleParameters, model: String) throws(RuntimeError) {
         let source = elements(parameters.nodes, parameters.n_nodes).map(\.pointee)
@@ -116,6 +118,8 @@ struct TreeForest: Sendable {
         self.roots = roots
         self.leafValues = leafValues
         self.featureCount = featureCount
+        let tests = Set(nodes.filter { $0.feature >= 0 }.map(\.test))
+        uniformTest = tests.count == 1 ? tests.first : nil
         // Walking cannot loop: every child is reached from one root by a path
         // that only descends if the node graph is a forest; check that.
         try Self.checkAcyclic(nodes: nodes, roots: roots, model: model)
@@ -153,6 +157,33 @@ struct TreeForest: Sendable {
     /// `dimensions`, which the caller fills with the base prediction).
     /// Tree by tree over blocks of rows, as scikit-learn's forests predict.
     func evaluate(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int, into sums: UnsafeMutableBufferPointer<Double>) {
+        // Converted models test one way throughout (scikit-learn x ≤ t,
+        // XGBoost x < t): those walk without a switch per node.
+        switch uniformTest {
+        case .lessThanOrEqual?:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in value <= node.threshold }
+        case .lessThan?:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in value < node.threshold }
+        default:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in
+                switch node.test {
+                case .lessThanOrEqual: value <= node.threshold
+                case .lessThan: value < node.threshold
+                case .greaterThanOrEqual: value >= node.threshold
+                case .greaterThan: value > node.threshold
+                case .equal: value == node.threshold
+                case .notEqual: value != node.threshold
+                }
+            }
+        }
+    }
+
+    /// Walks every tree for blocks of rows. `test` is the branch's comparison
+    /// for a value that is not NaN (NaN compares false, and then follows the
+    /// node's missing-value track).
+    @inline(__always)
+    private func walk(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int, into sums: UnsafeMutableBufferPointer<Double>,
+                      test: (Double, Node) -> Bool) {
         nodes.withUnsafeBufferPointer { nodes in
             leafValues.withUnsafeBufferPointer { leaves in
                 var blockStart = 0
@@ -161,30 +192,14 @@ struct TreeForest: Sendable {
                     for root in roots {
                         for row in blockStart..<blockEnd {
                             let offset = row * stride
-                            var index = root
-                            while true {
-                                let node = nodes[index]
-                                if node.feature < 0 {
-                                    for leaf in node.leafStart..<node.leafEnd {
-                                        sums[row * dimensions + leaves[leaf].dimension] += leaves[leaf].value
-                                    }
-                                    break
-                                }
+                            var node = nodes[root]
+                            while node.feature >= 0 {
                                 let value = rows[offset + Int(node.feature)]
-                                let goesTrue: Bool
-                                if value.isNaN {
-                                    goesTrue = node.missingGoesTrue
-                                } else {
-                                    switch node.test {
-                                    case .lessThanOrEqual: goesTrue = value <= node.threshold
-                                    case .lessThan: goesTrue = value < node.threshold
-                                    case .greaterThanOrEqual: goesTrue = value >= node.threshold
-                                    case .greaterThan: goesTrue = value > node.threshold
-                                    case .equal: goesTrue = value == node.threshold
-                                    case .notEqual: goesTrue = value != node.threshold
-                                    }
-                                }
-                                index = Int(goesTrue ? node.trueChild : node.falseChild)
+                                let goesTrue = value.isNaN ? node.missingGoesTrue : test(value, node)
+                                node = nodes[Int(goesTrue ? node.trueChild : node.falseChild)]
+                            }
+                            for leaf in node.leafStart..<node.leafEnd {
+                                sums[row * dimensions + leaves[leaf].dimension] += leaves[leaf].value
                             }
                         }
                     }

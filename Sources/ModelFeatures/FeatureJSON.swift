@@ -77,10 +77,10 @@ public enum FeatureJSON {
     /// 53 bits), or an integral JSON number.
     private static func integer(_ json: Any) -> Int64? {
         guard let number = json as? NSNumber, !isBoolean(number) else { return nil }
-        switch String(cString: number.objCType) {
-        case "q", "l", "i", "s":
+        switch UInt8(bitPattern: number.objCType.pointee) {
+        case UInt8(ascii: "q"), UInt8(ascii: "l"), UInt8(ascii: "i"), UInt8(ascii: "s"):
             return number.int64Value
-        case "Q", "L", "I", "S":
+        case UInt8(ascii: "Q"), UInt8(ascii: "L"), UInt8(ascii: "I"), UInt8(ascii: "S"):
             let unsigned = number.uint64Value
             return unsigned <= UInt64(Int64.max) ? Int64(unsigned) : nil
         default:
@@ -120,8 +120,10 @@ public enum FeatureJSON {
 
     /// JSON `true`/`false`, which Foundation hands over as numbers of the C type `char`.
     private static func isBoolean(_ number: NSNumber) -> Bool {
-        String(cString: number.objCType) == "c"
+        number.objCType.pointee == booleanType
     }
+
+    private static let booleanType = CChar(bitPattern: UInt8(ascii: "c"))
 
     private static func multiArray(_ json: Any, dataType: MultiArray.DataType, feature: String) throws(RuntimeError) -> MultiArray {
         var shape: [Int] = []
