@@ -4,6 +4,10 @@
 Usage:
     parity.py [--out DIR]     write DIR/Parity/ (default DIR: the folder of this script)
 
+It also writes Parity/Refused/KIND.mlmodel: tiny specifications of the model kinds
+whose parameters only Apple's frameworks can read (text classifier, word tagger,
+Vision feature print, ...), which modelc must refuse at load, saying why.
+
 For every case set NAME this writes Parity/NAME.mlmodel and Parity/NAME.json:
 the model, and inputs with the outputs that the reference engine (scikit-learn,
 XGBoost, or a NumPy float64 computation where no library has the model kind)
@@ -1277,6 +1281,250 @@ def nms_cases(writer):
 
 
 # ---------------------------------------------------------------------------
+# Item similarity recommender
+# ---------------------------------------------------------------------------
+
+def item_similarity_reference(sim, shift, observed, exclusion, restriction, k):
+    """ItemSimilarityRecommender.proto's rule in NumPy float64: the score of item
+    j is sum over observed items i (score s_i) of sim[i, j] * (s_i - shift[j]);
+    every item not excluded (default: the observed items) and, when a restriction
+    list is given, in it, is ranked by descending score (ties: the earlier item),
+    and the first k (default: all) are recommended."""
+    n = len(shift)
+    scores = np.zeros(n)
+    for i, s_i in observed.items():
+        scores += sim[i] * (s_i - shift)
+    candidates = [j for j in range(n) if j not in exclusion
+                  and (restriction is None or j in restriction)]
+    ranked = sorted(candidates, key=lambda j: (-scores[j], j))
+    if k is not None:
+        ranked = ranked[:k]
+    return ranked, scores
+
+
+def item_similarity_spec(ids, sim, shift, string_ids, ratings, extra_inputs):
+    spec = new_spec(ct._SPECIFICATION_VERSION_IOS_13)
+    d = spec.description
+    key = "string" if string_ids else "int64"
+    items = d.input.add()
+    items.name = "items"
+    if ratings:
+        if string_ids:
+            items.type.dictionaryType.stringKeyType.SetInParent()
+        else:
+            items.type.dictionaryType.int64KeyType.SetInParent()
+    else:
+        seq = items.type.sequenceType
+        (seq.stringType if string_ids else seq.int64Type).SetInParent()
+        seq.sizeRange.lowerBound = 0
+        seq.sizeRange.upperBound = -1
+    isr = spec.itemSimilarityRecommender
+    isr.itemInputFeatureName = "items"
+    if extra_inputs:
+        k = d.input.add()
+        k.name = "k"
+        k.type.int64Type.SetInParent()
+        k.type.isOptional = True
+        isr.numRecommendationsInputFeatureName = "k"
+        for name, field in (("restrict", "itemRestrictionInputFeatureName"),
+                            ("exclude", "itemExclusionInputFeatureName")):
+            f = d.input.add()
+            f.name = name
+            seq = f.type.sequenceType
+            (seq.stringType if string_ids else seq.int64Type).SetInParent()
+            seq.sizeRange.lowerBound = 0
+            seq.sizeRange.upperBound = -1
+            f.type.isOptional = True
+            setattr(isr, field, name)
+    rec = d.output.add()
+    rec.name = "recommendations"
+    seq = rec.type.sequenceType
+    (seq.stringType if string_ids else seq.int64Type).SetInParent()
+    seq.sizeRange.lowerBound = 0
+    seq.sizeRange.upperBound = -1
+    scores = d.output.add()
+    scores.name = "scores"
+    if string_ids:
+        scores.type.dictionaryType.stringKeyType.SetInParent()
+        isr.itemStringIds.vector.extend(ids)
+    else:
+        scores.type.dictionaryType.int64KeyType.SetInParent()
+        isr.itemInt64Ids.vector.extend(ids)
+    isr.recommendedItemListOutputFeatureName = "recommendations"
+    isr.recommendedItemScoreOutputFeatureName = "scores"
+    for i in range(len(ids)):
+        entry = isr.itemItemSimilarities.add()
+        entry.itemId = i
+        entry.itemScoreAdjustment = float(shift[i])
+        for j in range(len(ids)):
+            if sim[i, j] != 0:
+                c = entry.similarItemList.add()
+                c.itemId = j
+                c.similarityScore = float(sim[i, j])
+    return spec
+
+
+def item_similarity_cases(writer):
+    rng = np.random.default_rng(8801)
+    note = ("Reference semantics (ItemSimilarityRecommender.proto): itemItemSimilarities[i] lists "
+            "sim(i, j) for item index i and similar item index j (unlisted pairs are 0) and "
+            "itemScoreAdjustment shift_i; the score of item j is sum over the input items i "
+            "(with their rating s_i, 1 for a sequence input) of sim(i, j) * (s_i - shift_j). "
+            "Every item that is not excluded (the exclusion input when given, else the input "
+            "items) and is in the restriction input when one is given is ranked by descending "
+            "score, equal scores in item order; the first k (the numRecommendations input, "
+            "else all) are recommended. scores holds the recommended items' scores. Item ids "
+            "in inputs that the model does not know are ignored.")
+    for name, string_ids, ratings, extra in (("item_similarity_string_ratings", True, True, True),
+                                             ("item_similarity_int64_sequence", False, False, False)):
+        n = 9
+        ids = (["item%d" % i for i in range(n)] if string_ids
+               else [1000 + 7 * i for i in range(n)])
+        sim = np.round(rng.uniform(0, 1, (n, n)), 3)
+        sim[rng.uniform(0, 1, (n, n)) < 0.4] = 0
+        np.fill_diagonal(sim, 0)
+        shift = np.round(rng.uniform(-0.5, 0.5, n), 3) if ratings else np.zeros(n)
+        spec = item_similarity_spec(ids, sim, shift, string_ids, ratings, extra)
+        cases = []
+        for c in range(14):
+            chosen = sorted(rng.choice(n, size=int(rng.integers(0, 4)), replace=False).tolist())
+            if ratings:
+                observed = {i: float(np.round(rng.uniform(-2, 5), 2)) for i in chosen}
+                items = {ids[i]: observed[i] for i in chosen}
+                if c == 3:
+                    items["unknown-item"] = 4.0
+            else:
+                observed = {i: 1.0 for i in chosen}
+                items = [ids[i] for i in chosen]
+                if c == 3:
+                    items.append(99999)
+            inputs = {"items": items}
+            exclusion, restriction, k = set(chosen), None, None
+            if extra:
+                if c % 3 == 1:
+                    k = int(rng.integers(0, n))
+                    inputs["k"] = k
+                if c % 4 == 2:
+                    restriction = set(rng.choice(n, size=5, replace=False).tolist())
+                    inputs["restrict"] = [ids[i] for i in sorted(restriction)]
+                if c % 5 == 4:
+                    exclusion = set(rng.choice(n, size=2, replace=False).tolist())
+                    inputs["exclude"] = [ids[i] for i in sorted(exclusion)]
+            ranked, scores = item_similarity_reference(sim, shift, observed, exclusion, restriction, k)
+            cases.append({"inputs": inputs,
+                          "outputs": {"recommendations": [ids[j] for j in ranked],
+                                      "scores": {ids[j]: float(scores[j]) for j in ranked}}})
+        checks = ("item-item recommender, %s ids, %s input%s"
+                  % ("string" if string_ids else "int64",
+                     "rating dictionary with score adjustments" if ratings else "sequence",
+                     ", numRecommendations/restriction/exclusion inputs" if extra else ""))
+        writer.write(name, spec, NUMPY + " (the proto's formula, written for these fixtures)",
+                     cases, checks, note=note)
+
+
+# ---------------------------------------------------------------------------
+# Refused kinds: closed Apple models
+# ---------------------------------------------------------------------------
+
+REFUSED_DIR = "Refused"
+
+
+def refused_specs():
+    """Tiny, valid specifications of the model kinds whose parameters only Apple's
+    frameworks can read. Their parameter bytes are placeholders: modelc must refuse
+    the kind at load, before looking at them."""
+    def base(version, inputs, outputs):
+        spec = new_spec(version)
+        for name, kind in inputs:
+            add_feature(spec.description.input, name, kind)
+        for name, kind in outputs:
+            add_feature(spec.description.output, name, kind)
+        return spec
+
+    specs = {}
+    s = base(3, [("text", "string")], [("label", "string")])
+    s.description.predictedFeatureName = "label"
+    s.textClassifier.revision = 1
+    s.textClassifier.language = "en"
+    s.textClassifier.modelParameterData = b"closed"
+    s.textClassifier.stringClassLabels.vector.extend(["positive", "negative"])
+    specs["textClassifier"] = s
+
+    s = base(3, [("text", "string")], [])
+    for name, element in (("tokens", "string"), ("tags", "string"),
+                          ("locations", "int64"), ("lengths", "int64")):
+        f = s.description.output.add()
+        f.name = name
+        getattr(f.type.sequenceType, element + "Type").SetInParent()
+    w = s.wordTagger
+    w.revision = 1
+    w.language = "en"
+    w.tokensOutputFeatureName = "tokens"
+    w.tokenTagsOutputFeatureName = "tags"
+    w.tokenLocationsOutputFeatureName = "locations"
+    w.tokenLengthsOutputFeatureName = "lengths"
+    w.modelParameterData = b"closed"
+    w.stringTags.vector.extend(["NOUN", "VERB"])
+    specs["wordTagger"] = s
+
+    s = base(3, [], [])
+    add_feature(s.description.output, "sceneprint", "array", shape=[2048])
+    image = s.description.input.add()
+    image.name = "image"
+    image.type.imageType.width = 299
+    image.type.imageType.height = 299
+    image.type.imageType.colorSpace = FeatureTypes_pb2.ImageFeatureType.BGR
+    s.visionFeaturePrint.scene.version = 1
+    specs["visionFeaturePrint"] = s
+
+    s = base(ct._SPECIFICATION_VERSION_IOS_13, [], [])
+    for name, shape in (("audio", [15600]), ("melspectrogram", [1, 96, 64])):
+        f = add_feature(s.description.input if name == "audio" else s.description.output,
+                        name, "array", shape=shape)
+        f.type.multiArrayType.dataType = FeatureTypes_pb2.ArrayFeatureType.FLOAT32
+    s.soundAnalysisPreprocessing.vggish.SetInParent()
+    specs["soundAnalysisPreprocessing"] = s
+
+    s = base(ct._SPECIFICATION_VERSION_IOS_13, [("text", "string")], [("label", "string")])
+    s.description.predictedFeatureName = "label"
+    s.gazetteer.revision = 2
+    s.gazetteer.language = "en"
+    s.gazetteer.modelParameterData = b"closed"
+    s.gazetteer.stringClassLabels.vector.extend(["CITY", "RIVER"])
+    specs["gazetteer"] = s
+
+    s = base(ct._SPECIFICATION_VERSION_IOS_13, [("word", "string")], [])
+    add_feature(s.description.output, "embedding", "array", shape=[300])
+    s.wordEmbedding.revision = 2
+    s.wordEmbedding.language = "en"
+    s.wordEmbedding.modelParameterData = b"closed"
+    specs["wordEmbedding"] = s
+
+    s = base(ct.SPECIFICATION_VERSION, [("x", "double")], [("y", "double")])
+    s.customModel.className = "MYCustomScorer"
+    s.customModel.description = "A model implemented by an app's own class"
+    s.customModel.parameters["scale"].doubleValue = 2.0
+    specs["customModel"] = s
+
+    s = base(ct._SPECIFICATION_VERSION_IOS_13, [("x", "double")], [("y", "double")])
+    s.linkedModel.linkedModelFile.linkedModelFileName.defaultValue = "Scorer.mlmodelc"
+    s.linkedModel.linkedModelFile.linkedModelSearchPath.defaultValue = "$BUNDLE_MAIN"
+    specs["linkedModel"] = s
+    return specs
+
+
+def write_refused(out_dir):
+    """Writes Parity/Refused/KIND.mlmodel for every closed kind."""
+    directory = os.path.join(out_dir, SUBDIR, REFUSED_DIR)
+    specs = refused_specs()
+    for kind, spec in specs.items():
+        assert spec.WhichOneof("Type") == kind, kind
+        set_metadata(spec, "Refused-kind fixture: %s (closed Apple parameters)" % kind)
+        write_bytes(os.path.join(directory, kind + ".mlmodel"), serialize(spec))
+    return sorted(specs)
+
+
+# ---------------------------------------------------------------------------
 
 def write_readme(writer):
     lines = [
@@ -1316,8 +1564,11 @@ def generate(out_dir):
     transform_cases(writer)
     pipeline_cases(writer)
     nms_cases(writer)
+    item_similarity_cases(writer)
     write_readme(writer)
-    total = sum(os.path.getsize(os.path.join(writer.dir, f)) for f in os.listdir(writer.dir))
+    write_refused(out_dir)
+    total = sum(os.path.getsize(os.path.join(writer.dir, f)) for f in os.listdir(writer.dir)
+                if os.path.isfile(os.path.join(writer.dir, f)))
     assert total <= 3 * 1024 * 1024, total
     return writer.entries
 

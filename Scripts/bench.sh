@@ -86,3 +86,5 @@ echo
 "$bin/ModelcBenchmarks" open "$work/small.mlmodelc" "$work/large.mlmodelc" "$large"
 
 Scripts/bench-fetch.sh
+
+Scripts/bench-classic.sh

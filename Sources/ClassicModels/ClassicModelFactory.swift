@@ -45,6 +45,8 @@ public enum ClassicModelFactory {
             return spec.categoricalmapping.map { CategoricalMappingEngine($0.pointee, interface: interface) }
         case CORE_ML__SPECIFICATION__MODEL__TYPE_NON_MAXIMUM_SUPPRESSION:
             return try spec.nonmaximumsuppression.map { model throws(RuntimeError) in try NonMaximumSuppressionEngine(model.pointee, interface: interface) }
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_ITEM_SIMILARITY_RECOMMENDER:
+            return try spec.itemsimilarityrecommender.map { model throws(RuntimeError) in try ItemSimilarityRecommenderEngine(model.pointee, interface: interface) }
         case CORE_ML__SPECIFICATION__MODEL__TYPE_IDENTITY:
             return IdentityEngine(interface: interface)
         default:

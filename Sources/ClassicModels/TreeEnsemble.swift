@@ -6,30 +6,35 @@ import ModelSpec
 /// The trees of a tree ensemble, flattened for evaluation: every node in one
 /// array, children by position, leaves holding their (dimension, value) pairs.
 struct TreeForest: Sendable {
-    enum Test: Sendable {
+    enum Test: UInt8, Sendable {
         case lessThanOrEqual, lessThan, greaterThanOrEqual, greaterThan, equal, notEqual
     }
 
+    /// 24 bytes, so that a tree's nodes stay in the cache while many rows walk it.
     struct Node: Sendable {
-        /// The feature tested; -1 for a leaf.
-        var feature: Int
         var threshold: Double
+        /// The feature tested; -1 for a leaf.
+        var feature: Int32
+        /// Branches: the children's positions. Leaves: the range of their
+        /// values in `leafValues`.
+        var trueChild: Int32
+        var falseChild: Int32
         var test: Test
-        var trueChild: Int
-        var falseChild: Int
         var missingGoesTrue: Bool
-        /// The range of this leaf's values in `leafValues`.
-        var leafStart: Int
-        var leafEnd: Int
+
+        var leafStart: Int { Int(trueChild) }
+        var leafEnd: Int { Int(falseChild) }
     }
 
     let nodes: [Node]
     let roots: [Int]
-    let leafValues: [(dimension: Int, value: Double)]
+    let leafValues: [LeafValue]
     let dimensions: Int
     let base: [Double]
     /// The largest feature index tested, plus one.
     let featureCount: Int
+    /// The test every branch makes, when they all make the same.
+    let uniformTest: Test?
 
     init(_ parameters: CoreML__Specification__TreeEnsembleParameters, model: String) throws(RuntimeError) {
         let source = elements(parameters.nodes, parameters.n_nodes).map(\.pointee)
@@ -52,7 +57,7 @@ struct TreeForest: Sendable {
         }
         var isChild = Set<Int>()
         var nodes: [Node] = []
-        var leafValues: [(dimension: Int, value: Double)] = []
+        var leafValues: [LeafValue] = []
         var featureCount = 0
         nodes.reserveCapacity(source.count)
         for node in source {
@@ -64,10 +69,13 @@ struct TreeForest: Sendable {
                     guard dimension < dimensions else {
                         throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) writes dimension \(dimension) of \(dimensions)")
                     }
-                    leafValues.append((dimension, info.pointee.evaluationvalue))
+                    leafValues.append(LeafValue(dimension: dimension, value: info.pointee.evaluationvalue))
                 }
-                nodes.append(Node(feature: -1, threshold: 0, test: .lessThanOrEqual, trueChild: -1, falseChild: -1,
-                                  missingGoesTrue: false, leafStart: start, leafEnd: leafValues.count))
+                guard leafValues.count <= Int32.max else {
+                    throw .invalidParameters(model: model, detail: "more than \(Int32.max) leaf values")
+                }
+                nodes.append(Node(threshold: 0, feature: -1, trueChild: Int32(start), falseChild: Int32(leafValues.count),
+                                  test: .lessThanOrEqual, missingGoesTrue: false))
                 continue
             }
             let test: Test
@@ -88,11 +96,14 @@ struct TreeForest: Sendable {
             }
             isChild.insert(trueChild)
             isChild.insert(falseChild)
-            let feature = Int(clamping: node.branchfeatureindex)
-            featureCount = max(featureCount, feature + 1)
-            nodes.append(Node(feature: feature, threshold: node.branchfeaturevalue, test: test,
-                              trueChild: trueChild, falseChild: falseChild,
-                              missingGoesTrue: node.missingvaluetrackstruechild != 0, leafStart: 0, leafEnd: 0))
+            guard node.branchfeatureindex < UInt64(Int32.max), source.count <= Int32.max else {
+                throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) tests feature \(node.branchfeatureindex), past what modelc indexes")
+            }
+            let feature = Int32(node.branchfeatureindex)
+            featureCount = max(featureCount, Int(feature) + 1)
+            nodes.append(Node(threshold: node.branchfeaturevalue, feature: feature,
+                              trueChild: Int32(trueChild), falseChild: Int32(falseChild), test: test,
+                              missingGoesTrue: node.missingvaluetrackstruechild != 0))
         }
         // A tree's root is its one node that no other node names as a child.
         var roots: [Int] = []
@@ -107,6 +118,8 @@ struct TreeForest: Sendable {
         self.roots = roots
         self.leafValues = leafValues
         self.featureCount = featureCount
+        let tests = Set(nodes.filter { $0.feature >= 0 }.map(\.test))
+        uniformTest = tests.count == 1 ? tests.first : nil
         // Walking cannot loop: every child is reached from one root by a path
         // that only descends if the node graph is a forest; check that.
         try Self.checkAcyclic(nodes: nodes, roots: roots, model: model)
@@ -121,45 +134,120 @@ struct TreeForest: Sendable {
                 throw .invalidParameters(model: model, detail: "the trees are not trees: node \(index) is reached twice")
             }
             let node = nodes[index]
-            if node.feature >= 0 { stack.append(node.trueChild); stack.append(node.falseChild) }
+            if node.feature >= 0 { stack.append(Int(node.trueChild)); stack.append(Int(node.falseChild)) }
         }
     }
 
     /// The summed leaf values of every tree plus the base prediction.
     func evaluate(_ x: UnsafeBufferPointer<Double>) -> [Double] {
         var sums = base
-        nodes.withUnsafeBufferPointer { nodes in
-            for root in roots {
-                var index = root
-                while true {
-                    let node = nodes[index]
-                    if node.feature < 0 {
-                        for leaf in node.leafStart..<node.leafEnd {
-                            let (dimension, value) = leafValues[leaf]
-                            sums[dimension] += value
-                        }
-                        break
-                    }
-                    let value = x[node.feature]
-                    let goesTrue: Bool
-                    if value.isNaN {
-                        goesTrue = node.missingGoesTrue
-                    } else {
-                        switch node.test {
-                        case .lessThanOrEqual: goesTrue = value <= node.threshold
-                        case .lessThan: goesTrue = value < node.threshold
-                        case .greaterThanOrEqual: goesTrue = value >= node.threshold
-                        case .greaterThan: goesTrue = value > node.threshold
-                        case .equal: goesTrue = value == node.threshold
-                        case .notEqual: goesTrue = value != node.threshold
-                        }
-                    }
-                    index = goesTrue ? node.trueChild : node.falseChild
-                }
-            }
+        sums.withUnsafeMutableBufferPointer { sums in
+            evaluate(rows: x, count: 1, stride: x.count, into: sums)
         }
         return sums
     }
+
+    /// Rows processed per tree before moving to the next tree: enough for the
+    /// tree's nodes to be reused from the cache, few enough that the rows'
+    /// features and sums stay there too.
+    static let rowsPerBlock = 64
+
+    /// The sums of `count` rows laid out `stride` values apart in `rows`
+    /// (each at least `featureCount` long), added into `sums` (`count` ×
+    /// `dimensions`, which the caller fills with the base prediction).
+    /// Tree by tree over blocks of rows, as scikit-learn's forests predict.
+    func evaluate(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int, into sums: UnsafeMutableBufferPointer<Double>) {
+        // Converted models test one way throughout (scikit-learn x ≤ t,
+        // XGBoost x < t): those walk without a switch per node.
+        switch uniformTest {
+        case .lessThanOrEqual?:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in value <= node.threshold }
+        case .lessThan?:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in value < node.threshold }
+        default:
+            walk(rows: rows, count: count, stride: stride, into: sums) { value, node in
+                switch node.test {
+                case .lessThanOrEqual: value <= node.threshold
+                case .lessThan: value < node.threshold
+                case .greaterThanOrEqual: value >= node.threshold
+                case .greaterThan: value > node.threshold
+                case .equal: value == node.threshold
+                case .notEqual: value != node.threshold
+                }
+            }
+        }
+    }
+
+    /// Walks every tree for blocks of rows. `test` is the branch's comparison
+    /// for a value that is not NaN (NaN compares false, and then follows the
+    /// node's missing-value track).
+    @inline(__always)
+    private func walk(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int, into sums: UnsafeMutableBufferPointer<Double>,
+                      test: (Double, Node) -> Bool) {
+        nodes.withUnsafeBufferPointer { nodes in
+            leafValues.withUnsafeBufferPointer { leaves in
+                var blockStart = 0
+                while blockStart < count {
+                    let blockEnd = min(count, blockStart + Self.rowsPerBlock)
+                    for root in roots {
+                        for row in blockStart..<blockEnd {
+                            let offset = row * stride
+                            var node = nodes[root]
+                            while node.feature >= 0 {
+                                let value = rows[offset + Int(node.feature)]
+                                let goesTrue = value.isNaN ? node.missingGoesTrue : test(value, node)
+                                node = nodes[Int(goesTrue ? node.trueChild : node.falseChild)]
+                            }
+                            for leaf in node.leafStart..<node.leafEnd {
+                                sums[row * dimensions + leaves[leaf].dimension] += leaves[leaf].value
+                            }
+                        }
+                    }
+                    blockStart = blockEnd
+                }
+            }
+        }
+    }
+
+    /// Every row's sums: the rows' input vectors gathered, then evaluated
+    /// together. A row whose inputs cannot be read gets its error.
+    func evaluate(batch: [[String: FeatureValue]], interface: ModelInterface) -> [Result<ArraySlice<Double>, RuntimeError>] {
+        let width = max(featureCount, 1)
+        var rows = [Double](repeating: 0, count: batch.count * width)
+        var failures: [Int: RuntimeError] = [:]
+        for (row, inputs) in batch.enumerated() {
+            do throws(RuntimeError) {
+                try interface.withInputVector(inputs) { x throws(RuntimeError) in
+                    guard x.count >= featureCount else {
+                        throw .invalidValue(feature: interface.inputs.map(\.name).joined(separator: ", "),
+                                            detail: "\(x.count) input values, the trees test feature \(featureCount - 1)")
+                    }
+                    for index in 0..<featureCount { rows[row * width + index] = x[index] }
+                }
+            } catch {
+                failures[row] = error
+            }
+        }
+        var sums = [Double](repeating: 0, count: batch.count * dimensions)
+        for row in 0..<batch.count {
+            for dimension in 0..<dimensions { sums[row * dimensions + dimension] = base[dimension] }
+        }
+        rows.withUnsafeBufferPointer { rows in
+            sums.withUnsafeMutableBufferPointer { sums in
+                evaluate(rows: rows, count: batch.count, stride: width, into: sums)
+            }
+        }
+        return (0..<batch.count).map { row in
+            if let failure = failures[row] { return .failure(failure) }
+            return .success(sums[(row * dimensions)..<((row + 1) * dimensions)])
+        }
+    }
+}
+
+/// One value a leaf adds to one prediction dimension.
+struct LeafValue: Sendable {
+    var dimension: Int
+    var value: Double
 }
 
 /// The post-evaluation transforms of tree ensembles.
@@ -207,7 +295,14 @@ struct TreeEnsembleRegressorEngine: PredictionEngine {
             throw .invalidValue(feature: interface.inputs.map(\.name).joined(separator: ", "),
                                 detail: "\(x.count) input values, the trees test feature \(forest.featureCount - 1)")
         }
-        let values = transform.apply(x.withUnsafeBufferPointer(forest.evaluate))
+        return outputs(transform.apply(x.withUnsafeBufferPointer(forest.evaluate)))
+    }
+
+    func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
+        forest.evaluate(batch: batch, interface: interface).map { sums in sums.map { outputs(transform.apply(Array($0))) } }
+    }
+
+    private func outputs(_ values: [Double]) -> [String: FeatureValue] {
         guard let name = interface.primaryOutput else { return [:] }
         return [name: values.count == 1 ? .double(values[0]) : .multiArray(MultiArray(values, shape: [values.count]))]
     }
@@ -242,7 +337,15 @@ struct TreeEnsembleClassifierEngine: PredictionEngine {
             throw .invalidValue(feature: interface.inputs.map(\.name).joined(separator: ", "),
                                 detail: "\(x.count) input values, the trees test feature \(forest.featureCount - 1)")
         }
-        var values = transform.apply(x.withUnsafeBufferPointer(forest.evaluate))
+        return outputs(x.withUnsafeBufferPointer(forest.evaluate))
+    }
+
+    func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
+        forest.evaluate(batch: batch, interface: interface).map { sums in sums.map { outputs(Array($0)) } }
+    }
+
+    private func outputs(_ sums: [Double]) -> [String: FeatureValue] {
+        var values = transform.apply(sums)
         if values.count == 1, labels.count == 2 { values = [1 - values[0], values[0]] }
         return interface.classifierOutputs(labels: labels, probabilities: values)
     }

@@ -29,7 +29,7 @@ public enum FeatureJSON {
             guard let number = number(json) else { throw mismatch() }
             return .double(number)
         case .int64:
-            guard let number = number(json), let exact = Int64(exactly: number) else { throw mismatch() }
+            guard let exact = integer(json) else { throw mismatch() }
             return .int64(exact)
         case .string:
             guard let string = json as? String else { throw mismatch() }
@@ -45,7 +45,7 @@ public enum FeatureJSON {
         case .sequence(let sequence):
             guard let array = json as? [Any] else { throw mismatch() }
             if sequence.elementType == "int64Type" {
-                let values = array.compactMap { number($0).flatMap { Int64(exactly: $0) } }
+                let values = array.compactMap(integer)
                 guard values.count == array.count else { throw mismatch() }
                 return .sequence(.int64s(values))
             }
@@ -71,6 +71,21 @@ public enum FeatureJSON {
             return .dictionary(try dictionary(object, int64Keys: false, feature: feature))
         }
         throw .invalidValue(feature: feature, detail: "\(jsonKind(json)) is not a feature value")
+    }
+
+    /// A JSON integer read exactly (not through a double, which holds only
+    /// 53 bits), or an integral JSON number.
+    private static func integer(_ json: Any) -> Int64? {
+        guard let number = json as? NSNumber, !isBoolean(number) else { return nil }
+        switch UInt8(bitPattern: number.objCType.pointee) {
+        case UInt8(ascii: "q"), UInt8(ascii: "l"), UInt8(ascii: "i"), UInt8(ascii: "s"):
+            return number.int64Value
+        case UInt8(ascii: "Q"), UInt8(ascii: "L"), UInt8(ascii: "I"), UInt8(ascii: "S"):
+            let unsigned = number.uint64Value
+            return unsigned <= UInt64(Int64.max) ? Int64(unsigned) : nil
+        default:
+            return Int64(exactly: number.doubleValue)
+        }
     }
 
     private static func number(_ json: Any) -> Double? {
@@ -105,8 +120,10 @@ public enum FeatureJSON {
 
     /// JSON `true`/`false`, which Foundation hands over as numbers of the C type `char`.
     private static func isBoolean(_ number: NSNumber) -> Bool {
-        String(cString: number.objCType) == "c"
+        number.objCType.pointee == booleanType
     }
+
+    private static let booleanType = CChar(bitPattern: UInt8(ascii: "c"))
 
     private static func multiArray(_ json: Any, dataType: MultiArray.DataType, feature: String) throws(RuntimeError) -> MultiArray {
         var shape: [Int] = []
@@ -197,7 +214,16 @@ public enum FeatureJSON {
         case .string(let string): output += quoted(string)
         case .multiArray(let array): writeArray(array, to: &output)
         case .image(let image):
-            output += "{\"width\": \(image.width), \"height\": \(image.height), \"pixelFormat\": \(quoted(image.pixelFormat.rawValue))}"
+            // The same object reading takes: rows without their padding.
+            let rowBytes = image.width * image.pixelFormat.bytesPerPixel
+            var pixels: [String] = []
+            pixels.reserveCapacity(rowBytes * image.height)
+            for row in 0..<image.height {
+                let start = row * image.bytesPerRow
+                pixels += image.bytes[start..<(start + rowBytes)].map { String($0) }
+            }
+            output += "{\"width\": \(image.width), \"height\": \(image.height), \"pixelFormat\": \(quoted(image.pixelFormat.rawValue)), "
+                + "\"pixels\": [" + pixels.joined(separator: ", ") + "]}"
         case .dictionary(.strings(let entries)):
             writeObject(entries.map { ($0.key, $0.value) }, keyOrder: keyOrder, to: &output)
         case .dictionary(.int64s(let entries)):

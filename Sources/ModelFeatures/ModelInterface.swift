@@ -45,6 +45,25 @@ public struct ModelInterface: Sendable {
         return vector
     }
 
+    /// Calls `body` with the inputs' numbers as `inputVector` gives them,
+    /// without copying a single float64 multi-array input.
+    public func withInputVector<Value>(
+        _ inputs: [String: FeatureValue], _ body: (UnsafeBufferPointer<Double>) throws(RuntimeError) -> Value
+    ) throws(RuntimeError) -> Value {
+        let result: Result<Value, RuntimeError>
+        if self.inputs.count == 1, case .multiArray(let array)? = inputs[self.inputs[0].name], array.dataType == .float64 {
+            result = array.withUnsafeBytes { raw in
+                Result { () throws(RuntimeError) in try body(raw.bindMemory(to: Double.self)) }
+            }
+        } else {
+            let vector = try inputVector(inputs)
+            result = vector.withUnsafeBufferPointer { buffer in
+                Result { () throws(RuntimeError) in try body(buffer) }
+            }
+        }
+        return try result.get()
+    }
+
     /// Checks that a vector has the length the parameters need.
     public func require(_ vector: [Double], count: Int) throws(RuntimeError) {
         guard vector.count == count else {

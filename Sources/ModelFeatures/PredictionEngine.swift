@@ -8,4 +8,16 @@
 public protocol PredictionEngine: Sendable {
     /// The outputs for one set of inputs, keyed by feature name.
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue]
+
+    /// The outputs for many sets of checked inputs, in order, each a result of
+    /// its own. Engines that gain from seeing rows together (tree ensembles,
+    /// which walk each tree for many rows while it is in the cache) implement
+    /// it; the default predicts one set after another.
+    func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>]
+}
+
+extension PredictionEngine {
+    public func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
+        batch.map { inputs in Result { () throws(RuntimeError) in try predict(inputs) } }
+    }
 }

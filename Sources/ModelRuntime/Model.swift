@@ -112,18 +112,36 @@ public final class Model: Sendable {
     /// its place; the others still run.
     public func predictions(from batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
         let threads = min(configuration.threads, batch.count)
-        guard threads > 1 else {
-            return batch.map { inputs in Result { () throws(RuntimeError) in try prediction(from: inputs) } }
-        }
+        guard threads > 1 else { return predictions(of: batch[...]) }
         let results = ResultSlots(count: batch.count)
         let chunk = (batch.count + threads - 1) / threads
         DispatchQueue.concurrentPerform(iterations: threads) { worker in
-            let range = (worker * chunk)..<min(batch.count, (worker + 1) * chunk)
-            for index in range {
-                results.store(Result { () throws(RuntimeError) in try prediction(from: batch[index]) }, at: index)
-            }
+            let range = min(batch.count, worker * chunk)..<min(batch.count, (worker + 1) * chunk)
+            results.store(predictions(of: batch[range]), at: range.lowerBound)
         }
         return results.values
+    }
+
+    /// One thread's share of a batch: every set checked, the good ones handed
+    /// to the engine together, the outputs conformed.
+    private func predictions(of slice: ArraySlice<[String: FeatureValue]>) -> [Result<[String: FeatureValue], RuntimeError>] {
+        var results = [Result<[String: FeatureValue], RuntimeError>?](repeating: nil, count: slice.count)
+        var checked: [[String: FeatureValue]] = []
+        var positions: [Int] = []
+        checked.reserveCapacity(slice.count)
+        positions.reserveCapacity(slice.count)
+        for (offset, inputs) in slice.enumerated() {
+            do throws(RuntimeError) {
+                checked.append(try InputChecker.check(inputs, against: summary.inputs))
+                positions.append(offset)
+            } catch {
+                results[offset] = .failure(error)
+            }
+        }
+        for (position, result) in zip(positions, engine.predictions(checked)) {
+            results[position] = result.map { OutputConformer.conform($0, to: summary.outputs) }
+        }
+        return results.map { $0 ?? .failure(.invalidValue(feature: "batch", detail: "not computed")) }
     }
 }
 
@@ -133,8 +151,10 @@ private final class ResultSlots: Sendable {
 
     init(count: Int) { slots = Mutex(Array(repeating: nil, count: count)) }
 
-    func store(_ result: Result<[String: FeatureValue], RuntimeError>, at index: Int) {
-        slots.withLock { $0[index] = result }
+    func store(_ results: [Result<[String: FeatureValue], RuntimeError>], at start: Int) {
+        slots.withLock { slots in
+            for (offset, result) in results.enumerated() { slots[start + offset] = result }
+        }
     }
 
     var values: [Result<[String: FeatureValue], RuntimeError>] {

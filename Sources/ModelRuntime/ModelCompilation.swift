@@ -23,7 +23,16 @@ public enum ModelCompilation {
             throw .write(SystemCallError(call: "mkdir", path: directory, code: errno == 0 ? EACCES : errno))
         }
         let bundle = "\(directory)/\(name).mlmodelc"
-        _ = try BundleCompiler(options: CompileOptions()).compile(absolute, to: bundle)
+        do {
+            // The source as the caller named it, so errors name it the same way.
+            _ = try BundleCompiler(options: CompileOptions()).compile(source, to: bundle)
+        } catch {
+            // Leave no empty cache entry behind for a source that could not be compiled.
+            if (try? FileManager.default.contentsOfDirectory(atPath: directory))?.isEmpty == true {
+                try? FileManager.default.removeItem(atPath: directory)
+            }
+            throw error
+        }
         return bundle
     }
 }

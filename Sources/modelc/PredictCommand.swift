@@ -51,6 +51,9 @@ enum PredictCommand {
         guard !givenInputs.isEmpty || arguments.value("inputs") != nil else {
             return Modelc.usageFailure(.missingArgument(name: "inputs (--input NAME=VALUE or --inputs FILE)", command: "predict"), usage: usage)
         }
+        guard givenInputs.isEmpty || arguments.value("inputs") == nil else {
+            return Modelc.usageFailure(.conflictingOptions("input", "inputs"), usage: usage)
+        }
 
         let model: Model
         switch open(path, configuration: configuration) {
@@ -86,19 +89,28 @@ enum PredictCommand {
 
         let report = PredictionReport(model: model, top: top)
         var failures: [RuntimeError] = []
+        // Results are written in blocks, not a system call per case.
+        var pending = ""
         for result in results {
             switch result {
             case .success(let outputs):
-                Output.print(arguments.has("json") ? report.json(outputs) + "\n" : report.text(outputs))
+                pending += arguments.has("json") ? report.json(outputs) + "\n" : report.text(outputs)
             case .failure(let error):
                 failures.append(error)
                 if arguments.has("json") {
-                    Output.print("{\"error\": \(FeatureJSON.quoted(error.description))}\n")
+                    pending += "{\"error\": \(FeatureJSON.quoted(error.description))}\n"
                 } else {
+                    Output.print(pending)
+                    pending = ""
                     Output.error("\(Modelc.toolName): error: \(error)\n")
                 }
             }
+            if pending.utf8.count >= 1 << 16 {
+                Output.print(pending)
+                pending = ""
+            }
         }
+        if !pending.isEmpty { Output.print(pending) }
         guard let first = failures.first else { return .success }
         if results.count > 1, !arguments.has("json") {
             Output.error("\(Modelc.toolName): \(failures.count) of \(results.count) cases failed\n")
@@ -153,7 +165,8 @@ enum PredictCommand {
             return [Result { () throws(RuntimeError) in try parser.parse(object: object) }]
         }
         var cases: [Result<[String: FeatureValue], RuntimeError>] = []
-        for (number, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
+        // Blank lines are kept while splitting so that line numbers in messages are the file's.
+        for (number, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }
             if trimmed.isEmpty { continue }
             guard let object = try? JSONSerialization.jsonObject(with: Data(trimmed)) else {
@@ -171,9 +184,16 @@ enum PredictCommand {
 struct PredictionReport {
     let model: Model
     let top: Int
+    let labels: [String]
+
+    init(model: Model, top: Int) {
+        self.model = model
+        self.top = top
+        labels = model.classLabels
+    }
 
     func json(_ outputs: [String: FeatureValue]) -> String {
-        "{\"outputs\": \(FeatureJSON.text(outputs, keyOrder: model.classLabels))}"
+        "{\"outputs\": \(FeatureJSON.text(outputs, keyOrder: labels))}"
     }
 
     func text(_ outputs: [String: FeatureValue]) -> String {
@@ -225,7 +245,7 @@ struct PredictionReport {
     /// Values as JSON, long arrays cut to their first and last elements.
     private func abbreviated(_ value: FeatureValue) -> String {
         guard case .multiArray(let array) = value, array.count > 12 else {
-            return FeatureJSON.text(value, keyOrder: model.classLabels)
+            return FeatureJSON.text(value, keyOrder: labels)
         }
         let values = array.doubles
         let head = values.prefix(6).map(FeatureJSON.numberText)

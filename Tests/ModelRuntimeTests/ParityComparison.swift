@@ -37,7 +37,16 @@ enum ParityComparison {
                 }
             }
             return nil
-        case .sequence, .image:
+        case .sequence(let sequence):
+            // In order, element by element: item ids (strings or int64s).
+            guard let expected = want as? [Any] else { return "got a sequence, want \(want)" }
+            let texts: [String] = switch sequence {
+            case .strings(let values): values
+            case .int64s(let values): values.map(String.init)
+            }
+            let wanted = expected.map { ($0 as? String) ?? ($0 as? NSNumber).map { String($0.int64Value) } ?? "\($0)" }
+            return texts == wanted ? nil : "got \(texts), want \(wanted)"
+        case .image:
             return "unexpected \(got.kindText)"
         }
     }

@@ -31,15 +31,24 @@ struct ModelcProcess {
         return process
     }
 
-    /// Runs `modelc arguments…` in the package root, bounded by `timeout` seconds.
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 60) throws -> Result {
+    /// Runs `modelc arguments…` in the package root, bounded by `timeout` seconds,
+    /// with `input` (or nothing) on its standard input.
+    static func run(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil,
+                    timeout: TimeInterval = 60) throws -> Result {
         let process = prepare(arguments, environment: environment)
         let output = Pipe()
         let error = Pipe()
         process.standardOutput = output
         process.standardError = error
-        process.standardInput = FileHandle.nullDevice
+        let inputPipe = input.map { _ in Pipe() }
+        process.standardInput = inputPipe ?? FileHandle.nullDevice
         try process.run()
+        if let inputPipe, let input {
+            DispatchQueue.global().async {
+                inputPipe.fileHandleForWriting.write(input)
+                try? inputPipe.fileHandleForWriting.close()
+            }
+        }
         // Read both pipes while the process runs, so a large output cannot block it.
         let group = DispatchGroup()
         nonisolated(unsafe) var outputData = Data()
