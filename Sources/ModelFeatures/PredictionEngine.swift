@@ -8,4 +8,11 @@
 public protocol PredictionEngine: Sendable {
     /// The outputs for one set of inputs, keyed by feature name.
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue]
+
+    /// Bytes of memory the engine holds now, roughly: its parameters as
+    /// prepared (decoded, packed), and for engines that keep memory between
+    /// predictions (a network's plans and pooled states) that memory too.
+    /// A model cache counts it against its budget, reading it after every
+    /// lease, so it must be cheap. See `ResidentBytes` for what "roughly" means.
+    var residentBytes: Int { get }
 }
