@@ -39,10 +39,20 @@ struct RunnableFixtures: Sendable {
                        inputs: ["features": .multiArray(MultiArray([-2.0, 1.75, -0.75, -3.25], shape: [4]))])
     }
 
+    /// Compiled and measured once for the suite: compiling (with its fsyncs)
+    /// and the reference predictions block a thread of Swift's small
+    /// cooperative pool, which every async test of the run shares.
+    static let shared = Result { () throws -> (RunnableFixtures, Reference) in
+        let fixtures = try RunnableFixtures("runnable")
+        return (fixtures, try fixtures.reference())
+    }
+
+    typealias Reference = [String: (outputs: [String: FeatureValue], bytes: Int)]
+
     /// Each model's outputs and its resident bytes after one prediction,
     /// from a model opened outside any cache.
-    func reference() throws -> [String: (outputs: [String: FeatureValue], bytes: Int)] {
-        var result: [String: (outputs: [String: FeatureValue], bytes: Int)] = [:]
+    func reference() throws -> Reference {
+        var result: Reference = [:]
         for model in all {
             let opened = try Model(contentsOf: model.path, configuration: ModelConfiguration(threads: 1))
             result[model.key] = (try opened.prediction(from: model.inputs), opened.residentBytes)
@@ -84,7 +94,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
 
 @Suite struct RunnableModelCacheTests {
     @Test func residentBytesCountWeightsAndGrowWithStates() throws {
-        let fixtures = try RunnableFixtures("runnable-bytes")
+        let (fixtures, _) = try RunnableFixtures.shared.get()
         let network = try Model(contentsOf: fixtures.network.path, configuration: ModelConfiguration(threads: 1))
         let before = network.residentBytes
         #expect(before >= 1_459 * MemoryLayout<Float>.size)  // the fixture's 1,459 weights, decoded
@@ -102,8 +112,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     /// rebuild what was evicted, and always give the same outputs.
     @Test(.timeLimit(.minutes(1)), arguments: [0, 1, 2])
     func budgetsKeepWhatFits(fitting: Int) async throws {
-        let fixtures = try RunnableFixtures("runnable-budget-\(fitting)")
-        let reference = try fixtures.reference()
+        let (fixtures, reference) = try RunnableFixtures.shared.get()
         let sizes = reference.mapValues(\.bytes)
         let budget = [0, sizes.values.max() ?? 0, sizes.values.reduce(0, +)][fitting]
         let cache = RunnableModelCache(budget: budget, configuration: ModelConfiguration(threads: 1))
@@ -129,8 +138,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     /// critical pressure every unleased one; the leased model stays, and the
     /// next request rebuilds an evicted one, giving the same outputs.
     @Test(.timeLimit(.minutes(1))) func pressureEvictsUnleasedModelsAndTheyAreRebuilt() async throws {
-        let fixtures = try RunnableFixtures("runnable-pressure")
-        let reference = try fixtures.reference()
+        let (fixtures, reference) = try RunnableFixtures.shared.get()
         let sizes = reference.mapValues(\.bytes)
         let cache = RunnableModelCache(budget: sizes.values.reduce(0, +), configuration: ModelConfiguration(threads: 1))
         let source = ManualPressureSource()
@@ -165,8 +173,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     /// Predictions run while critical pressure keeps evicting: each is served
     /// (its model leased throughout), outputs never change, counters agree.
     @Test(.timeLimit(.minutes(1))) func predictionsUnderPressureKeepTheirModels() async throws {
-        let fixtures = try RunnableFixtures("runnable-stress")
-        let reference = try fixtures.reference()
+        let (fixtures, reference) = try RunnableFixtures.shared.get()
         let cache = RunnableModelCache(budget: 1 << 30, configuration: ModelConfiguration(threads: 1))
         let source = ManualPressureSource()
         cache.watch(source)
@@ -174,7 +181,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
         let pressure = Task {
             while !Task.isCancelled {
                 source.send(.critical)
-                try? await Task.sleep(for: .milliseconds(1))
+                try? await Task.sleep(for: .milliseconds(5))
             }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -200,7 +207,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     }
 
     @Test(.timeLimit(.minutes(1))) func concurrentRequestsShareOneLoad() async throws {
-        let fixtures = try RunnableFixtures("runnable-coalesce")
+        let (fixtures, _) = try RunnableFixtures.shared.get()
         let callers = 16
         let loader = GatedModelLoader(waitForWaiters: callers - 1)
         let cache = loader.makeCache(budget: 1 << 30)
@@ -248,7 +255,7 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     /// A prediction's error comes back as `.runtime` and leaves the model
     /// cached and unleased.
     @Test(.timeLimit(.minutes(1))) func aPredictionErrorReleasesTheLease() async throws {
-        let fixtures = try RunnableFixtures("runnable-bad-input")
+        let (fixtures, _) = try RunnableFixtures.shared.get()
         let cache = RunnableModelCache(budget: 1 << 30, configuration: ModelConfiguration(threads: 1))
         await #expect(throws: ModelError.self) { try await cache.prediction(from: [:], at: fixtures.network.path) }
         do throws(ModelError) {
