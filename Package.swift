@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelBuildTests", dependencies: ["ModelBuild"]),
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
-        .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelSpec", "FixtureSupport"]),
+        .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

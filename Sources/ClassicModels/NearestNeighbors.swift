@@ -154,6 +154,9 @@ struct KDTree: Sendable {
     private var order: [Int]
     private var nodes: [Node] = []
 
+    /// Bytes of the index, apart from the samples it shares with its engine.
+    var indexBytes: Int { ResidentBytes.of(order) + ResidentBytes.of(nodes) }
+
     init(samples: [Double], dimension: Int, leafSize: Int) {
         self.samples = samples
         self.dimension = dimension

@@ -14,6 +14,13 @@ public protocol PredictionEngine: Sendable {
     /// which walk each tree for many rows while it is in the cache) implement
     /// it; the default predicts one set after another.
     func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>]
+
+    /// Bytes of memory the engine holds now, roughly: its parameters as
+    /// prepared (decoded, packed), and for engines that keep memory between
+    /// predictions (a network's plans and pooled states) that memory too.
+    /// A model cache counts it against its budget, reading it after every
+    /// lease, so it must be cheap. See `ResidentBytes` for what "roughly" means.
+    var residentBytes: Int { get }
 }
 
 extension PredictionEngine {

@@ -99,6 +99,8 @@ struct PipelineEngine: PredictionEngine {
     let stages: [Stage]
     let outputs: [FeatureDescription]
 
+    var residentBytes: Int { stages.reduce(0) { $0 + $1.engine.residentBytes } }
+
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
         var features = inputs
         for stage in stages {

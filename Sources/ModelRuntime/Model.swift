@@ -31,6 +31,8 @@ public final class Model: Sendable {
     public let configuration: ModelConfiguration
     private let specification: Specification
     private let engine: any PredictionEngine
+    /// The specification's size as protobuf: about what its unpacked tree takes.
+    private let specificationBytes: Int
 
     /// Opens a compiled bundle (a directory with `manifest.json`) or a source
     /// `.mlmodel`/`.mlpackage`, and prepares it to run.
@@ -66,6 +68,9 @@ public final class Model: Sendable {
         self.path = path
         self.specification = specification
         self.configuration = configuration
+        specificationBytes = withExtendedLifetime(specification) {
+            Int(clamping: core_ml__specification__model__get_packed_size(specification.root))
+        }
         let summary = ModelSummary(specification, blobs: nil)
         self.summary = summary
         do {
@@ -78,6 +83,14 @@ public final class Model: Sendable {
             throw .runtime(error)
         }
     }
+
+    /// Bytes of memory the model holds now, roughly: its specification (as
+    /// unpacked; a compiled bundle's keeps no weights) and its engine's
+    /// `PredictionEngine.residentBytes` — decoded and packed weights, and for
+    /// networks every plan and pooled prediction state made so far. The
+    /// bundle's weight file is not counted: the model keeps no mapping of it
+    /// once its weights are decoded.
+    public var residentBytes: Int { specificationBytes + engine.residentBytes }
 
     /// The class labels of a classifier, in the model's order; empty otherwise.
     public var classLabels: [String] {

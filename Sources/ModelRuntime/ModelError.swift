@@ -9,7 +9,8 @@ public enum ModelError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The source model file could not be read.
     case source(ModelSpecError)
     /// The model is read but cannot run here: an unsupported kind or
-    /// inconsistent parameters.
+    /// inconsistent parameters. From `RunnableModelCache.prediction(from:at:)`
+    /// also the prediction's error (an input at fault).
     case runtime(RuntimeError)
 
     public var description: String {

@@ -11,19 +11,26 @@ import Synchronization
 /// steady predictions allocate nothing but their outputs.
 public final class NetworkEngine: PredictionEngine {
     private let interface: ModelInterface
-    private let graph: NetworkGraph
+    let graph: NetworkGraph
     private let preprocessing: [String: Preprocessing]
     private let labels: ClassLabelList?
     /// The value holding class probabilities, for classifiers.
     private let probabilitiesValue: String?
     private let pool: ThreadPool
-    private let plans = Mutex<[[Int]: PlanEntry]>([:])
+    let plans = Mutex<[[Int]: PlanEntry]>([:])
 
     /// A plan and the idle states made for it.
-    private final class PlanEntry: Sendable {
+    final class PlanEntry: Sendable {
         let plan: NetworkPlan
         let idle = Mutex<[NetworkStateBox]>([])
+        /// States made for the plan, idle or running (none is ever freed).
+        let statesMade = Atomic<Int>(0)
         init(plan: NetworkPlan) { self.plan = plan }
+
+        func makeState() -> NetworkStateBox {
+            statesMade.add(1, ordering: .relaxed)
+            return NetworkStateBox(NetworkState(plan: plan))
+        }
     }
 
     /// How an image input becomes numbers.
@@ -161,7 +168,7 @@ public final class NetworkEngine: PredictionEngine {
         }
         let key = interface.inputs.flatMap { (tensors[$0.name]?.shape ?? []) + [-1] }
         let entry = try entry(for: Dictionary(uniqueKeysWithValues: tensors.map { ($0.key, $0.value.shape) }), key: key)
-        let box = entry.idle.withLock { $0.popLast() } ?? NetworkStateBox(NetworkState(plan: entry.plan))
+        let box = entry.idle.withLock { $0.popLast() } ?? entry.makeState()
         defer { entry.idle.withLock { $0.append(box) } }
         let state = box.state
         for (name, tensor) in tensors {

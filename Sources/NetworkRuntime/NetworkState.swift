@@ -29,10 +29,8 @@ final class NetworkState {
         scratchOutput.deallocate()
     }
 
-    /// Bytes this state holds (slots and scratch), for accounting.
-    var residentBytes: Int {
-        (plan.slotSizes.reduce(0, +) + scratchInput.count + scratchOutput.count) * MemoryLayout<Float>.size
-    }
+    /// Bytes this state holds, for accounting: see `NetworkPlan.stateBytes`.
+    var residentBytes: Int { plan.stateBytes }
 
     /// Runs every step of the plan over the slots.
     func run(pool: ThreadPool) throws(RuntimeError) {

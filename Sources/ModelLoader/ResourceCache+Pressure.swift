@@ -2,10 +2,10 @@ import Foundation
 import MemoryPressure
 import SystemIO
 
-extension ModelCache {
+extension ResourceCache {
     /// The share of the budget unleased models may keep after a pressure
     /// warning.
-    public static let lowWatermark = 0.5
+    public static var lowWatermark: Double { 0.5 }
 
     /// Evicts on memory pressure from `source` until the source stops or the
     /// cache goes: on a warning, unleased models down to half the budget; on

@@ -1,0 +1,89 @@
+import ModelFeatures
+
+extension NetworkEngine {
+    /// Bytes the engine holds now: the graph's decoded weights; each plan's
+    /// prepared weights (re-laid out for their kernels; a buffer the plan
+    /// shares with the graph counted once); and every prediction state made
+    /// for a plan, idle or running (`NetworkPlan.stateBytes`). It grows as
+    /// plans are made for new input shapes and as concurrent predictions need
+    /// more states, and never shrinks while the engine lives.
+    public var residentBytes: Int {
+        var bytes = ResidentBytes()
+        for node in graph.nodes {
+            for parameter in node.operation.parameters { bytes.add(parameter) }
+        }
+        for entry in plans.withLock({ Array($0.values) }) {
+            for step in entry.plan.steps {
+                for parameter in step.kind.parameters { bytes.add(parameter) }
+                if case .gather(let indices, _) = step.kind { bytes.add(indices) }
+            }
+            bytes.add(bytes: entry.statesMade.load(ordering: .relaxed) * entry.plan.stateBytes)
+        }
+        return bytes.total
+    }
+}
+
+extension NetworkPlan {
+    /// Bytes one prediction state for this plan holds: the arena's slots, the
+    /// convolutions' channel-last scratch, and its XNNPACK operators' packed
+    /// weights (counted as the weights and biases they pack; XNNPACK's own
+    /// padding and bookkeeping are not counted).
+    var stateBytes: Int {
+        var floats = slotSizes.reduce(0, +) + max(1, scratch.input) + max(1, scratch.output)
+        for step in steps {
+            switch step.kind {
+            case .convolution(let conv): floats += conv.weights.count + (conv.bias?.count ?? 0)
+            case .fullyConnected(_, _, _, let weights, let bias, _): floats += weights.count + (bias?.count ?? 0)
+            default: break
+            }
+        }
+        return floats * MemoryLayout<Float>.stride
+    }
+}
+
+extension LayerOperation {
+    /// The parameter arrays a layer holds: weights, biases, constants.
+    var parameters: [[Float]?] {
+        switch self {
+        case .convolution(let conv): [conv.weights, conv.bias]
+        case .innerProduct(_, _, let weights, let bias): [weights, bias]
+        case .channelAffine(let scale, let shift): [scale, shift]
+        case .activation(let activation): activation.parameters
+        case .batchedMatMul(_, _, let weights, _, _, let bias): [weights, bias]
+        case .scaleBias(let scale, _, let bias, _): [scale, bias]
+        case .embedding(_, _, let weights, let bias): [weights, bias]
+        case .loadConstant(_, let values): [values]
+        default: []
+        }
+    }
+}
+
+extension LayerOperation.Activation {
+    /// Per-channel parameters (PReLU, parametric softplus).
+    var parameters: [[Float]?] {
+        switch self {
+        case .prelu(let alpha): [alpha]
+        case .parametricSoftplus(let alpha, let beta): [alpha, beta]
+        default: []
+        }
+    }
+}
+
+extension StepKind {
+    /// The float parameter arrays a step holds.
+    var parameters: [[Float]?] {
+        switch self {
+        case .convolution(let conv): [conv.weights, conv.bias]
+        case .fullyConnected(_, _, _, let weights, let bias, _): [weights, bias]
+        case .channelAffine(let scale, let shift, _, _, _): [scale, shift]
+        case .activation(let activation, _, _, _): activation.parameters
+        case .matmul(_, _, _, _, _, _, let weights, let bias, _, _): [weights, bias]
+        case .scaleBias(let scale, _, let bias, _, _): [scale, bias]
+        case .layerNorm(_, _, let gamma, let beta, _): [gamma, beta]
+        case .instanceNorm(_, _, let gamma, let beta, _): [gamma, beta]
+        case .embedding(_, _, _, let weights, let bias): [weights, bias]
+        case .constant(let values): [values]
+        default: []
+        }
+    }
+}
