@@ -51,7 +51,7 @@ let package = Package(
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -77,7 +77,7 @@ let package = Package(
         .testTarget(name: "ModelBuildTests", dependencies: ["ModelBuild"]),
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
-        .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelSpec", "FixtureSupport"]),
+        .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
