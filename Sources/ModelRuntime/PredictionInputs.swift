@@ -1,4 +1,5 @@
 import Foundation
+import ImageDecoding
 import ModelFeatures
 import ModelSpec
 
@@ -68,14 +69,31 @@ public struct PredictionInputs: Sendable {
 
     private func value(json: Any, type: FeatureType, feature: String) throws(RuntimeError) -> FeatureValue {
         try FeatureJSON.value(from: json, as: type, feature: feature, image: { path throws(RuntimeError) in
-            throw .invalidValue(feature: feature, detail: "\(path): image inputs need image decoding, which this version of modelc does not have yet")
+            guard case .image(let imageType) = type else {
+                throw .invalidValue(feature: feature, detail: "\(path): not an image input")
+            }
+            return try decodeImage(path, type: imageType, feature: feature)
         })
+    }
+
+    /// The image file at `path`, upright, center-cropped and scaled to the
+    /// input's declared size (as Vision's default), in its colour space.
+    private func decodeImage(_ path: String, type: ImageType, feature: String) throws(RuntimeError) -> PixelBuffer {
+        let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
+        let decoder = ImageDecoder(pixelFormat: type.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb)
+        let fitting = type.width > 0 && type.height > 0
+            ? ImageFitting(width: Int(type.width), height: Int(type.height), cropAndScale: .centerCrop) : nil
+        do {
+            return try decoder.decode(file: resolved, fitting: fitting)
+        } catch {
+            throw .invalidValue(feature: feature, detail: error.description)
+        }
     }
 
     private func fileValue(_ path: String, type: FeatureType, feature: String) throws(RuntimeError) -> FeatureValue {
         let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
-        if case .image = type {
-            throw .invalidValue(feature: feature, detail: "\(path): image inputs need image decoding, which this version of modelc does not have yet")
+        if case .image(let imageType) = type {
+            return .image(try decodeImage(path, type: imageType, feature: feature))
         }
         guard let data = FileManager.default.contents(atPath: resolved) else {
             throw .invalidValue(feature: feature, detail: "\(path): cannot read the file")

@@ -1,0 +1,351 @@
+import CVips
+import ModelFeatures
+import SystemIO
+
+/// Decodes image files into 8-bit pixel buffers and fits them to a size the
+/// way Vision does (orientation, region of interest, crop and scale).
+///
+/// Formats: whatever the installed libvips reads — JPEG, PNG, WebP, TIFF,
+/// GIF and HEIF with Debian's packages. 16-bit and palette images become
+/// 8-bit sRGB; images with an ICC profile other than sRGB are not converted.
+///
+/// Resampling is libvips' `vips_resize` with the Lanczos 3 kernel: first a
+/// box filter by a whole factor down to within twice the target, then
+/// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs much larger
+/// than the target are scaled down while they are decoded (shrink-on-load,
+/// ½ to ⅛) whenever at least twice the target's resolution is left.
+///
+/// A value type, safe to use from many threads at once.
+public struct ImageDecoder: Sendable, Equatable {
+    /// The layout of the pixels returned.
+    public var pixelFormat: PixelBuffer.PixelFormat
+    /// Return grayscale images as `.gray` whatever `pixelFormat` asks for.
+    public var keepsGrayscale: Bool
+    /// Flatten transparency onto `background` even for 4-channel formats
+    /// (whose alpha is then 255). `.rgb` and `.gray` always flatten.
+    public var flattensAlpha: Bool
+    /// What transparent pixels are flattened onto: black, as Vision's
+    /// premultiplied buffers do, unless chosen otherwise.
+    public var background: Color
+
+    /// An 8-bit RGB colour.
+    public struct Color: Sendable, Equatable {
+        public var red: UInt8
+        public var green: UInt8
+        public var blue: UInt8
+
+        public init(red: UInt8, green: UInt8, blue: UInt8) {
+            self.red = red
+            self.green = green
+            self.blue = blue
+        }
+
+        public static let black = Color(red: 0, green: 0, blue: 0)
+        public static let white = Color(red: 255, green: 255, blue: 255)
+
+        /// The colour's gray level (Rec. 709 weights).
+        var gray: Double { (0.2126 * Double(red) + 0.7152 * Double(green) + 0.0722 * Double(blue)).rounded() }
+    }
+
+    public init(pixelFormat: PixelBuffer.PixelFormat = .rgb, keepsGrayscale: Bool = false,
+                flattensAlpha: Bool = false, background: Color = .black) {
+        self.pixelFormat = pixelFormat
+        self.keepsGrayscale = keepsGrayscale
+        self.flattensAlpha = flattensAlpha
+        self.background = background
+    }
+
+    /// Decodes the image file at `path`.
+    ///
+    /// - Parameters:
+    ///   - orientation: how to turn the image upright; `nil` uses its EXIF
+    ///     orientation (none: `.up`).
+    ///   - fitting: the size to bring the upright image to and how; `nil`
+    ///     keeps its size.
+    /// - Throws: `ImageError` naming `path`: unreadable, not an image, damaged;
+    ///   or an invalid `fitting`.
+    public func decode(file path: String, orientation: ImageOrientation? = nil,
+                       fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
+        try fitting?.validate()
+        let file: MappedFile
+        do {
+            file = try MappedFile(path: path)
+        } catch {
+            switch error {
+            case .system(let failure): throw .unreadable(file: path, reason: failure.reason)
+            case .notRegularFile: throw .unreadable(file: path, reason: "not a regular file")
+            }
+        }
+        return try withExtendedLifetime(file) { () throws(ImageError) -> PixelBuffer in
+            try decode(bytes: file.bytes, name: path, orientation: orientation, fitting: fitting)
+        }
+    }
+
+    /// Decodes an image held in memory; `name` stands for it in errors.
+    ///
+    /// - Throws: `ImageError` naming `name`, as `decode(file:)`.
+    public func decode(bytes: [UInt8], name: String, orientation: ImageOrientation? = nil,
+                       fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(ImageError) -> PixelBuffer in
+                try decode(bytes: buffer, name: name, orientation: orientation, fitting: fitting)
+            }
+        }.get()
+    }
+
+    /// Decodes an image held in memory; the bytes are only read during the call.
+    ///
+    /// - Throws: `ImageError` naming `name`, as `decode(file:)`.
+    public func decode(bytes: UnsafeRawBufferPointer, name: String, orientation: ImageOrientation? = nil,
+                       fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
+        try Vips.ensureStarted()
+        try fitting?.validate()
+        guard let base = bytes.baseAddress, !bytes.isEmpty else {
+            throw .damaged(file: name, reason: "the file is empty")
+        }
+        guard let loader = vips_foreign_find_load_buffer(base, bytes.count) else {
+            _ = Vips.takeError()
+            throw .unsupportedFormat(file: name)
+        }
+        let isJPEG = String(cString: loader).hasPrefix("VipsForeignLoadJpeg")
+        do throws(VipsFailure) {
+            guard let loaded = modelc_vips_load_buffer(base, bytes.count) else {
+                throw VipsFailure(message: Vips.takeError())
+            }
+            var image = VipsImageHandle(loaded)
+            let upright = orientation ?? image.storedOrientation ?? .up
+            if let fitting, isJPEG {
+                let shrink = Self.loadShrink(for: fitting, storedWidth: image.width, storedHeight: image.height,
+                                             orientation: upright)
+                if shrink > 1 {
+                    var output: UnsafeMutablePointer<VipsImage>?
+                    guard modelc_vips_jpegload_buffer(base, bytes.count, &output, Int32(shrink)) == 0, let output else {
+                        throw VipsFailure(message: Vips.takeError())
+                    }
+                    image = VipsImageHandle(output)
+                }
+            }
+            return try process(image, orientation: upright, fitting: fitting)
+        } catch {
+            throw .damaged(file: name, reason: error.message)
+        }
+    }
+
+    /// Turns and fits an image already in memory (a camera frame), as
+    /// `decode(file:)` does a decoded file. Alpha is read from the alpha byte
+    /// of 4-channel formats.
+    ///
+    /// - Throws: `ImageError` for an invalid `fitting` or a libvips failure
+    ///   (named `"pixel buffer"`).
+    public func fit(_ buffer: PixelBuffer, orientation: ImageOrientation = .up,
+                    fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
+        try Vips.ensureStarted()
+        try fitting?.validate()
+        let (packed, bands) = Self.packed(buffer)
+        let interpretation = bands <= 2 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB
+        do throws(VipsFailure) {
+            let copy = packed.withUnsafeBytes { memory in
+                memory.baseAddress.flatMap {
+                    vips_image_new_from_memory_copy($0, memory.count, Int32(buffer.width), Int32(buffer.height),
+                                                    Int32(bands), VIPS_FORMAT_UCHAR)
+                }
+            }
+            guard let copy else { throw VipsFailure(message: Vips.takeError()) }
+            let image = try VipsImageHandle(copy).applying { modelc_vips_copy_interpretation($0, $1, interpretation) }
+            return try process(image, orientation: orientation, fitting: fitting)
+        } catch {
+            throw .damaged(file: "pixel buffer", reason: error.message)
+        }
+    }
+
+    /// The JPEG shrink-on-load factor (1, 2, 4 or 8) for a fitting: the
+    /// largest that leaves at least twice the resolution the fitting needs.
+    static func loadShrink(for fitting: ImageFitting, storedWidth: Int, storedHeight: Int,
+                           orientation: ImageOrientation) -> Int {
+        let (width, height) = orientation.swapsWidthAndHeight ? (storedHeight, storedWidth) : (storedWidth, storedHeight)
+        let area = fitting.regionOfInterest.pixelArea(width: width, height: height)
+        let scale = fitting.requiredScale(sourceWidth: area.width, sourceHeight: area.height)
+        var shrink = 1
+        while shrink < 8, scale * Double(shrink * 2) * 2 <= 1 { shrink *= 2 }
+        return shrink
+    }
+
+    // MARK: - The pipeline
+
+    /// Orientation, colour, region of interest, crop and scale, then the pixels.
+    private func process(_ loaded: VipsImageHandle, orientation: ImageOrientation,
+                         fitting: ImageFitting?) throws(VipsFailure) -> PixelBuffer {
+        var image = try Self.oriented(loaded, orientation)
+        let gray = pixelFormat == .gray || (keepsGrayscale && Self.isGray(image))
+        let keepsAlpha = !gray && pixelFormat.bytesPerPixel == 4 && !flattensAlpha
+        image = try colour(image, gray: gray, keepsAlpha: keepsAlpha)
+        if let fitting {
+            image = try Self.fitted(image, fitting)
+        }
+        if !gray, pixelFormat.bytesPerPixel == 4, !image.hasAlpha {
+            image = try image.applying { modelc_vips_bandjoin_const1($0, $1, 255) }
+        }
+        let bytes = try image.writtenToMemory()
+        return Self.pixelBuffer(bytes, width: image.width, height: image.height, bands: image.bands,
+                                format: gray ? .gray : pixelFormat)
+    }
+
+    private static func isGray(_ image: VipsImageHandle) -> Bool {
+        image.interpretation == VIPS_INTERPRETATION_B_W || image.interpretation == VIPS_INTERPRETATION_GREY16
+            || (image.interpretation == VIPS_INTERPRETATION_MULTIBAND && image.bands <= 2)
+    }
+
+    private static func oriented(_ image: VipsImageHandle, _ orientation: ImageOrientation) throws(VipsFailure) -> VipsImageHandle {
+        func rotated(_ image: VipsImageHandle, _ angle: VipsAngle) throws(VipsFailure) -> VipsImageHandle {
+            try image.applying { modelc_vips_rot($0, $1, angle) }
+        }
+        func mirrored(_ image: VipsImageHandle, _ direction: VipsDirection) throws(VipsFailure) -> VipsImageHandle {
+            try image.applying { modelc_vips_flip($0, $1, direction) }
+        }
+        switch orientation {
+        case .up: return image
+        case .upMirrored: return try mirrored(image, VIPS_DIRECTION_HORIZONTAL)
+        case .down: return try rotated(image, VIPS_ANGLE_D180)
+        case .downMirrored: return try mirrored(image, VIPS_DIRECTION_VERTICAL)
+        case .leftMirrored: return try mirrored(rotated(image, VIPS_ANGLE_D90), VIPS_DIRECTION_HORIZONTAL)
+        case .right: return try rotated(image, VIPS_ANGLE_D90)
+        case .rightMirrored: return try mirrored(rotated(image, VIPS_ANGLE_D270), VIPS_DIRECTION_HORIZONTAL)
+        case .left: return try rotated(image, VIPS_ANGLE_D270)
+        }
+    }
+
+    /// 8-bit sRGB (or grayscale) with alpha kept or flattened onto the background.
+    private func colour(_ input: VipsImageHandle, gray: Bool, keepsAlpha: Bool) throws(VipsFailure) -> VipsImageHandle {
+        var image = input
+        if vips_colourspace_issupported(image.pointer) != 0 {
+            let space = gray ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB
+            image = try image.applying { modelc_vips_colourspace($0, $1, space) }
+        } else {
+            // No known colour space (a multiband TIFF, say): read the first bands as gray or RGB.
+            let wanted = image.bands >= 3 ? 3 : 1
+            if image.bands > wanted {
+                image = try image.applying { modelc_vips_extract_band($0, $1, 0, Int32(wanted)) }
+            }
+            let assumed = wanted == 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W
+            let space = gray ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB
+            image = try image.applying { modelc_vips_copy_interpretation($0, $1, assumed) }
+                .applying { modelc_vips_colourspace($0, $1, space) }
+        }
+        let colourBands = gray ? 1 : 3
+        if image.hasAlpha, !keepsAlpha {
+            var values = gray ? [background.gray] : [Double(background.red), Double(background.green), Double(background.blue)]
+            image = try image.applying { modelc_vips_flatten($0, $1, &values, Int32(values.count)) }
+        }
+        let bands = colourBands + (keepsAlpha && image.hasAlpha ? 1 : 0)
+        if image.bands > bands {
+            image = try image.applying { modelc_vips_extract_band($0, $1, 0, Int32(bands)) }
+        }
+        if image.format != VIPS_FORMAT_UCHAR {
+            image = try image.applying { modelc_vips_cast_uchar($0, $1) }
+        }
+        return image
+    }
+
+    /// The region of interest, then crop and scale.
+    private static func fitted(_ input: VipsImageHandle, _ fitting: ImageFitting) throws(VipsFailure) -> VipsImageHandle {
+        var image = input
+        let area = fitting.regionOfInterest.pixelArea(width: image.width, height: image.height)
+        if area != PixelArea(left: 0, top: 0, width: image.width, height: image.height) {
+            image = try image.applying {
+                modelc_vips_extract_area($0, $1, Int32(area.left), Int32(area.top), Int32(area.width), Int32(area.height))
+            }
+        }
+        let plan = fitting.plan(sourceWidth: image.width, sourceHeight: image.height)
+        let premultiplied = image.hasAlpha
+        if premultiplied {
+            image = try image.applying { modelc_vips_premultiply($0, $1) }
+        }
+        image = try resized(image, width: plan.resizedWidth, height: plan.resizedHeight)
+        if premultiplied {
+            image = try image.applying { modelc_vips_unpremultiply($0, $1) }.applying { modelc_vips_cast_uchar($0, $1) }
+        }
+        if plan.resizedWidth > fitting.width || plan.resizedHeight > fitting.height {
+            image = try image.applying {
+                modelc_vips_extract_area($0, $1, Int32(plan.offsetX), Int32(plan.offsetY),
+                                         Int32(fitting.width), Int32(fitting.height))
+            }
+        } else if plan.resizedWidth < fitting.width || plan.resizedHeight < fitting.height {
+            var black = [Double](repeating: 0, count: image.bands)
+            if image.hasAlpha { black[black.count - 1] = 255 }
+            image = try image.applying {
+                modelc_vips_embed($0, $1, Int32(plan.offsetX), Int32(plan.offsetY), Int32(fitting.width),
+                                  Int32(fitting.height), &black, Int32(black.count))
+            }
+        }
+        return image
+    }
+
+    /// Exactly `width` × `height`, resampled with Lanczos 3.
+    private static func resized(_ input: VipsImageHandle, width: Int, height: Int) throws(VipsFailure) -> VipsImageHandle {
+        guard input.width != width || input.height != height else { return input }
+        let horizontal = Double(width) / Double(input.width)
+        let vertical = Double(height) / Double(input.height)
+        var image = try input.applying { modelc_vips_resize($0, $1, horizontal, vertical, VIPS_KERNEL_LANCZOS3) }
+        // libvips rounds its output size itself; settle the last row or column.
+        if image.width > width || image.height > height {
+            image = try image.applying {
+                modelc_vips_extract_area($0, $1, 0, 0, Int32(min(width, image.width)), Int32(min(height, image.height)))
+            }
+        }
+        if image.width < width || image.height < height {
+            image = try image.applying { modelc_vips_embed_copy($0, $1, 0, 0, Int32(width), Int32(height)) }
+        }
+        return image
+    }
+
+    // MARK: - Pixel buffers in and out
+
+    /// The pixels packed as gray (1 band), RGB (3) or RGBA (4), rows without padding.
+    private static func packed(_ buffer: PixelBuffer) -> (bytes: [UInt8], bands: Int) {
+        let format = buffer.pixelFormat
+        let bands = format == .gray ? 1 : format.bytesPerPixel
+        let (red, green, blue) = format.rgbOffsets
+        let alpha = format == .argb ? 0 : 3
+        var bytes = [UInt8](repeating: 0, count: buffer.width * buffer.height * bands)
+        var index = 0
+        for row in 0..<buffer.height {
+            var source = row * buffer.bytesPerRow
+            for _ in 0..<buffer.width {
+                if bands == 1 {
+                    bytes[index] = buffer.bytes[source]
+                } else {
+                    bytes[index] = buffer.bytes[source + red]
+                    bytes[index + 1] = buffer.bytes[source + green]
+                    bytes[index + 2] = buffer.bytes[source + blue]
+                    if bands == 4 { bytes[index + 3] = buffer.bytes[source + alpha] }
+                }
+                index += bands
+                source += format.bytesPerPixel
+            }
+        }
+        return (bytes, bands)
+    }
+
+    /// Gray, RGB or RGBA bytes from libvips laid out as `format`.
+    private static func pixelBuffer(_ bytes: [UInt8], width: Int, height: Int, bands: Int,
+                                    format: PixelBuffer.PixelFormat) -> PixelBuffer {
+        var output = bytes
+        if format == .bgra || format == .argb {
+            let (red, green, blue) = format.rgbOffsets
+            let alpha = format == .argb ? 0 : 3
+            var index = 0
+            while index + 3 < output.count {
+                output[index + red] = bytes[index]
+                output[index + green] = bytes[index + 1]
+                output[index + blue] = bytes[index + 2]
+                output[index + alpha] = bytes[index + 3]
+                index += 4
+            }
+        }
+        // The sizes agree by construction: libvips wrote height rows of width × bands bytes.
+        guard bands == format.bytesPerPixel,
+              let buffer = PixelBuffer(width: width, height: height, pixelFormat: format, bytes: output)
+        else { preconditionFailure("libvips returned \(bands) bands for \(format) at \(width)×\(height)") }
+        return buffer
+    }
+}
