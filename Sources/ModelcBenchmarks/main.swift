@@ -1,49 +1,31 @@
 import Foundation
-import ModelLoader
-import ModelSpec
 
 // In-process timings for `make bench` (process start-up would swamp them).
 // Usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
+//        ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 
-/// The median wall time of `runs` calls of `body`, in seconds.
-func median(runs: Int, _ body: () throws -> Void) rethrows -> Double {
-    var times: [Double] = []
-    for _ in 0..<runs {
-        let start = DispatchTime.now().uptimeNanoseconds
-        try body()
-        times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-    }
-    return times.sorted()[times.count / 2]
-}
+let usage = """
+    usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
+           ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 
-func size(_ path: String) -> String {
-    var total: UInt64 = 0
-    if let walker = FileManager.default.enumerator(atPath: path) {
-        for case let file as String in walker {
-            total += (try? FileManager.default.attributesOfItem(atPath: path + "/" + file)[.size] as? UInt64) ?? 0
-        }
-    }
-    if total == 0 { total = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? UInt64) ?? 0 }
-    return String(format: "%.1f MB", Double(total) / 1_048_576)
-}
+    """
 
-let arguments = CommandLine.arguments
-guard arguments.count == 5, arguments[1] == "open" else {
-    FileHandle.standardError.write(Data("usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel\n".utf8))
-    exit(64)
-}
-let (small, large, source) = (arguments[2], arguments[3], arguments[4])
+let arguments = Array(CommandLine.arguments.dropFirst())
 do {
-    let smallOpen = try median(runs: 201) { _ = try ModelBundle.open(small) }
-    let largeOpen = try median(runs: 201) { _ = try ModelBundle.open(large) }
-    let parse = try median(runs: 7) { _ = try ModelFile.open(source) }
-    let milliseconds = { (seconds: Double) in String(format: "%8.3f ms", seconds * 1000) }
-    print("open: median of in-process runs, page cache warm")
-    print("  open \(size(small)) bundle           \(milliseconds(smallOpen))   (target ≤ 1 ms)")
-    print("  open \(size(large)) bundle          \(milliseconds(largeOpen))")
-    print("  parse \(size(source)) .mlmodel        \(milliseconds(parse))")
-    print(String(format: "  large / small open           %.2f×   (target ≤ 1.5×, size-independent)", largeOpen / smallOpen))
-    print(String(format: "  parse / open (large)         %.0f×   (target ≥ 100×)", parse / largeOpen))
+    switch arguments.first {
+    case "open" where arguments.count == 4:
+        try OpenBenchmark.run(small: arguments[1], large: arguments[2], source: arguments[3])
+    case "network" where arguments.count == 5 || (arguments.count == 7 && arguments[5] == "--probabilities"):
+        guard let threads = Int(arguments[3]), threads > 0, let runs = Int(arguments[4]), runs > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try NetworkBenchmark.run(bundle: arguments[1], image: arguments[2], threads: threads, runs: runs,
+                                 probabilities: arguments.count == 7 ? arguments[6] : nil)
+    default:
+        FileHandle.standardError.write(Data(usage.utf8))
+        exit(64)
+    }
 } catch {
     FileHandle.standardError.write(Data("ModelcBenchmarks: \(error)\n".utf8))
     exit(1)
