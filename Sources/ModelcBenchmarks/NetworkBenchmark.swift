@@ -8,8 +8,10 @@ import ModelRuntime
 ///
 /// Prints `key value` lines for Scripts/bench.sh: `latency_ms` (median of
 /// `runs` predictions after 5 warm-up ones), `first_ms` (opening the bundle
-/// and the first prediction) and `baseline_rss_kb` (resident memory before
-/// opening, so the caller can tell the model's share of the peak).
+/// and the first prediction), and resident memory before opening
+/// (`baseline_rss_kb`, so the caller can tell the model's share of the peak),
+/// after opening (`opened_rss_kb`) and after the first prediction
+/// (`predicted_rss_kb`: operators, packed weights and the arena made).
 enum NetworkBenchmark {
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -26,10 +28,12 @@ enum NetworkBenchmark {
 
         let start = DispatchTime.now().uptimeNanoseconds
         let model = try Model(contentsOf: bundle, configuration: ModelConfiguration(threads: threads))
+        let opened = residentKilobytes()
         guard let input = model.summary.inputs.first?.name else { throw Failure(description: "\(bundle) has no input") }
         let inputs: [String: FeatureValue] = [input: .image(pixels)]
         let outputs = try model.prediction(from: inputs)
         let first = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let predicted = residentKilobytes()
 
         for _ in 0..<5 { _ = try model.prediction(from: inputs) }
         let latency = try median(runs: runs) { _ = try model.prediction(from: inputs) }
@@ -50,6 +54,8 @@ enum NetworkBenchmark {
         print(String(format: "latency_ms %.3f", latency * 1000))
         print(String(format: "first_ms %.3f", first * 1000))
         print("baseline_rss_kb \(baseline)")
+        print("opened_rss_kb \(opened)")
+        print("predicted_rss_kb \(predicted)")
     }
 
     /// VmRSS of this process, in kilobytes (0 where /proc is missing).
