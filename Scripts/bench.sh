@@ -88,3 +88,40 @@ echo
 Scripts/bench-fetch.sh
 
 Scripts/bench-classic.sh
+# A MobileNetV2-shaped classifier run by modelc and by onnxruntime on the same
+# weights and the same image (Scripts/bench_network.py). Every measurement is a
+# process of its own (its peak RSS from /usr/bin/time); the engines alternate,
+# and each one's best of $rounds rounds is reported.
+echo
+net="$work/network"
+.venv/bin/python Scripts/bench_network.py generate "$net"
+"$modelc" compile "$net/mobilenetv2.mlmodel" "$net/mobilenetv2.mlmodelc" >/dev/null
+rounds=${BENCH_NETWORK_ROUNDS:-3}
+predictions=${BENCH_NETWORK_RUNS:-30}
+cores=$(nproc)
+rm -f "$net"/result-*
+# measure ENGINE THREADS ROUND [--probabilities FILE]
+measure() {
+    local engine=$1 threads=$2 out="$net/result-$1-$2-$3"
+    shift 3
+    local command=("$bin/ModelcBenchmarks" network "$net/mobilenetv2.mlmodelc" "$net/image.rgb")
+    [ "$engine" = onnxruntime ] && command=(.venv/bin/python Scripts/bench_network.py onnxruntime "$net")
+    /usr/bin/time -f %M -o "$out.peak" "${command[@]}" "$threads" "$predictions" "$@" > "$out"
+    echo "peak_rss_kb $(cat "$out.peak")" >> "$out"
+    rm "$out.peak"
+}
+for round in $(seq "$rounds"); do
+    for threads in $(printf '%s\n' 1 "$cores" | sort -un); do
+        if [ "$round" = 1 ] && [ "$threads" = 1 ]; then
+            measure onnxruntime 1 1 --probabilities "$net/onnxruntime.f32"
+            measure modelc 1 1 --probabilities "$net/modelc.f32"
+        else
+            measure onnxruntime "$threads" "$round"
+            measure modelc "$threads" "$round"
+        fi
+    done
+done
+echo "network: MobileNetV2-shaped classifier, 224×224 RGB, float32, random weights; median of $predictions predictions, best of $rounds rounds"
+.venv/bin/python Scripts/bench_network.py compare "$net/onnxruntime.f32" "$net/modelc.f32" || true
+.venv/bin/python Scripts/bench_network.py report "$net"/result-*
+echo "  (targets: latency at 1 thread ≤ 1.0×, peak RSS ≤ 1.0×; onnxruntime's process holds the Python interpreter)"

@@ -1,109 +1,36 @@
 import Foundation
-import ModelFeatures
-import ModelLoader
-import ModelRuntime
-import ModelSpec
 
 // In-process timings for `make bench` (process start-up would swamp them).
 // Usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
+//        ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 //        ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
 
-/// The median wall time of `runs` calls of `body`, in seconds.
-func median(runs: Int, _ body: () throws -> Void) rethrows -> Double {
-    var times: [Double] = []
-    for _ in 0..<runs {
-        let start = DispatchTime.now().uptimeNanoseconds
-        try body()
-        times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-    }
-    return times.sorted()[times.count / 2]
-}
+let usage = """
+    usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
+           ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
+           ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
 
-func size(_ path: String) -> String {
-    var total: UInt64 = 0
-    if let walker = FileManager.default.enumerator(atPath: path) {
-        for case let file as String in walker {
-            total += (try? FileManager.default.attributesOfItem(atPath: path + "/" + file)[.size] as? UInt64) ?? 0
-        }
-    }
-    if total == 0 { total = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? UInt64) ?? 0 }
-    return String(format: "%.1f MB", Double(total) / 1_048_576)
-}
+    """
 
-/// The fastest of `runs` calls of `body`, in seconds.
-func fastest(runs: Int, _ body: () throws -> Void) rethrows -> Double {
-    var best = Double.infinity
-    for _ in 0..<runs {
-        let start = DispatchTime.now().uptimeNanoseconds
-        try body()
-        best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-    }
-    return best
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "classic" {
+    exit(classic(arguments.dropFirst()))
 }
-
-/// `classic MODEL ROWS.npy [RUNS]`: batch prediction through the library on
-/// one thread over every row of a 2-D .npy file (the model's one input);
-/// prints the fastest run's seconds. Making the inputs is not timed.
-func classic(_ arguments: ArraySlice<String>) -> Int32 {
-    let values = Array(arguments)
-    guard values.count >= 2 else { return 64 }
-    let runs = values.count > 2 ? Int(values[2]) ?? 3 : 3
-    do {
-        let model = try Model(contentsOf: values[0], configuration: ModelConfiguration(threads: 1))
-        guard let input = model.summary.inputs.first, case .multiArray(let declared) = input.type else {
-            FileHandle.standardError.write(Data("ModelcBenchmarks: the model's first input is not a multi-array\n".utf8))
-            return 65
-        }
-        guard let data = FileManager.default.contents(atPath: values[1]) else {
-            FileHandle.standardError.write(Data("ModelcBenchmarks: cannot read \(values[1])\n".utf8))
-            return 66
-        }
-        let rows = try NumPyArray.read(data, source: values[1], feature: input.name)
-        guard rows.shape.count == 2 else { return 65 }
-        let (count, width) = (rows.shape[0], rows.shape[1])
-        let all = rows.doubles
-        let dataType = MultiArray.DataType(schemaName: declared.dataType) ?? .float64
-        let batch: [[String: FeatureValue]] = (0..<count).map { row in
-            [input.name: .multiArray(MultiArray(Array(all[(row * width)..<((row + 1) * width)]), shape: [width], dataType: dataType))]
-        }
-        var failures = 0
-        let seconds = fastest(runs: runs) {
-            failures = model.predictions(from: batch).reduce(0) { total, result in
-                if case .failure = result { total + 1 } else { total }
-            }
-        }
-        guard failures == 0 else {
-            FileHandle.standardError.write(Data("ModelcBenchmarks: \(failures) of \(count) predictions failed\n".utf8))
-            return 1
-        }
-        print(String(format: "%.6f", seconds))
-        return 0
-    } catch {
-        FileHandle.standardError.write(Data("ModelcBenchmarks: \(error)\n".utf8))
-        return 1
-    }
-}
-
-let arguments = CommandLine.arguments
-if arguments.count >= 2, arguments[1] == "classic" {
-    exit(classic(arguments.dropFirst(2)))
-}
-guard arguments.count == 5, arguments[1] == "open" else {
-    FileHandle.standardError.write(Data("usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel\n       ModelcBenchmarks classic MODEL ROWS.npy [RUNS]\n".utf8))
-    exit(64)
-}
-let (small, large, source) = (arguments[2], arguments[3], arguments[4])
 do {
-    let smallOpen = try median(runs: 201) { _ = try ModelBundle.open(small) }
-    let largeOpen = try median(runs: 201) { _ = try ModelBundle.open(large) }
-    let parse = try median(runs: 7) { _ = try ModelFile.open(source) }
-    let milliseconds = { (seconds: Double) in String(format: "%8.3f ms", seconds * 1000) }
-    print("open: median of in-process runs, page cache warm")
-    print("  open \(size(small)) bundle           \(milliseconds(smallOpen))   (target ≤ 1 ms)")
-    print("  open \(size(large)) bundle          \(milliseconds(largeOpen))")
-    print("  parse \(size(source)) .mlmodel        \(milliseconds(parse))")
-    print(String(format: "  large / small open           %.2f×   (target ≤ 1.5×, size-independent)", largeOpen / smallOpen))
-    print(String(format: "  parse / open (large)         %.0f×   (target ≥ 100×)", parse / largeOpen))
+    switch arguments.first {
+    case "open" where arguments.count == 4:
+        try OpenBenchmark.run(small: arguments[1], large: arguments[2], source: arguments[3])
+    case "network" where arguments.count == 5 || (arguments.count == 7 && arguments[5] == "--probabilities"):
+        guard let threads = Int(arguments[3]), threads > 0, let runs = Int(arguments[4]), runs > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try NetworkBenchmark.run(bundle: arguments[1], image: arguments[2], threads: threads, runs: runs,
+                                 probabilities: arguments.count == 7 ? arguments[6] : nil)
+    default:
+        FileHandle.standardError.write(Data(usage.utf8))
+        exit(64)
+    }
 } catch {
     FileHandle.standardError.write(Data("ModelcBenchmarks: \(error)\n".utf8))
     exit(1)
