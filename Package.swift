@@ -47,7 +47,7 @@ let package = Package(
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
         .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
         // Neural networks: the graph read from the spec, a plan made once, kernels on XNNPACK, OpenBLAS and our own loops.
-        .target(name: "NetworkRuntime", dependencies: ["COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec"]),
+        .target(name: "NetworkRuntime", dependencies: ["COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

@@ -2,7 +2,7 @@ import BundleFormat
 import CoreMLSchema
 import Dispatch
 import Foundation
-import Synchronization
+import SystemIO
 import ModelFeatures
 import ModelLoader
 import ModelSpec
@@ -160,9 +160,9 @@ public final class Model: Sendable {
 
 /// One slot per prediction of a batch, each written by exactly one worker.
 private final class ResultSlots: Sendable {
-    private let slots: Mutex<[Result<[String: FeatureValue], RuntimeError>?]>
+    private let slots: Locked<[Result<[String: FeatureValue], RuntimeError>?]>
 
-    init(count: Int) { slots = Mutex(Array(repeating: nil, count: count)) }
+    init(count: Int) { slots = Locked(Array(repeating: nil, count: count)) }
 
     func store(_ results: [Result<[String: FeatureValue], RuntimeError>], at start: Int) {
         slots.withLock { slots in

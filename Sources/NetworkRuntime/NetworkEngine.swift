@@ -4,6 +4,7 @@ import ModelFeatures
 import ModelLoader
 import ModelSpec
 import Synchronization
+import SystemIO
 
 /// Runs a neural network (plain, classifier or regressor): inputs converted
 /// to float tensors (images through the model's preprocessing), a plan per
@@ -17,12 +18,12 @@ public final class NetworkEngine: PredictionEngine {
     /// The value holding class probabilities, for classifiers.
     private let probabilitiesValue: String?
     private let pool: ThreadPool
-    let plans = Mutex<[[Int]: PlanEntry]>([:])
+    let plans = Locked<[[Int]: PlanEntry]>([:])
 
     /// A plan and the idle states made for it.
     final class PlanEntry: Sendable {
         let plan: NetworkPlan
-        let idle = Mutex<[NetworkStateBox]>([])
+        let idle = Locked<[NetworkStateBox]>([])
         /// States made for the plan, idle or running (none is ever freed).
         let statesMade = Atomic<Int>(0)
         init(plan: NetworkPlan) { self.plan = plan }
