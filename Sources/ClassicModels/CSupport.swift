@@ -15,7 +15,7 @@ enum CSupport {
         case labelCase: UInt32,
         strings: UnsafeMutablePointer<CoreML__Specification__StringVector>?,
         int64s: UnsafeMutablePointer<CoreML__Specification__Int64Vector>?
-    ) -> ClassLabelList {
+    ) -> ClassLabels {
         switch labelCase {
         case 100: strings.map { .strings(ModelSpec.strings($0.pointee.vector, $0.pointee.n_vector)) } ?? .strings([])
         case 101: int64s.map { .int64s(scalars($0.pointee.vector, $0.pointee.n_vector)) } ?? .int64s([])

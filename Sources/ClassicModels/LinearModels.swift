@@ -48,7 +48,7 @@ struct GLMClassifierEngine: PredictionEngine {
     let weights: [[Double]]
     let offsets: [Double]
     let probit: Bool
-    let labels: ClassLabelList
+    let labels: ClassLabels
 
     init(_ glm: CoreML__Specification__GLMClassifier, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface

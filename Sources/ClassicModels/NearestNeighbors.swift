@@ -86,7 +86,7 @@ struct NearestNeighborsClassifierEngine: PredictionEngine {
             }
         }
         let total = scores.reduce(0, +)
-        let list: ClassLabelList = switch classes.first {
+        let list: ClassLabels = switch classes.first {
         case .int64: .int64s(classes.map { if case .int64(let value) = $0 { value } else { 0 } })
         default: .strings(classes.map(\.description))
         }

@@ -153,7 +153,7 @@ struct SupportVectorClassifierEngine: PredictionEngine {
     let rho: [Double]
     let probA: [Double]
     let probB: [Double]
-    let labels: ClassLabelList
+    let labels: ClassLabels
     /// Where each class's support vectors start, and how many it has.
     let starts: [Int]
     let counts: [Int]

@@ -315,7 +315,7 @@ struct TreeEnsembleClassifierEngine: PredictionEngine {
     let interface: ModelInterface
     let forest: TreeForest
     let transform: TreeTransform
-    let labels: ClassLabelList
+    let labels: ClassLabels
 
     init(_ model: CoreML__Specification__TreeEnsembleClassifier, interface: ModelInterface) throws(RuntimeError) {
         guard let parameters = model.treeensemble?.pointee else {

@@ -74,14 +74,14 @@ public struct ModelInterface: Sendable {
 
     /// A classifier's outputs: the label with the highest probability
     /// (the first on ties) and the probabilities, under the declared names.
-    public func classifierOutputs(labels: ClassLabelList, probabilities: [Double]) -> [String: FeatureValue] {
+    public func classifierOutputs(labels: ClassLabels, probabilities: [Double]) -> [String: FeatureValue] {
         var best = 0
         for index in probabilities.indices where probabilities[index] > probabilities[best] { best = index }
         return classifierOutputs(labels: labels, winner: best, probabilities: probabilities)
     }
 
     /// A classifier's outputs with the winning class chosen by the caller.
-    public func classifierOutputs(labels: ClassLabelList, winner: Int, probabilities: [Double]) -> [String: FeatureValue] {
+    public func classifierOutputs(labels: ClassLabels, winner: Int, probabilities: [Double]) -> [String: FeatureValue] {
         var outputs: [String: FeatureValue] = [:]
         if let name = predictedFeatureName ?? outputs.first?.key ?? self.outputs.first?.name {
             outputs[name] = labels.label(at: winner).featureValue
@@ -93,18 +93,8 @@ public struct ModelInterface: Sendable {
     }
 }
 
-/// A classifier's labels, in the model's class order.
-public enum ClassLabelList: Sendable, Equatable {
-    case strings([String])
-    case int64s([Int64])
-
-    public var count: Int {
-        switch self {
-        case .strings(let labels): labels.count
-        case .int64s(let labels): labels.count
-        }
-    }
-
+extension ClassLabels {
+    /// The label at `index`, as a classifier predicts it.
     public func label(at index: Int) -> ClassLabel {
         switch self {
         case .strings(let labels): .string(labels[index])
@@ -120,6 +110,7 @@ public enum ClassLabelList: Sendable, Equatable {
         }
     }
 
+    /// Each label with its value of `values` (in the labels' order).
     public func dictionary(_ values: [Double]) -> FeatureDictionary {
         switch self {
         case .strings(let labels):

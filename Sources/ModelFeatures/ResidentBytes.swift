@@ -1,3 +1,5 @@
+import ModelSpec
+
 /// Rough sizes of what engines keep in memory, for a cache's budget: element
 /// storage only, without the few bytes of headers Swift adds to each
 /// collection, and with each distinct array buffer counted once.
@@ -36,7 +38,7 @@ public struct ResidentBytes: Sendable {
     }
 
     /// The bytes of class labels.
-    public static func of(_ labels: ClassLabelList?) -> Int {
+    public static func of(_ labels: ClassLabels?) -> Int {
         switch labels {
         case .strings(let strings): of(strings)
         case .int64s(let numbers): of(numbers)

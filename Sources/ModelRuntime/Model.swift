@@ -93,13 +93,7 @@ public final class Model: Sendable {
     public var residentBytes: Int { specificationBytes + engine.residentBytes }
 
     /// The class labels of a classifier, in the model's order; empty otherwise.
-    public var classLabels: [String] {
-        switch summary.classLabels {
-        case .strings(let labels): labels
-        case .int64s(let labels): labels.map(String.init)
-        case nil: []
-        }
-    }
+    public var classLabels: [String] { summary.classLabels?.texts ?? [] }
 
     /// The outputs for one set of inputs.
     ///

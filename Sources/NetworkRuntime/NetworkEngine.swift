@@ -14,7 +14,7 @@ public final class NetworkEngine: PredictionEngine {
     private let interface: ModelInterface
     let graph: NetworkGraph
     private let preprocessing: [String: Preprocessing]
-    private let labels: ClassLabelList?
+    private let labels: ClassLabels?
     /// The value holding class probabilities, for classifiers.
     private let probabilitiesValue: String?
     private let pool: ThreadPool
@@ -49,7 +49,7 @@ public final class NetworkEngine: PredictionEngine {
     public convenience init(model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, bundle: ModelBundle?,
                             threads: Int) throws(RuntimeError) {
         let spec = model.pointee
-        let labels: ClassLabelList?
+        let labels: ClassLabels?
         let probabilitiesValue: String?
         let layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>]
         let preprocessors: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>]
@@ -130,7 +130,7 @@ public final class NetworkEngine: PredictionEngine {
                       probabilitiesValue: reader.classification?.probabilities, threads: threads)
     }
 
-    private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabelList?,
+    private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabels?,
                  probabilitiesValue: String?, threads: Int) throws(RuntimeError) {
         guard XNNPack.isAvailable else {
             throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")

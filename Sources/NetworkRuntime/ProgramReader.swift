@@ -18,7 +18,7 @@ struct ProgramReader {
     /// the labels, and the two outputs it names.
     struct Classification {
         var probabilities: String
-        var labels: ClassLabelList
+        var labels: ClassLabels
         var labelOutput: String
         var probabilitiesOutput: String
     }
@@ -167,7 +167,7 @@ struct ProgramReader {
                   let classes = try constant(op, "classes", owner: owner, kind: kind) else {
                 throw .unsupportedLayer(layer: owner, kind: kind, reason: "classify needs computed probabilities and constant classes")
             }
-            let labels: ClassLabelList = classes.strings.isEmpty ? .int64s(classes.floats.map { Int64($0) }) : .strings(classes.strings)
+            let labels: ClassLabels = classes.strings.isEmpty ? .int64s(classes.floats.map { Int64($0) }) : .strings(classes.strings)
             classification = Classification(probabilities: probabilities, labels: labels,
                                             labelOutput: outputNames[0], probabilitiesOutput: outputNames[1])
         case "identity":
