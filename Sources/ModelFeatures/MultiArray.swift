@@ -158,7 +158,8 @@ public struct MultiArray: Sendable {
         self.storage = storage
     }
 
-    static func rowMajorStrides(_ shape: [Int]) -> [Int] {
+    /// Row-major strides of `shape`, in elements.
+    package static func rowMajorStrides(_ shape: [Int]) -> [Int] {
         var strides = [Int](repeating: 1, count: shape.count)
         var stride = 1
         for axis in shape.indices.reversed() {

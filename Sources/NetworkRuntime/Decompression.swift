@@ -68,15 +68,7 @@ struct Decompression {
             guard bits >= 1, bits <= 8, 1 << bits == table.count else { throw bad("a table of \(table.count) values is not 2^bits") }
             let bytes = indices.ints.map(UInt8.init(truncatingIfNeeded:))
             guard bytes.count * 8 >= count * bits else { throw bad("\(bytes.count) bytes of indices for \(count) values") }
-            let floats = (0..<count).map { index -> Float in
-                var code = 0
-                for bit in 0..<bits {
-                    let position = index * bits + bit
-                    code |= Int(bytes[position / 8] >> (position % 8) & 1) << bit
-                }
-                return table.floats[code]
-            }
-            return ProgramConstant(shape: shape.ints, floats: floats)
+            return ProgramConstant(shape: shape.ints, floats: unpack(bytes, bits: bits, count: count).map { table.floats[$0] })
         }
         // iOS 18: lut has the indices' rank + 2 dimensions: blocks per axis, entries, vector size.
         let rank = indices.shape.count
@@ -85,24 +77,12 @@ struct Decompression {
             throw .unsupportedLayer(layer: owner, kind: kind, reason: "vector palettization (tables of vectors) is not supported yet")
         }
         let entries = table.shape[rank]
-        let blockSizes = (0..<rank).map { indices.shape[$0] / max(table.shape[$0], 1) }
-        var tableStrides = [Int](repeating: 1, count: rank + 2)
-        for axis in stride(from: rank + 1, through: 0, by: -1) where axis < rank + 1 { tableStrides[axis] = tableStrides[axis + 1] * table.shape[axis + 1] }
-        var position = [Int](repeating: 0, count: rank)
+        let tables = Self.blocks(of: indices.shape, per: Array(table.shape.prefix(rank)))
         var floats = [Float](repeating: 0, count: indices.count)
         for index in 0..<indices.count {
-            var offset = 0
-            for axis in 0..<rank { offset += (position[axis] / max(blockSizes[axis], 1)) * tableStrides[axis] }
             let code = Int(indices.floats[index])
             guard code >= 0, code < entries else { throw bad("index \(code) outside a table of \(entries)") }
-            floats[index] = table.floats[offset + code * tableStrides[rank]]
-            var axis = rank - 1
-            while axis >= 0 {
-                position[axis] += 1
-                if position[axis] < indices.shape[axis] { break }
-                position[axis] = 0
-                axis -= 1
-            }
+            floats[index] = table.floats[tables[index] * entries + code]
         }
         return ProgramConstant(shape: indices.shape, floats: floats)
     }
@@ -119,7 +99,7 @@ struct Decompression {
             let count = shape.reduce(1, *)
             let bytes = mask.ints.map(UInt8.init(truncatingIfNeeded:))
             guard bytes.count * 8 >= count else { throw bad("\(bytes.count) mask bytes for \(count) values") }
-            bits = (0..<count).map { Float(bytes[$0 / 8] >> ($0 % 8) & 1) }
+            bits = unpack(bytes, bits: 1, count: count).map(Float.init)
         }
         var next = 0
         var floats = [Float](repeating: 0, count: bits.count)
@@ -138,23 +118,25 @@ struct Decompression {
         let offset = try parameter("offset")
         let rank = data.shape.count
         guard scale.shape.count == rank else { throw bad("scale of rank \(scale.shape.count) for data of rank \(rank)") }
-        let blocks = (0..<rank).map { data.shape[$0] / max(scale.shape[$0], 1) }
-        var scaleStrides = [Int](repeating: 1, count: rank)
-        for axis in stride(from: rank - 2, through: 0, by: -1) { scaleStrides[axis] = scaleStrides[axis + 1] * scale.shape[axis + 1] }
-        var position = [Int](repeating: 0, count: rank)
-        var floats = [Float](repeating: 0, count: data.count)
-        for index in 0..<data.count {
-            var block = 0
-            for axis in 0..<rank { block += (position[axis] / max(blocks[axis], 1)) * scaleStrides[axis] }
-            floats[index] = (data.floats[index] - (offset?.floats[block] ?? 0)) * scale.floats[block]
-            var axis = rank - 1
-            while axis >= 0 {
-                position[axis] += 1
-                if position[axis] < data.shape[axis] { break }
-                position[axis] = 0
-                axis -= 1
-            }
+        let blocks = Self.blocks(of: data.shape, per: scale.shape)
+        let floats = data.floats.indices.map { index in
+            (data.floats[index] - (offset?.floats[blocks[index]] ?? 0)) * scale.floats[blocks[index]]
         }
         return ProgramConstant(shape: data.shape, floats: floats)
+    }
+
+    /// For each element of `shape` (row-major), the row-major position of its
+    /// block when every axis is cut into `counts[axis]` equal blocks.
+    private static func blocks(of shape: [Int], per counts: [Int]) -> [Int] {
+        let sizes = zip(shape, counts).map { size, count in max(size / max(count, 1), 1) }
+        let strides = MultiArray.rowMajorStrides(counts)
+        var result: [Int] = []
+        result.reserveCapacity(shape.reduce(1, *))
+        Gathers.forEachIndex(shape) { position in
+            var block = 0
+            for axis in position.indices { block += position[axis] / sizes[axis] * strides[axis] }
+            result.append(block)
+        }
+        return result
     }
 }

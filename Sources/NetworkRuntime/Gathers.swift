@@ -1,3 +1,5 @@
+import ModelFeatures
+
 /// Index tables for the layers that only move elements (padding, cropping,
 /// slicing, permuting, nearest upsampling, splitting): made once per plan,
 /// then one loop copies `output[i] = input[table[i]]` (-1 takes a constant).
@@ -27,37 +29,19 @@ enum Gathers {
 
     /// The source index of every output element of `shape` transposed by `axes`.
     static func transpose(_ shape: [Int], _ axes: [Int]) -> [Int32] {
-        let rank = shape.count
-        var strides = [Int](repeating: 1, count: rank)
-        for axis in stride(from: rank - 2, through: 0, by: -1) { strides[axis] = strides[axis + 1] * shape[axis + 1] }
-        let outShape = axes.map { shape[$0] }
-        let total = shape.reduce(1, *)
-        var indices = [Int32](repeating: 0, count: total)
-        var position = [Int](repeating: 0, count: rank)
-        for index in 0..<total {
+        let sourceStrides = MultiArray.rowMajorStrides(shape)
+        var indices: [Int32] = []
+        indices.reserveCapacity(shape.reduce(1, *))
+        forEachIndex(axes.map { shape[$0] }) { position in
             var source = 0
-            for axis in 0..<rank { source += position[axis] * strides[axes[axis]] }
-            indices[index] = Int32(source)
-            var axis = rank - 1
-            while axis >= 0 {
-                position[axis] += 1
-                if position[axis] < outShape[axis] { break }
-                position[axis] = 0
-                axis -= 1
-            }
+            for axis in 0..<shape.count { source += position[axis] * sourceStrides[axes[axis]] }
+            indices.append(Int32(source))
         }
         return indices
     }
 
-    /// Row-major strides of `shape`.
-    private static func strides(_ shape: [Int]) -> [Int] {
-        var strides = [Int](repeating: 1, count: shape.count)
-        for axis in stride(from: shape.count - 2, through: 0, by: -1) { strides[axis] = strides[axis + 1] * shape[axis + 1] }
-        return strides
-    }
-
     /// Calls `body` with every index of `shape` in row-major order.
-    private static func forEachIndex(_ shape: [Int], _ body: ([Int]) -> Void) {
+    static func forEachIndex(_ shape: [Int], _ body: ([Int]) -> Void) {
         let total = shape.reduce(1, *)
         guard total > 0 else { return }
         var position = [Int](repeating: 0, count: shape.count)
@@ -75,7 +59,7 @@ enum Gathers {
 
     /// The elements of `shape` in the box `begin..<end` stepping by `stride`.
     static func box(_ shape: [Int], begin: [Int], end: [Int], stride step: [Int]) -> [Int32] {
-        let sourceStrides = strides(shape)
+        let sourceStrides = MultiArray.rowMajorStrides(shape)
         let outShape: [Int] = (0..<shape.count).map { axis -> Int in
             let span: Int = end[axis] - begin[axis]
             return (span + step[axis] - 1) / step[axis]
@@ -91,7 +75,7 @@ enum Gathers {
 
     /// `shape` padded to `output` with `before` elements ahead on each axis.
     static func padded(_ shape: [Int], before: [Int], output: [Int], mode: LayerOperation.PaddingMode) -> [Int32] {
-        let sourceStrides = strides(shape)
+        let sourceStrides = MultiArray.rowMajorStrides(shape)
         var indices: [Int32] = []
         forEachIndex(output) { position in
             var source = 0

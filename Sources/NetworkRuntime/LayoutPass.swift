@@ -19,12 +19,7 @@ struct LayoutPass {
     }
 
     /// (C, H, W) of a value, leading dimensions folded into C.
-    private func chw(_ name: String) -> (Int, Int, Int) {
-        let shape = shapes[name] ?? []
-        let padded = Array(repeating: 1, count: max(0, 3 - shape.count)) + shape
-        let tail = Array(padded.suffix(3))
-        return (tail[0] * padded.dropLast(3).reduce(1, *), tail[1], tail[2])
-    }
+    private func chw(_ name: String) -> (Int, Int, Int) { channelsHeightWidth(shapes[name] ?? []) }
 
     /// Whether both orders are the same bytes (one channel, or one pixel).
     private func orderFree(_ name: String) -> Bool {
@@ -85,8 +80,7 @@ struct LayoutPass {
                 outputLast = true
             case .copy where isLast(inputs[0]):
                 // A reshape that keeps (C, H, W) keeps the order; others need channel-first.
-                shapes[step.output] = shapes[step.output] ?? []
-                let sameBlob = chw(inputs[0]) == chwOf(shapes[step.output] ?? [])
+                let sameBlob = chw(inputs[0]) == chw(step.output)
                 if sameBlob { outputLast = true } else { inputs[0] = ensure(inputs[0], last: false, into: &steps, layer: step.layer) }
             default:
                 inputs = inputs.map { ensure($0, last: false, into: &steps, layer: step.layer) }
@@ -98,11 +92,5 @@ struct LayoutPass {
             exported[name] = ensure(name, last: false, into: &steps, layer: "output")
         }
         return steps
-    }
-
-    private func chwOf(_ shape: [Int]) -> (Int, Int, Int) {
-        let padded = Array(repeating: 1, count: max(0, 3 - shape.count)) + shape
-        let tail = Array(padded.suffix(3))
-        return (tail[0] * padded.dropLast(3).reduce(1, *), tail[1], tail[2])
     }
 }

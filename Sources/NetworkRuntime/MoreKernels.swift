@@ -68,12 +68,7 @@ enum MoreKernels {
             let size = across ? channels * plane : plane
             for group in 0..<groups {
                 let base = group * size
-                var mean: Float = 0
-                for index in 0..<size { mean += x[base + index] }
-                mean /= Float(size)
-                var variance: Float = 0
-                for index in 0..<size { variance += (x[base + index] - mean) * (x[base + index] - mean) }
-                variance /= Float(size)
+                let (mean, variance) = meanAndVariance(x, from: base, count: size)
                 let divisor = normalizeVariance ? (variance + epsilon).squareRoot() : 1
                 for index in 0..<size { output[base + index] = (x[base + index] - mean) / divisor }
             }
@@ -103,12 +98,7 @@ enum MoreKernels {
             let x = inputs[0]
             for row in 0..<rows {
                 let base = row * size
-                var mean: Float = 0
-                for index in 0..<size { mean += x[base + index] }
-                mean /= Float(size)
-                var variance: Float = 0
-                for index in 0..<size { variance += (x[base + index] - mean) * (x[base + index] - mean) }
-                variance /= Float(size)
+                let (mean, variance) = meanAndVariance(x, from: base, count: size)
                 let divisor = (variance + epsilon).squareRoot()
                 for index in 0..<size {
                     var value = (x[base + index] - mean) / divisor
@@ -127,12 +117,7 @@ enum MoreKernels {
             let x = inputs[0]
             for c in 0..<channels {
                 let base = c * plane
-                var mean: Float = 0
-                for index in 0..<plane { mean += x[base + index] }
-                mean /= Float(plane)
-                var variance: Float = 0
-                for index in 0..<plane { variance += (x[base + index] - mean) * (x[base + index] - mean) }
-                variance /= Float(plane)
+                let (mean, variance) = meanAndVariance(x, from: base, count: plane)
                 let scale = gamma[c] / (variance + epsilon).squareRoot()
                 for index in 0..<plane { output[base + index] = (x[base + index] - mean) * scale + beta[c] }
             }
@@ -142,6 +127,16 @@ enum MoreKernels {
         default:
             break
         }
+    }
+
+    /// The mean and population variance of `count` values from `start`.
+    private static func meanAndVariance(_ x: UnsafeBufferPointer<Float>, from start: Int, count: Int) -> (Float, Float) {
+        var mean: Float = 0
+        for index in start..<(start + count) { mean += x[index] }
+        mean /= Float(count)
+        var variance: Float = 0
+        for index in start..<(start + count) { variance += (x[index] - mean) * (x[index] - mean) }
+        return (mean, variance / Float(count))
     }
 
     private static func bilinear(_ x: UnsafeBufferPointer<Float>, _ y: UnsafeMutableBufferPointer<Float>, channels: Int,

@@ -276,16 +276,13 @@ private struct LayerReader {
             return .activation(.clip(low: layer.clip?.pointee.minval ?? 0, high: layer.clip?.pointee.maxval ?? 0))
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_PADDING:
             guard let params = layer.padding?.pointee else { throw bad("no parameters") }
-            let amounts = params.paddingamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
             let mode: LayerOperation.PaddingMode = switch params.padding_type_case {
             case CORE_ML__SPECIFICATION__PADDING_LAYER_PARAMS__PADDING_TYPE_REFLECTION: .reflection
             case CORE_ML__SPECIFICATION__PADDING_LAYER_PARAMS__PADDING_TYPE_REPLICATION: .replication
             default: .constant(params.constant?.pointee.value ?? 0)
             }
-            let edge = { (index: Int) -> (Int, Int) in
-                amounts.count == 2 ? (Int(amounts[index].pointee.startedgesize), Int(amounts[index].pointee.endedgesize)) : (0, 0)
-            }
-            return .pad(top: edge(0).0, bottom: edge(0).1, left: edge(1).0, right: edge(1).1, mode: mode)
+            let border = Self.border(params.paddingamounts)
+            return .pad(top: border.top, bottom: border.bottom, left: border.left, right: border.right, mode: mode)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UPSAMPLE:
             guard let params = layer.upsample?.pointee else { throw bad("no parameters") }
             guard params.n_fractionalscalingfactor == 0 else {
@@ -305,15 +302,12 @@ private struct LayerReader {
             return .upsample(height: factors.count == 2 ? factors[0] : 1, width: factors.count == 2 ? factors[1] : 1, mode: mode)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CROP:
             guard let params = layer.crop?.pointee else { throw bad("no parameters") }
-            let amounts = params.cropamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
             let offsets = scalars(params.offset, params.n_offset).map(Int.init)
             if layer.n_input >= 2 {
                 return .crop(top: 0, bottom: 0, left: 0, right: 0, offset: (offsets.count == 2 ? offsets[0] : 0, offsets.count == 2 ? offsets[1] : 0))
             }
-            let edge = { (index: Int) -> (Int, Int) in
-                amounts.count == 2 ? (Int(amounts[index].pointee.startedgesize), Int(amounts[index].pointee.endedgesize)) : (0, 0)
-            }
-            return .crop(top: edge(0).0, bottom: edge(0).1, left: edge(1).0, right: edge(1).1, offset: nil)
+            let border = Self.border(params.cropamounts)
+            return .crop(top: border.top, bottom: border.bottom, left: border.left, right: border.right, offset: nil)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SCALE:
             guard let params = layer.scale?.pointee else { throw bad("no parameters") }
             let scaleShape = scalars(params.shapescale, params.n_shapescale).map(Int.init)
@@ -509,10 +503,17 @@ private struct LayerReader {
     }
 
     private static func validPadding(_ valid: UnsafeMutablePointer<CoreML__Specification__ValidPadding>?) -> LayerOperation.Padding {
-        let amounts = valid?.pointee.paddingamounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
-        guard amounts.count == 2 else { return .valid(top: 0, bottom: 0, left: 0, right: 0) }
-        return .valid(top: Int(amounts[0].pointee.startedgesize), bottom: Int(amounts[0].pointee.endedgesize),
-                      left: Int(amounts[1].pointee.startedgesize), right: Int(amounts[1].pointee.endedgesize))
+        let border = border(valid?.pointee.paddingamounts)
+        return .valid(top: border.top, bottom: border.bottom, left: border.left, right: border.right)
+    }
+
+    /// Border amounts as (height start, height end, width start, width end); zeros unless both axes are given.
+    private static func border(_ amounts: UnsafeMutablePointer<CoreML__Specification__BorderAmounts>?)
+        -> (top: Int, bottom: Int, left: Int, right: Int) {
+        let edges = amounts.map { elements($0.pointee.borderamounts, $0.pointee.n_borderamounts) } ?? []
+        guard edges.count == 2 else { return (0, 0, 0, 0) }
+        return (Int(edges[0].pointee.startedgesize), Int(edges[0].pointee.endedgesize),
+                Int(edges[1].pointee.startedgesize), Int(edges[1].pointee.endedgesize))
     }
 
     private func pooling(_ params: CoreML__Specification__PoolingLayerParams) throws(RuntimeError) -> LayerOperation.Pooling {

@@ -44,7 +44,8 @@ enum StepKind: Sendable {
     case layoutChange(toChannelsLast: Bool, channels: Int, plane: Int)
     case pooling(Pooling)
     case softmax(outer: Int, axis: Int, inner: Int)
-    case copy
+    /// The same elements under another shape: `count` of them.
+    case copy(count: Int)
     case flattenChannelLast(channels: Int, plane: Int)
     case elementwise(Elementwise, alpha: Float?, inputShapes: [[Int]], outputShape: [Int])
     case concat(parts: [Int], outer: Int, inner: Int)

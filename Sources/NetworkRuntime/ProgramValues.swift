@@ -141,15 +141,7 @@ struct ProgramValueReader {
         }
         func subByte(_ bits: Int, signed: Bool) throws(RuntimeError) -> [Float] {
             try need((count * bits + 7) / 8)
-            return (0..<count).map { index in
-                var code = 0
-                for bit in 0..<bits {
-                    let position = index * bits + bit
-                    code |= Int(bytes[position / 8] >> (position % 8) & 1) << bit
-                }
-                if signed, code >= 1 << (bits - 1) { code -= 1 << bits }
-                return Float(code)
-            }
+            return unpack(bytes, bits: bits, count: count, signed: signed).map(Float.init)
         }
         switch dataType {
         case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32:
@@ -185,5 +177,22 @@ struct ProgramValueReader {
         default:
             throw .unsupportedLayer(layer: owner, kind: "const", reason: "values of data type \(milDataTypeName(dataType)) are not supported")
         }
+    }
+}
+
+/// `count` codes of `bits` bits each, packed from the lowest bit of each byte
+/// up, as MIL blob storage packs sub-byte types; `signed` sign-extends them.
+///
+/// - Precondition: `bytes` holds at least `count × bits` bits.
+func unpack<Bytes: RandomAccessCollection>(_ bytes: Bytes, bits: Int, count: Int, signed: Bool = false) -> [Int]
+    where Bytes.Element == UInt8, Bytes.Index == Int {
+    (0..<count).map { index in
+        var code = 0
+        for bit in 0..<bits {
+            let position = index * bits + bit
+            code |= Int(bytes[bytes.startIndex + position / 8] >> (position % 8) & 1) << bit
+        }
+        if signed, code >= 1 << (bits - 1) { code -= 1 << bits }
+        return code
     }
 }

@@ -43,9 +43,9 @@ enum ReferenceKernels {
                     for a in 0..<axis { output[base + a * inner] /= sum }
                 }
             }
-        case .copy:
-            let count = min(inputs[0].count, output.count)
-            for index in 0..<count { output[index] = inputs[0][index] }
+        case .copy(let count):
+            guard let source = inputs[0].baseAddress, let target = output.baseAddress else { return }
+            target.update(from: source, count: count)
         case .flattenChannelLast(let channels, let plane):
             let x = inputs[0]
             for c in 0..<channels { for p in 0..<plane { output[p * channels + c] = x[c * plane + p] } }

@@ -14,12 +14,7 @@ struct ShapeRules {
     private var first: [Int] { inputs.first ?? [] }
 
     /// The input as (C, H, W).
-    private func chw(_ shape: [Int]) -> (Int, Int, Int) {
-        let padded = Array(repeating: 1, count: max(0, 3 - shape.count)) + shape
-        let tail = padded.suffix(3)
-        let leading = padded.dropLast(3).reduce(1, *)
-        return (tail[tail.startIndex] * leading, tail[tail.startIndex + 1], tail[tail.startIndex + 2])
-    }
+    private func chw(_ shape: [Int]) -> (Int, Int, Int) { channelsHeightWidth(shape) }
 
     /// One step and output shape per output of the layer.
     func steps() throws(RuntimeError) -> [(StepKind, [Int])] {
@@ -142,7 +137,7 @@ struct ShapeRules {
         case .flatten(let channelLast):
             let (channels, height, width) = chw(first)
             let shape = [channels * height * width, 1, 1]
-            return (channelLast && height * width > 1 ? .flattenChannelLast(channels: channels, plane: height * width) : .copy, shape)
+            return (channelLast && height * width > 1 ? .flattenChannelLast(channels: channels, plane: height * width) : .copy(count: first.reduce(1, *)), shape)
 
         case .add(let alpha), .multiply(let alpha):
             let operation: StepKind.Elementwise = if case .add = node.operation { .add } else { .multiply }
@@ -393,18 +388,18 @@ struct ShapeRules {
                 let fromHWC = Gathers.transpose([th, tw, tc], [2, 0, 1])
                 return (.gather(indices: fromHWC.map { toHWC[Int($0)] }, constant: 0), target)
             }
-            return (.copy, target)
+            return (.copy(count: first.reduce(1, *)), target)
         case .squeeze(let axes, let all):
             let rank = first.count
             let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
             var shape = first.enumerated().filter { all ? $0.element != 1 : !resolved.contains($0.offset) }.map(\.element)
             if shape.isEmpty { shape = [1] }
-            return (.copy, shape)
+            return (.copy(count: first.reduce(1, *)), shape)
         case .expandDims(let axes):
             let rank = first.count + axes.count
             let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
             var source = first.makeIterator()
-            return (.copy, (0..<rank).map { resolved.contains($0) ? 1 : (source.next() ?? 1) })
+            return (.copy(count: first.reduce(1, *)), (0..<rank).map { resolved.contains($0) ? 1 : (source.next() ?? 1) })
         case .reshapeStatic(let requested):
             // -1 takes what is left; 0 keeps the input's dimension.
             var shape = requested.enumerated().map { $0.element == 0 && $0.offset < first.count ? first[$0.offset] : $0.element }
@@ -413,10 +408,10 @@ struct ShapeRules {
                 shape[unknown] = known > 0 ? first.reduce(1, *) / known : 0
             }
             guard shape.allSatisfy({ $0 >= 0 }), shape.reduce(1, *) == first.reduce(1, *) else { throw bad("cannot reshape \(first) into \(requested)") }
-            return (.copy, shape)
+            return (.copy(count: first.reduce(1, *)), shape)
         case .flattenTo2D(let axis):
             let resolved = axis < 0 ? axis + first.count : axis
-            return (.copy, [first.prefix(resolved).reduce(1, *), first.dropFirst(resolved).reduce(1, *)])
+            return (.copy(count: first.reduce(1, *)), [first.prefix(resolved).reduce(1, *), first.dropFirst(resolved).reduce(1, *)])
         case .transpose(let axes):
             guard axes.count == first.count, Set(axes) == Set(0..<first.count) else { throw bad("axes \(axes) do not permute rank \(first.count)") }
             return (.gather(indices: Gathers.transpose(first, axes), constant: 0), axes.map { first[$0] })
@@ -536,4 +531,12 @@ struct ShapeRules {
             return ((height, width), (padH, bottom, padW, right))
         }
     }
+}
+
+/// A shape read as Core ML's channel-first blob (C, H, W): the last three
+/// dimensions, missing ones counting as 1, leading ones folded into C.
+func channelsHeightWidth(_ shape: [Int]) -> (Int, Int, Int) {
+    let padded = Array(repeating: 1, count: max(0, 3 - shape.count)) + shape
+    let tail = Array(padded.suffix(3))
+    return (tail[0] * padded.dropLast(3).reduce(1, *), tail[1], tail[2])
 }
