@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "ModelLoader", targets: ["ModelLoader"]),
         .library(name: "ModelRuntime", targets: ["ModelRuntime"]),
         .library(name: "ImageDecoding", targets: ["ImageDecoding"]),
+        .library(name: "ImageRequests", targets: ["ImageRequests"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -52,6 +53,8 @@ let package = Package(
         .target(name: "ImageDecoding", dependencies: ["CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
         .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        // Vision-style requests: an image model, requests, handlers, observations.
+        .target(name: "ImageRequests", dependencies: ["ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -60,7 +63,7 @@ let package = Package(
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
@@ -78,6 +81,7 @@ let package = Package(
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "FixtureSupport"]),
+        .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -249,6 +249,72 @@ def build_image_classifier():
     return spec
 
 
+def build_mean_color():
+    """The mean colour of the input image (0-255 per channel, RGB order): a
+    global average pool and nothing else, so that what a request did to an
+    image (crop, scale, region of interest) can be read from the output."""
+    builder = NeuralNetworkBuilder(
+        [("image", datatypes.Array(3, 32, 32))], [("meanColor", datatypes.Array(3))])
+    builder.add_pooling(
+        name="mean", height=1, width=1, stride_height=1, stride_width=1,
+        layer_type="AVERAGE", padding_type="VALID",
+        input_name="image", output_name="mean_out", is_global=True)
+    builder.add_flatten("flatten", 0, "mean_out", "meanColor")
+    builder.set_pre_processing_parameters(image_input_names=["image"], is_bgr=False, image_scale=1.0)
+    spec = builder.spec
+    set_metadata(spec, "Mean colour of a 32x32 RGB image (test fixture for image requests).")
+    describe_features(spec, {"image": "32x32 RGB image", "meanColor": "Mean red, green and blue, 0-255"})
+    return spec
+
+
+def mean_color_enumerated(base):
+    spec = Model_pb2.Model()
+    spec.CopyFrom(base)
+    sizes = [flexible_shape_utils.NeuralNetworkImageSize(height=h, width=w)
+             for w, h in ((32, 32), (64, 32), (16, 16))]
+    flexible_shape_utils.add_enumerated_image_sizes(spec, "image", sizes)
+    spec.description.metadata.shortDescription = (
+        "Mean colour of an RGB image of 32x32, 64x32 or 16x16 (test fixture).")
+    return spec
+
+
+def write_png(path, width, height, color_at):
+    """An 8-bit RGB PNG of `color_at(x, y)` pixels, written with zlib alone."""
+    raw = bytearray()
+    for y in range(height):
+        raw.append(0)
+        for x in range(width):
+            raw.extend(color_at(x, y))
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(bytes(raw), 9)) + chunk(b"IEND", b""))
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def generate_request_images(images_dir):
+    """Images of known layout for the image-request tests: bands of solid
+    red, green and blue across a wide and a tall image, and a square one
+    red on top and blue below (for regions of interest)."""
+    red, green, blue = (255, 0, 0), (0, 255, 0), (0, 0, 255)
+    write_png(os.path.join(images_dir, "wide-bands.png"), 200, 100,
+              lambda x, y: red if x < 30 else (green if x < 170 else blue))
+    write_png(os.path.join(images_dir, "tall-bands.png"), 100, 200,
+              lambda x, y: red if y < 30 else (green if y < 170 else blue))
+    square = write_png(os.path.join(images_dir, "top-red-bottom-blue.png"), 64, 64,
+                       lambda x, y: red if y < 32 else blue)
+    with open(os.path.join(images_dir, "truncated.png"), "wb") as f:
+        f.write(square[: len(square) // 2])
+    with open(os.path.join(images_dir, "not-an-image.png"), "wb") as f:
+        f.write(b"this is text, not a PNG\n")
+
+
 def image_classifier_flexible(base):
     spec = Model_pb2.Model()
     spec.CopyFrom(base)
@@ -1114,7 +1180,8 @@ def generate(out_dir):
     check_field_numbers()
     models_dir = os.path.join(out_dir, "Models")
     broken_dir = os.path.join(out_dir, "Broken")
-    for d in (models_dir, broken_dir):
+    images_dir = os.path.join(out_dir, "Images")
+    for d in (models_dir, broken_dir, images_dir):
         if os.path.exists(d):
             shutil.rmtree(d)
         os.makedirs(d)
@@ -1126,12 +1193,16 @@ def generate(out_dir):
         save_spec(spec, os.path.join(out_dir, rel))
         models.append(rel)
 
+    generate_request_images(images_dir)
     image = build_image_classifier()
     save("ImageClassifier.mlmodel", image)
     save("ImageClassifierFlexible.mlmodel", image_classifier_flexible(image))
     save("ImageClassifierEnumerated.mlmodel", image_classifier_enumerated(image))
     save("ImageClassifierFP16.mlmodel", quantized(image, 16))
     save("ImageClassifierInt8.mlmodel", quantized(image, 8, "linear"))
+    mean_color = build_mean_color()
+    save("MeanColor.mlmodel", mean_color)
+    save("MeanColorEnumerated.mlmodel", mean_color_enumerated(mean_color))
     regressor = build_array_regressor()
     save("ArrayRegressor.mlmodel", regressor)
     save("ArrayRegressorEnumerated.mlmodel", array_regressor_enumerated(regressor))

@@ -80,11 +80,12 @@ public enum ArgumentParser {
         for (position, spec) in command.arguments.enumerated() {
             if position < positionals.count {
                 parsed.positionals[spec.name] = positionals[position]
+                if spec.isRepeated { parsed.repeatedPositionals = Array(positionals[position...]) }
             } else if !spec.isOptional {
                 throw .missingArgument(name: spec.name, command: command.name)
             }
         }
-        if positionals.count > command.arguments.count {
+        if command.arguments.last?.isRepeated != true, positionals.count > command.arguments.count {
             throw .extraArgument(positionals[command.arguments.count], command: command.name)
         }
         return parsed

@@ -55,10 +55,14 @@ public struct PositionalSpec: Sendable {
     public var name: String
     public var help: String
     public var isOptional: Bool
+    /// Whether the argument takes every remaining positional (one at least
+    /// unless optional); only the last argument may.
+    public var isRepeated: Bool
 
-    public init(name: String, help: String, isOptional: Bool = false) {
+    public init(name: String, help: String, isOptional: Bool = false, isRepeated: Bool = false) {
         self.name = name
         self.help = help
         self.isOptional = isOptional
+        self.isRepeated = isRepeated
     }
 }

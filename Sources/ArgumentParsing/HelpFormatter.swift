@@ -25,7 +25,8 @@ public enum HelpFormatter {
         var parts = [tool, command.name]
         if command.options.count > 1 { parts.append("[options]") }
         for argument in command.arguments {
-            parts.append(argument.isOptional ? "[\(argument.name)]" : argument.name)
+            let name = argument.isRepeated ? argument.name + "..." : argument.name
+            parts.append(argument.isOptional ? "[\(name)]" : name)
         }
         return parts.joined(separator: " ")
     }

@@ -6,6 +6,8 @@ public struct ParsedArguments: Equatable, Sendable {
     public var values: [String: [String]] = [:]
     /// Positional arguments, by name, in order.
     public var positionals: [String: String] = [:]
+    /// Every value of a repeated last argument (`IMAGE...`), in order.
+    public var repeatedPositionals: [String] = []
 
     public init() {}
 

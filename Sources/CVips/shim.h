@@ -28,6 +28,19 @@ static inline int modelc_vips_jpegload_buffer(const void *data, size_t size, Vip
 static inline int modelc_vips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale, VipsKernel kernel) {
     return vips_resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
 }
+/* Enlarges by (hscale, vscale) ≥ 1 with the bicubic interpolator to exactly width × height, pixel
+ * centres mapped to pixel centres on both axes: output x samples input (x + 0.5) / hscale - 0.5. */
+static inline int modelc_vips_enlarge(VipsImage *in, VipsImage **out, double hscale, double vscale, int width, int height) {
+    VipsInterpolate *bicubic = vips_interpolate_new("bicubic");
+    if (!bicubic) return -1;
+    VipsArrayInt *area = vips_array_int_newv(4, 0, 0, width, height);
+    int result = vips_affine(in, out, hscale, 0.0, 0.0, vscale, "interpolate", bicubic,
+                             "idx", 0.5, "idy", 0.5, "odx", -0.5, "ody", -0.5, "oarea", area,
+                             "extend", VIPS_EXTEND_COPY, NULL);
+    vips_area_unref(VIPS_AREA(area));
+    g_object_unref(bicubic);
+    return result;
+}
 static inline int modelc_vips_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
     return vips_extract_area(in, out, left, top, width, height, NULL);
 }

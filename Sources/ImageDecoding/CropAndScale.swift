@@ -36,6 +36,13 @@ public struct NormalizedRect: Sendable, Equatable {
             && width > 0 && height > 0 && x + width <= 1 + tolerance && y + height <= 1 + tolerance
     }
 
+    /// The size in pixels of what this rectangle covers in an upright image
+    /// of the given size (edges rounded to the nearest pixel, at least 1×1).
+    public func pixelSize(width imageWidth: Int, height imageHeight: Int) -> (width: Int, height: Int) {
+        let area = pixelArea(width: imageWidth, height: imageHeight)
+        return (area.width, area.height)
+    }
+
     /// The pixels this rectangle covers in an upright image of the given size:
     /// the edges rounded to the nearest pixel, at least one pixel each way,
     /// with the top row first.

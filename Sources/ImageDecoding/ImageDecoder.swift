@@ -280,12 +280,25 @@ public struct ImageDecoder: Sendable, Equatable {
         return image
     }
 
-    /// Exactly `width` × `height`, resampled with Lanczos 3.
+    /// Exactly `width` × `height`: shrunk with Lanczos 3, enlarged bicubic.
     private static func resized(_ input: VipsImageHandle, width: Int, height: Int) throws(VipsFailure) -> VipsImageHandle {
         guard input.width != width || input.height != height else { return input }
         let horizontal = Double(width) / Double(input.width)
         let vertical = Double(height) / Double(input.height)
-        var image = try input.applying { modelc_vips_resize($0, $1, horizontal, vertical, VIPS_KERNEL_LANCZOS3) }
+        // Shrinking is libvips' resize (box, then Lanczos 3). Enlarging is an
+        // affine transform of our own: vips_resize (8.14) offsets an
+        // enlargement's sampling on both axes, which moves the image by up to
+        // half a pixel, on the axis that is not enlarged too.
+        var image = input
+        if horizontal < 1 || vertical < 1 {
+            image = try image.applying { modelc_vips_resize($0, $1, min(horizontal, 1), min(vertical, 1), VIPS_KERNEL_LANCZOS3) }
+        }
+        if horizontal > 1 || vertical > 1 {
+            let across = horizontal > 1 ? Double(width) / Double(image.width) : 1
+            let down = vertical > 1 ? Double(height) / Double(image.height) : 1
+            let (outWidth, outHeight) = (horizontal > 1 ? width : image.width, vertical > 1 ? height : image.height)
+            image = try image.applying { modelc_vips_enlarge($0, $1, across, down, Int32(outWidth), Int32(outHeight)) }
+        }
         // libvips rounds its output size itself; settle the last row or column.
         if image.width > width || image.height > height {
             image = try image.applying {

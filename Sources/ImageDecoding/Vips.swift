@@ -14,6 +14,10 @@ enum Vips {
     private static let startup: String? = start()
 
     private static func start() -> String? {
+        // Failures reach callers as errors naming the file; libvips' own
+        // warnings on standard error would only repeat them. A caller's
+        // VIPS_WARNING setting is kept.
+        setenv("VIPS_WARNING", "0", 0)
         guard modelc_vips_init("modelc") == 0 else { return takeError() }
         vips_cache_set_max(0)
         vips_cache_set_max_mem(0)

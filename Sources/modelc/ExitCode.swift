@@ -1,4 +1,5 @@
 import BundleFormat
+import ImageRequests
 import ModelFetch
 import ModelCompiler
 import ModelFeatures
@@ -66,6 +67,12 @@ enum ExitCode: Int32, CaseIterable {
     case badInput = 93
     /// The model is of a kind (or holds a layer) that modelc does not run; refused at load.
     case unsupportedModel = 94
+    /// `classify`: the model takes no image (or not the one named, or needs other inputs).
+    case notAnImageModel = 95
+    /// `classify --label`: the model has no such label (or is not a classifier).
+    case unknownLabel = 96
+    /// `classify`: an image could not be read or decoded (the other images were classified).
+    case badImage = 97
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -129,6 +136,17 @@ enum ExitCode: Int32, CaseIterable {
         case .bundle(let error): ExitCode(error)
         case .source(let error): ExitCode(error)
         case .runtime(let error): ExitCode(error)
+        }
+    }
+
+    init(_ error: ImageRequestError) {
+        self = switch error {
+        case .notAnImageModel, .noSuchImageInput, .missingOtherInputs: .notAnImageModel
+        case .unknownLabel: .unknownLabel
+        case .image(.invalidRegionOfInterest), .image(.invalidSize): .usage
+        case .image: .badImage
+        case .model(let error): ExitCode(error)
+        case .cachedModelNeedsAsync: .internalError
         }
     }
 

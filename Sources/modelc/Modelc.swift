@@ -24,6 +24,7 @@ enum Modelc {
         Command(spec: CacheCommand.spec, run: CacheCommand.run),
         Command(spec: BuildCommand.spec, run: BuildCommand.run),
         Command(spec: PredictCommand.spec, run: PredictCommand.run),
+        Command(spec: ClassifyCommand.spec, run: ClassifyCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 

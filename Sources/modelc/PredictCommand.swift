@@ -230,7 +230,7 @@ struct PredictionReport {
         }
     }
 
-    private func describe(_ value: FeatureValue) -> String {
+    func describe(_ value: FeatureValue) -> String {
         switch value {
         case .multiArray(let array): "\(array.dataType.schemaName) \(array.shape.map(String.init).joined(separator: "×"))"
         case .double: "double"
@@ -243,7 +243,7 @@ struct PredictionReport {
     }
 
     /// Values as JSON, long arrays cut to their first and last elements.
-    private func abbreviated(_ value: FeatureValue) -> String {
+    func abbreviated(_ value: FeatureValue) -> String {
         guard case .multiArray(let array) = value, array.count > 12 else {
             return FeatureJSON.text(value, keyOrder: labels)
         }

@@ -31,6 +31,19 @@ final class ProgressLine: Sendable {
         Output.error("\r\(label) \(progressBar(percent: percent, width: 30)) \(percent)% \(byteCount(Int(done)))/\(byteCount(Int(total)))")
     }
 
+    /// Redraws the line for `done` of `total` items (images, say) when the
+    /// whole percentage changed; jobs of fewer than 20 items draw nothing.
+    func update(items done: Int, of total: Int, unit: String) {
+        guard total >= 20 else { return }
+        let percent = min(100, done * 100 / max(total, 1))
+        let changed = lastPercent.withLock { last in
+            defer { last = percent }
+            return last != percent
+        }
+        guard changed else { return }
+        Output.error("\r\(label) \(progressBar(percent: percent, width: 30)) \(done)/\(total) \(unit)")
+    }
+
     /// Erases the line, if one is drawn.
     func finish() {
         let drawn = lastPercent.withLock { last in

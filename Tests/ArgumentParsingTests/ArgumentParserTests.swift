@@ -69,6 +69,22 @@ import Testing
         }
     }
 
+    @Test func repeatedLastArgumentTakesTheRest() throws {
+        let classify = CommandSpec(
+            name: "classify", abstract: "Classify.",
+            arguments: [PositionalSpec(name: "MODEL", help: "model"),
+                        PositionalSpec(name: "IMAGE", help: "images", isRepeated: true)],
+            options: [OptionSpec(name: "top", valueName: "K", help: "how many")])
+        let parsed = try ArgumentParser.parse(["m", "a.jpg", "--top", "3", "b.png", "--", "-c.jpg"], for: classify)
+        #expect(parsed[positional: "MODEL"] == "m")
+        #expect(parsed.repeatedPositionals == ["a.jpg", "b.png", "-c.jpg"])
+        #expect(parsed.value("top") == "3")
+        #expect(throws: UsageError.missingArgument(name: "IMAGE", command: "classify")) {
+            try ArgumentParser.parse(["m"], for: classify)
+        }
+        #expect(HelpFormatter.usage(for: classify, tool: "modelc").contains("MODEL IMAGE..."))
+    }
+
     @Test func helpSkipsRequiredArguments() throws {
         let parsed = try ArgumentParser.parse(["--help"], for: command)
         #expect(parsed.has("help"))

@@ -63,6 +63,25 @@ import Testing
                     [(60, 60, .red), (240, 60, .green), (60, 240, .blue), (240, 240, .yellow)])
     }
 
+    /// Enlarging one axis and shrinking the other keeps both centred: an
+    /// edge halfway down stays halfway down (vips_resize alone moved it by
+    /// half a row), and one halfway across stays halfway across.
+    @Test func enlargingOneAxisMovesNeitherAxis() throws {
+        // 16×64: red above row 32, blue below → 32×32: 2× across, ½ down.
+        let halves = TestImage.rgb(width: 16, height: 64) { _, y in y < 32 ? .red : .blue }
+        let fitted = try Self.fitted(halves, ImageFitting(width: 32, height: 32, cropAndScale: .scaleFill))
+        let column = (0..<32).map { fitted.colour(5, $0).r }
+        let sum = RGB.red.r + RGB.blue.r
+        // Mirror rows hold mirror values: the edge sits exactly between rows 15 and 16.
+        #expect(zip(column.prefix(16), column.suffix(16).reversed()).allSatisfy { abs($0 + $1 - sum) <= 1 }, "red by row: \(column)")
+        #expect(column.prefix(14).allSatisfy { $0 == RGB.red.r } && column.suffix(14).allSatisfy { $0 == RGB.blue.r }, "red by row: \(column)")
+        // 8×8: red left of column 4 → 32×32, 4× both ways: the edge between columns 15 and 16.
+        let sides = TestImage.rgb(width: 8, height: 8) { x, _ in x < 4 ? .red : .blue }
+        let enlarged = try Self.fitted(sides, ImageFitting(width: 32, height: 32, cropAndScale: .scaleFill))
+        let row = (0..<32).map { enlarged.colour($0, 5).r }
+        #expect(zip(row.prefix(16), row.suffix(16).reversed()).allSatisfy { abs($0 + $1 - sum) <= 1 }, "red by column: \(row)")
+    }
+
     @Test func regionsOfInterestHaveTheirOriginAtTheLowerLeft() throws {
         let corners: [(NormalizedRect, RGB)] = [
             (NormalizedRect(x: 0, y: 0, width: 0.5, height: 0.5), .blue),

@@ -1,0 +1,285 @@
+import ArgumentParsing
+import Dispatch
+import Foundation
+import ImageDecoding
+import ImageRequests
+import ModelFeatures
+import ModelRuntime
+import SystemIO
+
+/// `modelc classify MODEL IMAGE... [--crop-and-scale MODE] [--roi X,Y,W,H] [--top K]
+/// [--label NAME] [--min-confidence C] [--json] [--threads N]`.
+enum ClassifyCommand {
+    static let spec = CommandSpec(
+        name: "classify",
+        abstract: "Run an image model on image files as Vision does, and print its observations.",
+        discussion: """
+            MODEL is a compiled bundle, or an .mlmodel/.mlpackage compiled on the fly (as predict). Each
+            IMAGE is a file, or a directory walked for images (.jpg .jpeg .png .webp .tif .tiff .gif
+            .heic .heif). Images are turned upright (EXIF), cut to --roi, cropped and scaled to the
+            model's image input (--crop-and-scale, default center-crop) and decoded in parallel.
+            Classifiers print their top K labels by confidence; other models print each output.
+            --json prints one line per image: {"image", "observations": [{"identifier",
+            "confidence"}…]} for classifiers (every label unless --top is given),
+            {"image", "observations": [{"featureName", "featureValue"}…]} otherwise,
+            {"image", "label", "confidence"} with --label, and {"image", "error"} for an image
+            that failed; the other images go on.
+            """,
+        arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage."),
+                    PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isRepeated: true)],
+        options: [
+            OptionSpec(name: "crop-and-scale", valueName: "MODE", help: "center-crop (default), scale-fit or scale-fill."),
+            OptionSpec(name: "roi", valueName: "X,Y,W,H", help: "Region of interest, normalized, origin at the lower left."),
+            OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
+            OptionSpec(name: "label", valueName: "NAME", help: "Classifiers: print only this label's confidence."),
+            OptionSpec(name: "min-confidence", valueName: "C", help: "Classifiers: leave out labels below C (0…1)."),
+            OptionSpec(name: "json", help: "One JSON object per image."),
+            OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
+        ])
+
+    /// What the options ask for.
+    struct Options {
+        var cropAndScale = CropAndScale.centerCrop
+        var regionOfInterest = NormalizedRect.full
+        var top: Int?
+        var label: String?
+        var minimumConfidence: Float = 0
+        var json = false
+        var threads = ProcessInfo.processInfo.activeProcessorCount
+    }
+
+    static func run(_ arguments: ParsedArguments) -> ExitCode {
+        guard let path = arguments[positional: "MODEL"] else { return .usage }
+        let options: Options
+        switch parseOptions(arguments) {
+        case .success(let parsed): options = parsed
+        case .failure(let error): return Modelc.usageFailure(error, usage: Modelc.usageLine(for: spec))
+        }
+        let images = ImageFiles.expand(arguments.repeatedPositionals)
+
+        // Predictions run one image per thread; each runs single-threaded.
+        let model: Model
+        switch PredictCommand.open(path, configuration: ModelConfiguration(threads: 1)) {
+        case .opened(let opened): model = opened
+        case .failed(let code): return code
+        }
+        let request: ImageRequest
+        do throws(ImageRequestError) {
+            let wrapped = try ImageModel(model: model, name: path)
+            request = ImageRequest(model: wrapped, cropAndScale: options.cropAndScale,
+                                   regionOfInterest: options.regionOfInterest)
+            if let label = options.label {
+                guard wrapped.labels.contains(label) else {
+                    throw .unknownLabel(label: label, model: path, labels: wrapped.labels)
+                }
+            }
+        } catch {
+            Output.error("\(Modelc.toolName): error: \(error)\n")
+            return ExitCode(error)
+        }
+        if images.isEmpty {
+            Output.error("\(Modelc.toolName): error: no images found in \(arguments.repeatedPositionals.joined(separator: ", "))\n")
+            return .cannotRead
+        }
+
+        let report = ClassificationReport(options: options, labels: PredictionReport(model: model, top: options.top ?? 5))
+        let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
+        var failures: [ImageRequestError] = []
+        // Images go in windows of a few per thread: decoded and run in
+        // parallel, printed in order.
+        let window = max(1, options.threads) * 4
+        var done = 0
+        for start in stride(from: 0, to: images.count, by: window) {
+            let chunk = Array(images[start..<min(start + window, images.count)])
+            let results = classify(chunk, request: request, threads: options.threads)
+            var text = ""
+            for (image, result) in zip(chunk, results) {
+                switch result {
+                case .success(let found):
+                    text += report.text(image: image.path, found)
+                case .failure(let error):
+                    failures.append(error)
+                    if options.json {
+                        text += "{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n"
+                    } else {
+                        progress?.finish()
+                        Output.print(text)
+                        text = ""
+                        Output.error("\(Modelc.toolName): error: \(error)\n")
+                    }
+                }
+            }
+            progress?.finish()
+            Output.print(text)
+            done += chunk.count
+            progress?.update(items: done, of: images.count, unit: "images")
+        }
+        progress?.finish()
+        guard let first = failures.first else { return .success }
+        if images.count > 1, !options.json {
+            Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
+        }
+        return ExitCode(first)
+    }
+
+    /// Runs the request on each image, `threads` at a time.
+    private static func classify(_ images: [ImageFiles.Entry], request: ImageRequest,
+                                 threads: Int) -> [Result<ImageRequestResult, ImageRequestError>] {
+        let results = Locked([Result<ImageRequestResult, ImageRequestError>?](repeating: nil, count: images.count))
+        let next = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: min(threads, images.count)) { _ in
+            while true {
+                let index = next.withLock { next in
+                    defer { next += 1 }
+                    return next
+                }
+                guard index < images.count else { return }
+                let image = images[index]
+                let result = Result { () throws(ImageRequestError) -> ImageRequestResult in
+                    if let problem = image.problem { throw .image(problem) }
+                    return try ImageRequestHandler(file: image.path).perform(request)
+                }
+                results.withLock { $0[index] = result }
+            }
+        }
+        return results.withLock { $0.compactMap { $0 } }
+    }
+
+    private static func parseOptions(_ arguments: ParsedArguments) -> Result<Options, UsageError> {
+        var options = Options()
+        options.json = arguments.has("json")
+        options.label = arguments.value("label")
+        if let text = arguments.value("crop-and-scale") {
+            let modes: [String: CropAndScale] = ["center-crop": .centerCrop, "scale-fit": .scaleFit, "scale-fill": .scaleFill]
+            guard let mode = modes[text] else {
+                return .failure(.invalidValue(option: "crop-and-scale", value: text, reason: "expected center-crop, scale-fit or scale-fill"))
+            }
+            options.cropAndScale = mode
+        }
+        if let text = arguments.value("roi") {
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 4, let x = parts[0], let y = parts[1], let width = parts[2], let height = parts[3] else {
+                return .failure(.invalidValue(option: "roi", value: text, reason: "expected four numbers X,Y,W,H"))
+            }
+            let rect = NormalizedRect(x: x, y: y, width: width, height: height)
+            guard rect.isValid else {
+                return .failure(.invalidValue(option: "roi", value: text, reason: "expected a non-empty rectangle within 0,0,1,1"))
+            }
+            options.regionOfInterest = rect
+        }
+        if let text = arguments.value("top") {
+            guard let top = Int(text), top >= 1 else {
+                return .failure(.invalidValue(option: "top", value: text, reason: "expected a positive integer"))
+            }
+            options.top = top
+        }
+        if let text = arguments.value("min-confidence") {
+            guard let value = Float(text), value >= 0, value <= 1 else {
+                return .failure(.invalidValue(option: "min-confidence", value: text, reason: "expected a number from 0 to 1"))
+            }
+            options.minimumConfidence = value
+        }
+        if let text = arguments.value("threads") {
+            guard let threads = Int(text), threads >= 1 else {
+                return .failure(.invalidValue(option: "threads", value: text, reason: "expected a positive integer"))
+            }
+            options.threads = threads
+        }
+        return .success(options)
+    }
+}
+
+/// How `modelc classify` shows what it found in one image.
+struct ClassificationReport {
+    let options: ClassifyCommand.Options
+    /// Shows outputs that are not classifications.
+    let labels: PredictionReport
+
+    func text(image: String, _ result: ImageRequestResult) -> String {
+        options.json ? json(image: image, result) + "\n" : plain(image: image, result)
+    }
+
+    /// The classifications shown: above the minimum confidence, the top K.
+    private func shown(_ result: ImageRequestResult, defaultTop: Int?) -> [ClassificationObservation] {
+        let kept = result.classifications.filter { $0.confidence >= options.minimumConfidence }
+        guard let top = options.top ?? defaultTop else { return kept }
+        return Array(kept.prefix(top))
+    }
+
+    private func json(image: String, _ result: ImageRequestResult) -> String {
+        let name = FeatureJSON.quoted(image)
+        if let label = options.label {
+            let confidence = (try? result.confidence(of: label)) ?? .nan
+            return "{\"image\": \(name), \"label\": \(FeatureJSON.quoted(label)), \"confidence\": \(number(confidence))}"
+        }
+        let observations: [String] = switch result.observations {
+        case .classifications:
+            shown(result, defaultTop: nil).map {
+                "{\"identifier\": \(FeatureJSON.quoted($0.identifier)), \"confidence\": \(number($0.confidence))}"
+            }
+        case .featureValues(let values):
+            values.map {
+                "{\"featureName\": \(FeatureJSON.quoted($0.featureName)), \"featureValue\": \(FeatureJSON.text($0.featureValue))}"
+            }
+        }
+        return "{\"image\": \(name), \"observations\": [\(observations.joined(separator: ", "))]}"
+    }
+
+    private func plain(image: String, _ result: ImageRequestResult) -> String {
+        if let label = options.label {
+            let confidence = (try? result.confidence(of: label)) ?? .nan
+            return "\(image): \(label) \(String(format: "%.4f", confidence))\n"
+        }
+        var lines = [image]
+        switch result.observations {
+        case .classifications:
+            for observation in shown(result, defaultTop: 5) {
+                lines.append("  " + String(format: "%.4f", observation.confidence) + "  " + observation.identifier)
+            }
+        case .featureValues(let values):
+            for value in values {
+                lines.append("  \(value.featureName) (\(labels.describe(value.featureValue))): \(labels.abbreviated(value.featureValue))")
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A confidence as JSON: its shortest decimal form; `null` when not finite.
+    private func number(_ value: Float) -> String {
+        value.isFinite ? "\(value)" : "null"
+    }
+}
+
+/// The image files named on the command line, directories walked.
+enum ImageFiles {
+    static let extensions: Set<String> = ["jpg", "jpeg", "png", "webp", "tif", "tiff", "gif", "heic", "heif"]
+
+    /// A file to classify, or a path that cannot be one (reported in order with the results).
+    struct Entry: Sendable {
+        var path: String
+        var problem: ImageError?
+    }
+
+    /// Files as given; directories replaced by the image files under them, sorted.
+    static func expand(_ paths: [String]) -> [Entry] {
+        var entries: [Entry] = []
+        let manager = FileManager.default
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                entries.append(Entry(path: path, problem: .unreadable(file: path, reason: "no such file or directory")))
+                continue
+            }
+            guard isDirectory.boolValue else {
+                entries.append(Entry(path: path))
+                continue
+            }
+            let base = path.hasSuffix("/") ? String(path.dropLast()) : path
+            let found = (manager.enumerator(atPath: path)?.allObjects as? [String] ?? [])
+                .filter { extensions.contains(($0 as NSString).pathExtension.lowercased()) }
+                .sorted()
+            entries += found.map { Entry(path: base + "/" + $0) }
+        }
+        return entries
+    }
+}
