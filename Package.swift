@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "ModelRuntime", targets: ["ModelRuntime"]),
         .library(name: "ImageDecoding", targets: ["ImageDecoding"]),
         .library(name: "ImageRequests", targets: ["ImageRequests"]),
+        .library(name: "CoreMLCompat", targets: ["CoreMLCompat"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -55,6 +56,8 @@ let package = Package(
         .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
+        // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.
+        .target(name: "CoreMLCompat", dependencies: ["ImageDecoding", "ImageRequests", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -82,6 +85,7 @@ let package = Package(
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
+        .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
