@@ -125,3 +125,6 @@ echo "network: MobileNetV2-shaped classifier, 224×224 RGB, float32, random weig
 .venv/bin/python Scripts/bench_network.py compare "$net/onnxruntime.f32" "$net/modelc.f32" || true
 .venv/bin/python Scripts/bench_network.py report "$net"/result-*
 echo "  (targets: latency at 1 thread ≤ 1.0×, peak RSS ≤ 1.0×; onnxruntime's process holds the Python interpreter)"
+
+# Image classification end to end against Pillow + onnxruntime (issue 13).
+Scripts/bench-classify.sh "$net"

@@ -4,11 +4,13 @@ import Foundation
 // Usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
 //        ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 //        ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
+//        ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
            ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
            ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
+           ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
 
     """
 
@@ -27,6 +29,12 @@ do {
         }
         try NetworkBenchmark.run(bundle: arguments[1], image: arguments[2], threads: threads, runs: runs,
                                  probabilities: arguments.count == 7 ? arguments[6] : nil)
+    case "classify" where arguments.count == 4:
+        guard let threads = Int(arguments[3]), threads > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try ClassifyBenchmark.run(bundle: arguments[1], images: arguments[2], threads: threads)
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)
