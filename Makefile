@@ -9,10 +9,10 @@ PYTHON      ?= python3
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
-# caches (bundles, and runnable models predicting under pressure), downloads
-# (the hashing thread), the fetch cache's locks, and parallel builds (the CLI
-# tests run the instrumented modelc).
-TSAN_TESTS  ?= --filter 'ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
+# caches (bundles, and runnable models predicting under pressure), image
+# requests shared between threads, downloads (the hashing thread), the fetch
+# cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
+TSAN_TESTS  ?= --filter 'ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
 
