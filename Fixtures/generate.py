@@ -268,14 +268,8 @@ def build_mean_color():
 
 
 def mean_color_enumerated(base):
-    spec = Model_pb2.Model()
-    spec.CopyFrom(base)
-    sizes = [flexible_shape_utils.NeuralNetworkImageSize(height=h, width=w)
-             for w, h in ((32, 32), (64, 32), (16, 16))]
-    flexible_shape_utils.add_enumerated_image_sizes(spec, "image", sizes)
-    spec.description.metadata.shortDescription = (
-        "Mean colour of an RGB image of 32x32, 64x32 or 16x16 (test fixture).")
-    return spec
+    return with_enumerated_image_sizes(base, ((32, 32), (64, 32), (16, 16)),
+                                       "Mean colour of an RGB image of 32x32, 64x32 or 16x16 (test fixture).")
 
 
 def write_png(path, width, height, color_at):
@@ -328,13 +322,17 @@ def image_classifier_flexible(base):
 
 
 def image_classifier_enumerated(base):
+    return with_enumerated_image_sizes(base, ((16, 16), (32, 32), (64, 48)),
+                                       "Image classifier accepting three enumerated image sizes (test fixture).")
+
+
+def with_enumerated_image_sizes(base, sizes, description):
+    """A copy of `base` whose "image" input takes the (width, height) `sizes`."""
     spec = Model_pb2.Model()
     spec.CopyFrom(base)
-    sizes = [flexible_shape_utils.NeuralNetworkImageSize(height=h, width=w)
-             for w, h in ((16, 16), (32, 32), (64, 48))]
-    flexible_shape_utils.add_enumerated_image_sizes(spec, "image", sizes)
-    spec.description.metadata.shortDescription = (
-        "Image classifier accepting three enumerated image sizes (test fixture).")
+    flexible_shape_utils.add_enumerated_image_sizes(
+        spec, "image", [flexible_shape_utils.NeuralNetworkImageSize(height=h, width=w) for w, h in sizes])
+    spec.description.metadata.shortDescription = description
     return spec
 
 

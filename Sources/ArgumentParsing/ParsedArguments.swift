@@ -17,4 +17,15 @@ public struct ParsedArguments: Equatable, Sendable {
     public func value(_ name: String) -> String? { values[name]?.last }
 
     public subscript(positional name: String) -> String? { positionals[name] }
+
+    /// The value of option `name` as an integer of at least 1; `nil` when not given.
+    ///
+    /// - Throws: `UsageError.invalidValue` naming the option for anything else.
+    public func positiveInteger(_ name: String) throws(UsageError) -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let number = Int(text), number >= 1 else {
+            throw .invalidValue(option: name, value: text, reason: "expected a positive integer")
+        }
+        return number
+    }
 }

@@ -167,23 +167,17 @@ enum ClassifyCommand {
             }
             options.regionOfInterest = rect
         }
-        if let text = arguments.value("top") {
-            guard let top = Int(text), top >= 1 else {
-                return .failure(.invalidValue(option: "top", value: text, reason: "expected a positive integer"))
-            }
-            options.top = top
+        do throws(UsageError) {
+            options.top = try arguments.positiveInteger("top")
+            options.threads = try arguments.positiveInteger("threads") ?? options.threads
+        } catch {
+            return .failure(error)
         }
         if let text = arguments.value("min-confidence") {
             guard let value = Float(text), value >= 0, value <= 1 else {
                 return .failure(.invalidValue(option: "min-confidence", value: text, reason: "expected a number from 0 to 1"))
             }
             options.minimumConfidence = value
-        }
-        if let text = arguments.value("threads") {
-            guard let threads = Int(text), threads >= 1 else {
-                return .failure(.invalidValue(option: "threads", value: text, reason: "expected a positive integer"))
-            }
-            options.threads = threads
         }
         return .success(options)
     }

@@ -34,18 +34,12 @@ enum PredictCommand {
         guard let path = arguments[positional: "MODEL"] else { return .usage }
         let usage = Modelc.usageLine(for: spec)
         var configuration = ModelConfiguration()
-        if let text = arguments.value("threads") {
-            guard let threads = Int(text), threads >= 1 else {
-                return Modelc.usageFailure(.invalidValue(option: "threads", value: text, reason: "expected a positive integer"), usage: usage)
-            }
-            configuration.threads = threads
-        }
-        var top = 5
-        if let text = arguments.value("top") {
-            guard let value = Int(text), value >= 1 else {
-                return Modelc.usageFailure(.invalidValue(option: "top", value: text, reason: "expected a positive integer"), usage: usage)
-            }
-            top = value
+        let top: Int
+        do throws(UsageError) {
+            configuration.threads = try arguments.positiveInteger("threads") ?? configuration.threads
+            top = try arguments.positiveInteger("top") ?? 5
+        } catch {
+            return Modelc.usageFailure(error, usage: usage)
         }
         let givenInputs = arguments.values["input"] ?? []
         guard !givenInputs.isEmpty || arguments.value("inputs") != nil else {
