@@ -26,10 +26,12 @@ public final class MLFeatureValue: Sendable, CustomStringConvertible {
     ///
     /// - Throws: `MLModelError` (`.featureType`) for other keys.
     public init(dictionary: [AnyHashable: NSNumber]) throws {
-        if dictionary.keys.allSatisfy({ $0.base is String }) {
-            value = .dictionary(.strings(Dictionary(uniqueKeysWithValues: dictionary.map { ($0.key.base as! String, $0.value.doubleValue) })))
-        } else if let keys = Optional(dictionary.keys.compactMap({ Self.integer($0.base) })), keys.count == dictionary.count {
-            value = .dictionary(.int64s(Dictionary(uniqueKeysWithValues: dictionary.map { (Self.integer($0.key.base)!, $0.value.doubleValue) })))
+        let strings = dictionary.compactMap { entry in (entry.key.base as? String).map { ($0, entry.value.doubleValue) } }
+        let integers = dictionary.compactMap { entry in Self.integer(entry.key.base).map { ($0, entry.value.doubleValue) } }
+        if strings.count == dictionary.count {
+            value = .dictionary(.strings(Dictionary(strings, uniquingKeysWith: { first, _ in first })))
+        } else if integers.count == dictionary.count {
+            value = .dictionary(.int64s(Dictionary(integers, uniquingKeysWith: { first, _ in first })))
         } else {
             throw MLModelError(.featureType, "dictionary keys must be all strings or all integers")
         }

@@ -155,6 +155,27 @@ func synchronously<T>(_ body: () throws -> T) rethrows -> T {
         #expect((reported as? VNError)?.code == .invalidArgument && checked.results == nil)
     }
 
+    @Test func featureValuesOfEveryKind() throws {
+        let labels = try MLFeatureValue(dictionary: ["cat": 0.75, "dog": 0.25])
+        #expect(labels.type == .dictionary && labels.dictionaryValue["cat"]?.doubleValue == 0.75)
+        let classes = try MLFeatureValue(dictionary: [3: NSNumber(value: 0.5), 7: NSNumber(value: 0.5)])
+        #expect(classes.value == .dictionary(.int64s([3: 0.5, 7: 0.5])))
+        #expect(throws: MLModelError.self) { try MLFeatureValue(dictionary: ["cat": 1, 3: 0]) }
+        #expect(MLFeatureValue(int64: 4).doubleValue == 4 && MLFeatureValue(double: 2.9).int64Value == 2)
+        #expect(MLFeatureValue(string: "x").stringValue == "x" && MLFeatureValue(string: "x").multiArrayValue == nil)
+        #expect(MLFeatureValue(undefined: .double).isUndefined)
+
+        let array = try MLMultiArray(shape: [2, 3], dataType: .float32)
+        array[[1, 2]] = 5
+        #expect(array.strides.map(\.intValue) == [3, 1] && array[5].floatValue == 5 && array.dataType == .float)
+        array.withUnsafeMutableBytes { bytes, strides in
+            #expect(strides == [3, 1])
+            bytes.storeBytes(of: Float(7), toByteOffset: 0, as: Float.self)
+        }
+        #expect(MLFeatureValue(multiArray: array).multiArrayValue?[0].floatValue == 7)
+        #expect(throws: MLModelError.self) { try MLMultiArray(shape: [2, -1], dataType: .double) }
+    }
+
     @Test func modelsWithoutAnImageCannotBeWrapped() throws {
         let glm = try MLModel(contentsOf: URL(fileURLWithPath: Fixtures.path("Models/GLMClassifier.mlmodel")))
         do {
