@@ -132,7 +132,7 @@ public final class NetworkEngine: PredictionEngine {
 
     private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabels?,
                  probabilitiesValue: String?, threads: Int) throws(RuntimeError) {
-        guard XNNPack.isAvailable else {
+        guard XNNPack.isAvailable, BLAS.singleThreaded else {
             throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
         }
         self.interface = interface
@@ -239,6 +239,7 @@ public final class NetworkEngine: PredictionEngine {
         var values = [Float](repeating: 0, count: (gray ? 1 : 3) * plane)
         let (r, g, b) = format.rgbOffsets
         let step = format.bytesPerPixel
+        let bgr = colorSpace == "BGR"
         image.bytes.withUnsafeBufferPointer { bytes in
             for y in 0..<height {
                 let row = y * image.bytesPerRow
@@ -251,7 +252,6 @@ public final class NetworkEngine: PredictionEngine {
                         values[p] = luminance * steps.scale + steps.gray
                     } else {
                         let red = Float(bytes[pixel + r]), green = Float(bytes[pixel + g]), blue = Float(bytes[pixel + b])
-                        let bgr = colorSpace == "BGR"
                         values[p] = (bgr ? blue : red) * steps.scale + (bgr ? steps.blue : steps.red)
                         values[plane + p] = green * steps.scale + steps.green
                         values[2 * plane + p] = (bgr ? red : blue) * steps.scale + (bgr ? steps.red : steps.blue)
