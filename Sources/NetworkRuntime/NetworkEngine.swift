@@ -132,7 +132,7 @@ public final class NetworkEngine: PredictionEngine {
 
     private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabels?,
                  probabilitiesValue: String?, threads: Int) throws(RuntimeError) {
-        guard XNNPack.isAvailable else {
+        guard XNNPack.isAvailable, BLAS.singleThreaded else {
             throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
         }
         self.interface = interface
@@ -162,7 +162,7 @@ public final class NetworkEngine: PredictionEngine {
     }
 
     public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
-        var tensors: [String: (shape: [Int], values: [Float])] = [:]
+        var tensors: [String: (shape: [Int], values: InputValues)] = [:]
         for description in interface.inputs {
             guard let value = inputs[description.name] else { continue }
             tensors[description.name] = try tensor(value, description: description)
@@ -175,7 +175,12 @@ public final class NetworkEngine: PredictionEngine {
         for (name, tensor) in tensors {
             guard let slot = entry.plan.slots[name] else { continue }
             let buffer = state.slots[slot]
-            for index in 0..<min(tensor.values.count, buffer.count) { buffer[index] = tensor.values[index] }
+            switch tensor.values {
+            case .floats(let values):
+                for index in 0..<min(values.count, buffer.count) { buffer[index] = values[index] }
+            case .image(let image, let colorSpace, let steps):
+                writeImage(image, colorSpace: colorSpace, steps: steps, into: buffer)
+            }
         }
         try state.run(pool: pool)
         func values(_ name: String) -> (shape: [Int], values: [Double])? {
@@ -201,14 +206,22 @@ public final class NetworkEngine: PredictionEngine {
 
     // MARK: Inputs
 
+    /// An input's values: floats, or an image whose preprocessed pixels are
+    /// written straight into the prediction's input slot (no array per prediction).
+    private enum InputValues {
+        case floats([Float])
+        case image(PixelBuffer, colorSpace: String, steps: Preprocessing)
+    }
+
     /// A feature value as a float tensor in the network's layout.
-    private func tensor(_ value: FeatureValue, description: FeatureDescription) throws(RuntimeError) -> (shape: [Int], values: [Float]) {
+    private func tensor(_ value: FeatureValue, description: FeatureDescription) throws(RuntimeError) -> (shape: [Int], values: InputValues) {
         switch value {
         case .image(let image):
             let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
-            let tensor = imageTensor(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing())
+            let shape = [colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, image.height, image.width]
             // ML programs take images as [1, C, H, W].
-            return (graph.exactArrayMapping ? [1] + tensor.shape : tensor.shape, tensor.values)
+            return (graph.exactArrayMapping ? [1] + shape : shape,
+                    .image(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing()))
         case .multiArray(let array):
             var shape = array.shape
             if !graph.exactArrayMapping {
@@ -221,24 +234,27 @@ public final class NetworkEngine: PredictionEngine {
                     throw .wrongShape(feature: description.name, expected: "rank 1, 3, or 5 with sequence and batch 1", got: array.shape)
                 }
             }
-            return (shape, array.floats)
+            return (shape, .floats(array.floats))
         case .double(let number):
-            return (graph.exactArrayMapping ? [1] : [1, 1, 1], [Float(number)])
+            return (graph.exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
         case .int64(let number):
-            return (graph.exactArrayMapping ? [1] : [1, 1, 1], [Float(number)])
+            return (graph.exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
         default:
             throw .wrongType(feature: description.name, expected: "a multi-array or an image", got: value.kindText)
         }
     }
 
-    /// Pixels as [C, H, W] floats in the model's color order, scaled and biased.
-    private func imageTensor(_ image: PixelBuffer, colorSpace: String, steps: Preprocessing) -> (shape: [Int], values: [Float]) {
+    /// Writes the pixels into `values` as [C, H, W] floats in the model's
+    /// color order, scaled and biased (`values` holds at least C × H × W).
+    private func writeImage(_ image: PixelBuffer, colorSpace: String, steps: Preprocessing, into values: UnsafeMutableBufferPointer<Float>) {
         let width = image.width, height = image.height, plane = width * height
         let format = image.pixelFormat
         let gray = colorSpace.hasPrefix("GRAYSCALE")
-        var values = [Float](repeating: 0, count: (gray ? 1 : 3) * plane)
+        let count = (gray ? 1 : 3) * plane
+        guard values.count >= count else { return }
         let (r, g, b) = format.rgbOffsets
         let step = format.bytesPerPixel
+        let bgr = colorSpace == "BGR"
         image.bytes.withUnsafeBufferPointer { bytes in
             for y in 0..<height {
                 let row = y * image.bytesPerRow
@@ -251,7 +267,6 @@ public final class NetworkEngine: PredictionEngine {
                         values[p] = luminance * steps.scale + steps.gray
                     } else {
                         let red = Float(bytes[pixel + r]), green = Float(bytes[pixel + g]), blue = Float(bytes[pixel + b])
-                        let bgr = colorSpace == "BGR"
                         values[p] = (bgr ? blue : red) * steps.scale + (bgr ? steps.blue : steps.red)
                         values[plane + p] = green * steps.scale + steps.green
                         values[2 * plane + p] = (bgr ? red : blue) * steps.scale + (bgr ? steps.red : steps.blue)
@@ -259,10 +274,9 @@ public final class NetworkEngine: PredictionEngine {
                 }
             }
         }
-        if let mean = steps.meanImage, mean.count == values.count {
-            for index in values.indices { values[index] -= mean[index] }
+        if let mean = steps.meanImage, mean.count == count {
+            for index in 0..<count { values[index] -= mean[index] }
         }
-        return ([gray ? 1 : 3, height, width], values)
     }
 
     /// The input shapes the description declares (for planning at load).

@@ -20,6 +20,14 @@ enum StepKind: Sendable {
         var deconvolutionAdjustment: (Int, Int)? = nil
         /// Input and output are channel-last already (no transposes around XNNPACK).
         var channelsLast = false
+
+        /// 1×1, stride 1, unpadded, one group, channel-last: one matrix
+        /// product over the pixels (`BLAS.pointwiseConvolution`), which
+        /// OpenBLAS runs faster than XNNPACK's Debian build.
+        var isPointwise: Bool {
+            channelsLast && deconvolutionAdjustment == nil && groups == 1 && kernel == (1, 1) && stride == (1, 1)
+                && padding == (0, 0, 0, 0)
+        }
     }
 
     struct Pooling: Sendable {

@@ -66,14 +66,18 @@ struct ShapeRules {
             }
             let (out, padding) = try Self.window(input: (height, width), kernel: conv.kernel, stride: conv.stride,
                                                  dilation: conv.dilation, padding: conv.padding, layer: bad)
-            // Core ML's [out, in/groups, kH, kW] to XNNPACK's [out, kH, kW, in/groups].
-            var packed = [Float](repeating: 0, count: conv.weights.count)
+            // Core ML's [out, in/groups, kH, kW] to XNNPACK's [out, kH, kW, in/groups]: the same
+            // order for a 1×1 kernel or one input channel per group (depthwise), whose weights
+            // the plan then shares with the graph instead of holding a second copy.
             let kh = conv.kernel.height, kw = conv.kernel.width, kc = conv.kernelChannels
-            for o in 0..<conv.outputChannels {
-                for i in 0..<kc {
-                    for y in 0..<kh {
-                        for x in 0..<kw {
-                            packed[((o * kh + y) * kw + x) * kc + i] = conv.weights[((o * kc + i) * kh + y) * kw + x]
+            var packed = conv.weights
+            if kh * kw > 1 && kc > 1 {
+                for o in 0..<conv.outputChannels {
+                    for i in 0..<kc {
+                        for y in 0..<kh {
+                            for x in 0..<kw {
+                                packed[((o * kh + y) * kw + x) * kc + i] = conv.weights[((o * kc + i) * kh + y) * kw + x]
+                            }
                         }
                     }
                 }

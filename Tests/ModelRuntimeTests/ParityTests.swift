@@ -27,7 +27,7 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
 
     /// Runs every case through `model` (or the file's own model) and records
     /// each output that differs from the reference by more than the tolerance.
-    func check(compiled: Bool = false) throws {
+    func check(compiled: Bool = false, threads: Int = 1) throws {
         let document = try #require(try JSONSerialization.jsonObject(
             with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(name).json")))) as? [String: Any])
         let modelName = try #require(document["model"] as? String)
@@ -44,7 +44,7 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
             _ = try BundleCompiler().compile(Fixtures.path("\(folder)/\(modelName)"), to: path)
         }
         defer { if let scratch { try? FileManager.default.removeItem(at: scratch) } }
-        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1))
+        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads))
         #expect(model.summary.modelType == document["kind"] as? String)
         let parser = PredictionInputs(model: model)
         for (index, testCase) in cases.enumerated() {
@@ -91,5 +91,12 @@ struct NetworkParityTests {
     @Test("outputs match the reference engine, from the compiled bundle", arguments: files)
     func compiled(_ file: ParityFile) throws {
         try file.check(compiled: true)
+    }
+
+    /// Kernels split their work over the model's threads (pointwise
+    /// convolutions in row blocks, for one): any split gives the same answers.
+    @Test("outputs match the reference engine on several threads", arguments: files, [2, 3, 5])
+    func threaded(_ file: ParityFile, threads: Int) throws {
+        try file.check(threads: threads)
     }
 }
