@@ -4,6 +4,7 @@ import ModelCompiler
 import ModelFeatures
 import ModelRuntime
 import ModelSpec
+import ModelTraining
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
 /// releases and listed in the README.
@@ -66,6 +67,14 @@ enum ExitCode: Int32, CaseIterable {
     case badInput = 93
     /// The model is of a kind (or holds a layer) that modelc does not run; refused at load.
     case unsupportedModel = 94
+    /// `train`, `evaluate`: the labelled folders are refused (fewer than two labels, too few images
+    /// in a label, a directory that cannot be listed).
+    case badTrainingData = 95
+    /// `train`: the base model cannot be cut into a feature extractor (not a neural network on an
+    /// image, no final classification layers, an unknown --feature-output).
+    case badBaseModel = 96
+    /// `evaluate`: the model is not a classifier with an image input.
+    case notAnImageClassifier = 97
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -129,6 +138,17 @@ enum ExitCode: Int32, CaseIterable {
         case .bundle(let error): ExitCode(error)
         case .source(let error): ExitCode(error)
         case .runtime(let error): ExitCode(error)
+        }
+    }
+
+    init(_ error: TrainingError) {
+        self = switch error {
+        case .unreadableDirectory, .tooFewLabels, .tooFewImages: .badTrainingData
+        case .baseModel, .extraction: .badBaseModel
+        case .invalidOption: .usage
+        case .invalidExport: .internalError
+        case .model: .notAnImageClassifier
+        case .write: .cannotWrite
         }
     }
 

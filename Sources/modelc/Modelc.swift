@@ -24,6 +24,8 @@ enum Modelc {
         Command(spec: CacheCommand.spec, run: CacheCommand.run),
         Command(spec: BuildCommand.spec, run: BuildCommand.run),
         Command(spec: PredictCommand.spec, run: PredictCommand.run),
+        Command(spec: TrainCommand.spec, run: TrainCommand.run),
+        Command(spec: EvaluateCommand.spec, run: EvaluateCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 
