@@ -67,7 +67,7 @@ let package = Package(
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
-        .target(name: "FixtureSupport", dependencies: ["CArchive"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
+        .target(name: "FixtureSupport", dependencies: ["CArchive", "CVips", "ImageDecoding"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),

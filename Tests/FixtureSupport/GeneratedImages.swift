@@ -1,18 +1,17 @@
 import CVips
-import FixtureSupport
 import Foundation
 import ImageDecoding
 
 /// Labelled image folders made for a test: each label a colour, every pixel
 /// with noise, and a bright square in a random place.
-enum GeneratedImages {
-    static let colors: [String: (Int, Int, Int)] = [
+public enum GeneratedImages {
+    public static let colors: [String: (Int, Int, Int)] = [
         "red": (200, 50, 40), "green": (40, 180, 60), "blue": (40, 60, 200), "yellow": (210, 200, 40),
     ]
 
     /// Writes `count` images for each label into `directory/LABEL/`, as PNG
     /// (every third one as JPEG), `width` × `height`.
-    static func write(labels: [String], count: Int, into directory: String, seed: UInt64,
+    public static func write(labels: [String], count: Int, into directory: String, seed: UInt64,
                       width: Int = 40, height: Int = 36) throws {
         var random = TestRandom(seed: seed)
         for label in labels {
@@ -28,7 +27,7 @@ enum GeneratedImages {
         }
     }
 
-    static func image(color: (Int, Int, Int), width: Int, height: Int, random: inout TestRandom) -> [UInt8] {
+    public static func image(color: (Int, Int, Int), width: Int, height: Int, random: inout TestRandom) -> [UInt8] {
         var pixels = [UInt8](repeating: 0, count: width * height * 3)
         let side = width / 3
         let left = Int(random.next() % UInt64(width - side)), top = Int(random.next() % UInt64(height - side))
@@ -46,7 +45,7 @@ enum GeneratedImages {
     }
 
     /// RGB pixels encoded by libvips (`.png` or `.jpg`).
-    static func encode(_ pixels: [UInt8], width: Int, height: Int, suffix: String) throws -> Data {
+    public static func encode(_ pixels: [UInt8], width: Int, height: Int, suffix: String) throws -> Data {
         _ = try ImageLibrary.threadsPerImage()  // starts libvips
         guard let image = pixels.withUnsafeBytes({ memory in
             vips_image_new_from_memory_copy(memory.baseAddress, memory.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
@@ -61,18 +60,18 @@ enum GeneratedImages {
         return Data(bytes: bytes, count: size)
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 }
 
 /// SplitMix64, for test data that is the same in every run.
-struct TestRandom {
+public struct TestRandom {
     var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
