@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
         .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
         // In-process timings for make bench.
-        .executableTarget(name: "ModelcBenchmarks", dependencies: ["CVips", "ImageDecoding", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining"]),
+        .executableTarget(name: "ModelcBenchmarks", dependencies: ["ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
         .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),

@@ -77,6 +77,9 @@ public struct TrainedImageClassifier: Sendable {
     public let network: FeatureNetwork
     public let export: ClassifierExport
     public let report: TrainingReport
+    /// The feature rows fitted (augmented copies included) and validated on.
+    public let trainingRows: LogisticRegression.Rows
+    public let validationRows: LogisticRegression.Rows
 
     /// Writes the pipeline `.mlmodel` atomically, after validating it.
     public func write(to path: String) throws(TrainingError) {
@@ -219,7 +222,8 @@ public enum ImageClassifierTrainer {
                                         ? "Image classifier of \(folders.labels.count) labels on \(URL(fileURLWithPath: options.basePath).lastPathComponent) features"
                                         : options.shortDescription,
                                       version: options.version, userDefined: metadata)
-        return TrainedImageClassifier(network: network, export: export, report: trainingReportSummary)
+        return TrainedImageClassifier(network: network, export: export, report: trainingReportSummary,
+                                      trainingRows: training, validationRows: validation)
     }
 
     static func report(_ fit: LogisticRegression.Fit, rows: LogisticRegression.Rows, labels: [String]) -> ClassificationReport {
