@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Transfer learning: labelled image folders, cached features of a cut base network,
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
-        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -82,7 +82,7 @@ let package = Package(
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "FixtureSupport"]),
-        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

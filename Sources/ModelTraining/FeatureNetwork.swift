@@ -1,5 +1,6 @@
 import CoreMLSchema
 import Foundation
+import ModelCompiler
 import ModelFeatures
 import ModelRuntime
 import ModelSpec
@@ -28,7 +29,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     /// The image input and its declared type.
     public let imageInput: String
     public let imageType: ImageType
-    /// SHA-256 of the base's specification file and the feature name: what cached features are keyed by.
+    /// SHA-256 of the base's serialized specification and the feature name: what cached features are keyed by.
     public let digest: String
 
     private let file: ModelFile
@@ -43,12 +44,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     ///   not a neural network on an image, or the feature output is not found.
     public init(basePath: String, featureOutput: String? = nil) throws(TrainingError) {
         self.basePath = basePath
-        let file: ModelFile
-        do {
-            file = try ModelFile.open(basePath)
-        } catch {
-            throw .baseModel(path: basePath, reason: error.description)
-        }
+        let file = try Self.open(basePath)
         self.file = file
         let root = file.specification.root
         let summary = ModelSummary(file)
@@ -105,7 +101,7 @@ public final class FeatureNetwork: @unchecked Sendable {
         self.layers = keep.reversed().map { layers[$0] }
         keptLayers = keep.count
 
-        let specification = try Self.specificationFile(file.specificationPath, basePath: basePath)
+        let specification = withExtendedLifetime(file) { packed(file.specification.root) }
         digest = SHA256Digest.of(specification + Array(("\u{0}" + feature).utf8)).description
 
         // Run the cut once on a blank image to learn the feature's length.
@@ -242,11 +238,35 @@ public final class FeatureNetwork: @unchecked Sendable {
         }
     }
 
-    private static func specificationFile(_ path: String, basePath: String) throws(TrainingError) -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .baseModel(path: basePath, reason: "cannot read \(path)")
+    /// The base's source model; a compiled bundle is decompiled (to a scratch
+    /// directory, removed once read: the unpacked tree holds the weights).
+    private static func open(_ path: String) throws(TrainingError) -> ModelFile {
+        guard FileManager.default.fileExists(atPath: path + "/manifest.json") else {
+            do {
+                return try ModelFile.open(path)
+            } catch {
+                throw .baseModel(path: path, reason: error.description)
+            }
         }
-        return [UInt8](data)
+        let scratch = NSTemporaryDirectory() + "/modelc-base-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        do {
+            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        } catch {
+            throw .baseModel(path: path, reason: "cannot create \(scratch)")
+        }
+        let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+        do {
+            let report = try BundleDecompiler.decompile(path, to: scratch + "/" + name + ".mlmodel")
+            guard report.format == .mlmodel else {
+                throw TrainingError.baseModel(path: path, reason: "cutting an ML program is not supported yet")
+            }
+            return try ModelFile.open(report.output)
+        } catch let error as TrainingError {
+            throw error
+        } catch {
+            throw .baseModel(path: path, reason: "\(error)")
+        }
     }
 
     static func blankImage(_ type: ImageType) -> PixelBuffer {

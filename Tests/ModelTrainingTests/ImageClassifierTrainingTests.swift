@@ -1,5 +1,6 @@
 import FixtureSupport
 import Foundation
+import ModelCompiler
 import ModelFeatures
 import ModelRuntime
 import ModelSpec
@@ -46,6 +47,17 @@ import Testing
         #expect(network.featureCount == 32 * 8 * 8)
         #expect(!network.isAutomatic)
         #expect(throws: TrainingError.self) { try FeatureNetwork(basePath: Self.base, featureOutput: "nothing") }
+    }
+
+    @Test func aCompiledBundleIsCutAsItsSourceIs() throws {
+        let directory = try TemporaryDirectory()
+        let bundle = directory.path + "/Base.mlmodelc"
+        _ = try BundleCompiler(options: CompileOptions()).compile(Self.base, to: bundle)
+        let fromBundle = try FeatureNetwork(basePath: bundle)
+        let fromSource = try FeatureNetwork(basePath: Self.base)
+        #expect(fromBundle.digest == fromSource.digest)
+        let image = try #require(PixelBuffer(width: 32, height: 32, pixelFormat: .rgb, bytes: (0..<3072).map { UInt8($0 % 251) }))
+        #expect(try fromBundle.features(of: image) == fromSource.features(of: image))
     }
 
     @Test func aTrainedModelLabelsHeldBackImagesAndRunsInTheRuntime() throws {
