@@ -28,6 +28,7 @@ enum TrainingBenchmark {
         print("cached_extraction_seconds \(again.report.extraction.seconds)")
         print("fit_seconds \(best)")
         print("iterations \(fit?.iterations ?? 0)")
+        print("loss \(fit?.loss ?? 0)")
         print("training_accuracy \(report.training.accuracy)")
         print("validation_accuracy \(report.validation?.accuracy ?? 0)")
         try writeNumPy(trained.trainingRows.values, shape: [trained.trainingRows.count, trained.trainingRows.width], to: work + "/train.npy")

@@ -25,7 +25,7 @@ enum TrainCommand {
         arguments: [PositionalSpec(name: "KIND", help: "What to train: image-classifier."),
                     PositionalSpec(name: "DATA_DIR", help: "One folder of images per label.")],
         options: [
-            OptionSpec(name: "base", valueName: "MODEL", help: "The base network: an .mlmodel or .mlpackage with an image input."),
+            OptionSpec(name: "base", valueName: "MODEL", help: "The base network: an .mlmodel, .mlpackage or bundle with an image input."),
             OptionSpec(name: "output", short: "o", valueName: "OUT.mlmodel", help: "Where to write the trained model."),
             OptionSpec(name: "feature-output", valueName: "NAME", help: "The base's value to use as the feature vector."),
             OptionSpec(name: "validation", valueName: "DIR", help: "Validation images: one folder per label."),
