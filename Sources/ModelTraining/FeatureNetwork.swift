@@ -124,17 +124,16 @@ public final class FeatureNetwork: @unchecked Sendable {
     ///
     /// - Throws: `TrainingError.extraction` when the network fails on it.
     public func features(of image: PixelBuffer) throws(TrainingError) -> [Float] {
+        let outputs: [String: FeatureValue]
         do {
-            let outputs = try runnable.prediction(from: [imageInput: .image(image)])
-            guard case .multiArray(let values)? = outputs[featureName] else {
-                throw TrainingError.extraction(reason: "no \"\(featureName)\" output")
-            }
-            return values.floats
-        } catch let error as TrainingError {
-            throw error
+            outputs = try runnable.prediction(from: [imageInput: .image(image)])
         } catch {
-            throw .extraction(reason: "\(error)")
+            throw .extraction(reason: error.description)
         }
+        guard case .multiArray(let values)? = outputs[featureName] else {
+            throw .extraction(reason: "no \"\(featureName)\" output")
+        }
+        return values.floats
     }
 
     /// The pixel format images are decoded to for this network.
