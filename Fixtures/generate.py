@@ -309,6 +309,57 @@ def generate_request_images(images_dir):
         f.write(b"this is text, not a PNG\n")
 
 
+FEATURE_BASE_LABELS = ["a", "b", "c", "d"]
+
+
+def build_image_feature_base():
+    """A tiny 32x32 RGB conv net classifier whose penultimate layer gives a
+    32-value feature vector: the base network of the training tests."""
+    rng = np.random.default_rng(1401)
+    builder = NeuralNetworkBuilder(
+        [("image", datatypes.Array(3, 32, 32))],
+        [("classLabelProbs", datatypes.Array(len(FEATURE_BASE_LABELS)))],
+        mode="classifier",
+    )
+    previous, channels = "image", 3
+    for index, (out_channels, pool) in enumerate([(8, True), (16, True), (32, False)], start=1):
+        builder.add_convolution(
+            name="conv%d" % index, kernel_channels=channels, output_channels=out_channels, height=3, width=3,
+            stride_height=1, stride_width=1, border_mode="same", groups=1,
+            W=rand(rng, 3, 3, channels, out_channels, scale=0.5), b=rand(rng, out_channels), has_bias=True,
+            input_name=previous, output_name="conv%d_out" % index)
+        builder.add_activation("relu%d" % index, "RELU", "conv%d_out" % index, "relu%d_out" % index)
+        previous, channels = "relu%d_out" % index, out_channels
+        if pool:
+            builder.add_pooling(
+                name="pool%d" % index, height=2, width=2, stride_height=2, stride_width=2,
+                layer_type="MAX", padding_type="VALID", input_name=previous, output_name="pool%d_out" % index)
+            previous = "pool%d_out" % index
+    builder.add_pooling(
+        name="global_pool", height=1, width=1, stride_height=1, stride_width=1,
+        layer_type="AVERAGE", padding_type="VALID",
+        input_name=previous, output_name="global_pool_out", is_global=True)
+    builder.add_flatten("flatten", 0, "global_pool_out", "features")
+    builder.add_inner_product(
+        name="fc", W=rand(rng, len(FEATURE_BASE_LABELS), 32), b=rand(rng, len(FEATURE_BASE_LABELS)),
+        input_channels=32, output_channels=len(FEATURE_BASE_LABELS), has_bias=True,
+        input_name="features", output_name="fc_out")
+    builder.add_softmax("softmax", "fc_out", "classLabelProbs")
+    builder.set_class_labels(FEATURE_BASE_LABELS, predicted_feature_name="classLabel",
+                             prediction_blob="classLabelProbs")
+    builder.set_pre_processing_parameters(
+        image_input_names=["image"], is_bgr=False, image_scale=1.0 / 255.0)
+    spec = builder.spec
+    set_metadata(spec, "Tiny 32x32 RGB conv net with random weights: the base network of the training tests.",
+                 user={"fixture.purpose": "modelc train tests", "fixture.seed": "1401"})
+    describe_features(spec, {
+        "image": "32x32 RGB input image",
+        "classLabel": "Most likely class",
+        "classLabelProbs": "Probability of each class",
+    })
+    return spec
+
+
 def image_classifier_flexible(base):
     spec = Model_pb2.Model()
     spec.CopyFrom(base)
@@ -1201,6 +1252,7 @@ def generate(out_dir):
     mean_color = build_mean_color()
     save("MeanColor.mlmodel", mean_color)
     save("MeanColorEnumerated.mlmodel", mean_color_enumerated(mean_color))
+    save("ImageFeatureBase.mlmodel", build_image_feature_base())
     regressor = build_array_regressor()
     save("ArrayRegressor.mlmodel", regressor)
     save("ArrayRegressorEnumerated.mlmodel", array_regressor_enumerated(regressor))

@@ -128,3 +128,27 @@ echo "  (targets: latency at 1 thread ≤ 1.0×, peak RSS ≤ 1.0×; onnxruntime
 
 # Image classification end to end against Pillow + onnxruntime (issue 13).
 Scripts/bench-classify.sh "$net"
+# Training: an image classifier on 1,000 generated images (four colour labels,
+# Scripts/bench_training.py) with the MobileNetV2-shaped network above as the
+# base. modelc's feature extraction (an empty cache, then a second run from the
+# cache) and fit are timed in-process; scikit-learn's LogisticRegression
+# (lbfgs) fits the same features with the same objective in the same run.
+echo
+training="$work/training"
+mkdir -p "$training/work"
+.venv/bin/python Scripts/bench_training.py generate "$training/images" 1000
+l2=${BENCH_TRAINING_L2:-0.01}
+iterations=${BENCH_TRAINING_ITERATIONS:-100}
+"$bin/ModelcBenchmarks" training "$net/mobilenetv2.mlmodel" "$training/images" "$training/work" "$l2" "$iterations" > "$training/modelc.txt"
+.venv/bin/python Scripts/bench_training.py sklearn "$training/work" "$l2" "$iterations" 2>/dev/null > "$training/sklearn.txt"
+value() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+echo "training: 1,000 generated 128×128 images, 4 labels, MobileNetV2-shaped base (1280 features), λ = $l2, 10% validation"
+printf '  %-34s %8.2f s   (%s images/s)\n' "feature extraction (empty cache)" "$(value "$training/modelc.txt" extraction_seconds)" \
+    "$(python3 -c "print(f'{$(value "$training/modelc.txt" images)/$(value "$training/modelc.txt" extraction_seconds):.0f}')")"
+printf '  %-34s %8.2f s\n' "feature extraction (from the cache)" "$(value "$training/modelc.txt" cached_extraction_seconds)"
+printf '  %-34s %8.3f s   %3d iterations, objective %.6f, validation accuracy %.4f\n' \
+    "fit: modelc (liblbfgs)" "$(value "$training/modelc.txt" fit_seconds)" "$(value "$training/modelc.txt" iterations)" \
+    "$(value "$training/modelc.txt" loss)" "$(value "$training/modelc.txt" validation_accuracy)" \
+    "fit: scikit-learn (lbfgs)" "$(value "$training/sklearn.txt" fit_seconds)" "$(value "$training/sklearn.txt" iterations)" \
+    "$(value "$training/sklearn.txt" loss)" "$(value "$training/sklearn.txt" validation_accuracy)"
+echo "  scikit-learn / modelc fit time     $(ratio "$(value "$training/sklearn.txt" fit_seconds)" "$(value "$training/modelc.txt" fit_seconds)")×   (goal ≥ 1× at equal validation accuracy)"

@@ -5,12 +5,14 @@ import Foundation
 //        ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 //        ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
 //        ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
+//        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
            ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
            ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
            ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
+           ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 
     """
 
@@ -35,6 +37,12 @@ do {
             exit(64)
         }
         try ClassifyBenchmark.run(bundle: arguments[1], images: arguments[2], threads: threads)
+    case "training" where arguments.count == 6:
+        guard let l2 = Double(arguments[4]), let iterations = Int(arguments[5]), iterations > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try TrainingBenchmark.run(base: arguments[1], data: arguments[2], work: arguments[3], l2: l2, maxIterations: iterations)
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)

@@ -5,6 +5,7 @@ import ModelCompiler
 import ModelFeatures
 import ModelRuntime
 import ModelSpec
+import ModelTraining
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
 /// releases and listed in the README.
@@ -73,6 +74,14 @@ enum ExitCode: Int32, CaseIterable {
     case unknownLabel = 96
     /// `classify`: an image could not be read or decoded (the other images were classified).
     case badImage = 97
+    /// `train`, `evaluate`: the labelled folders are refused (fewer than two labels, too few images
+    /// in a label, a directory that cannot be listed).
+    case badTrainingData = 98
+    /// `train`: the base model cannot be cut into a feature extractor (not a neural network on an
+    /// image, no final classification layers, an unknown --feature-output).
+    case badBaseModel = 99
+    /// `evaluate`: the model is not a classifier with an image input.
+    case notAnImageClassifier = 100
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -147,6 +156,17 @@ enum ExitCode: Int32, CaseIterable {
         case .image: .badImage
         case .model(let error): ExitCode(error)
         case .cachedModelNeedsAsync: .internalError
+        }
+    }
+
+    init(_ error: TrainingError) {
+        self = switch error {
+        case .unreadableDirectory, .tooFewLabels, .tooFewImages: .badTrainingData
+        case .baseModel, .extraction: .badBaseModel
+        case .invalidOption: .usage
+        case .invalidExport: .internalError
+        case .model: .notAnImageClassifier
+        case .write: .cannotWrite
         }
     }
 

@@ -1,0 +1,97 @@
+import FixtureSupport
+import Foundation
+import Testing
+
+/// `modelc train image-classifier` and `modelc evaluate` run as a user runs
+/// them, on generated image folders with the tiny base network fixture.
+@Suite struct TrainCommandTests {
+    static let base = "Fixtures/Models/ImageFeatureBase.mlmodel"
+
+    struct Workspace {
+        let directory: TemporaryDirectory
+        var data: String { directory.path + "/data" }
+        var cache: String { directory.path + "/cache" }
+        var model: String { directory.path + "/Colors.mlmodel" }
+
+        init(labels: [String] = ["blue", "red", "yellow"], count: Int = 12) throws {
+            directory = try TemporaryDirectory()
+            try GeneratedImages.write(labels: labels, count: count, into: directory.path + "/data", seed: 11)
+        }
+
+        func run(_ arguments: [String]) throws -> ModelcProcess.Result {
+            try ModelcProcess.run(arguments, environment: ["MODELC_CACHE": cache])
+        }
+
+        func train(_ extra: [String] = []) throws -> ModelcProcess.Result {
+            try run(["train", "image-classifier", data, "--base", TrainCommandTests.base, "-o", model] + extra)
+        }
+    }
+
+    @Test func trainsReportsAndWritesAModelThatPredictAndEvaluateRun() throws {
+        let work = try Workspace()
+        let result = try work.train(["--seed", "5", "--author", "tests", "--augment", "flip,blur"])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardError.contains("cut at \"features\" (32 values, found automatically: the input of \"fc\" (innerProduct))"))
+        #expect(result.standardError.contains("validation: 3 validation images held back from the training folders (10.0% of each label, chosen with seed 5)"))
+        #expect(result.standardError.contains("iteration 1: loss "))
+        #expect(result.standardOutput.contains("plus 66 augmented copies for training"))
+        #expect(result.standardOutput.contains("validation: 100.0% accuracy on 3 images"))
+        #expect(result.standardOutput.contains("\(work.model): written ("))
+
+        let predicted = try work.run(["predict", work.model, "--input", "image=@\(work.data)/red/red-4.png", "--top", "1"])
+        #expect(predicted.status == 0, "\(predicted.standardError)")
+        #expect(predicted.standardOutput.hasPrefix("classLabel: red\n  red  "))
+
+        let evaluated = try work.run(["evaluate", work.model, work.data, "--json"])
+        #expect(evaluated.status == 0, "\(evaluated.standardError)")
+        let report = try #require(Fixtures.parseJSON(evaluated.standardOutput) as? [String: Any])
+        #expect(report["images"] as? Int == 36)
+        #expect((report["accuracy"] as? Double ?? 0) >= 0.95)
+        let matrix = try #require(report["confusionMatrix"] as? [String: Any])
+        #expect(matrix["labels"] as? [String] == ["blue", "red", "yellow"])
+    }
+
+    @Test func jsonReportsTheCacheAndTheSameOptionsGiveTheSameFile() throws {
+        let work = try Workspace(labels: ["blue", "green"], count: 10)
+        let first = try work.train(["--json", "--validation-split", "0.2"])
+        #expect(first.status == 0, "\(first.standardError)")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: work.model))
+        let second = try work.train(["--json", "--validation-split", "0.2"])
+        #expect(second.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: work.model)) == bytes)
+        let report = try #require(Fixtures.parseJSON(second.standardOutput) as? [String: Any])
+        let features = try #require(report["features"] as? [String: Int])
+        #expect(features == ["vectors": 20, "cacheHits": 20, "computed": 0])
+        #expect(report["validationAccuracy"] as? Double == 1)
+        #expect(second.standardError.isEmpty)
+    }
+
+    @Test func badTreesGiveTheirErrorsAndExitCodes() throws {
+        let one = try Workspace(labels: ["red"], count: 10)
+        let refused = try one.train()
+        #expect(refused.status == 98)
+        #expect(refused.standardError == "modelc: error: \(one.data): at least 2 label folders with images are needed, found 1 (\"red\")\n")
+
+        let few = try Workspace(labels: ["blue", "red"], count: 10)
+        try GeneratedImages.write(labels: ["green"], count: 3, into: few.data, seed: 12)
+        let short = try few.train()
+        #expect(short.status == 98)
+        #expect(short.standardError == "modelc: error: at least 10 images per label are needed; too few in \"green\" (3)\n")
+        #expect(!FileManager.default.fileExists(atPath: few.model))
+
+        let broken = try Workspace(labels: ["blue", "red"], count: 10)
+        try Data("not an image".utf8).write(to: URL(fileURLWithPath: broken.data + "/red/notes.png"))
+        let skipped = try broken.train(["--validation-split", "0"])
+        #expect(skipped.status == 0, "\(skipped.standardError)")
+        #expect(skipped.standardError.contains("modelc: warning: \(broken.data)/red/notes.png: skipped: not an image in a format modelc decodes\n"))
+
+        let notNetwork = try broken.run(["train", "image-classifier", broken.data, "--base", "Fixtures/Models/GLMClassifier.mlmodel", "-o", broken.model])
+        #expect(notNetwork.status == 99)
+        let usage = try broken.run(["train", "text-classifier", broken.data, "--base", Self.base, "-o", broken.model])
+        #expect(usage.status == 64)
+        let augment = try broken.train(["--augment", "flip,zoom"])
+        #expect(augment.status == 64)
+        let evaluateGLM = try broken.run(["evaluate", "Fixtures/Models/GLMClassifier.mlmodel", broken.data])
+        #expect(evaluateGLM.status == 100)
+    }
+}
