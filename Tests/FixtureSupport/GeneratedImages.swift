@@ -13,7 +13,7 @@ public enum GeneratedImages {
     /// (every third one as JPEG), `width` × `height`.
     public static func write(labels: [String], count: Int, into directory: String, seed: UInt64,
                       width: Int = 40, height: Int = 36) throws {
-        var random = TestRandom(seed: seed)
+        var random = SplitMix(seed: seed)
         for label in labels {
             let folder = directory + "/" + label
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -27,7 +27,7 @@ public enum GeneratedImages {
         }
     }
 
-    public static func image(color: (Int, Int, Int), width: Int, height: Int, random: inout TestRandom) -> [UInt8] {
+    public static func image(color: (Int, Int, Int), width: Int, height: Int, random: inout SplitMix) -> [UInt8] {
         var pixels = [UInt8](repeating: 0, count: width * height * 3)
         let side = width / 3
         let left = Int(random.next() % UInt64(width - side)), top = Int(random.next() % UInt64(height - side))
@@ -62,20 +62,5 @@ public enum GeneratedImages {
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
-    }
-}
-
-/// SplitMix64, for test data that is the same in every run.
-public struct TestRandom {
-    var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

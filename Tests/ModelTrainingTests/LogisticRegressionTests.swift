@@ -6,7 +6,7 @@ import Testing
 @Suite struct LogisticRegressionTests {
     /// Three Gaussian blobs in `width` dimensions.
     static func blobs(count: Int, width: Int, seed: UInt64) -> LogisticRegression.Rows {
-        var random = TestRandom(seed: seed)
+        var random = SplitMix(seed: seed)
         func unit() -> Double { Double(random.next() >> 11) * 0x1.0p-53 }
         var rows = LogisticRegression.Rows(width: width)
         for index in 0..<count {
