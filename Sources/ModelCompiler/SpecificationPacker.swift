@@ -9,7 +9,7 @@ import ModelSpec
 /// The unpacked tree is changed in place for the length of one `pack` call
 /// and restored before it returns, so the caller must hold the only reference
 /// to it (the compiler opens its own `ModelFile`).
-enum SpecificationPacker {
+package enum SpecificationPacker {
     /// Runs `body` while every planned weight of the tree at `root` refers to
     /// its blob in the bundle's weight file instead of holding its values.
     static func withStrippedWeights<Result>(
@@ -30,7 +30,7 @@ enum SpecificationPacker {
     }
 
     /// Serializes a message tree with protobuf-c.
-    static func pack(_ root: UnsafePointer<CoreML__Specification__Model>) -> [UInt8] {
+    package static func pack(_ root: UnsafePointer<CoreML__Specification__Model>) -> [UInt8] {
         let message = UnsafeRawPointer(root).assumingMemoryBound(to: ProtobufCMessage.self)
         let size = protobuf_c_message_get_packed_size(message)
         var bytes = [UInt8](repeating: 0, count: size)

@@ -1,5 +1,6 @@
 import CoreMLSchema
 import Foundation
+import ModelCompiler
 import ModelSpec
 import ModelValidation
 import SystemIO
@@ -76,7 +77,7 @@ public struct ClassifierExport: Sendable {
                 model.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_PIPELINE_CLASSIFIER
                 model.pipelineclassifier = classifier
             }
-            return packed(root)
+            return SpecificationPacker.pack(root)
         }
     }
 

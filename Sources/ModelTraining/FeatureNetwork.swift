@@ -101,7 +101,7 @@ public final class FeatureNetwork: @unchecked Sendable {
         self.layers = keep.reversed().map { layers[$0] }
         keptLayers = keep.count
 
-        let specification = withExtendedLifetime(file) { packed(file.specification.root) }
+        let specification = withExtendedLifetime(file) { SpecificationPacker.pack(file.specification.root) }
         digest = SHA256Digest.of(specification + Array(("\u{0}" + feature).utf8)).description
 
         // Run the cut once on a blank image to learn the feature's length.
@@ -224,7 +224,7 @@ public final class FeatureNetwork: @unchecked Sendable {
                                  network: NetworkParts, feature: String, count: Int, basePath: String) throws(TrainingError) -> Model {
         let arena = MessageArena()
         let bytes = withExtendedLifetime(file) {
-            packed(cutMessage(file: file, layers: layers, network: network, feature: feature, count: count, arena: arena))
+            SpecificationPacker.pack(cutMessage(file: file, layers: layers, network: network, feature: feature, count: count, arena: arena))
         }
         do {
             let specification = try bytes.withUnsafeBytes { buffer throws(ModelSpecError) in

@@ -100,18 +100,6 @@ final class MessageArena {
     }
 }
 
-/// Serializes a message tree with protobuf-c.
-func packed(_ root: UnsafePointer<CoreML__Specification__Model>) -> [UInt8] {
-    let message = UnsafeRawPointer(root).assumingMemoryBound(to: ProtobufCMessage.self)
-    let size = protobuf_c_message_get_packed_size(message)
-    var bytes = [UInt8](repeating: 0, count: size)
-    let written = bytes.withUnsafeMutableBufferPointer { buffer in
-        protobuf_c_message_pack(message, buffer.baseAddress)
-    }
-    precondition(written == size, "protobuf-c packed \(written) bytes, announced \(size)")
-    return bytes
-}
-
 /// The elements of a protobuf-c repeated message field.
 func elements<Element>(_ pointer: UnsafeMutablePointer<UnsafeMutablePointer<Element>?>?, _ count: Int) -> [UnsafeMutablePointer<Element>] {
     guard let pointer else { return [] }
