@@ -11,9 +11,10 @@ import SystemIO
 ///
 /// Resampling is libvips' `vips_resize` with the Lanczos 3 kernel: first a
 /// box filter by a whole factor down to within twice the target, then
-/// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs much larger
-/// than the target are scaled down while they are decoded (shrink-on-load,
-/// ½ to ⅛) whenever at least twice the target's resolution is left.
+/// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs larger than
+/// the target are scaled down while they are decoded (shrink-on-load, ½ to
+/// ⅛, in the DCT domain, itself a low-pass) as far as the target's
+/// resolution is still left, as Pillow's draft mode does.
 ///
 /// A value type, safe to use from many threads at once.
 public struct ImageDecoder: Sendable, Equatable {
@@ -103,15 +104,21 @@ public struct ImageDecoder: Sendable, Equatable {
         guard let base = bytes.baseAddress, !bytes.isEmpty else {
             throw .damaged(file: name, reason: "the file is empty")
         }
-        guard let loader = vips_foreign_find_load_buffer(base, bytes.count) else {
+        // JPEGs (the common case) go straight to their loader, which reads
+        // the header only until pixels are asked for; other formats are sniffed.
+        let isJPEG = bytes.starts(with: [0xFF, 0xD8, 0xFF])
+        if !isJPEG, vips_foreign_find_load_buffer(base, bytes.count) == nil {
             _ = Vips.takeError()
             throw .unsupportedFormat(file: name)
         }
-        let isJPEG = String(cString: loader).hasPrefix("VipsForeignLoadJpeg")
         do throws(VipsFailure) {
-            guard let loaded = modelc_vips_load_buffer(base, bytes.count) else {
-                throw VipsFailure(message: Vips.takeError())
+            var loaded: UnsafeMutablePointer<VipsImage>?
+            if isJPEG {
+                if modelc_vips_jpegload_buffer(base, bytes.count, &loaded, 1) != 0 { loaded = nil }
+            } else {
+                loaded = modelc_vips_load_buffer(base, bytes.count)
             }
+            guard let loaded else { throw VipsFailure(message: Vips.takeError()) }
             var image = VipsImageHandle(loaded)
             let upright = orientation ?? image.storedOrientation ?? .up
             if let fitting, isJPEG {
@@ -159,14 +166,14 @@ public struct ImageDecoder: Sendable, Equatable {
     }
 
     /// The JPEG shrink-on-load factor (1, 2, 4 or 8) for a fitting: the
-    /// largest that leaves at least twice the resolution the fitting needs.
+    /// largest that leaves at least the resolution the fitting needs.
     static func loadShrink(for fitting: ImageFitting, storedWidth: Int, storedHeight: Int,
                            orientation: ImageOrientation) -> Int {
         let (width, height) = orientation.swapsWidthAndHeight ? (storedHeight, storedWidth) : (storedWidth, storedHeight)
         let area = fitting.regionOfInterest.pixelArea(width: width, height: height)
         let scale = fitting.requiredScale(sourceWidth: area.width, sourceHeight: area.height)
         var shrink = 1
-        while shrink < 8, scale * Double(shrink * 2) * 2 <= 1 { shrink *= 2 }
+        while shrink < 8, scale * Double(shrink * 2) <= 1 { shrink *= 2 }
         return shrink
     }
 
