@@ -26,6 +26,7 @@ let package = Package(
         .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CXNNPack", providers: [.apt(["libxnnpack-dev", "libpthreadpool-dev"])]),
         .systemLibrary(name: "COpenBLAS", providers: [.apt(["libopenblas-dev"])]),
+        .systemLibrary(name: "CDNNL", providers: [.apt(["libdnnl-dev"])]),
         // pkg-config "vips" adds -pthread, which SwiftPM refuses with a warning; its headers need only GLib's paths.
         .systemLibrary(name: "CVips", pkgConfig: "gobject-2.0", providers: [.apt(["libvips-dev"])]),
         .systemLibrary(name: "CLBFGS", pkgConfig: "liblbfgs", providers: [.apt(["liblbfgs-dev"])]),
@@ -51,7 +52,7 @@ let package = Package(
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
         .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
         // Neural networks: the graph read from the spec, a plan made once, kernels on XNNPACK, OpenBLAS and our own loops.
-        .target(name: "NetworkRuntime", dependencies: ["COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        .target(name: "NetworkRuntime", dependencies: ["CDNNL", "COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

@@ -13,11 +13,17 @@ enum XNNPack {
 
 /// A thread pool for XNNPACK, shared by every prediction of one model.
 final class ThreadPool: @unchecked Sendable {
-    /// `nil` for one thread: XNNPACK then runs on the caller's thread.
+    /// `nil` for one thread, or when oneDNN runs the heavy layers: XNNPACK
+    /// and OpenBLAS then run on the caller's thread. (Two pools of spinning
+    /// threads, oneDNN's OpenMP one and this, would take turns on the cores:
+    /// measured 2.5× slower on two cores than oneDNN's alone.)
     let pool: pthreadpool_t?
+    /// The threads a prediction uses: oneDNN's OpenMP threads, or this pool's.
+    let threads: Int
 
     init(threads: Int) {
-        pool = threads > 1 ? pthreadpool_create(threads) : nil
+        self.threads = max(1, threads)
+        pool = threads > 1 && OneDNN.engine == nil ? pthreadpool_create(threads) : nil
     }
 
     deinit {

@@ -2,8 +2,9 @@ import ModelFeatures
 
 extension NetworkEngine {
     /// Bytes the engine holds now: the graph's decoded weights; each plan's
-    /// prepared weights (re-laid out for their kernels; a buffer the plan
-    /// shares with the graph counted once); and every prediction state made
+    /// prepared weights (re-laid out for their kernels, oneDNN's reordered
+    /// ones included; a buffer the plan shares with the graph counted once);
+    /// and every prediction state made
     /// for a plan, idle or running (`NetworkPlan.stateBytes`). It grows as
     /// plans are made for new input shapes and as concurrent predictions need
     /// more states, and never shrinks while the engine lives.
@@ -15,6 +16,7 @@ extension NetworkEngine {
         for entry in plans.withLock({ Array($0.values) }) {
             for step in entry.plan.steps {
                 for parameter in step.kind.parameters { bytes.add(parameter) }
+                if let prepared = step.kind.prepared { bytes.add(bytes: prepared.preparedBytes) }
                 if case .gather(let indices, _) = step.kind { bytes.add(indices) }
             }
             bytes.add(bytes: entry.statesMade.load(ordering: .relaxed) * entry.plan.stateBytes)
@@ -32,8 +34,8 @@ extension NetworkPlan {
         var floats = slotSizes.reduce(0, +) + max(1, scratch.input) + max(1, scratch.output)
         for step in steps {
             switch step.kind {
-            case .convolution(let conv) where !conv.isPointwise: floats += conv.weights.count + (conv.bias?.count ?? 0)
-            case .fullyConnected(_, _, _, let weights, let bias, _): floats += weights.count + (bias?.count ?? 0)
+            case .convolution(let conv) where !conv.isPointwise && conv.prepared == nil: floats += conv.weights.count + (conv.bias?.count ?? 0)
+            case .fullyConnected(_, _, _, let weights, let bias, _, nil): floats += weights.count + (bias?.count ?? 0)
             default: break
             }
         }
@@ -70,11 +72,20 @@ extension LayerOperation.Activation {
 }
 
 extension StepKind {
+    /// The step's layer as prepared on oneDNN, if it was.
+    var prepared: DNNLKernel? {
+        switch self {
+        case .convolution(let conv): conv.prepared
+        case .fullyConnected(_, _, _, _, _, _, let prepared): prepared
+        default: nil
+        }
+    }
+
     /// The float parameter arrays a step holds.
     var parameters: [[Float]?] {
         switch self {
         case .convolution(let conv): [conv.weights, conv.bias]
-        case .fullyConnected(_, _, _, let weights, let bias, _): [weights, bias]
+        case .fullyConnected(_, _, _, let weights, let bias, _, _): [weights, bias]
         case .channelAffine(let scale, let shift, _, _, _): [scale, shift]
         case .activation(let activation, _, _, _): activation.parameters
         case .matmul(_, _, _, _, _, _, let weights, let bias, _, _): [weights, bias]

@@ -304,7 +304,7 @@ public final class NetworkEngine: PredictionEngine {
         let key = key ?? interface.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
         if let existing = plans.withLock({ $0[key] }) { return existing }
         let keep = Set(interface.outputs.map(\.name) + [probabilitiesValue].compactMap { $0 })
-        let plan = try NetworkPlan(graph: graph, inputShapes: shapes, keep: keep)
+        let plan = try NetworkPlan(graph: graph, inputShapes: shapes, keep: keep, threads: pool.threads)
         return plans.withLock { plans in
             if let existing = plans[key] { return existing }
             let entry = PlanEntry(plan: plan)

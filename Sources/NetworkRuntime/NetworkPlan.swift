@@ -20,12 +20,16 @@ enum StepKind: Sendable {
         var deconvolutionAdjustment: (Int, Int)? = nil
         /// Input and output are channel-last already (no transposes around XNNPACK).
         var channelsLast = false
+        /// The convolution prepared on oneDNN, reading the layout `channelsLast`
+        /// says; `nil` runs it on OpenBLAS (1×1) or XNNPACK (transposed, or
+        /// what oneDNN does not take).
+        var prepared: DNNLKernel?
 
-        /// 1×1, stride 1, unpadded, one group, channel-last: one matrix
-        /// product over the pixels (`BLAS.pointwiseConvolution`), which
-        /// OpenBLAS runs faster than XNNPACK's Debian build.
+        /// 1×1, stride 1, unpadded, one group, channel-last: without oneDNN,
+        /// one matrix product over the pixels (`BLAS.pointwiseConvolution`),
+        /// which OpenBLAS runs faster than XNNPACK's Debian build.
         var isPointwise: Bool {
-            channelsLast && deconvolutionAdjustment == nil && groups == 1 && kernel == (1, 1) && stride == (1, 1)
+            prepared == nil && channelsLast && deconvolutionAdjustment == nil && groups == 1 && kernel == (1, 1) && stride == (1, 1)
                 && padding == (0, 0, 0, 0)
         }
     }
@@ -45,7 +49,9 @@ enum StepKind: Sendable {
     }
 
     case convolution(Convolution)
-    case fullyConnected(inputs: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?, outputRange: (Float, Float))
+    /// `prepared`: the layer on oneDNN (set by the plan), else it runs on XNNPACK.
+    case fullyConnected(inputs: Int, outputs: Int, rows: Int, weights: [Float], bias: [Float]?, outputRange: (Float, Float),
+                        prepared: DNNLKernel? = nil)
     case channelAffine(scale: [Float], shift: [Float], channels: Int, plane: Int, channelsLast: Bool = false)
     case activation(LayerOperation.Activation, channels: Int, plane: Int, channelsLast: Bool = false)
     /// Between channel-first [C, H, W] and channel-last [H, W, C] storage.
@@ -105,8 +111,9 @@ struct NetworkPlan: Sendable {
     let exported: [String: String]
 
     /// Works out shapes, fuses activations into the layer before them when
-    /// that layer's output is used only there, and assigns slots.
-    init(graph: NetworkGraph, inputShapes: [String: [Int]], keep: Set<String>) throws(RuntimeError) {
+    /// that layer's output is used only there, prepares convolutions for
+    /// `threads` threads, and assigns slots.
+    init(graph: NetworkGraph, inputShapes: [String: [Int]], keep: Set<String>, threads: Int) throws(RuntimeError) {
         var shapes = inputShapes
         var kinds: [(layer: String, kind: StepKind, inputs: [String], output: String)] = []
         var uses: [String: Int] = [:]
@@ -155,8 +162,23 @@ struct NetworkPlan: Sendable {
         kinds = layouts.run(kinds, keep: keep)
         shapes = layouts.shapes
         exported = layouts.exported
+        // Convolutions and fully connected layers are prepared on oneDNN now that their layouts are known.
+        for index in kinds.indices {
+            switch kinds[index].kind {
+            case .convolution(var conv):
+                conv.prepared = DNNLKernel.convolution(conv, threads: threads)
+                kinds[index].kind = .convolution(conv)
+            case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range, _):
+                let prepared = DNNLKernel.fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
+                                                         outputRange: range, threads: threads)
+                kinds[index].kind = .fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
+                                                    outputRange: range, prepared: prepared)
+            default:
+                break
+            }
+        }
         for step in kinds {
-            if case .convolution(let conv) = step.kind, !conv.channelsLast {
+            if case .convolution(let conv) = step.kind, !conv.channelsLast, conv.prepared == nil {
                 scratchIn = max(scratchIn, conv.input.channels * conv.input.height * conv.input.width)
                 scratchOut = max(scratchOut, conv.output.channels * conv.output.height * conv.output.width)
             }
@@ -218,7 +240,7 @@ extension StepKind {
         case .convolution(var conv):
             conv.outputRange = (max(conv.outputRange.0, range.0), min(conv.outputRange.1, range.1))
             return .convolution(conv)
-        case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let current):
+        case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let current, _):
             return .fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
                                    outputRange: (max(current.0, range.0), min(current.1, range.1)))
         default:

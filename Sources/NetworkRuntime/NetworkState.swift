@@ -11,6 +11,8 @@ final class NetworkState {
     let scratchInput: UnsafeMutableBufferPointer<Float>
     let scratchOutput: UnsafeMutableBufferPointer<Float>
     private var operators: [Int: XNNOperator] = [:]
+    private var bindings: [Int: DNNLKernel.Binding] = [:]
+    private var stream: DNNLStream?
 
     init(plan: NetworkPlan) {
         self.plan = plan
@@ -36,6 +38,11 @@ final class NetworkState {
     func run(pool: ThreadPool) throws(RuntimeError) {
         for (index, step) in plan.steps.enumerated() {
             let output = slots[step.output]
+            if let prepared = step.kind.prepared {
+                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
+                try runPrepared(prepared, step: index, input: source, output: target, threads: pool.threads)
+                continue
+            }
             switch step.kind {
             case .convolution(let conv) where conv.isPointwise:
                 guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
@@ -63,7 +70,7 @@ final class NetworkState {
                 Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
                 try runConvolution(op, conv, input: staged, output: result, pool: pool)
                 Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
-            case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range):
+            case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range, _):
                 let op = try xnnOperator(index) { () throws(RuntimeError) in
                     try XNNKernels.fullyConnected(inputs: inputs, outputs: outputs, weights: weights, bias: bias, outputRange: range)
                 }
@@ -83,6 +90,20 @@ final class NetworkState {
         } else {
             try XNNKernels.runConvolution(op, height: conv.input.height, width: conv.input.width, input: input, output: output, pool: pool)
         }
+    }
+
+    private func runPrepared(_ prepared: DNNLKernel, step: Int, input: UnsafeMutablePointer<Float>,
+                             output: UnsafeMutablePointer<Float>, threads: Int) throws(RuntimeError) {
+        let binding: DNNLKernel.Binding
+        if let existing = bindings[step] {
+            binding = existing
+        } else {
+            binding = try prepared.bind(input: input, output: output)
+            bindings[step] = binding
+        }
+        if stream == nil { stream = DNNLStream() }
+        guard let stream else { throw .invalidParameters(model: "oneDNN", detail: "creating a stream failed") }
+        try prepared.run(binding, stream: stream, threads: threads)
     }
 
     private func xnnOperator(_ index: Int, make: () throws(RuntimeError) -> XNNOperator) throws(RuntimeError) -> XNNOperator {
