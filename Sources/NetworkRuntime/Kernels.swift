@@ -147,69 +147,12 @@ enum Layout {
 /// Matrix products on OpenBLAS.
 enum BLAS {
     /// Runs OpenBLAS on the calling thread only, once per process: the
-    /// runtime splits work over its own pool, and OpenBLAS's threads would
-    /// spin beside it. Read before the first product.
+    /// runtime's threads are oneDNN's (or XNNPACK's pool), and OpenBLAS's
+    /// would spin beside them. Read before the first product.
     static let singleThreaded: Bool = {
         openblas_set_num_threads(1)
         return true
     }()
-
-    /// A pointwise convolution (1×1, stride 1, unpadded, one group) over
-    /// channel-last pixels as one matrix product: `output[pixels × outputs] =
-    /// input[pixels × inputs] · weightsᵀ + bias`, clamped to `outputRange`.
-    /// `weights` are `[outputs, inputs]`. The pixels are split in row blocks
-    /// over `pool`'s threads, one single-threaded product each.
-    static func pointwiseConvolution(input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
-                                     output: UnsafeMutablePointer<Float>, pixels: Int, inputs: Int, outputs: Int,
-                                     outputRange: (Float, Float), pool: ThreadPool) {
-        var job = PointwiseJob(input: input, weights: weights, bias: bias, output: output, inputs: inputs, outputs: outputs,
-                               low: outputRange.0, high: outputRange.1)
-        guard let threads = pool.pool, pixels > 1 else {
-            job.run(rows: 0..<pixels)
-            return
-        }
-        let parts = pthreadpool_get_threads_count(threads)
-        let tile = (pixels + parts - 1) / parts
-        withUnsafeMutablePointer(to: &job) { context in
-            pthreadpool_parallelize_1d_tile_1d(threads, { context, start, count in
-                guard let job = context?.assumingMemoryBound(to: PointwiseJob.self).pointee else { return }
-                job.run(rows: start..<(start + count))
-            }, context, pixels, tile, 0)
-        }
-    }
-
-    private struct PointwiseJob {
-        let input: UnsafePointer<Float>
-        let weights: UnsafePointer<Float>
-        let bias: UnsafePointer<Float>?
-        let output: UnsafeMutablePointer<Float>
-        let inputs: Int
-        let outputs: Int
-        let low: Float
-        let high: Float
-
-        func run(rows: Range<Int>) {
-            guard !rows.isEmpty else { return }
-            let c = output + rows.lowerBound * outputs
-            // The bias is the product's starting value (OpenBLAS would clear C otherwise, a slower pass).
-            if let bias {
-                for row in 0..<rows.count { (c + row * outputs).update(from: bias, count: outputs) }
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int32(rows.count), Int32(outputs), Int32(inputs), 1,
-                        input + rows.lowerBound * inputs, Int32(inputs), weights, Int32(inputs), bias == nil ? 0 : 1, c, Int32(outputs))
-            if low > -.infinity || high < .infinity { Self.clamp(c, count: rows.count * outputs, low: low, high: high) }
-        }
-
-        /// Clamps in place; a static function of plain values, so the
-        /// compiler keeps the bounds in registers and vectorizes the loop.
-        private static func clamp(_ values: UnsafeMutablePointer<Float>, count: Int, low: Float, high: Float) {
-            for index in 0..<count {
-                let value = values[index]
-                let raised = value < low ? low : value
-                values[index] = raised > high ? high : raised
-            }
-        }
-    }
 
     /// C[m×n] = op(A)[m×k] · op(B)[k×n], row-major.
     static func gemm(_ a: UnsafePointer<Float>, transposeA: Bool, _ b: UnsafePointer<Float>, transposeB: Bool,

@@ -34,7 +34,7 @@ extension NetworkPlan {
         var floats = slotSizes.reduce(0, +) + max(1, scratch.input) + max(1, scratch.output)
         for step in steps {
             switch step.kind {
-            case .convolution(let conv) where !conv.isPointwise && conv.prepared == nil: floats += conv.weights.count + (conv.bias?.count ?? 0)
+            case .convolution(let conv) where conv.prepared == nil: floats += conv.weights.count + (conv.bias?.count ?? 0)
             case .fullyConnected(_, _, _, let weights, let bias, _, nil): floats += weights.count + (bias?.count ?? 0)
             default: break
             }

@@ -21,17 +21,9 @@ enum StepKind: Sendable {
         /// Input and output are channel-last already (no transposes around XNNPACK).
         var channelsLast = false
         /// The convolution prepared on oneDNN, reading the layout `channelsLast`
-        /// says; `nil` runs it on OpenBLAS (1×1) or XNNPACK (transposed, or
-        /// what oneDNN does not take).
+        /// says; `nil` runs it on XNNPACK (transposed convolutions, and what
+        /// oneDNN does not take).
         var prepared: DNNLKernel?
-
-        /// 1×1, stride 1, unpadded, one group, channel-last: without oneDNN,
-        /// one matrix product over the pixels (`BLAS.pointwiseConvolution`),
-        /// which OpenBLAS runs faster than XNNPACK's Debian build.
-        var isPointwise: Bool {
-            prepared == nil && channelsLast && deconvolutionAdjustment == nil && groups == 1 && kernel == (1, 1) && stride == (1, 1)
-                && padding == (0, 0, 0, 0)
-        }
     }
 
     struct Pooling: Sendable {

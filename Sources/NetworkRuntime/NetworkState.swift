@@ -44,16 +44,6 @@ final class NetworkState {
                 continue
             }
             switch step.kind {
-            case .convolution(let conv) where conv.isPointwise:
-                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
-                conv.weights.withUnsafeBufferPointer { weights in
-                    guard let weights = weights.baseAddress else { return }
-                    withOptionalPointer(conv.bias) { bias in
-                        BLAS.pointwiseConvolution(input: source, weights: weights, bias: bias, output: target,
-                                                  pixels: conv.input.height * conv.input.width, inputs: conv.input.channels,
-                                                  outputs: conv.output.channels, outputRange: conv.outputRange, pool: pool)
-                    }
-                }
             case .convolution(let conv):
                 let op = try xnnOperator(index) { () throws(RuntimeError) in
                     let make = conv.deconvolutionAdjustment == nil ? XNNKernels.convolution : XNNKernels.deconvolution
