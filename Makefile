@@ -12,7 +12,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
 # cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
-TSAN_TESTS  ?= --filter 'ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
+TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
 

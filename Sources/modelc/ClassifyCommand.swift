@@ -85,34 +85,30 @@ enum ClassifyCommand {
         let report = ClassificationReport(options: options, labels: PredictionReport(model: model, top: options.top ?? 5))
         let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
         var failures: [ImageRequestError] = []
-        // Images go in windows of a few per thread: decoded and run in
-        // parallel, printed in order.
-        let window = max(1, options.threads) * 4
-        var done = 0
-        for start in stride(from: 0, to: images.count, by: window) {
-            let chunk = Array(images[start..<min(start + window, images.count)])
-            let results = classify(chunk, request: request, threads: options.threads)
-            var text = ""
-            for (image, result) in zip(chunk, results) {
-                switch result {
-                case .success(let found):
-                    text += report.text(image: image.path, found)
-                case .failure(let error):
-                    failures.append(error)
-                    if options.json {
-                        text += "{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n"
-                    } else {
-                        progress?.finish()
-                        Output.print(text)
-                        text = ""
-                        Output.error("\(Modelc.toolName): error: \(error)\n")
-                    }
+        // Images are decoded and run in parallel and printed in order, each as
+        // soon as it and those before it are done.
+        OrderedParallelWork.run(count: images.count, threads: options.threads, window: max(1, options.threads) * 8) { index in
+            let image = images[index]
+            return Result { () throws(ImageRequestError) -> ImageRequestResult in
+                if let problem = image.problem { throw .image(problem) }
+                return try ImageRequestHandler(file: image.path).perform(request)
+            }
+        } deliver: { index, result in
+            let image = images[index]
+            switch result {
+            case .success(let found):
+                progress?.finish()
+                Output.print(report.text(image: image.path, found))
+            case .failure(let error):
+                failures.append(error)
+                progress?.finish()
+                if options.json {
+                    Output.print("{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n")
+                } else {
+                    Output.error("\(Modelc.toolName): error: \(error)\n")
                 }
             }
-            progress?.finish()
-            Output.print(text)
-            done += chunk.count
-            progress?.update(items: done, of: images.count, unit: "images")
+            progress?.update(items: index + 1, of: images.count, unit: "images")
         }
         progress?.finish()
         guard let first = failures.first else { return .success }
@@ -120,29 +116,6 @@ enum ClassifyCommand {
             Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
         }
         return ExitCode(first)
-    }
-
-    /// Runs the request on each image, `threads` at a time.
-    private static func classify(_ images: [ImageFiles.Entry], request: ImageRequest,
-                                 threads: Int) -> [Result<ImageRequestResult, ImageRequestError>] {
-        let results = Locked([Result<ImageRequestResult, ImageRequestError>?](repeating: nil, count: images.count))
-        let next = Locked(0)
-        DispatchQueue.concurrentPerform(iterations: min(threads, images.count)) { _ in
-            while true {
-                let index = next.withLock { next in
-                    defer { next += 1 }
-                    return next
-                }
-                guard index < images.count else { return }
-                let image = images[index]
-                let result = Result { () throws(ImageRequestError) -> ImageRequestResult in
-                    if let problem = image.problem { throw .image(problem) }
-                    return try ImageRequestHandler(file: image.path).perform(request)
-                }
-                results.withLock { $0[index] = result }
-            }
-        }
-        return results.withLock { $0.compactMap { $0 } }
     }
 
     private static func parseOptions(_ arguments: ParsedArguments) -> Result<Options, UsageError> {
