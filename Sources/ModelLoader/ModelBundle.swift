@@ -81,6 +81,13 @@ public final class ModelBundle: Sendable {
                           shape: entry.shape ?? [entry.count])
     }
 
+    /// Drops the weight file's pages from this process's memory (they stay
+    /// in the page cache): for a caller that has decoded the weights into
+    /// memory of its own. Views stay valid; reading one faults its pages in again.
+    public func releaseWeightPages() {
+        contents.weights.releasePages()
+    }
+
     /// Memory the model holds while loaded: the mapped weight file plus the
     /// other files of the bundle, which are read into memory (measured on the
     /// files, not taken from the manifest, and never more than `Int.max`).

@@ -109,6 +109,12 @@ public struct MILBlobFile: Sendable {
     /// The file's bytes; valid while this value is alive.
     public var bytes: UnsafeRawBufferPointer { file.bytes }
 
+    /// Drops the file's pages from this process's memory (the page cache
+    /// keeps them; reading maps them back in).
+    public func releasePages() {
+        file.releasePages(in: 0..<file.bytes.count)
+    }
+
     /// Lets the kernel read ahead again: for use once the records have been
     /// checked and the data is about to be read (the file is opened with
     /// readahead off, so checking it reads no weights).

@@ -10,7 +10,7 @@ extension NetworkEngine {
     /// more states, and never shrinks while the engine lives.
     public var residentBytes: Int {
         var bytes = ResidentBytes()
-        for node in graph.nodes {
+        for node in graph.withLock({ $0.graph.nodes }) {
             for parameter in node.operation.parameters { bytes.add(parameter) }
         }
         for entry in plans.withLock({ Array($0.values) }) {

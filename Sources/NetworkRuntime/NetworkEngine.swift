@@ -12,7 +12,12 @@ import SystemIO
 /// steady predictions allocate nothing but their outputs.
 public final class NetworkEngine: PredictionEngine {
     private let interface: ModelInterface
-    let graph: NetworkGraph
+    /// The graph, whose layers prepared on oneDNN hold no weights of their
+    /// own: those are parked in the latest plan's kernels and put back when
+    /// another input shape needs a plan. One copy of the weights, not two.
+    let graph: Locked<ParkedGraph>
+    /// Whether multi-array inputs keep their rank (the graph's `exactArrayMapping`).
+    private let exactArrayMapping: Bool
     private let preprocessing: [String: Preprocessing]
     private let labels: ClassLabels?
     /// The value holding class probabilities, for classifiers.
@@ -85,6 +90,8 @@ public final class NetworkEngine: PredictionEngine {
         }
         let graph = try NetworkGraph(layers: layers, exactArrayMapping: mapping == CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__EXACT_ARRAY_MAPPING,
                                      weights: WeightDecoder(bundle: bundle))
+        // The weights are decoded: their mapped pages need not count against this process any more.
+        bundle?.releaseWeightPages()
         var preprocessing: [String: Preprocessing] = [:]
         for preprocessor in preprocessors {
             let feature = text(preprocessor.pointee.featurename)
@@ -106,7 +113,7 @@ public final class NetworkEngine: PredictionEngine {
                 preprocessing[feature] = steps
             }
         }
-        try self.init(interface: interface, graph: graph, preprocessing: preprocessing, labels: labels,
+        try self.init(interface: interface, graph: consume graph, preprocessing: preprocessing, labels: labels,
                       probabilitiesValue: probabilitiesValue, threads: threads)
     }
 
@@ -125,18 +132,22 @@ public final class NetworkEngine: PredictionEngine {
             interface.predictedFeatureName = interface.predictedFeatureName ?? classification.labelOutput
             interface.predictedProbabilitiesName = interface.predictedProbabilitiesName ?? classification.probabilitiesOutput
         }
-        try self.init(interface: interface, graph: NetworkGraph(nodes: reader.nodes, exactArrayMapping: true),
-                      preprocessing: [:], labels: reader.classification?.labels,
-                      probabilitiesValue: reader.classification?.probabilities, threads: threads)
+        let classification = reader.classification
+        // The reader is let go before planning, so that the weights the plan
+        // prepares on oneDNN are freed as it goes (see `graph`).
+        let graph = NetworkGraph(nodes: (consume reader).nodes, exactArrayMapping: true)
+        try self.init(interface: interface, graph: consume graph, preprocessing: [:], labels: classification?.labels,
+                      probabilitiesValue: classification?.probabilities, threads: threads)
     }
 
-    private init(interface: ModelInterface, graph: NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabels?,
+    private init(interface: ModelInterface, graph: consuming NetworkGraph, preprocessing: [String: Preprocessing], labels: ClassLabels?,
                  probabilitiesValue: String?, threads: Int) throws(RuntimeError) {
         guard XNNPack.isAvailable, BLAS.singleThreaded else {
             throw .unsupportedModel(kind: interface.kind, reason: "XNNPACK does not support this processor")
         }
         self.interface = interface
-        self.graph = graph
+        exactArrayMapping = graph.exactArrayMapping
+        self.graph = Locked(ParkedGraph(graph: consume graph))
         self.preprocessing = preprocessing
         self.labels = labels
         self.probabilitiesValue = probabilitiesValue
@@ -220,11 +231,11 @@ public final class NetworkEngine: PredictionEngine {
             let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
             let shape = [colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, image.height, image.width]
             // ML programs take images as [1, C, H, W].
-            return (graph.exactArrayMapping ? [1] + shape : shape,
+            return (exactArrayMapping ? [1] + shape : shape,
                     .image(image, colorSpace: colorSpace, steps: preprocessing[description.name] ?? Preprocessing()))
         case .multiArray(let array):
             var shape = array.shape
-            if !graph.exactArrayMapping {
+            if !exactArrayMapping {
                 // Rank-5 mapping: [C] or [C, H, W] (or [S, B, C, H, W] with S = B = 1).
                 switch shape.count {
                 case 1: shape = [shape[0], 1, 1]
@@ -236,9 +247,9 @@ public final class NetworkEngine: PredictionEngine {
             }
             return (shape, .floats(array.floats))
         case .double(let number):
-            return (graph.exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
+            return (exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
         case .int64(let number):
-            return (graph.exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
+            return (exactArrayMapping ? [1] : [1, 1, 1], .floats([Float(number)]))
         default:
             throw .wrongType(feature: description.name, expected: "a multi-array or an image", got: value.kindText)
         }
@@ -286,15 +297,15 @@ public final class NetworkEngine: PredictionEngine {
             switch description.type {
             case .image(let image):
                 let shape = [image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
-                shapes[description.name] = graph.exactArrayMapping ? [1] + shape : shape
+                shapes[description.name] = exactArrayMapping ? [1] + shape : shape
             case .multiArray(let array):
                 var shape = array.shape.map(Int.init)
-                if !graph.exactArrayMapping {
+                if !exactArrayMapping {
                     if shape.count == 1 { shape = [shape[0], 1, 1] } else if shape.count == 5 { shape = Array(shape.suffix(3)) }
                 }
                 shapes[description.name] = shape
             default:
-                shapes[description.name] = graph.exactArrayMapping ? [1] : [1, 1, 1]
+                shapes[description.name] = exactArrayMapping ? [1] : [1, 1, 1]
             }
         }
         return shapes
@@ -304,7 +315,11 @@ public final class NetworkEngine: PredictionEngine {
         let key = key ?? interface.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
         if let existing = plans.withLock({ $0[key] }) { return existing }
         let keep = Set(interface.outputs.map(\.name) + [probabilitiesValue].compactMap { $0 })
-        let plan = try NetworkPlan(graph: graph, inputShapes: shapes, keep: keep, threads: pool.threads)
+        let threads = pool.threads
+        let planned = graph.withLock { parked in
+            Result { () throws(RuntimeError) -> NetworkPlan in try parked.plan(shapes: shapes, keep: keep, threads: threads) }
+        }
+        let plan = try planned.get()
         return plans.withLock { plans in
             if let existing = plans[key] { return existing }
             let entry = PlanEntry(plan: plan)
@@ -319,4 +334,34 @@ public final class NetworkEngine: PredictionEngine {
 final class NetworkStateBox: @unchecked Sendable {
     let state: NetworkState
     init(_ state: NetworkState) { self.state = state }
+}
+
+/// A network graph whose prepared layers' weights may be parked in the
+/// kernels of a plan (see `NetworkEngine.graph`).
+struct ParkedGraph {
+    /// The graph; a layer named in `parked` holds empty weights.
+    private(set) var graph: NetworkGraph
+    /// The kernel holding each weightless layer's weights.
+    private var parked: [String: DNNLKernel] = [:]
+
+    init(graph: NetworkGraph) { self.graph = graph }
+
+    /// Plans `shapes` on the whole graph (its weights put back first); the
+    /// plan parks the weights of the layers it prepares on oneDNN.
+    mutating func plan(shapes: [String: [Int]], keep: Set<String>, threads: Int) throws(RuntimeError) -> NetworkPlan {
+        if !parked.isEmpty {
+            var restored: [String: [Float]] = [:]
+            for (layer, kernel) in parked {
+                guard let weights = kernel.weightsInGraphLayout() else {
+                    throw .invalidParameters(model: "layer \"\(layer)\"", detail: "its weights could not be read back from oneDNN")
+                }
+                restored[layer] = weights
+            }
+            graph.replaceWeights(restored)
+            parked = [:]
+        }
+        let plan = try NetworkPlan(graph: &graph, inputShapes: shapes, keep: keep, threads: threads)
+        parked = plan.parked
+        return plan
+    }
 }

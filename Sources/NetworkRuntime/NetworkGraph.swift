@@ -144,9 +144,25 @@ struct NetworkNode: Sendable {
     let operation: LayerOperation
 }
 
+extension NetworkNode {
+    /// The node with its convolution or inner product weights replaced.
+    func replacingWeights(_ weights: [Float]) -> NetworkNode {
+        switch operation {
+        case .convolution(var conv):
+            conv.weights = weights
+            return NetworkNode(name: name, kind: kind, inputs: inputs, outputs: outputs, operation: .convolution(conv))
+        case .innerProduct(let outputCount, let inputCount, _, let bias):
+            return NetworkNode(name: name, kind: kind, inputs: inputs, outputs: outputs,
+                               operation: .innerProduct(outputs: outputCount, inputs: inputCount, weights: weights, bias: bias))
+        default:
+            return self
+        }
+    }
+}
+
 /// The layers of a neural network in order, read once.
 struct NetworkGraph: Sendable {
-    let nodes: [NetworkNode]
+    private(set) var nodes: [NetworkNode]
     /// Whether multi-array inputs keep their rank (`EXACT_ARRAY_MAPPING`)
     /// instead of being read as rank-5 [C] / [C, H, W] blobs.
     let exactArrayMapping: Bool
@@ -154,6 +170,27 @@ struct NetworkGraph: Sendable {
     init(nodes: [NetworkNode], exactArrayMapping: Bool) {
         self.nodes = nodes
         self.exactArrayMapping = exactArrayMapping
+    }
+
+    /// Replaces the weights of the named convolution and inner product layers
+    /// (emptied while a prepared kernel holds them, or put back), in place.
+    mutating func replaceWeights(_ weights: [String: [Float]]) {
+        for index in nodes.indices {
+            if let replacement = weights[nodes[index].name] { nodes[index] = nodes[index].replacingWeights(replacement) }
+        }
+    }
+
+    /// Whether the named layer's weights can be emptied while a prepared
+    /// kernel holds them: a convolution (not transposed) or an inner product.
+    func holdsPreparableWeights(_ layer: String) -> Bool {
+        nodes.contains { node in
+            guard node.name == layer else { return false }
+            switch node.operation {
+            case .convolution(let conv): return !conv.isDeconvolution
+            case .innerProduct: return true
+            default: return false
+            }
+        }
     }
 
     /// Reads every layer; a layer kind modelc does not run is refused, naming it.

@@ -102,10 +102,15 @@ struct NetworkPlan: Sendable {
     /// For each value the engine reads, the value holding it channel-first.
     let exported: [String: String]
 
+    /// The layers whose weights only their prepared kernel holds now: emptied
+    /// in the graph as each was prepared, so the weights never exist twice.
+    let parked: [String: DNNLKernel]
+
     /// Works out shapes, fuses activations into the layer before them when
-    /// that layer's output is used only there, prepares convolutions for
-    /// `threads` threads, and assigns slots.
-    init(graph: NetworkGraph, inputShapes: [String: [Int]], keep: Set<String>, threads: Int) throws(RuntimeError) {
+    /// that layer's output is used only there, prepares convolutions and
+    /// fully connected layers on oneDNN for `threads` threads (emptying their
+    /// weights in `graph`, see `parked`), and assigns slots.
+    init(graph: inout NetworkGraph, inputShapes: [String: [Int]], keep: Set<String>, threads: Int) throws(RuntimeError) {
         var shapes = inputShapes
         var kinds: [(layer: String, kind: StepKind, inputs: [String], output: String)] = []
         var uses: [String: Int] = [:]
@@ -154,17 +159,31 @@ struct NetworkPlan: Sendable {
         kinds = layouts.run(kinds, keep: keep)
         shapes = layouts.shapes
         exported = layouts.exported
-        // Convolutions and fully connected layers are prepared on oneDNN now that their layouts are known.
+        // Convolutions and fully connected layers are prepared on oneDNN now
+        // that their layouts are known. A layer that is one prepared step
+        // gives its weights up to the kernel there and then.
+        var stepsOfLayer: [String: Int] = [:]
+        for step in kinds { stepsOfLayer[step.layer, default: 0] += 1 }
+        var parked: [String: DNNLKernel] = [:]
         for index in kinds.indices {
+            defer {
+                let layer = kinds[index].layer
+                if let kernel = kinds[index].kind.prepared, stepsOfLayer[layer] == 1, graph.holdsPreparableWeights(layer) {
+                    parked[layer] = kernel
+                    graph.replaceWeights([layer: []])
+                }
+            }
             switch kinds[index].kind {
+            // A prepared layer keeps only oneDNN's copy of its weights.
             case .convolution(var conv):
                 conv.prepared = DNNLKernel.convolution(conv, threads: threads)
+                if conv.prepared != nil { conv.weights = [] }
                 kinds[index].kind = .convolution(conv)
             case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range, _):
                 let prepared = DNNLKernel.fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
                                                          outputRange: range, threads: threads)
-                kinds[index].kind = .fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: weights, bias: bias,
-                                                    outputRange: range, prepared: prepared)
+                kinds[index].kind = .fullyConnected(inputs: inputs, outputs: outputs, rows: rows, weights: prepared == nil ? weights : [],
+                                                    bias: bias, outputRange: range, prepared: prepared)
             default:
                 break
             }
@@ -203,6 +222,7 @@ struct NetworkPlan: Sendable {
                 if let slot = slots[input], slot != slots[step.output] { free.append(slot) }
             }
         }
+        self.parked = parked
         self.steps = steps
         self.slotSizes = slotSizes
         self.shapes = shapes

@@ -43,6 +43,8 @@ final class DNNLKernel: @unchecked Sendable {
     private let bias: dnnl_memory_t?
     private let source: dnnl_memory_desc_t
     private let destination: dnnl_memory_desc_t
+    /// The weights as the network graph holds them (Core ML's layout).
+    private let graphWeights: dnnl_memory_desc_t
     /// Bytes of the reordered weights and the bias, held by oneDNN.
     let preparedBytes: Int
 
@@ -60,15 +62,16 @@ final class DNNLKernel: @unchecked Sendable {
         let weightDims = conv.groups == 1 ? [out, inPerGroup] + kernel : [groups, out, inPerGroup] + kernel
         guard let source = descriptor([1, conv.input.channels, conv.input.height, conv.input.width], layout),
               let destination = descriptor([1, conv.output.channels, conv.output.height, conv.output.width], layout),
-              let given = descriptor(weightDims, conv.groups == 1 ? dnnl_ohwi : dnnl_gohwi)
+              let given = descriptor(weightDims, conv.groups == 1 ? dnnl_ohwi : dnnl_gohwi),
+              let graphWeights = descriptor(weightDims, conv.groups == 1 ? dnnl_oihw : dnnl_goihw)
         else { return nil }
         let strides = [Int64(conv.stride.0), Int64(conv.stride.1)]
         // oneDNN counts dilation from 0 (no gaps).
         let dilation = [Int64(conv.dilation.0 - 1), Int64(conv.dilation.1 - 1)]
         let before = [Int64(conv.padding.top), Int64(conv.padding.left)]
         let after = [Int64(conv.padding.bottom), Int64(conv.padding.right)]
-        return DNNLKernel(source: source, destination: destination, weights: conv.weights, given: given, bias: conv.bias,
-                          outputRange: conv.outputRange, threads: threads) { source, weights, bias, destination, create in
+        return DNNLKernel(source: source, destination: destination, weights: conv.weights, given: given,
+                          graphWeights: graphWeights, bias: conv.bias, outputRange: conv.outputRange, threads: threads) { source, weights, bias, destination, create in
             var description = dnnl_convolution_desc_t()
             let status = dnnl_dilated_convolution_forward_desc_init(&description, dnnl_forward_inference, dnnl_convolution_direct,
                                                                     source, weights, bias, destination,
@@ -84,8 +87,8 @@ final class DNNLKernel: @unchecked Sendable {
         guard let source = descriptor([rows, inputs], dnnl_nc), let destination = descriptor([rows, outputs], dnnl_nc),
               let given = descriptor([outputs, inputs], dnnl_oi)
         else { return nil }
-        return DNNLKernel(source: source, destination: destination, weights: weights, given: given, bias: bias,
-                          outputRange: outputRange, threads: threads) { source, weights, bias, destination, create in
+        return DNNLKernel(source: source, destination: destination, weights: weights, given: given, graphWeights: given,
+                          bias: bias, outputRange: outputRange, threads: threads) { source, weights, bias, destination, create in
             var description = dnnl_inner_product_desc_t()
             let status = dnnl_inner_product_forward_desc_init(&description, dnnl_forward_inference, source, weights, bias, destination)
             return status == dnnl_success ? create(&description) : nil
@@ -101,7 +104,8 @@ final class DNNLKernel: @unchecked Sendable {
                                   (UnsafeRawPointer) -> dnnl_primitive_desc_t?) -> dnnl_primitive_desc_t?
 
     private init?(source: dnnl_memory_desc_t, destination: dnnl_memory_desc_t, weights values: [Float], given: dnnl_memory_desc_t,
-                  bias biasValues: [Float]?, outputRange: (Float, Float), threads: Int, describe: Describe) {
+                  graphWeights: dnnl_memory_desc_t, bias biasValues: [Float]?, outputRange: (Float, Float), threads: Int,
+                  describe: Describe) {
         guard let engine = OneDNN.engine?.handle, var chosen = Self.descriptor(given.dims, count: given.ndims, dnnl_format_tag_any)
         else { return nil }
         var source = source, destination = destination, given = given
@@ -147,7 +151,26 @@ final class DNNLKernel: @unchecked Sendable {
         bias = biasMemory
         self.source = source
         self.destination = destination
+        self.graphWeights = graphWeights
         self.preparedBytes = preparedBytes
+    }
+
+    /// The weights back in the layout the network graph holds them
+    /// (`[out, in per group, kH, kW]`, or `[outputs, inputs]`), reordered
+    /// from the prepared ones; `nil` if oneDNN fails. Lets the engine keep
+    /// one copy of the weights, the prepared one, and still plan other shapes.
+    func weightsInGraphLayout() -> [Float]? {
+        guard let engine = OneDNN.engine?.handle else { return nil }
+        var target = graphWeights
+        let count = dnnl_memory_desc_get_size(&target) / MemoryLayout<Float>.stride
+        var values = [Float](repeating: 0, count: count)
+        let copied = values.withUnsafeMutableBytes { buffer -> Bool in
+            var output: dnnl_memory_t?
+            guard dnnl_memory_create(&output, &target, engine, buffer.baseAddress) == dnnl_success, let output else { return false }
+            defer { dnnl_memory_destroy(output) }
+            return Self.reorder(from: weights, to: output, engine: engine)
+        }
+        return copied ? values : nil
     }
 
     deinit {
@@ -247,23 +270,32 @@ final class DNNLKernel: @unchecked Sendable {
             guard dnnl_memory_create(&source, &given, engine, UnsafeMutableRawPointer(mutating: buffer.baseAddress)) == dnnl_success,
                   let source else { return false }
             defer { dnnl_memory_destroy(source) }
-            var description: dnnl_primitive_desc_t?
-            guard dnnl_reorder_primitive_desc_create(&description, &given, engine, wanted, engine, nil) == dnnl_success,
-                  let description else { return false }
-            defer { dnnl_primitive_desc_destroy(description) }
-            var reorder: dnnl_primitive_t?
-            guard dnnl_primitive_create(&reorder, description) == dnnl_success, let reorder else { return false }
-            defer { dnnl_primitive_destroy(reorder) }
-            guard let stream = DNNLStream() else { return false }
-            var arguments = [dnnl_exec_arg_t(arg: DNNL_ARG_FROM, memory: source), dnnl_exec_arg_t(arg: DNNL_ARG_TO, memory: target)]
-            return dnnl_primitive_execute(reorder, stream.handle, 2, &arguments) == dnnl_success
-                && dnnl_stream_wait(stream.handle) == dnnl_success
+            return reorder(from: source, to: target, engine: engine)
         }
         guard reordered else {
             dnnl_memory_destroy(target)
             return nil
         }
         return target
+    }
+
+    /// Copies `source` into `target`, converting between their layouts.
+    private static func reorder(from source: dnnl_memory_t, to target: dnnl_memory_t, engine: dnnl_engine_t) -> Bool {
+        var sourceDescriptor: UnsafePointer<dnnl_memory_desc_t>?, targetDescriptor: UnsafePointer<dnnl_memory_desc_t>?
+        guard dnnl_memory_get_memory_desc(source, &sourceDescriptor) == dnnl_success, let sourceDescriptor,
+              dnnl_memory_get_memory_desc(target, &targetDescriptor) == dnnl_success, let targetDescriptor
+        else { return false }
+        var description: dnnl_primitive_desc_t?
+        guard dnnl_reorder_primitive_desc_create(&description, sourceDescriptor, engine, targetDescriptor, engine, nil) == dnnl_success,
+              let description else { return false }
+        defer { dnnl_primitive_desc_destroy(description) }
+        var reorder: dnnl_primitive_t?
+        guard dnnl_primitive_create(&reorder, description) == dnnl_success, let reorder else { return false }
+        defer { dnnl_primitive_destroy(reorder) }
+        guard let stream = DNNLStream() else { return false }
+        var arguments = [dnnl_exec_arg_t(arg: DNNL_ARG_FROM, memory: source), dnnl_exec_arg_t(arg: DNNL_ARG_TO, memory: target)]
+        return dnnl_primitive_execute(reorder, stream.handle, 2, &arguments) == dnnl_success
+            && dnnl_stream_wait(stream.handle) == dnnl_success
     }
 
     /// `values` copied into a new oneDNN-owned memory.
