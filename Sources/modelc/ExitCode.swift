@@ -163,7 +163,7 @@ enum ExitCode: Int32, CaseIterable {
         self = switch error {
         case .unreadableDirectory, .tooFewLabels, .tooFewImages: .badTrainingData
         case .baseModel, .extraction: .badBaseModel
-        case .invalidOption: .usage
+        case .invalidOption, .outputNeedsPackage: .usage
         case .invalidExport: .internalError
         case .model: .notAnImageClassifier
         case .write: .cannotWrite
