@@ -360,11 +360,13 @@ def build_image_feature_base():
     return spec
 
 
-def build_image_feature_base_program():
+def build_image_feature_base_program(precision=ct.precision.FLOAT32):
     """The ML program twin of ImageFeatureBase: a 32x32 RGB image (scale 1/255
     as a program op), three 3x3 convolutions with ReLU, two 2x2 max pools, a
     global average pool to a [1, 32] feature vector, then a linear head,
-    softmax and classify: the ML-program base network of the training tests."""
+    softmax and classify: the ML-program base network of the training tests.
+    In float16 (coremltools' default precision) the image is cast to fp16
+    first, every variable is fp16 and the probabilities are cast back."""
     rng = np.random.default_rng(1402)
     convs = []
     channels = 3
@@ -386,7 +388,7 @@ def build_image_feature_base_program():
         return mb.softmax(x=h, axis=-1, name="probs")
 
     model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
-                       minimum_deployment_target=ct.target.iOS15, compute_precision=ct.precision.FLOAT32,
+                       minimum_deployment_target=ct.target.iOS15, compute_precision=precision,
                        inputs=[ct.ImageType(name="image", shape=(1, 3, 32, 32), scale=1 / 255.0,
                                             color_layout=ct.colorlayout.RGB)],
                        classifier_config=ct.ClassifierConfig(FEATURE_BASE_LABELS))
@@ -1313,7 +1315,9 @@ def generate(out_dir):
 
     for name, build in (("MLProgram.mlpackage", build_ml_program),
                         ("StatefulProgram.mlpackage", build_stateful_program),
-                        ("ImageFeatureBaseProgram.mlpackage", build_image_feature_base_program)):
+                        ("ImageFeatureBaseProgram.mlpackage", build_image_feature_base_program),
+                        ("ImageFeatureBaseProgramFP16.mlpackage",
+                         lambda: build_image_feature_base_program(ct.precision.FLOAT16))):
         rel = "Models/" + name
         save_ml_package(build(), os.path.join(out_dir, rel))
         models.append(rel)
@@ -1336,6 +1340,7 @@ def generate(out_dir):
 
     program = os.path.join(models_dir, "MLProgram.mlpackage")
     packages = ["MLProgram.mlpackage", "StatefulProgram.mlpackage", "ImageFeatureBaseProgram.mlpackage",
+                "ImageFeatureBaseProgramFP16.mlpackage",
                 "SubByteProgram.mlpackage",
                 "MultiFunctionProgram.mlpackage"] + [name for name, _, _ in compressed]
     for package in packages:

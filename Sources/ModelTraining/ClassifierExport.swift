@@ -122,7 +122,7 @@ public struct ClassifierExport: Sendable {
             glm.class_labels_case = CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS
             glm.stringclasslabels = classLabels
         }
-        let input = arena.feature(network.featureName, description: "The feature vector",
+        let input = arena.feature(network.outputName, description: "The feature vector",
                                   type: arena.arrayType(shape: network.featureShape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
         let outputs = outputDescriptions(arena)
         let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in

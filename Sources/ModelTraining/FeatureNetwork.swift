@@ -51,6 +51,8 @@ public final class FeatureNetwork: @unchecked Sendable {
     private let cut: Cut
     /// The feature's declared shape (`[count]` for a neural network).
     let featureShape: [Int64]
+    /// The cut's output: `featureName`, or for a float16 program variable its float32 cast.
+    let outputName: String
     private let runnable: Model
 
     /// Opens `basePath` (an `.mlmodel`, `.mlpackage` or bundle holding a
@@ -102,6 +104,8 @@ public final class FeatureNetwork: @unchecked Sendable {
         featureName = feature
         isAutomatic = featureOutput == nil
         self.cut = cut
+        let outputName: String = if case .program(let programCut) = cut { programCut.output } else { feature }
+        self.outputName = outputName
 
         let specification = withExtendedLifetime(file) { SpecificationPacker.pack(file.specification.root) }
         var hasher = SHA256Hasher()
@@ -128,7 +132,7 @@ public final class FeatureNetwork: @unchecked Sendable {
         } catch {
             throw .baseModel(path: basePath, reason: "the cut network does not run: \(error)")
         }
-        guard case .multiArray(let values)? = outputs[feature], values.count > 0 else {
+        guard case .multiArray(let values)? = outputs[outputName], values.count > 0 else {
             throw .baseModel(path: basePath, reason: "the cut network gives no values for \"\(feature)\"")
         }
         featureCount = values.count
@@ -212,8 +216,8 @@ public final class FeatureNetwork: @unchecked Sendable {
         } catch {
             throw .extraction(reason: error.description)
         }
-        guard case .multiArray(let values)? = outputs[featureName] else {
-            throw .extraction(reason: "no \"\(featureName)\" output")
+        guard case .multiArray(let values)? = outputs[outputName] else {
+            throw .extraction(reason: "no \"\(outputName)\" output")
         }
         return values.floats
     }

@@ -18,9 +18,13 @@ struct ProgramCut {
     let baseOperations: Int
     let keptOperations: Int
     let feature: String
-    /// The feature's declared dimensions and element type.
+    /// The feature's declared dimensions.
     let shape: [Int64]
-    let dataType: CoreML__Specification__ArrayFeatureType__ArrayDataType
+    /// The feature's declared MIL type, when it is float16: the cut then ends
+    /// in a `cast` to float32 (the classifier takes float32).
+    let float16Type: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorType>?
+    /// The cut's output: the feature, or its float32 cast.
+    var output: String { float16Type == nil ? feature : feature + "_fp32" }
     /// The operation reading the feature in the base (automatic choice), e.g. `"dense2" (linear)`.
     let consumer: String?
 
@@ -110,9 +114,10 @@ struct ProgramCut {
                 .first(where: { text($0.pointee.name) == feature }),
               let type = declared.pointee.type?.pointee,
               type.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE,
-              let tensor = type.tensortype?.pointee else {
+              let tensorType = type.tensortype else {
             throw .baseModel(path: basePath, reason: "\"\(feature)\" is not a tensor")
         }
+        let tensor = tensorType.pointee
         var shape: [Int64] = []
         for dimension in elements(tensor.dimensions, tensor.n_dimensions) {
             guard dimension.pointee.dimension_case == CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT,
@@ -124,10 +129,12 @@ struct ProgramCut {
         self.shape = shape.isEmpty ? [1] : shape
         switch tensor.datatype {
         case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32:
-            dataType = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
+            float16Type = nil
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT16:
+            float16Type = tensorType
         default:
             throw .baseModel(path: basePath, reason: "\"\(feature)\" holds \(milDataTypeName(tensor.datatype)) values; "
-                             + "only a FLOAT32 feature vector can feed the classifier")
+                             + "only a FLOAT32 or FLOAT16 feature vector can feed the classifier")
         }
 
         // The operations the feature depends on, nested blocks included.
@@ -172,6 +179,89 @@ struct ProgramCut {
         }
     }
 
+    /// `cast(x: feature, dtype: "fp32")`, named and written as coremltools writes one.
+    private func castMessage(from type: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorType>,
+                             arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation> {
+        func stringValue(_ string: String) -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Value> {
+            let strings: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedStrings> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_strings__init) { strings in
+                    strings.n_values = 1
+                    strings.values = arena.strings([string])
+                }
+            let tensor: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue> = arena.message(core_ml__specification__milspec__tensor_value__init) { tensor in
+                tensor.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS
+                tensor.strings = strings
+            }
+            let immediate: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__ImmediateValue> =
+                arena.message(core_ml__specification__milspec__value__immediate_value__init) { immediate in
+                    immediate.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR
+                    immediate.tensor = tensor
+                }
+            let stringType: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorType> = arena.message(core_ml__specification__milspec__tensor_type__init) { type in
+                type.datatype = CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__STRING
+            }
+            let valueType: UnsafeMutablePointer<CoreML__Specification__MILSpec__ValueType> = arena.message(core_ml__specification__milspec__value_type__init) { type in
+                type.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
+                type.tensortype = stringType
+            }
+            return arena.message(core_ml__specification__milspec__value__init) { value in
+                value.type = valueType
+                value.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE
+                value.immediatevalue = immediate
+            }
+        }
+        func input(_ key: String, _ fill: (inout CoreML__Specification__MILSpec__Argument__Binding) -> Void)
+            -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation__InputsEntry> {
+            let binding: UnsafeMutablePointer<CoreML__Specification__MILSpec__Argument__Binding> =
+                arena.message(core_ml__specification__milspec__argument__binding__init, fill)
+            let argument: UnsafeMutablePointer<CoreML__Specification__MILSpec__Argument> = arena.message(core_ml__specification__milspec__argument__init) { argument in
+                argument.n_arguments = 1
+                argument.arguments = arena.pointers([binding])
+            }
+            return arena.message(core_ml__specification__milspec__operation__inputs_entry__init) { entry in
+                entry.key = arena.string(key)
+                entry.value = argument
+            }
+        }
+        let x = input("x") { binding in
+            binding.binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_NAME
+            binding.name = arena.string(feature)
+        }
+        let dtype = input("dtype") { binding in
+            binding.binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_VALUE
+            binding.value = stringValue("fp32")
+        }
+        let source = type.pointee
+        let float32: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorType> = arena.message(core_ml__specification__milspec__tensor_type__init) { float32 in
+            float32.datatype = CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32
+            float32.rank = source.rank
+            float32.n_dimensions = source.n_dimensions
+            float32.dimensions = source.dimensions
+        }
+        let valueType: UnsafeMutablePointer<CoreML__Specification__MILSpec__ValueType> = arena.message(core_ml__specification__milspec__value_type__init) { type in
+            type.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
+            type.tensortype = float32
+        }
+        let named: UnsafeMutablePointer<CoreML__Specification__MILSpec__NamedValueType> = arena.message(core_ml__specification__milspec__named_value_type__init) { named in
+            named.name = arena.string(output)
+            named.type = valueType
+        }
+        let name: UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation__AttributesEntry> =
+            arena.message(core_ml__specification__milspec__operation__attributes_entry__init) { entry in
+                entry.key = arena.string("name")
+                entry.value = stringValue(output)
+            }
+        return arena.message(core_ml__specification__milspec__operation__init) { operation in
+            operation.type = arena.string("cast")
+            operation.n_inputs = 2
+            operation.inputs = arena.pointers([x, dtype])
+            operation.n_outputs = 1
+            operation.outputs = arena.pointers([named])
+            operation.n_attributes = 1
+            operation.attributes = arena.pointers([name])
+        }
+    }
+
     /// How many values the feature holds.
     var count: Int { shape.reduce(1) { $0 * Int($1) } }
 
@@ -180,8 +270,10 @@ struct ProgramCut {
     func modelMessage(base: CoreML__Specification__Model, arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
         let baseDescription = base.description?.pointee
         let inputs = elements(baseDescription?.input, baseDescription?.n_input ?? 0)
-        let output = arena.feature(feature, description: "The feature vector: the base program's \"\(feature)\"",
-                                   type: arena.arrayType(shape: shape, dataType: dataType))
+        let output = arena.feature(self.output, description: "The feature vector: the base program's \"\(feature)\""
+                                    + (float16Type == nil ? "" : " as float32"),
+                                   type: arena.arrayType(shape: shape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
+        let kept = operations + (float16Type.map { [castMessage(from: $0, arena: arena)] } ?? [])
         let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
             description.n_input = inputs.count
             description.input = arena.pointers(inputs)
@@ -193,9 +285,9 @@ struct ProgramCut {
             cut.n_inputs = source.n_inputs
             cut.inputs = source.inputs
             cut.n_outputs = 1
-            cut.outputs = arena.strings([feature])
-            cut.n_operations = operations.count
-            cut.operations = arena.pointers(operations)
+            cut.outputs = arena.strings([self.output])
+            cut.n_operations = kept.count
+            cut.operations = arena.pointers(kept)
             cut.n_attributes = source.n_attributes
             cut.attributes = source.attributes
         }

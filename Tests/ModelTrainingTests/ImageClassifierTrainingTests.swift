@@ -125,6 +125,29 @@ import Testing
         #expect(evaluation.report.confusion == validation.confusion)
     }
 
+    @Test func aFloat16ProgramFeatureIsCastToFloat32AndTrains() throws {
+        let base = Fixtures.path("Models/ImageFeatureBaseProgramFP16.mlpackage")
+        let network = try FeatureNetwork(basePath: base)
+        #expect(network.featureName == "features_cast_fp16")
+        #expect(network.featureCount == 32)
+        #expect(network.consumer == "\"fc_cast_fp16\" (linear)")
+        let data = try DataSet(labels: ["blue", "red", "yellow"], count: 10)
+        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options {
+            $0.basePath = base
+            $0.validation = .directory(data.heldBack)
+        })
+        #expect((trained.report.validation?.accuracy ?? 0) >= 0.95)
+        let output = data.directory.path + "/Colors.mlpackage"
+        try trained.write(to: output)
+        let file = try ModelFile.open(output)
+        #expect(ModelValidator.validate(file).filter { $0.severity == .error }.isEmpty)
+        let cut = try #require(ModelSummary(file).pipeline?.first)
+        #expect(cut.outputs.map(\.name) == ["features_cast_fp16_fp32"])
+        let model = try Model(contentsOf: output, configuration: ModelConfiguration(threads: 1))
+        let evaluation = try ClassifierEvaluation.evaluate(model, folders: LabelledImageFolders.scan(data.heldBack))
+        #expect(evaluation.report.accuracy == trained.report.validation?.accuracy)
+    }
+
     @Test func aCompiledBundleIsCutAsItsSourceIs() throws {
         let directory = try TemporaryDirectory()
         let bundle = directory.path + "/Base.mlmodelc"
