@@ -199,5 +199,13 @@ import Testing
                 + "the trained model must be an .mlpackage (use -o NAME.mlpackage)\n")
         #expect(!FileManager.default.fileExists(atPath: work.model))
         #expect(!FileManager.default.fileExists(atPath: work.cache + "/features"))
+
+        // A bundle compiled from the program is a program base too.
+        let bundle = work.directory.path + "/Base.bundle"
+        #expect(try work.run(["compile", Self.programBase, bundle]).status == 0)
+        let fromBundle = try work.run(["train", "image-classifier", work.data, "--base", bundle, "-o", work.model])
+        #expect(fromBundle.status == 64)
+        #expect(fromBundle.standardError.hasPrefix("modelc: error: -o \(work.model): the base is an ML program"))
+        #expect(!FileManager.default.fileExists(atPath: work.model))
     }
 }
