@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
-        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -360,6 +360,47 @@ def build_image_feature_base():
     return spec
 
 
+def build_image_feature_base_program(precision=ct.precision.FLOAT32):
+    """The ML program twin of ImageFeatureBase: a 32x32 RGB image (scale 1/255
+    as a program op), three 3x3 convolutions with ReLU, two 2x2 max pools, a
+    global average pool to a [1, 32] feature vector, then a linear head,
+    softmax and classify: the ML-program base network of the training tests.
+    In float16 (coremltools' default precision) the image is cast to fp16
+    first, every variable is fp16 and the probabilities are cast back."""
+    rng = np.random.default_rng(1402)
+    convs = []
+    channels = 3
+    for out_channels in (8, 16, 32):
+        convs.append((rand(rng, out_channels, channels, 3, 3, scale=0.5), rand(rng, out_channels)))
+        channels = out_channels
+    wl, bl = rand(rng, len(FEATURE_BASE_LABELS), 32), rand(rng, len(FEATURE_BASE_LABELS))
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3, 32, 32))], opset_version=ct.target.iOS15)
+    def prog(image):
+        h = image
+        for index, (w, b) in enumerate(convs, start=1):
+            h = mb.conv(x=h, weight=w, bias=b, pad_type="same", name="conv%d" % index)
+            h = mb.relu(x=h, name="relu%d" % index)
+            if index < 3:
+                h = mb.max_pool(x=h, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="pool%d" % index)
+        h = mb.reduce_mean(x=h, axes=[2, 3], keep_dims=False, name="features")
+        h = mb.linear(x=h, weight=wl, bias=bl, name="fc")
+        return mb.softmax(x=h, axis=-1, name="probs")
+
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                       minimum_deployment_target=ct.target.iOS15, compute_precision=precision,
+                       inputs=[ct.ImageType(name="image", shape=(1, 3, 32, 32), scale=1 / 255.0,
+                                            color_layout=ct.colorlayout.RGB)],
+                       classifier_config=ct.ClassifierConfig(FEATURE_BASE_LABELS))
+    model.short_description = ("Tiny 32x32 RGB conv net ML program with random weights: "
+                               "the ML-program base network of the training tests.")
+    model.author = "modelc fixtures"
+    model.license = "MIT"
+    model.user_defined_metadata["fixture.purpose"] = "modelc train tests"
+    model.user_defined_metadata["fixture.seed"] = "1402"
+    return model
+
+
 def image_classifier_flexible(base):
     spec = Model_pb2.Model()
     spec.CopyFrom(base)
@@ -1273,7 +1314,10 @@ def generate(out_dir):
     save("ItemSimilarityRecommender.mlmodel", build_item_similarity_recommender())
 
     for name, build in (("MLProgram.mlpackage", build_ml_program),
-                        ("StatefulProgram.mlpackage", build_stateful_program)):
+                        ("StatefulProgram.mlpackage", build_stateful_program),
+                        ("ImageFeatureBaseProgram.mlpackage", build_image_feature_base_program),
+                        ("ImageFeatureBaseProgramFP16.mlpackage",
+                         lambda: build_image_feature_base_program(ct.precision.FLOAT16))):
         rel = "Models/" + name
         save_ml_package(build(), os.path.join(out_dir, rel))
         models.append(rel)
@@ -1295,7 +1339,9 @@ def generate(out_dir):
     models.append(rel)
 
     program = os.path.join(models_dir, "MLProgram.mlpackage")
-    packages = ["MLProgram.mlpackage", "StatefulProgram.mlpackage", "SubByteProgram.mlpackage",
+    packages = ["MLProgram.mlpackage", "StatefulProgram.mlpackage", "ImageFeatureBaseProgram.mlpackage",
+                "ImageFeatureBaseProgramFP16.mlpackage",
+                "SubByteProgram.mlpackage",
                 "MultiFunctionProgram.mlpackage"] + [name for name, _, _ in compressed]
     for package in packages:
         for part in ("Manifest.json", "Data/com.apple.CoreML/model.mlmodel",

@@ -157,8 +157,9 @@ public enum BundleDecompiler {
         }
     }
 
-    /// Writes an `.mlpackage`: manifest, specification, and a copy of the weight file.
-    private static func writePackage(specification: [UInt8], weightFile: String, to output: String) throws(DecompileError) {
+    /// Writes an `.mlpackage` atomically (replacing a package already at
+    /// `output`): manifest, specification, and a copy of the weight file.
+    package static func writePackage(specification: [UInt8], weightFile: String, to output: String) throws(DecompileError) {
         let weights: MappedFile
         do {
             weights = try MappedFile(path: weightFile)

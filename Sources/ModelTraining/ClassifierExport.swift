@@ -37,7 +37,7 @@ public struct ClassifierExport: Sendable {
     public func specificationBytes(network: FeatureNetwork) -> [UInt8] {
         let arena = MessageArena()
         return network.withBase {
-            let cut = network.modelMessage(in: arena, count: network.featureCount)
+            let cut = network.modelMessage(in: arena)
             let glm = classifierMessage(network: network, arena: arena)
             let base = cut.pointee.description?.pointee
             let inputs = elements(base?.input, base?.n_input ?? 0)
@@ -122,8 +122,8 @@ public struct ClassifierExport: Sendable {
             glm.class_labels_case = CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS
             glm.stringclasslabels = classLabels
         }
-        let input = arena.feature(network.featureName, description: "The feature vector",
-                                  type: arena.vectorType(count: network.featureCount, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
+        let input = arena.feature(network.outputName, description: "The feature vector",
+                                  type: arena.arrayType(shape: network.featureShape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
         let outputs = outputDescriptions(arena)
         let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
             description.n_input = 1
@@ -142,17 +142,56 @@ public struct ClassifierExport: Sendable {
     }
 
     /// Checks the model with modelc's own validation, then writes it to
-    /// `path` atomically.
+    /// `path` atomically: an `.mlmodel` file, or for an ML-program base an
+    /// `.mlpackage` directory holding a copy of the base's weight file.
     ///
-    /// - Throws: `TrainingError.invalidExport` (a bug) or `.write`.
+    /// - Throws: `TrainingError.outputNeedsPackage` (an ML-program base and a
+    ///   path not ending in `.mlpackage`), `.invalidExport` (a bug) or `.write`.
     public func write(to path: String, network: FeatureNetwork) throws(TrainingError) {
         let bytes = specificationBytes(network: network)
-        try Self.validate(bytes)
-        do {
-            try AtomicFile.write(bytes, to: path)
-        } catch {
-            throw .write(error)
+        guard network.isProgram else {
+            try Self.validate(bytes)
+            do {
+                try AtomicFile.write(bytes, to: path)
+            } catch {
+                throw .write(error)
+            }
+            return
         }
+        guard path.hasSuffix(".mlpackage") else { throw .outputNeedsPackage(path: path) }
+        guard let weights = network.weightFile else {
+            throw .baseModel(path: network.basePath, reason: "its weight file is gone")
+        }
+        // Validated as written (blob references resolved against the copied
+        // weight file), in a scratch package first.
+        let scratch = NSTemporaryDirectory() + "/modelc-train-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mlpackage"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try Self.writePackage(bytes, weights: weights, to: scratch)
+        try Self.validate(package: scratch)
+        try Self.writePackage(bytes, weights: weights, to: path)
+    }
+
+    private static func writePackage(_ bytes: [UInt8], weights: String, to path: String) throws(TrainingError) {
+        do {
+            try BundleDecompiler.writePackage(specification: bytes, weightFile: weights, to: path)
+        } catch {
+            switch error {
+            case .write(let failure): throw .write(failure)
+            default: throw .write(SystemCallError(call: "write", path: path, code: EIO))
+            }
+        }
+    }
+
+    /// Validates a written package.
+    static func validate(package path: String) throws(TrainingError) {
+        let file: ModelFile
+        do {
+            file = try ModelFile.open(path)
+        } catch {
+            throw .invalidExport(problems: [error.description])
+        }
+        let problems = ModelValidator.validate(file).filter { $0.severity == .error }
+        guard problems.isEmpty else { throw .invalidExport(problems: problems.map(\.description)) }
     }
 
     /// Validates serialized model bytes (through a scratch file, as models are validated from files).

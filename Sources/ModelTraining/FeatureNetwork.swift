@@ -23,33 +23,56 @@ public final class FeatureNetwork: @unchecked Sendable {
     public let isAutomatic: Bool
     /// The layer that reads the feature in the base (automatic choice), e.g. `fc (innerProduct)`.
     public let consumer: String?
-    /// How many of the base's layers the cut keeps.
+    /// How many of the base's layers (an ML program's main-function operations
+    /// other than constants) the cut keeps.
     public let keptLayers: Int
     public let baseLayers: Int
+    /// Whether the base is an ML program: the trained model is then an `.mlpackage`
+    /// (its weights stay in the program's weight file).
+    public var isProgram: Bool { if case .program = cut { true } else { false } }
+    /// What `keptLayers` and `baseLayers` count: `layers` or `operations`.
+    public var unitName: String { isProgram ? "operations" : "layers" }
     /// The image input and its declared type.
     public let imageInput: String
     public let imageType: ImageType
-    /// SHA-256 of the base's serialized specification and the feature name: what cached features are keyed by.
+    /// SHA-256 of the base's serialized specification, its program weight file
+    /// (if any) and the feature name: what cached features are keyed by.
     public let digest: String
 
+    /// What the cut keeps: neural-network layers, or an ML program's operations.
+    enum Cut {
+        case layers([UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>], NetworkParts)
+        case program(ProgramCut)
+    }
+
     private let file: ModelFile
-    private let layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>]
+    /// Where a compiled base was decompiled to, removed with `self` (a program's weights are read from it).
+    private let scratch: ScratchDirectory?
+    private let cut: Cut
+    /// The feature's declared shape (`[count]` for a neural network).
+    let featureShape: [Int64]
+    /// The cut's output: `featureName`, or for a float16 program variable its float32 cast.
+    let outputName: String
     private let runnable: Model
 
-    /// Opens `basePath` (an `.mlmodel` or `.mlpackage` holding a neural network
-    /// with one image input) and cuts it at `featureOutput`, or at the input of
-    /// its final classification layers when `nil`.
+    /// Opens `basePath` (an `.mlmodel`, `.mlpackage` or bundle holding a
+    /// neural network or an ML program with an image input) and cuts it at
+    /// `featureOutput`, or at the input of its final classification layers
+    /// when `nil`.
     ///
     /// - Throws: `TrainingError.baseModel` when the base cannot be opened, is
-    ///   not a neural network on an image, or the feature output is not found.
+    ///   not a neural network or ML program on an image, or the feature output is not found.
     public init(basePath: String, featureOutput: String? = nil) throws(TrainingError) {
         self.basePath = basePath
-        let file = try Self.open(basePath)
+        let (file, scratch) = try Self.open(basePath)
         self.file = file
+        self.scratch = scratch
         let root = file.specification.root
         let summary = ModelSummary(file)
-        guard let network = Self.network(root.pointee), let layerSummaries = summary.layers else {
-            throw .baseModel(path: basePath, reason: "a \(summary.modelType ?? "model without a type") is not a neural network (cutting an ML program is not supported yet)")
+        let program = root.pointee.type_case == CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM ? root.pointee.mlprogram : nil
+        let network = Self.network(root.pointee)
+        guard program != nil || (network != nil && summary.layers != nil) else {
+            throw .baseModel(path: basePath, reason: "a \(summary.modelType ?? "model without a type") is neither a neural network nor an ML program")
         }
         guard let image = summary.inputs.first(where: { if case .image = $0.type { true } else { false } }),
               case .image(let imageType) = image.type, imageType.width > 0, imageType.height > 0 else {
@@ -57,10 +80,77 @@ public final class FeatureNetwork: @unchecked Sendable {
         }
         imageInput = image.name
         self.imageType = imageType
-        let layers = elements(network.layers, network.n_layers)
-        baseLayers = layers.count
 
-        // The feature: given, or the input of the last inner product before the outputs.
+        let cut: Cut
+        let feature: String
+        if let program {
+            let programCut = try ProgramCut(program: program, featureOutput: featureOutput, basePath: basePath)
+            cut = .program(programCut)
+            feature = programCut.feature
+            consumer = programCut.consumer
+            keptLayers = programCut.keptOperations
+            baseLayers = programCut.baseOperations
+        } else if let network, let layerSummaries = summary.layers {
+            let layers = elements(network.layers, network.n_layers)
+            baseLayers = layers.count
+            let found = try Self.cutLayers(layerSummaries, featureOutput: featureOutput, basePath: basePath)
+            feature = found.feature
+            consumer = found.consumer
+            keptLayers = found.keep.count
+            cut = .layers(found.keep.map { layers[$0] }, network)
+        } else {
+            preconditionFailure("checked above")
+        }
+        featureName = feature
+        isAutomatic = featureOutput == nil
+        self.cut = cut
+        let outputName: String = if case .program(let programCut) = cut { programCut.output } else { feature }
+        self.outputName = outputName
+
+        let specification = withExtendedLifetime(file) { SpecificationPacker.pack(file.specification.root) }
+        var hasher = SHA256Hasher()
+        specification.withUnsafeBytes { hasher.update($0) }
+        if program != nil {
+            let weights = try Self.programWeightFile(file, basePath: basePath)
+            do {
+                let mapped = try MappedFile(path: weights)
+                withExtendedLifetime(mapped) { hasher.update(mapped.bytes) }
+            } catch {
+                throw .baseModel(path: basePath, reason: "\(weights): \(error)")
+            }
+        }
+        Array(("\u{0}" + feature).utf8).withUnsafeBytes { hasher.update($0) }
+        digest = hasher.finalize().description
+
+        // Run the cut once on a blank image to learn the feature's length.
+        let probeShape: [Int64] = if case .program(let programCut) = cut { programCut.shape } else { [1] }
+        let probe = try Self.runnable(file: file, cut: cut, feature: feature, shape: probeShape, basePath: basePath)
+        let blank = Self.blankImage(imageType)
+        let outputs: [String: FeatureValue]
+        do {
+            outputs = try probe.prediction(from: [image.name: .image(blank)])
+        } catch {
+            throw .baseModel(path: basePath, reason: "the cut network does not run: \(error)")
+        }
+        guard case .multiArray(let values)? = outputs[outputName], values.count > 0 else {
+            throw .baseModel(path: basePath, reason: "the cut network gives no values for \"\(feature)\"")
+        }
+        featureCount = values.count
+        if case .program(let programCut) = cut {
+            guard programCut.count == values.count else {
+                throw .baseModel(path: basePath, reason: "\"\(feature)\" is declared with \(programCut.count) values but the cut program gives \(values.count)")
+            }
+            featureShape = programCut.shape
+        } else {
+            featureShape = [Int64(values.count)]
+        }
+        runnable = try Self.runnable(file: file, cut: cut, feature: feature, shape: featureShape, basePath: basePath)
+    }
+
+    /// The feature (given, or the input of the last inner product before the
+    /// outputs) and the indices of the layers it depends on, in order.
+    private static func cutLayers(_ layerSummaries: [Layer], featureOutput: String?,
+                                  basePath: String) throws(TrainingError) -> (feature: String, consumer: String?, keep: [Int]) {
         var consumer: String?
         let feature: String
         if let featureOutput {
@@ -84,11 +174,6 @@ public final class FeatureNetwork: @unchecked Sendable {
             }
             feature = found
         }
-        featureName = feature
-        isAutomatic = featureOutput == nil
-        self.consumer = consumer
-
-        // The layers the feature depends on, in order.
         guard let producer = layerSummaries.lastIndex(where: { $0.outputs.contains(feature) }) else {
             throw .baseModel(path: basePath, reason: "\"\(feature)\" is a model input, not a layer output")
         }
@@ -98,26 +183,27 @@ public final class FeatureNetwork: @unchecked Sendable {
             keep.append(index)
             needed.formUnion(layerSummaries[index].inputs)
         }
-        self.layers = keep.reversed().map { layers[$0] }
-        keptLayers = keep.count
+        return (feature, consumer, keep.reversed())
+    }
 
-        let specification = withExtendedLifetime(file) { SpecificationPacker.pack(file.specification.root) }
-        digest = SHA256Digest.of(specification + Array(("\u{0}" + feature).utf8)).description
+    /// The weight file a program's blobs are read from (`@model_path/weights/weight.bin`);
+    /// every blob reference must name it.
+    static func programWeightFile(_ file: ModelFile, basePath: String) throws(TrainingError) -> String {
+        let reference = "@model_path/weights/weight.bin"
+        for location in WeightLocator(root: file.specification.root).locations {
+            guard let (name, _) = location.blobReference, name != reference else { continue }
+            throw .baseModel(path: basePath, reason: "\(location.displayName) refers to \(name); only \(reference) can be carried into the trained package")
+        }
+        guard let path = file.resolveProgramFile(reference), FileManager.default.fileExists(atPath: path) else {
+            throw .baseModel(path: basePath, reason: "the ML program has no weights/weight.bin")
+        }
+        return path
+    }
 
-        // Run the cut once on a blank image to learn the feature's length.
-        let probe = try Self.runnable(file: file, layers: self.layers, network: network, feature: feature, count: 0, basePath: basePath)
-        let blank = Self.blankImage(imageType)
-        let outputs: [String: FeatureValue]
-        do {
-            outputs = try probe.prediction(from: [image.name: .image(blank)])
-        } catch {
-            throw .baseModel(path: basePath, reason: "the cut network does not run: \(error)")
-        }
-        guard case .multiArray(let values)? = outputs[feature], values.count > 0 else {
-            throw .baseModel(path: basePath, reason: "the cut network gives no values for \"\(feature)\"")
-        }
-        featureCount = values.count
-        runnable = try Self.runnable(file: file, layers: self.layers, network: network, feature: feature, count: values.count, basePath: basePath)
+    /// The weight file of a program base (to copy into the trained package).
+    var weightFile: String? {
+        guard isProgram else { return nil }
+        return try? Self.programWeightFile(file, basePath: basePath)
     }
 
     /// The feature vector of one image, already fitted to the input's size.
@@ -130,8 +216,8 @@ public final class FeatureNetwork: @unchecked Sendable {
         } catch {
             throw .extraction(reason: error.description)
         }
-        guard case .multiArray(let values)? = outputs[featureName] else {
-            throw .extraction(reason: "no \"\(featureName)\" output")
+        guard case .multiArray(let values)? = outputs[outputName] else {
+            throw .extraction(reason: "no \"\(outputName)\" output")
         }
         return values.floats
     }
@@ -139,13 +225,11 @@ public final class FeatureNetwork: @unchecked Sendable {
     /// The pixel format images are decoded to for this network.
     var pixelFormat: PixelBuffer.PixelFormat { imageType.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb }
 
-    /// Builds the cut network as a `neuralNetwork` model message in `arena`,
-    /// its layers pointing into the base's tree (alive while `self` is).
-    func modelMessage(in arena: MessageArena, count: Int) -> UnsafeMutablePointer<CoreML__Specification__Model> {
-        guard let network = Self.network(file.specification.root.pointee) else {
-            preconditionFailure("the base was checked to be a neural network")
-        }
-        return Self.cutMessage(file: file, layers: layers, network: network, feature: featureName, count: count, arena: arena)
+    /// Builds the cut network as a `neuralNetwork` or `mlProgram` model message
+    /// in `arena`, its layers or operations pointing into the base's tree
+    /// (alive while `self` is).
+    func modelMessage(in arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
+        Self.cutMessage(file: file, cut: cut, feature: featureName, shape: featureShape, arena: arena)
     }
 
     /// Keeps the base's tree alive around `body`.
@@ -190,21 +274,24 @@ public final class FeatureNetwork: @unchecked Sendable {
         }
     }
 
-    private static func cutMessage(file: ModelFile, layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>],
-                                   network: NetworkParts, feature: String, count: Int,
+    private static func cutMessage(file: ModelFile, cut: Cut, feature: String, shape: [Int64],
                                    arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
         let base = file.specification.root.pointee
+        guard case .layers(let layers, let network) = cut else {
+            guard case .program(let programCut) = cut else { preconditionFailure("two kinds of cut") }
+            return programCut.modelMessage(base: base, arena: arena)
+        }
         let baseDescription = base.description?.pointee
         let inputs = elements(baseDescription?.input, baseDescription?.n_input ?? 0)
         let output = arena.feature(feature, description: "The feature vector: the base network's \"\(feature)\"",
-                                   type: arena.vectorType(count: max(count, 1), dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
+                                   type: arena.arrayType(shape: shape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
         let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
             description.n_input = inputs.count
             description.input = arena.pointers(inputs)
             description.n_output = 1
             description.output = arena.pointers([output])
         }
-        let cut: UnsafeMutablePointer<CoreML__Specification__NeuralNetwork> = arena.message(core_ml__specification__neural_network__init) { cut in
+        let message: UnsafeMutablePointer<CoreML__Specification__NeuralNetwork> = arena.message(core_ml__specification__neural_network__init) { cut in
             cut.n_layers = layers.count
             cut.layers = arena.pointers(layers)
             cut.n_preprocessing = network.n_preprocessing
@@ -216,15 +303,14 @@ public final class FeatureNetwork: @unchecked Sendable {
             model.specificationversion = max(base.specificationversion, 1)
             model.description = description
             model.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK
-            model.neuralnetwork = cut
+            model.neuralnetwork = message
         }
     }
 
-    private static func runnable(file: ModelFile, layers: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>],
-                                 network: NetworkParts, feature: String, count: Int, basePath: String) throws(TrainingError) -> Model {
+    private static func runnable(file: ModelFile, cut: Cut, feature: String, shape: [Int64], basePath: String) throws(TrainingError) -> Model {
         let arena = MessageArena()
         let bytes = withExtendedLifetime(file) {
-            SpecificationPacker.pack(cutMessage(file: file, layers: layers, network: network, feature: feature, count: count, arena: arena))
+            SpecificationPacker.pack(cutMessage(file: file, cut: cut, feature: feature, shape: shape, arena: arena))
         }
         do {
             let specification = try bytes.withUnsafeBytes { buffer throws(ModelSpecError) in
@@ -237,32 +323,27 @@ public final class FeatureNetwork: @unchecked Sendable {
         }
     }
 
-    /// The base's source model; a compiled bundle is decompiled (to a scratch
-    /// directory, removed once read: the unpacked tree holds the weights).
-    private static func open(_ path: String) throws(TrainingError) -> ModelFile {
+    /// The base's source model; a compiled bundle is decompiled to a scratch
+    /// directory, kept while the network lives (an ML program's weight file
+    /// is read from it when the trained package is written).
+    private static func open(_ path: String) throws(TrainingError) -> (ModelFile, ScratchDirectory?) {
         guard FileManager.default.fileExists(atPath: path + "/manifest.json") else {
             do {
-                return try ModelFile.open(path)
+                return (try ModelFile.open(path), nil)
             } catch {
                 throw .baseModel(path: path, reason: error.description)
             }
         }
-        let scratch = NSTemporaryDirectory() + "/modelc-base-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        do {
-            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        } catch {
-            throw .baseModel(path: path, reason: "cannot create \(scratch)")
-        }
+        let scratch = try ScratchDirectory(for: path)
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
         do {
-            let report = try BundleDecompiler.decompile(path, to: scratch + "/" + name + ".mlmodel")
-            guard report.format == .mlmodel else {
-                throw TrainingError.baseModel(path: path, reason: "cutting an ML program is not supported yet")
+            let report: BundleDecompiler.Report
+            do {
+                report = try BundleDecompiler.decompile(path, to: scratch.path + "/" + name + ".mlmodel")
+            } catch .needsPackage {
+                report = try BundleDecompiler.decompile(path, to: scratch.path + "/" + name + ".mlpackage")
             }
-            return try ModelFile.open(report.output)
-        } catch let error as TrainingError {
-            throw error
+            return (try ModelFile.open(report.output), scratch)
         } catch {
             throw .baseModel(path: path, reason: "\(error)")
         }
@@ -276,5 +357,24 @@ public final class FeatureNetwork: @unchecked Sendable {
             preconditionFailure("a fixed, positive image size")
         }
         return image
+    }
+}
+
+/// A directory under the system's temporary directory, removed with its
+/// last reference.
+final class ScratchDirectory: Sendable {
+    let path: String
+
+    init(for base: String) throws(TrainingError) {
+        path = NSTemporaryDirectory() + "/modelc-base-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw .baseModel(path: base, reason: "cannot create \(path)")
+        }
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
     }
 }

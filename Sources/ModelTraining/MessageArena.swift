@@ -67,9 +67,15 @@ final class MessageArena {
     /// A float32 or double vector of `count` elements.
     func vectorType(count: Int, dataType: CoreML__Specification__ArrayFeatureType__ArrayDataType)
         -> UnsafeMutablePointer<CoreML__Specification__FeatureType> {
+        arrayType(shape: [Int64(count)], dataType: dataType)
+    }
+
+    /// A multi-array of a fixed `shape`.
+    func arrayType(shape: [Int64], dataType: CoreML__Specification__ArrayFeatureType__ArrayDataType)
+        -> UnsafeMutablePointer<CoreML__Specification__FeatureType> {
         let array: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType> = message(core_ml__specification__array_feature_type__init) { array in
-            array.n_shape = 1
-            array.shape = self.array([Int64(count)])
+            array.n_shape = shape.count
+            array.shape = self.array(shape)
             array.datatype = dataType
         }
         return message(core_ml__specification__feature_type__init) { type in

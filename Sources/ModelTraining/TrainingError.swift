@@ -20,6 +20,9 @@ public enum TrainingError: Error, Equatable, Sendable, CustomStringConvertible {
     case model(path: String, reason: String)
     /// Writing the model failed; nothing was left behind.
     case write(SystemCallError)
+    /// The base is an ML program (its weights stay in a weight file) and the
+    /// output path is not an `.mlpackage`.
+    case outputNeedsPackage(path: String)
 
     /// A label folder and how many images it holds.
     public struct LabelCount: Equatable, Sendable {
@@ -54,6 +57,9 @@ public enum TrainingError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(path): \(reason)"
         case .write(let error):
             return error.description
+        case .outputNeedsPackage(let path):
+            return "-o \(path): the base is an ML program, whose weights stay in a weight file; "
+                + "the trained model must be an .mlpackage (use -o NAME.mlpackage)"
         }
     }
 }

@@ -77,8 +77,8 @@ enum ExitCode: Int32, CaseIterable {
     /// `train`, `evaluate`: the labelled folders are refused (fewer than two labels, too few images
     /// in a label, a directory that cannot be listed).
     case badTrainingData = 98
-    /// `train`: the base model cannot be cut into a feature extractor (not a neural network on an
-    /// image, no final classification layers, an unknown --feature-output).
+    /// `train`: the base model cannot be cut into a feature extractor (not a neural network or ML
+    /// program on an image, no final classification layers, an unknown --feature-output).
     case badBaseModel = 99
     /// `evaluate`: the model is not a classifier with an image input.
     case notAnImageClassifier = 100
@@ -163,7 +163,7 @@ enum ExitCode: Int32, CaseIterable {
         self = switch error {
         case .unreadableDirectory, .tooFewLabels, .tooFewImages: .badTrainingData
         case .baseModel, .extraction: .badBaseModel
-        case .invalidOption: .usage
+        case .invalidOption, .outputNeedsPackage: .usage
         case .invalidExport: .internalError
         case .model: .notAnImageClassifier
         case .write: .cannotWrite

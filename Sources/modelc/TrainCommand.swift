@@ -1,6 +1,8 @@
 import ArgumentParsing
+import BundleFormat
 import Foundation
 import ModelFetch
+import ModelSpec
 import ModelTraining
 import Synchronization
 
@@ -17,7 +19,8 @@ enum TrainCommand {
             A multinomial logistic regression with L2 (objective: mean cross-entropy + λ/2·‖W‖²) is
             fitted by L-BFGS. OUT.mlmodel is a pipeline classifier (the cut network, then a GLM
             classifier with the folder names as labels), written atomically; the same data, options
-            and seed give the same bytes. Without --validation, --validation-split of each label's
+            and seed give the same bytes. With an ML-program base the output must be an .mlpackage
+            (the cut program's weights stay in weights/weight.bin). Without --validation, --validation-split of each label's
             images (default 0.1, chosen with the seed) is held back for validation.
             Augmentation kinds: flip, crop, rotate, blur, exposure, noise (each adds a copy of every
             training image).
@@ -26,7 +29,7 @@ enum TrainCommand {
                     PositionalSpec(name: "DATA_DIR", help: "One folder of images per label.")],
         options: [
             OptionSpec(name: "base", valueName: "MODEL", help: "The base network: an .mlmodel, .mlpackage or bundle with an image input."),
-            OptionSpec(name: "output", short: "o", valueName: "OUT.mlmodel", help: "Where to write the trained model."),
+            OptionSpec(name: "output", short: "o", valueName: "OUT.mlmodel", help: "Where to write the trained model (.mlpackage for an ML-program base)."),
             OptionSpec(name: "feature-output", valueName: "NAME", help: "The base's value to use as the feature vector."),
             OptionSpec(name: "validation", valueName: "DIR", help: "Validation images: one folder per label."),
             OptionSpec(name: "validation-split", valueName: "F", help: "Fraction of each label held back for validation (default 0.1)."),
@@ -52,6 +55,10 @@ enum TrainCommand {
         }
         guard let output = arguments.value("output") else {
             return Modelc.usageFailure(.missingArgument(name: "-o OUT.mlmodel", command: "train"), usage: usage)
+        }
+        // An ML program's weights stay in its weight file: refused before any work.
+        if !output.hasSuffix(".mlpackage"), baseIsProgram(base) {
+            return failure(.outputNeedsPackage(path: output))
         }
         var options = TrainingOptions(basePath: base, cacheRoot: FetchCache.defaultRoot())
         options.featureOutput = arguments.value("feature-output")
@@ -112,7 +119,7 @@ enum TrainCommand {
             progress.finish()
             return failure(error)
         }
-        let bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
+        let bytes = writtenSize(output)
         if json {
             var object = trained.report.jsonObject()
             object["output"] = output
@@ -122,6 +129,33 @@ enum TrainCommand {
             Output.print(trained.report.text + "\(output): written (\(byteCount(bytes)))\n")
         }
         return .success
+    }
+
+    /// Whether the base (a model file, package or bundle) is an ML program;
+    /// `false` when it cannot be read (training then says why).
+    static func baseIsProgram(_ path: String) -> Bool {
+        let file: ModelFile
+        if FileManager.default.fileExists(atPath: path + "/manifest.json") {
+            guard let contents = try? BundleContents.open(path) else { return false }
+            file = ModelFile(unpacked: contents.specification, path: path)
+        } else {
+            guard let opened = try? ModelFile.open(path) else { return false }
+            file = opened
+        }
+        return ModelSummary(file).modelType == "mlProgram"
+    }
+
+    /// The size of a written file, or of every file in a written package.
+    static func writtenSize(_ path: String) -> Int {
+        let size = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue,
+              let files = try? FileManager.default.subpathsOfDirectory(atPath: path) else { return size(path) }
+        return files.reduce(0) { total, file in
+            var isDirectory: ObjCBool = false
+            let full = path + "/" + file
+            return FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) && !isDirectory.boolValue ? total + size(full) : total
+        }
     }
 
     static func failure(_ error: TrainingError) -> ExitCode {
@@ -157,7 +191,7 @@ final class TrainingProgress: Sendable {
         case .featureNetwork(let network) where !quiet:
             let found = network.consumer.map { ", found automatically: the input of \($0)" } ?? (network.isAutomatic ? "" : ", as given")
             Output.error("base: \(network.basePath) cut at \"\(network.featureName)\" (\(network.featureCount) values\(found)); "
-                         + "\(network.keptLayers) of \(network.baseLayers) layers kept\n")
+                         + "\(network.keptLayers) of \(network.baseLayers) \(network.unitName) kept\n")
         case .validationPlan(let text) where !quiet:
             Output.error("validation: \(text)\n")
         case .extracting(let done, let total) where !quiet && terminal:

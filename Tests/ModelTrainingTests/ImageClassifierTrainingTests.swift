@@ -11,6 +11,7 @@ import Testing
 /// Training on generated image folders with the tiny base network fixture.
 @Suite struct ImageClassifierTrainingTests {
     static let base = Fixtures.path("Models/ImageFeatureBase.mlmodel")
+    static let programBase = Fixtures.path("Models/ImageFeatureBaseProgram.mlpackage")
     static let labels = ["blue", "green", "red"]
 
     /// Training and held-back folders, written once per test.
@@ -47,6 +48,104 @@ import Testing
         #expect(network.featureCount == 32 * 8 * 8)
         #expect(!network.isAutomatic)
         #expect(throws: TrainingError.self) { try FeatureNetwork(basePath: Self.base, featureOutput: "nothing") }
+    }
+
+    @Test func anMLProgramIsCutAtTheInputOfItsFinalLinear() throws {
+        let network = try FeatureNetwork(basePath: Self.programBase)
+        #expect(network.isProgram)
+        #expect(network.featureName == "features")
+        #expect(network.featureCount == 32)
+        #expect(network.isAutomatic)
+        #expect(network.consumer == "\"fc\" (linear)")
+        // mul (the image's scale), 3 conv, 3 relu, 2 max_pool, reduce_mean; not linear, softmax, classify.
+        #expect(network.keptLayers == 10 && network.baseLayers == 13 && network.unitName == "operations")
+        #expect(network.digest != (try FeatureNetwork(basePath: Self.programBase, featureOutput: "relu3")).digest)
+    }
+
+    @Test func aNamedProgramVariableCutsThereAndUnknownNamesAreRefused() throws {
+        let relu = try FeatureNetwork(basePath: Self.programBase, featureOutput: "relu3")
+        #expect(relu.featureCount == 32 * 8 * 8)
+        #expect(!relu.isAutomatic && relu.consumer == nil)
+        #expect(relu.keptLayers == 9)
+        let pool = try FeatureNetwork(basePath: Self.programBase, featureOutput: "pool1")
+        #expect(pool.featureCount == 8 * 16 * 16)
+        #expect(pool.keptLayers == 4)
+        #expect(throws: TrainingError.baseModel(path: Self.programBase, reason: "\"image\" is a model input, not an operation output")) {
+            try FeatureNetwork(basePath: Self.programBase, featureOutput: "image")
+        }
+        do {
+            _ = try FeatureNetwork(basePath: Self.programBase, featureOutput: "nothing")
+            Issue.record("an unknown variable was accepted")
+        } catch {
+            #expect(error.description.contains("no operation of function main produces \"nothing\""), "\(error)")
+        }
+    }
+
+    @Test func aCompiledProgramBundleIsCutAsItsSourceIsAndExports() throws {
+        let data = try DataSet(labels: ["blue", "red"], count: 10)
+        let bundle = data.directory.path + "/Base.mlmodelc"
+        _ = try BundleCompiler(options: CompileOptions()).compile(Self.programBase, to: bundle)
+        let fromBundle = try FeatureNetwork(basePath: bundle)
+        let fromSource = try FeatureNetwork(basePath: Self.programBase)
+        #expect(fromBundle.isProgram && fromBundle.featureName == fromSource.featureName)
+        let image = try #require(PixelBuffer(width: 32, height: 32, pixelFormat: .rgb, bytes: (0..<3072).map { UInt8($0 % 251) }))
+        #expect(try fromBundle.features(of: image) == fromSource.features(of: image))
+        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options { $0.basePath = bundle })
+        let output = data.directory.path + "/FromBundle.mlpackage"
+        try trained.write(to: output)
+        #expect(ModelValidator.validate(try ModelFile.open(output)).filter { $0.severity == .error }.isEmpty)
+    }
+
+    @Test func aModelTrainedOnAnMLProgramLabelsHeldBackImagesAsAPackage() throws {
+        let data = try DataSet()
+        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options {
+            $0.basePath = Self.programBase
+            $0.validation = .directory(data.heldBack)
+        })
+        let validation = try #require(trained.report.validation)
+        #expect(validation.count == 24)
+        #expect(validation.accuracy >= 0.95)
+
+        #expect(throws: TrainingError.outputNeedsPackage(path: data.directory.path + "/Colors.mlmodel")) {
+            try trained.write(to: data.directory.path + "/Colors.mlmodel")
+        }
+        let output = data.directory.path + "/Colors.mlpackage"
+        try trained.write(to: output)
+        let file = try ModelFile.open(output)
+        #expect(file.format == .mlpackage)
+        #expect(ModelValidator.validate(file).filter { $0.severity == .error }.isEmpty)
+        let summary = ModelSummary(file)
+        #expect(summary.modelType == "pipelineClassifier")
+        #expect(summary.pipeline?.map(\.modelType) == ["mlProgram", "glmClassifier"])
+
+        let model = try Model(contentsOf: output, configuration: ModelConfiguration(threads: 2))
+        #expect(model.classLabels == Self.labels)
+        let evaluation = try ClassifierEvaluation.evaluate(model, folders: LabelledImageFolders.scan(data.heldBack))
+        #expect(evaluation.report.accuracy == validation.accuracy)
+        #expect(evaluation.report.confusion == validation.confusion)
+    }
+
+    @Test func aFloat16ProgramFeatureIsCastToFloat32AndTrains() throws {
+        let base = Fixtures.path("Models/ImageFeatureBaseProgramFP16.mlpackage")
+        let network = try FeatureNetwork(basePath: base)
+        #expect(network.featureName == "features_cast_fp16")
+        #expect(network.featureCount == 32)
+        #expect(network.consumer == "\"fc_cast_fp16\" (linear)")
+        let data = try DataSet(labels: ["blue", "red", "yellow"], count: 10)
+        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options {
+            $0.basePath = base
+            $0.validation = .directory(data.heldBack)
+        })
+        #expect((trained.report.validation?.accuracy ?? 0) >= 0.95)
+        let output = data.directory.path + "/Colors.mlpackage"
+        try trained.write(to: output)
+        let file = try ModelFile.open(output)
+        #expect(ModelValidator.validate(file).filter { $0.severity == .error }.isEmpty)
+        let cut = try #require(ModelSummary(file).pipeline?.first)
+        #expect(cut.outputs.map(\.name) == ["features_cast_fp16_fp32"])
+        let model = try Model(contentsOf: output, configuration: ModelConfiguration(threads: 1))
+        let evaluation = try ClassifierEvaluation.evaluate(model, folders: LabelledImageFolders.scan(data.heldBack))
+        #expect(evaluation.report.accuracy == trained.report.validation?.accuracy)
     }
 
     @Test func aCompiledBundleIsCutAsItsSourceIs() throws {
