@@ -159,28 +159,33 @@ public enum BundleDecompiler {
 
     /// Writes an `.mlpackage` atomically (replacing a package already at
     /// `output`): manifest, specification, and a copy of the weight file.
-    package static func writePackage(specification: [UInt8], weightFile: String, to output: String) throws(DecompileError) {
-        let weights: MappedFile
-        do {
-            weights = try MappedFile(path: weightFile)
-        } catch {
-            throw .bundle(.unreadable(path: weightFile, reason: error.description))
+    package static func writePackage(specification: [UInt8], weightFile: String?, to output: String) throws(DecompileError) {
+        var weights: MappedFile?
+        if let weightFile {
+            do {
+                weights = try MappedFile(path: weightFile)
+            } catch {
+                throw .bundle(.unreadable(path: weightFile, reason: error.description))
+            }
         }
         do throws(SystemCallError) {
             let staging = try StagingDirectory(for: output)
-            for directory in ["Data", "Data/com.apple.CoreML", "Data/com.apple.CoreML/weights"] {
+            let directories = ["Data", "Data/com.apple.CoreML"] + (weights == nil ? [] : ["Data/com.apple.CoreML/weights"])
+            for directory in directories {
                 try staging.makeDirectory(directory)
             }
             let specificationFile = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/model.mlmodel")
             try specificationFile.write(specification)
             try specificationFile.finish()
-            let weightCopy = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
-            try weightCopy.write(weights.bytes)
-            try weightCopy.finish()
+            if let weights {
+                let weightCopy = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
+                try weightCopy.write(weights.bytes)
+                try weightCopy.finish()
+            }
             let manifest = try FileWriter(path: staging.path + "/Manifest.json")
-            try manifest.write(PackageManifestText.make())
+            try manifest.write(PackageManifestText.make(withWeights: weights != nil))
             try manifest.finish()
-            try staging.commit(syncing: ["Data/com.apple.CoreML/weights", "Data/com.apple.CoreML", "Data"])
+            try staging.commit(syncing: directories.reversed())
         } catch {
             throw .write(error)
         }
@@ -191,30 +196,35 @@ public enum BundleDecompiler {
 /// The `Manifest.json` of a package modelc writes, with identifiers derived
 /// from the item paths so the same model always gives the same bytes.
 enum PackageManifestText {
-    static func make() -> String {
+    /// The manifest, listing the weights folder when the package has one.
+    static func make(withWeights: Bool = true) -> String {
         let model = identifier("com.apple.CoreML/model.mlmodel")
-        let weights = identifier("com.apple.CoreML/weights")
+        var items = [item(model, name: "model.mlmodel", description: "CoreML Model Specification")]
+        if withWeights {
+            items.append(item(identifier("com.apple.CoreML/weights"), name: "weights", description: "CoreML Model Weights"))
+        }
         return """
             {
                 "fileFormatVersion": "1.0.0",
                 "itemInfoEntries": {
-                    "\(model)": {
-                        "author": "com.apple.CoreML",
-                        "description": "CoreML Model Specification",
-                        "name": "model.mlmodel",
-                        "path": "com.apple.CoreML/model.mlmodel"
-                    },
-                    "\(weights)": {
-                        "author": "com.apple.CoreML",
-                        "description": "CoreML Model Weights",
-                        "name": "weights",
-                        "path": "com.apple.CoreML/weights"
-                    }
+            \(items.joined(separator: ",\n"))
                 },
                 "rootModelIdentifier": "\(model)"
             }
 
             """
+    }
+
+    /// One entry of `itemInfoEntries`, indented as it stands in the manifest.
+    private static func item(_ identifier: String, name: String, description: String) -> String {
+        """
+                "\(identifier)": {
+                    "author": "com.apple.CoreML",
+                    "description": "\(description)",
+                    "name": "\(name)",
+                    "path": "com.apple.CoreML/\(name)"
+                }
+        """
     }
 
     /// A UUID-shaped identifier from the SHA-256 of `path`.

@@ -142,8 +142,9 @@ public struct ClassifierExport: Sendable {
     }
 
     /// Checks the model with modelc's own validation, then writes it to
-    /// `path` atomically: an `.mlmodel` file, or for an ML-program base an
-    /// `.mlpackage` directory holding a copy of the base's weight file.
+    /// `path` atomically: an `.mlmodel` file, or an `.mlpackage` directory
+    /// when `path` ends so (for an ML-program base, with a copy of the base's
+    /// weight file; a network's weights are in its specification).
     ///
     /// - Throws: `TrainingError.outputNeedsPackage` (an ML-program base and a
     ///   path not ending in `.mlpackage`), `.invalidExport` (a bug) or `.write`.
@@ -151,6 +152,10 @@ public struct ClassifierExport: Sendable {
         let bytes = specificationBytes(network: network)
         guard network.isProgram else {
             try Self.validate(bytes)
+            if path.hasSuffix(".mlpackage") {
+                try Self.writePackage(bytes, weights: nil, to: path)
+                return
+            }
             do {
                 try AtomicFile.write(bytes, to: path)
             } catch {
@@ -171,7 +176,7 @@ public struct ClassifierExport: Sendable {
         try Self.writePackage(bytes, weights: weights, to: path)
     }
 
-    private static func writePackage(_ bytes: [UInt8], weights: String, to path: String) throws(TrainingError) {
+    private static func writePackage(_ bytes: [UInt8], weights: String?, to path: String) throws(TrainingError) {
         do {
             try BundleDecompiler.writePackage(specification: bytes, weightFile: weights, to: path)
         } catch {

@@ -117,6 +117,21 @@ import Testing
         #expect(confidence > 0.5 && confidence <= 1)
     }
 
+    @Test func aNetworkBaseWritesARealPackageWhenAskedForOne() throws {
+        let work = try Workspace(labels: ["blue", "red"], count: 10)
+        let trained = try work.run(["train", "image-classifier", work.data, "--base", Self.base, "-o", work.package,
+                                    "--validation-split", "0"])
+        #expect(trained.status == 0, "\(trained.standardError)")
+        let files = try Self.tree(work.package)
+        #expect(Set(files.keys) == ["Manifest.json", "Data/com.apple.CoreML/model.mlmodel"])
+        let result = try work.run(["classify", work.package, work.data + "/blue/blue-3.png", "--label", "blue", "--json"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let object = try #require(Fixtures.parseJSON(result.standardOutput.trimmingCharacters(in: .newlines)) as? [String: Any])
+        #expect((object["confidence"] as? Double ?? 0) > 0.5)
+        let verified = try work.run(["inspect", work.package])
+        #expect(verified.status == 0, "\(verified.standardError)")
+    }
+
     // MARK: - An ML-program base
 
     /// Every file of a package and its bytes.
