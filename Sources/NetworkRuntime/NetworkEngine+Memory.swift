@@ -27,19 +27,21 @@ extension NetworkEngine {
 
 extension NetworkPlan {
     /// Bytes one prediction state for this plan holds: the arena's slots, the
-    /// convolutions' channel-last scratch, and its XNNPACK operators' packed
-    /// weights (counted as the weights and biases they pack; XNNPACK's own
-    /// padding and bookkeeping are not counted).
+    /// convolutions' channel-last scratch, its oneDNN scratchpads, and its
+    /// XNNPACK operators' packed weights (counted as the weights and biases
+    /// they pack; XNNPACK's own padding and bookkeeping are not counted).
     var stateBytes: Int {
         var floats = slotSizes.reduce(0, +) + max(1, scratch.input) + max(1, scratch.output)
+        var bytes = 0
         for step in steps {
             switch step.kind {
             case .convolution(let conv) where conv.prepared == nil: floats += conv.weights.count + (conv.bias?.count ?? 0)
             case .fullyConnected(_, _, _, let weights, let bias, _, nil): floats += weights.count + (bias?.count ?? 0)
             default: break
             }
+            bytes += step.kind.prepared?.scratchpadBytes ?? 0
         }
-        return floats * MemoryLayout<Float>.stride
+        return floats * MemoryLayout<Float>.stride + bytes
     }
 }
 

@@ -45,8 +45,14 @@ final class DNNLKernel: @unchecked Sendable {
     private let destination: dnnl_memory_desc_t
     /// The weights as the network graph holds them (Core ML's layout).
     private let graphWeights: dnnl_memory_desc_t
+    /// The temporary memory one run needs; each binding has its own, so that
+    /// runs on any threads at once never share one (oneDNN's own scratchpad
+    /// is per creating thread in Debian's build).
+    private let scratchpad: dnnl_memory_desc_t
     /// Bytes of the reordered weights and the bias, held by oneDNN.
     let preparedBytes: Int
+    /// Bytes of the scratchpad each binding holds.
+    let scratchpadBytes: Int
 
     /// Prepares `conv` (not a transposed one), reading and writing
     /// channel-last or channel-first tensors as `conv.channelsLast` says, to
@@ -115,6 +121,7 @@ final class DNNLKernel: @unchecked Sendable {
         guard dnnl_primitive_attr_create(&attributes) == dnnl_success, let attributes else { return nil }
         defer { dnnl_primitive_attr_destroy(attributes) }
         if !Self.addClamp(outputRange, to: attributes) { return nil }
+        guard dnnl_primitive_attr_set_scratchpad_mode(attributes, dnnl_scratchpad_mode_user) == dnnl_success else { return nil }
 
         // oneDNN splits the work for the threads there are when it prepares.
         OneDNN.useThreads(threads)
@@ -128,6 +135,7 @@ final class DNNLKernel: @unchecked Sendable {
         guard let primitiveDescription = made else { return nil }
         defer { dnnl_primitive_desc_destroy(primitiveDescription) }
         guard let wanted = dnnl_primitive_desc_query_md(primitiveDescription, dnnl_query_weights_md, 0),
+              let scratchpad = dnnl_primitive_desc_query_md(primitiveDescription, dnnl_query_scratchpad_md, 0)?.pointee,
               let reordered = Self.reorder(values, from: &given, to: wanted, engine: engine)
         else { return nil }
         var created: dnnl_primitive_t?
@@ -152,7 +160,10 @@ final class DNNLKernel: @unchecked Sendable {
         self.source = source
         self.destination = destination
         self.graphWeights = graphWeights
+        self.scratchpad = scratchpad
         self.preparedBytes = preparedBytes
+        var scratchpadDescriptor = scratchpad
+        scratchpadBytes = dnnl_memory_desc_get_size(&scratchpadDescriptor)
     }
 
     /// The weights back in the layout the network graph holds them
@@ -214,8 +225,19 @@ final class DNNLKernel: @unchecked Sendable {
         var arguments = [dnnl_exec_arg_t(arg: DNNL_ARG_SRC, memory: inputMemory),
                          dnnl_exec_arg_t(arg: DNNL_ARG_WEIGHTS, memory: weights),
                          dnnl_exec_arg_t(arg: DNNL_ARG_DST, memory: outputMemory)]
+        var memories = [inputMemory, outputMemory]
         if let bias { arguments.append(dnnl_exec_arg_t(arg: DNNL_ARG_BIAS, memory: bias)) }
-        return Binding(arguments: arguments, memories: [inputMemory, outputMemory])
+        if scratchpadBytes > 0 {
+            var descriptor = scratchpad
+            var scratchpadMemory: dnnl_memory_t?
+            guard dnnl_memory_create(&scratchpadMemory, &descriptor, engine, Self.allocate) == dnnl_success, let scratchpadMemory else {
+                for memory in memories { dnnl_memory_destroy(memory) }
+                throw Self.failure("allocating a layer's scratchpad")
+            }
+            memories.append(scratchpadMemory)
+            arguments.append(dnnl_exec_arg_t(arg: DNNL_ARG_SCRATCHPAD, memory: scratchpadMemory))
+        }
+        return Binding(arguments: arguments, memories: memories)
     }
 
     /// Runs the layer through `binding` on `stream`, on `threads` threads.

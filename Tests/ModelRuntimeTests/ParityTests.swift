@@ -1,8 +1,10 @@
+import Dispatch
 import FixtureSupport
 import Foundation
 import ModelCompiler
 import ModelFeatures
 import ModelRuntime
+import SystemIO
 import Testing
 
 /// One case file of Fixtures/Parity: a model and the outputs an independent
@@ -25,9 +27,10 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
         return "Parity/" + name[..<slash]
     }
 
-    /// Runs every case through `model` (or the file's own model) and records
-    /// each output that differs from the reference by more than the tolerance.
-    func check(compiled: Bool = false, threads: Int = 1) throws {
+    /// Runs every case through the file's model, on `threads` threads per
+    /// prediction and `concurrently` predictions at once, and records each
+    /// output that differs from the reference by more than the tolerance.
+    func check(compiled: Bool = false, threads: Int = 1, concurrently: Int = 1) throws {
         let document = try #require(try JSONSerialization.jsonObject(
             with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(name).json")))) as? [String: Any])
         let modelName = try #require(document["model"] as? String)
@@ -47,16 +50,34 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
         let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads))
         #expect(model.summary.modelType == document["kind"] as? String)
         let parser = PredictionInputs(model: model)
-        for (index, testCase) in cases.enumerated() {
-            let inputs = try parser.parse(object: try #require(testCase["inputs"]))
-            let expected = try #require(testCase["outputs"] as? [String: Any])
-            let outputs = try model.prediction(from: inputs)
-            for (output, want) in expected {
-                let got = try #require(outputs[output], "case \(index): no output \"\(output)\"")
-                let mismatch = ParityComparison.difference(got, want, tolerance: tolerance)
-                #expect(mismatch == nil, "case \(index) output \"\(output)\": \(mismatch ?? "")")
+        var prepared: [(inputs: [String: FeatureValue], expected: [String: Any])] = []
+        for testCase in cases {
+            prepared.append((try parser.parse(object: try #require(testCase["inputs"])),
+                             try #require(testCase["outputs"] as? [String: Any])))
+        }
+        // Every case on each of `concurrently` threads at once (not the one
+        // that opened the model), each mismatch recorded.
+        let mismatches = Locked<[String]>([])
+        let shared = UncheckedSendable(prepared)
+        DispatchQueue.concurrentPerform(iterations: concurrently) { _ in
+            for (index, testCase) in shared.value.enumerated() {
+                do {
+                    let outputs = try model.prediction(from: testCase.inputs)
+                    for (output, want) in testCase.expected {
+                        guard let got = outputs[output] else {
+                            mismatches.withLock { $0.append("case \(index): no output \"\(output)\"") }
+                            continue
+                        }
+                        if let mismatch = ParityComparison.difference(got, want, tolerance: tolerance) {
+                            mismatches.withLock { $0.append("case \(index) output \"\(output)\": \(mismatch)") }
+                        }
+                    }
+                } catch {
+                    mismatches.withLock { $0.append("case \(index): \(error)") }
+                }
             }
         }
+        #expect(mismatches.withLock { $0 } == [])
     }
 }
 
@@ -99,4 +120,17 @@ struct NetworkParityTests {
     func threaded(_ file: ParityFile, threads: Int) throws {
         try file.check(threads: threads)
     }
+
+    /// One opened model serves predictions from several threads at once, none
+    /// of them the thread that prepared its kernels.
+    @Test("outputs match the reference engine with predictions running at once", arguments: files)
+    func concurrent(_ file: ParityFile) throws {
+        try file.check(concurrently: 4)
+    }
+}
+
+/// A value handed to other threads that only read it.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
