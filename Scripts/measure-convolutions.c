@@ -5,7 +5,7 @@
    layer is run 200 times after 10 warm-up runs; times are per run, totals
    weighted by how often MobileNetV2 has the layer. The numbers and the
    decision are in the README ("Why oneDNN").
-     gcc -O2 -o /tmp/measure-convolutions Scripts/measure-convolutions.c -ldnnl -lopenblas
+     gcc -O3 -march=native -o /tmp/measure-convolutions Scripts/measure-convolutions.c -ldnnl -lopenblas
      OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /tmp/measure-convolutions */
 #include <cblas.h>
 #include <dnnl.h>
