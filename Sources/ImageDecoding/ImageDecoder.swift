@@ -107,12 +107,12 @@ public struct ImageDecoder: Sendable, Equatable {
         // JPEGs (the common case) go straight to their loader, which reads
         // the header only until pixels are asked for; other formats are sniffed.
         let isJPEG = bytes.starts(with: [0xFF, 0xD8, 0xFF])
-        if !isJPEG, vips_foreign_find_load_buffer(base, bytes.count) == nil {
+        if !isJPEG, modelc_vips_find_load_buffer(base, bytes.count) == nil {
             _ = Vips.takeError()
             throw .unsupportedFormat(file: name)
         }
         do throws(VipsFailure) {
-            var loaded: UnsafeMutablePointer<VipsImage>?
+            var loaded: OpaquePointer?
             if isJPEG {
                 if modelc_vips_jpegload_buffer(base, bytes.count, &loaded, 1) != 0 { loaded = nil }
             } else {
@@ -125,7 +125,7 @@ public struct ImageDecoder: Sendable, Equatable {
                 let shrink = Self.loadShrink(for: fitting, storedWidth: image.width, storedHeight: image.height,
                                              orientation: upright)
                 if shrink > 1 {
-                    var output: UnsafeMutablePointer<VipsImage>?
+                    var output: OpaquePointer?
                     guard modelc_vips_jpegload_buffer(base, bytes.count, &output, Int32(shrink)) == 0, let output else {
                         throw VipsFailure(message: Vips.takeError())
                     }
@@ -153,7 +153,7 @@ public struct ImageDecoder: Sendable, Equatable {
         do throws(VipsFailure) {
             let copy = packed.withUnsafeBytes { memory in
                 memory.baseAddress.flatMap {
-                    vips_image_new_from_memory_copy($0, memory.count, Int32(buffer.width), Int32(buffer.height),
+                    modelc_vips_new_from_memory_copy($0, memory.count, Int32(buffer.width), Int32(buffer.height),
                                                     Int32(bands), VIPS_FORMAT_UCHAR)
                 }
             }
@@ -224,7 +224,7 @@ public struct ImageDecoder: Sendable, Equatable {
     /// 8-bit sRGB (or grayscale) with alpha kept or flattened onto the background.
     private func colour(_ input: VipsImageHandle, gray: Bool, keepsAlpha: Bool) throws(VipsFailure) -> VipsImageHandle {
         var image = input
-        if vips_colourspace_issupported(image.pointer) != 0 {
+        if modelc_vips_colourspace_issupported(image.pointer) != 0 {
             let space = gray ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB
             image = try image.applying { modelc_vips_colourspace($0, $1, space) }
         } else {

@@ -2,9 +2,10 @@ import CVips
 
 /// Process-wide settings of the image library, libvips.
 public enum ImageLibrary {
-    /// The libvips version this process runs with (`8.14.1`).
+    /// The libvips version this process runs with (`8.14.1`), loading libvips
+    /// if needed; empty when it cannot be loaded.
     public static var version: String {
-        String(cString: vips_version_string())
+        modelc_vips_version_string().map { String(cString: $0) } ?? ""
     }
 
     /// How many threads libvips uses to compute one image.
@@ -14,12 +15,12 @@ public enum ImageLibrary {
     /// input is too small to gain from more. Applies to the whole process.
     public static func threadsPerImage() throws(ImageError) -> Int {
         try Vips.ensureStarted()
-        return Int(vips_concurrency_get())
+        return Int(modelc_vips_concurrency_get())
     }
 
     /// Sets `threadsPerImage()` for the whole process (at least 1).
     public static func setThreadsPerImage(_ count: Int) throws(ImageError) {
         try Vips.ensureStarted()
-        vips_concurrency_set(Int32(clamping: max(1, count)))
+        modelc_vips_concurrency_set(Int32(clamping: max(1, count)))
     }
 }

@@ -4,7 +4,7 @@ import CVips
 import Glibc
 #endif
 
-/// libvips, started once per process on first use.
+/// libvips, loaded (dlopen) and started once per process on first use.
 ///
 /// libvips is thread-safe once started. Its operation cache is turned off:
 /// modelc never repeats an operation on the same image, and a cached load
@@ -18,18 +18,17 @@ enum Vips {
         // warnings on standard error would only repeat them. A caller's
         // VIPS_WARNING setting is kept.
         setenv("VIPS_WARNING", "0", 0)
+        if let failure = modelc_vips_load() { return String(cString: failure) }
         guard modelc_vips_init("modelc") == 0 else { return takeError() }
-        vips_cache_set_max(0)
-        vips_cache_set_max_mem(0)
-        vips_cache_set_max_files(0)
+        modelc_vips_cache_off()
         let configured = getenv("VIPS_CONCURRENCY").flatMap { Int32(String(cString: $0)) }
-        vips_concurrency_set(configured.map { max(1, $0) } ?? 1)
+        modelc_vips_concurrency_set(configured.map { max(1, $0) } ?? 1)
         return nil
     }
 
     /// Starts libvips if this is the first call.
     ///
-    /// - Throws: `ImageError.libraryUnavailable` when it cannot be started.
+    /// - Throws: `ImageError.libraryUnavailable` when it cannot be loaded or started.
     static func ensureStarted() throws(ImageError) {
         if let reason = startup { throw .libraryUnavailable(reason: reason) }
     }
@@ -39,8 +38,8 @@ enum Vips {
     /// The buffer is one per process: when two threads fail at the same moment,
     /// each may report the other's message (both still fail).
     static func takeError() -> String {
-        guard let copy = vips_error_buffer_copy() else { return "unknown libvips error" }
-        defer { g_free(copy) }
+        guard let copy = modelc_vips_error_take() else { return "unknown libvips error" }
+        defer { modelc_vips_free(copy) }
         let line = String(cString: copy).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         return line.isEmpty ? "unknown libvips error" : line
     }
@@ -57,9 +56,9 @@ struct VipsFailure: Error {
 /// computed when the result is written to memory. Each output holds a
 /// reference to its input, so handles can be dropped in any order.
 final class VipsImageHandle {
-    let pointer: UnsafeMutablePointer<VipsImage>
+    let pointer: OpaquePointer
 
-    init(_ pointer: UnsafeMutablePointer<VipsImage>) {
+    init(_ pointer: OpaquePointer) {
         self.pointer = pointer
     }
 
@@ -67,29 +66,25 @@ final class VipsImageHandle {
         modelc_vips_unref(pointer)
     }
 
-    var width: Int { Int(vips_image_get_width(pointer)) }
-    var height: Int { Int(vips_image_get_height(pointer)) }
-    var bands: Int { Int(vips_image_get_bands(pointer)) }
-    var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
-    var interpretation: VipsInterpretation { vips_image_get_interpretation(pointer) }
-    var format: VipsBandFormat { vips_image_get_format(pointer) }
+    var width: Int { Int(modelc_vips_image_get_width(pointer)) }
+    var height: Int { Int(modelc_vips_image_get_height(pointer)) }
+    var bands: Int { Int(modelc_vips_image_get_bands(pointer)) }
+    var hasAlpha: Bool { modelc_vips_image_hasalpha(pointer) != 0 }
+    var interpretation: VipsInterpretation { modelc_vips_image_get_interpretation(pointer) }
+    var format: VipsBandFormat { modelc_vips_image_get_format(pointer) }
 
     /// The EXIF orientation recorded by the loader, if any.
     var storedOrientation: ImageOrientation? {
-        guard vips_image_get_typeof(pointer, "orientation") != 0 else { return nil }
         var value: Int32 = 0
-        guard vips_image_get_int(pointer, "orientation", &value) == 0 else {
-            _ = Vips.takeError()
-            return nil
-        }
+        guard modelc_vips_image_get_int(pointer, "orientation", &value) != 0 else { return nil }
         return ImageOrientation(rawValue: UInt32(clamping: value))
     }
 
     /// The result of one libvips operation on this image.
     func applying(
-        _ operation: (UnsafeMutablePointer<VipsImage>, UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32
+        _ operation: (OpaquePointer, UnsafeMutablePointer<OpaquePointer?>) -> Int32
     ) throws(VipsFailure) -> VipsImageHandle {
-        var output: UnsafeMutablePointer<VipsImage>?
+        var output: OpaquePointer?
         guard operation(pointer, &output) == 0, let output else { throw VipsFailure(message: Vips.takeError()) }
         return VipsImageHandle(output)
     }
@@ -97,10 +92,10 @@ final class VipsImageHandle {
     /// Computes the pixels: `height` rows of `width × bands` bytes (8-bit images only).
     func writtenToMemory() throws(VipsFailure) -> [UInt8] {
         var size = 0
-        guard let memory = vips_image_write_to_memory(pointer, &size) else {
+        guard let memory = modelc_vips_write_to_memory(pointer, &size) else {
             throw VipsFailure(message: Vips.takeError())
         }
-        defer { g_free(memory) }
+        defer { modelc_vips_free(memory) }
         return [UInt8](UnsafeRawBufferPointer(start: memory, count: size))
     }
 }

@@ -40,7 +40,7 @@ final class ArchiveReader {
         }
         guard let handle = archive_read_new() else {
             _ = calls.close(fd)
-            throw .unreadable(path: path, reason: "cannot allocate a reader")
+            throw .unreadable(path: path, reason: modelc_archive_load().map { String(cString: $0) } ?? "cannot allocate a reader")
         }
         self.fd = fd
         self.handle = handle

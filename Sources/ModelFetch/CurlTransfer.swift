@@ -34,10 +34,10 @@ enum CurlTransfer {
     /// Runs one attempt for `url`, feeding `sink`; sends `Range` (and
     /// `If-Range`) when the partial already holds bytes.
     static func perform(url: String, sink: TransferSink, request: Request) -> Outcome {
-        guard globalSetup == CURLE_OK, let handle = curl_easy_init() else {
+        guard globalSetup == CURLE_OK, let handle = modelc_curl_easy_init() else {
             return .failed(code: CURLE_FAILED_INIT)
         }
-        defer { curl_easy_cleanup(handle) }
+        defer { modelc_curl_easy_cleanup(handle) }
 
         var common = request.conditions
         if let ifRange = request.ifRange, sink.partial.size > 0 { common.append("If-Range: \(ifRange)") }
@@ -85,7 +85,7 @@ enum CurlTransfer {
             if let failed = hopSettings.first(where: { $0 != CURLE_OK }) {
                 return .failed(code: failed)
             }
-            let result = curl_easy_perform(handle)
+            let result = modelc_curl_easy_perform(handle)
             guard result == CURLE_OK else { return .failed(code: result) }
             var status = 0
             _ = modelc_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
@@ -105,7 +105,7 @@ enum CurlTransfer {
 
     /// libcurl's text for `code`.
     static func reason(_ code: CURLcode) -> String {
-        String(cString: curl_easy_strerror(code))
+        String(cString: modelc_curl_easy_strerror(code))
     }
 
     /// The absolute URL a redirect response points to, resolved by libcurl.
@@ -129,13 +129,13 @@ struct Origin: Equatable {
     let port: String
 
     init?(_ url: String) {
-        guard let parsed = curl_url() else { return nil }
-        defer { curl_url_cleanup(parsed) }
-        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        guard let parsed = modelc_curl_url() else { return nil }
+        defer { modelc_curl_url_cleanup(parsed) }
+        guard modelc_curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
         func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
             var text: UnsafeMutablePointer<CChar>?
-            guard curl_url_get(parsed, which, &text, flags) == CURLUE_OK, let text else { return nil }
-            defer { curl_free(text) }
+            guard modelc_curl_url_get(parsed, which, &text, flags) == CURLUE_OK, let text else { return nil }
+            defer { modelc_curl_free(text) }
             return String(cString: text)
         }
         guard let scheme = part(CURLUPART_SCHEME) else { return nil }
@@ -151,11 +151,11 @@ private final class HeaderList {
 
     init(_ lines: [String]) {
         var list: UnsafeMutablePointer<curl_slist>?
-        for line in lines { list = curl_slist_append(list, line) }
+        for line in lines { list = modelc_curl_slist_append(list, line) }
         pointer = list
     }
 
-    deinit { curl_slist_free_all(pointer) }
+    deinit { modelc_curl_slist_free_all(pointer) }
 }
 
 private let writeCallback: curl_write_callback = { data, size, count, context in

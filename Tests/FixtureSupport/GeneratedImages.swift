@@ -48,7 +48,7 @@ public enum GeneratedImages {
     public static func encode(_ pixels: [UInt8], width: Int, height: Int, suffix: String) throws -> Data {
         _ = try ImageLibrary.threadsPerImage()  // starts libvips
         guard let image = pixels.withUnsafeBytes({ memory in
-            vips_image_new_from_memory_copy(memory.baseAddress, memory.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
+            modelc_vips_new_from_memory_copy(memory.baseAddress, memory.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
         }) else { throw Failure(description: "vips_image_new_from_memory_copy failed") }
         defer { modelc_vips_unref(image) }
         var buffer: UnsafeMutableRawPointer?
@@ -56,7 +56,7 @@ public enum GeneratedImages {
         guard modelc_vips_write_to_buffer(image, suffix, &buffer, &size) == 0, let bytes = buffer else {
             throw Failure(description: "encoding \(suffix) failed")
         }
-        defer { g_free(bytes) }
+        defer { modelc_vips_free(bytes) }
         return Data(bytes: bytes, count: size)
     }
 

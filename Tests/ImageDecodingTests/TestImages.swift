@@ -47,14 +47,14 @@ struct TestImage {
             image = try image.applying { modelc_vips_copy_interpretation($0, $1, space) }
         }
         if let orientation {
-            vips_image_set_int(image.pointer, "orientation", Int32(orientation))
+            modelc_vips_image_set_int(image.pointer, "orientation", Int32(orientation))
         }
         var buffer: UnsafeMutableRawPointer?
         var size = 0
         guard modelc_vips_write_to_buffer(image.pointer, suffix, &buffer, &size) == 0, let buffer else {
             throw VipsFailure(message: Vips.takeError())
         }
-        defer { g_free(buffer) }
+        defer { modelc_vips_free(buffer) }
         return [UInt8](UnsafeRawBufferPointer(start: buffer, count: size))
     }
 
@@ -66,7 +66,7 @@ struct TestImage {
     private static func handle(_ memory: UnsafeRawBufferPointer, _ width: Int, _ height: Int, _ bands: Int,
                                _ format: VipsBandFormat) throws -> VipsImageHandle {
         guard let base = memory.baseAddress,
-              let image = vips_image_new_from_memory_copy(base, memory.count, Int32(width), Int32(height), Int32(bands), format)
+              let image = modelc_vips_new_from_memory_copy(base, memory.count, Int32(width), Int32(height), Int32(bands), format)
         else { throw VipsFailure(message: Vips.takeError()) }
         return VipsImageHandle(image)
     }

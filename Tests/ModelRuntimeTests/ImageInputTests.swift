@@ -21,14 +21,14 @@ import Testing
     static func writePNG(_ pixels: [UInt8], width: Int, height: Int, in directory: URL) throws -> String {
         _ = try ImageLibrary.threadsPerImage()  // starts libvips
         let image = try #require(pixels.withUnsafeBytes { memory in
-            vips_image_new_from_memory_copy(memory.baseAddress, memory.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
+            modelc_vips_new_from_memory_copy(memory.baseAddress, memory.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
         })
         defer { modelc_vips_unref(image) }
         var buffer: UnsafeMutableRawPointer?
         var size = 0
         #expect(modelc_vips_write_to_buffer(image, ".png", &buffer, &size) == 0)
         let bytes = try #require(buffer)
-        defer { g_free(bytes) }
+        defer { modelc_vips_free(bytes) }
         let path = directory.appendingPathComponent("image-\(width)x\(height).png").path
         try Data(bytes: bytes, count: size).write(to: URL(fileURLWithPath: path))
         return path

@@ -1,3 +1,0 @@
-// OpenBLAS (Debian libopenblas-dev): matrix products the network runtime
-// runs outside XNNPACK (batched matmul, dot products).
-#include <cblas.h>

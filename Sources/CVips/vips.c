@@ -1,0 +1,321 @@
+#include "CVips.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Values of libvips' enumerations used only here (libvips 8 ABI). */
+enum { EXTEND_COPY = 1, EXTEND_BACKGROUND = 5, FAIL_ON_ERROR = 2 };
+/* The ABI (soname major) these declarations are written against. */
+enum { ABI_VERSION = 42 };
+
+typedef VipsImage *(*NewFromFile)(const char *, ...);
+typedef VipsImage *(*NewFromBuffer)(const void *, size_t, const char *, ...);
+typedef int (*LoadFile)(const char *, VipsImage **, ...);
+typedef int (*LoadBuffer)(void *, size_t, VipsImage **, ...);
+typedef int (*Unary)(VipsImage *, VipsImage **, ...);
+typedef int (*UnaryInt)(VipsImage *, VipsImage **, int, ...);
+typedef int (*UnaryDouble)(VipsImage *, VipsImage **, double, ...);
+typedef int (*UnaryRect)(VipsImage *, VipsImage **, int, int, int, int, ...);
+typedef int (*Affine)(VipsImage *, VipsImage **, double, double, double, double, ...);
+typedef int (*WriteToBuffer)(VipsImage *, const char *, void **, size_t *, ...);
+typedef void *(*ArrayIntNewv)(int, ...);
+
+/* libvips' entry points, looked up once by load(). */
+static struct {
+    int (*init)(const char *);
+    int (*version)(int);
+    const char *(*version_string)(void);
+    void (*cache_set_max)(int);
+    void (*cache_set_max_mem)(size_t);
+    void (*cache_set_max_files)(int);
+    int (*concurrency_get)(void);
+    void (*concurrency_set)(int);
+    char *(*error_buffer_copy)(void);
+    void (*error_clear)(void);
+    void (*g_free)(void *);
+    void (*g_object_unref)(void *);
+    int (*get_width)(const VipsImage *);
+    int (*get_height)(const VipsImage *);
+    int (*get_bands)(const VipsImage *);
+    int (*hasalpha)(VipsImage *);
+    VipsInterpretation (*get_interpretation)(const VipsImage *);
+    VipsBandFormat (*get_format)(const VipsImage *);
+    unsigned long (*get_typeof)(const VipsImage *, const char *);
+    int (*get_int)(const VipsImage *, const char *, int *);
+    void (*set_int)(VipsImage *, const char *, int);
+    int (*colourspace_issupported)(const VipsImage *);
+    const char *(*find_load_buffer)(const void *, size_t);
+    VipsImage *(*new_from_memory_copy)(const void *, size_t, int, int, int, VipsBandFormat);
+    void *(*write_to_memory)(VipsImage *, size_t *);
+    NewFromFile new_from_file;
+    NewFromBuffer new_from_buffer;
+    LoadFile jpegload;
+    LoadBuffer jpegload_buffer;
+    UnaryDouble resize;
+    void *(*interpolate_new)(const char *);
+    ArrayIntNewv array_int_newv;
+    void *(*array_double_new)(const double *, int);
+    void (*area_unref)(void *);
+    Affine affine;
+    UnaryRect extract_area;
+    UnaryInt extract_band;
+    UnaryRect embed;
+    UnaryInt rot;
+    UnaryInt flip;
+    UnaryInt colourspace;
+    UnaryInt cast;
+    Unary flatten;
+    Unary premultiply;
+    Unary unpremultiply;
+    UnaryDouble bandjoin_const1;
+    Unary copy;
+    WriteToBuffer write_to_buffer;
+} api;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char failure[512];
+static int loaded;
+
+/* Fills api from the library, or records why not. */
+static void load(void) {
+    static const char library[] = "libvips.so.42";
+    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *reason = dlerror();
+        snprintf(failure, sizeof failure, "%s", reason ? reason : "libvips.so.42: cannot be opened");
+        return;
+    }
+    /* GLib's g_free and g_object_unref are found through libvips' dependencies. */
+    static const struct { const char *name; void **slot; } symbols[] = {
+        {"vips_init", (void **)&api.init},
+        {"vips_version", (void **)&api.version},
+        {"vips_version_string", (void **)&api.version_string},
+        {"vips_cache_set_max", (void **)&api.cache_set_max},
+        {"vips_cache_set_max_mem", (void **)&api.cache_set_max_mem},
+        {"vips_cache_set_max_files", (void **)&api.cache_set_max_files},
+        {"vips_concurrency_get", (void **)&api.concurrency_get},
+        {"vips_concurrency_set", (void **)&api.concurrency_set},
+        {"vips_error_buffer_copy", (void **)&api.error_buffer_copy},
+        {"vips_error_clear", (void **)&api.error_clear},
+        {"g_free", (void **)&api.g_free},
+        {"g_object_unref", (void **)&api.g_object_unref},
+        {"vips_image_get_width", (void **)&api.get_width},
+        {"vips_image_get_height", (void **)&api.get_height},
+        {"vips_image_get_bands", (void **)&api.get_bands},
+        {"vips_image_hasalpha", (void **)&api.hasalpha},
+        {"vips_image_get_interpretation", (void **)&api.get_interpretation},
+        {"vips_image_get_format", (void **)&api.get_format},
+        {"vips_image_get_typeof", (void **)&api.get_typeof},
+        {"vips_image_get_int", (void **)&api.get_int},
+        {"vips_image_set_int", (void **)&api.set_int},
+        {"vips_colourspace_issupported", (void **)&api.colourspace_issupported},
+        {"vips_foreign_find_load_buffer", (void **)&api.find_load_buffer},
+        {"vips_image_new_from_memory_copy", (void **)&api.new_from_memory_copy},
+        {"vips_image_write_to_memory", (void **)&api.write_to_memory},
+        {"vips_image_new_from_file", (void **)&api.new_from_file},
+        {"vips_image_new_from_buffer", (void **)&api.new_from_buffer},
+        {"vips_jpegload", (void **)&api.jpegload},
+        {"vips_jpegload_buffer", (void **)&api.jpegload_buffer},
+        {"vips_resize", (void **)&api.resize},
+        {"vips_interpolate_new", (void **)&api.interpolate_new},
+        {"vips_array_int_newv", (void **)&api.array_int_newv},
+        {"vips_array_double_new", (void **)&api.array_double_new},
+        {"vips_area_unref", (void **)&api.area_unref},
+        {"vips_affine", (void **)&api.affine},
+        {"vips_extract_area", (void **)&api.extract_area},
+        {"vips_extract_band", (void **)&api.extract_band},
+        {"vips_embed", (void **)&api.embed},
+        {"vips_rot", (void **)&api.rot},
+        {"vips_flip", (void **)&api.flip},
+        {"vips_colourspace", (void **)&api.colourspace},
+        {"vips_cast", (void **)&api.cast},
+        {"vips_flatten", (void **)&api.flatten},
+        {"vips_premultiply", (void **)&api.premultiply},
+        {"vips_unpremultiply", (void **)&api.unpremultiply},
+        {"vips_bandjoin_const1", (void **)&api.bandjoin_const1},
+        {"vips_copy", (void **)&api.copy},
+        {"vips_image_write_to_buffer", (void **)&api.write_to_buffer},
+    };
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        void *address = dlsym(handle, symbols[i].name);
+        if (!address) {
+            snprintf(failure, sizeof failure, "%s: no symbol %s", library, symbols[i].name);
+            memset(&api, 0, sizeof api);  /* every wrapper then fails instead of calling a partial table */
+            return;                       /* the handle stays open: nothing it mapped is used */
+        }
+        *symbols[i].slot = address;
+    }
+    /* VIPS_INIT's check: the library's ABI (current - age) is the one declared here. */
+    int abi = api.version(3) - api.version(5);
+    if (abi != ABI_VERSION) {
+        snprintf(failure, sizeof failure, "%s: ABI version %d, modelc needs %d", library, abi, ABI_VERSION);
+        memset(&api, 0, sizeof api);
+        return;
+    }
+    loaded = 1;
+}
+
+const char *modelc_vips_load(void) {
+    pthread_once(&once, load);
+    return loaded ? NULL : failure;
+}
+
+/* Each wrapper fails like libvips would when the library could not be loaded.
+   pthread_once also orders the reads of api after load() wrote it. */
+#define NEEDS(fn, failed) do { if (modelc_vips_load()) return failed; } while (0)
+
+int modelc_vips_init(const char *argv0) {
+    NEEDS(init, -1);
+    return api.init(argv0);
+}
+
+void modelc_vips_cache_off(void) {
+    if (modelc_vips_load()) return;
+    api.cache_set_max(0);
+    api.cache_set_max_mem(0);
+    api.cache_set_max_files(0);
+}
+int modelc_vips_concurrency_get(void) { NEEDS(concurrency_get, 0); return api.concurrency_get(); }
+void modelc_vips_concurrency_set(int threads) { if (!modelc_vips_load()) api.concurrency_set(threads); }
+const char *modelc_vips_version_string(void) { NEEDS(version_string, NULL); return api.version_string(); }
+
+char *modelc_vips_error_take(void) {
+    NEEDS(error_buffer_copy, NULL);
+    return api.error_buffer_copy();
+}
+void modelc_vips_free(void *memory) { if (!modelc_vips_load()) api.g_free(memory); }
+void modelc_vips_unref(VipsImage *image) { if (!modelc_vips_load() && image) api.g_object_unref(image); }
+
+int modelc_vips_image_get_width(const VipsImage *image) { NEEDS(get_width, 0); return api.get_width(image); }
+int modelc_vips_image_get_height(const VipsImage *image) { NEEDS(get_height, 0); return api.get_height(image); }
+int modelc_vips_image_get_bands(const VipsImage *image) { NEEDS(get_bands, 0); return api.get_bands(image); }
+int modelc_vips_image_hasalpha(VipsImage *image) { NEEDS(hasalpha, 0); return api.hasalpha(image); }
+VipsInterpretation modelc_vips_image_get_interpretation(const VipsImage *image) {
+    NEEDS(get_interpretation, VIPS_INTERPRETATION_ERROR);
+    return api.get_interpretation(image);
+}
+VipsBandFormat modelc_vips_image_get_format(const VipsImage *image) {
+    NEEDS(get_format, VIPS_FORMAT_NOTSET);
+    return api.get_format(image);
+}
+int modelc_vips_image_get_int(VipsImage *image, const char *name, int *value) {
+    NEEDS(get_int, 0);
+    if (api.get_typeof(image, name) == 0) return 0;
+    if (api.get_int(image, name, value) != 0) {
+        api.error_clear();
+        return 0;
+    }
+    return 1;
+}
+void modelc_vips_image_set_int(VipsImage *image, const char *name, int value) {
+    if (!modelc_vips_load()) api.set_int(image, name, value);
+}
+int modelc_vips_colourspace_issupported(const VipsImage *image) {
+    NEEDS(colourspace_issupported, 0);
+    return api.colourspace_issupported(image);
+}
+const char *modelc_vips_find_load_buffer(const void *data, size_t size) {
+    NEEDS(find_load_buffer, NULL);
+    return api.find_load_buffer(data, size);
+}
+VipsImage *modelc_vips_new_from_memory_copy(const void *data, size_t size, int width, int height, int bands,
+                                            VipsBandFormat format) {
+    NEEDS(new_from_memory_copy, NULL);
+    return api.new_from_memory_copy(data, size, width, height, bands, format);
+}
+void *modelc_vips_write_to_memory(VipsImage *image, size_t *size) {
+    NEEDS(write_to_memory, NULL);
+    return api.write_to_memory(image, size);
+}
+
+VipsImage *modelc_vips_load_file(const char *path) {
+    NEEDS(new_from_file, NULL);
+    return api.new_from_file(path, "fail_on", FAIL_ON_ERROR, NULL);
+}
+VipsImage *modelc_vips_load_buffer(const void *data, size_t size) {
+    NEEDS(new_from_buffer, NULL);
+    return api.new_from_buffer(data, size, "", "fail_on", FAIL_ON_ERROR, NULL);
+}
+int modelc_vips_jpegload_file(const char *path, VipsImage **out, int shrink) {
+    NEEDS(jpegload, -1);
+    return api.jpegload(path, out, "shrink", shrink, "fail_on", FAIL_ON_ERROR, NULL);
+}
+int modelc_vips_jpegload_buffer(const void *data, size_t size, VipsImage **out, int shrink) {
+    NEEDS(jpegload_buffer, -1);
+    return api.jpegload_buffer((void *)data, size, out, "shrink", shrink, "fail_on", FAIL_ON_ERROR, NULL);
+}
+int modelc_vips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale, VipsKernel kernel) {
+    NEEDS(resize, -1);
+    return api.resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
+}
+int modelc_vips_enlarge(VipsImage *in, VipsImage **out, double hscale, double vscale, int width, int height) {
+    NEEDS(affine, -1);
+    void *bicubic = api.interpolate_new("bicubic");
+    if (!bicubic) return -1;
+    void *area = api.array_int_newv(4, 0, 0, width, height);
+    int result = api.affine(in, out, hscale, 0.0, 0.0, vscale, "interpolate", bicubic,
+                            "idx", 0.5, "idy", 0.5, "odx", -0.5, "ody", -0.5, "oarea", area,
+                            "extend", EXTEND_COPY, NULL);
+    api.area_unref(area);
+    api.g_object_unref(bicubic);
+    return result;
+}
+int modelc_vips_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
+    NEEDS(extract_area, -1);
+    return api.extract_area(in, out, left, top, width, height, NULL);
+}
+int modelc_vips_extract_band(VipsImage *in, VipsImage **out, int band, int n) {
+    NEEDS(extract_band, -1);
+    return api.extract_band(in, out, band, "n", n, NULL);
+}
+int modelc_vips_embed(VipsImage *in, VipsImage **out, int x, int y, int width, int height,
+                      const double *background, int bands) {
+    NEEDS(embed, -1);
+    void *array = api.array_double_new(background, bands);
+    int result = api.embed(in, out, x, y, width, height, "extend", EXTEND_BACKGROUND, "background", array, NULL);
+    api.area_unref(array);
+    return result;
+}
+int modelc_vips_embed_copy(VipsImage *in, VipsImage **out, int x, int y, int width, int height) {
+    NEEDS(embed, -1);
+    return api.embed(in, out, x, y, width, height, "extend", EXTEND_COPY, NULL);
+}
+int modelc_vips_rot(VipsImage *in, VipsImage **out, VipsAngle angle) {
+    NEEDS(rot, -1);
+    return api.rot(in, out, (int)angle, NULL);
+}
+int modelc_vips_flip(VipsImage *in, VipsImage **out, VipsDirection direction) {
+    NEEDS(flip, -1);
+    return api.flip(in, out, (int)direction, NULL);
+}
+int modelc_vips_colourspace(VipsImage *in, VipsImage **out, VipsInterpretation space) {
+    NEEDS(colourspace, -1);
+    return api.colourspace(in, out, (int)space, NULL);
+}
+int modelc_vips_cast_uchar(VipsImage *in, VipsImage **out) {
+    NEEDS(cast, -1);
+    return api.cast(in, out, (int)VIPS_FORMAT_UCHAR, NULL);
+}
+int modelc_vips_flatten(VipsImage *in, VipsImage **out, const double *background, int bands) {
+    NEEDS(flatten, -1);
+    void *array = api.array_double_new(background, bands);
+    int result = api.flatten(in, out, "background", array, NULL);
+    api.area_unref(array);
+    return result;
+}
+int modelc_vips_premultiply(VipsImage *in, VipsImage **out) { NEEDS(premultiply, -1); return api.premultiply(in, out, NULL); }
+int modelc_vips_unpremultiply(VipsImage *in, VipsImage **out) { NEEDS(unpremultiply, -1); return api.unpremultiply(in, out, NULL); }
+int modelc_vips_bandjoin_const1(VipsImage *in, VipsImage **out, double value) {
+    NEEDS(bandjoin_const1, -1);
+    return api.bandjoin_const1(in, out, value, NULL);
+}
+int modelc_vips_copy_interpretation(VipsImage *in, VipsImage **out, VipsInterpretation interpretation) {
+    NEEDS(copy, -1);
+    return api.copy(in, out, "interpretation", (int)interpretation, NULL);
+}
+int modelc_vips_write_to_buffer(VipsImage *in, const char *suffix, void **buffer, size_t *size) {
+    NEEDS(write_to_buffer, -1);
+    return api.write_to_buffer(in, suffix, buffer, size, NULL);
+}
