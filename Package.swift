@@ -41,13 +41,13 @@ let package = Package(
         .target(name: "CSystemShims"),
         // libvips (Debian's libvips42) opened with dlopen at the first image, not linked:
         // commands that decode no image do not load it and its ~60 dependencies.
-        .target(name: "CVips"),
+        .target(name: "CVips", dependencies: ["CSystemShims"]),
         // libcurl (Debian's libcurl4) opened with dlopen at the first transfer, the same way.
-        .target(name: "CCurl"),
+        .target(name: "CCurl", dependencies: ["CSystemShims"]),
         // OpenBLAS (Debian's libopenblas0) opened at the first matrix product, the same way.
-        .target(name: "COpenBLAS"),
+        .target(name: "COpenBLAS", dependencies: ["CSystemShims"]),
         // libarchive (Debian's libarchive13) opened at the first archive, the same way.
-        .target(name: "CArchive"),
+        .target(name: "CArchive", dependencies: ["CSystemShims"]),
         .target(name: "SystemIO", dependencies: ["CCrypto", "CSystemShims"]),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
         .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),

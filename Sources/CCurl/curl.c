@@ -1,6 +1,6 @@
 #include "CCurl.h"
 
-#include <dlfcn.h>
+#include "CSystemShims.h"
 #include <pthread.h>
 #include <stdio.h>
 
@@ -32,14 +32,7 @@ static int loaded;
 
 /* Fills api from the library, or records why not. */
 static void load(void) {
-    static const char library[] = "libcurl.so.4";
-    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *reason = dlerror();
-        snprintf(failure, sizeof failure, "%s", reason ? reason : "libcurl.so.4: cannot be opened");
-        return;
-    }
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const struct modelc_library_symbol symbols[] = {
         {"curl_global_init", (void **)&api.global_init},
         {"curl_easy_strerror", (void **)&api.easy_strerror},
         {"curl_easy_init", (void **)&api.easy_init},
@@ -55,15 +48,7 @@ static void load(void) {
         {"curl_url_get", (void **)&api.url_get},
         {"curl_free", (void **)&api.free},
     };
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-        void *address = dlsym(handle, symbols[i].name);
-        if (!address) {
-            snprintf(failure, sizeof failure, "%s: no symbol %s", library, symbols[i].name);
-            return;
-        }
-        *symbols[i].slot = address;
-    }
-    loaded = 1;
+    loaded = modelc_library_open("libcurl.so.4", symbols, sizeof symbols / sizeof symbols[0], failure, sizeof failure);
 }
 
 /* pthread_once also orders the reads of api after load() wrote it. */

@@ -1,6 +1,6 @@
 #include "COpenBLAS.h"
 
-#include <dlfcn.h>
+#include "CSystemShims.h"
 #include <pthread.h>
 #include <stdio.h>
 
@@ -21,24 +21,12 @@ static char failure[512];
 static int loaded;
 
 static void load(void) {
-    static const char library[] = "libopenblas.so.0";
-    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *reason = dlerror();
-        snprintf(failure, sizeof failure, "%s", reason ? reason : "libopenblas.so.0: cannot be opened");
-        return;
-    }
-    api.sgemm = (Sgemm)dlsym(handle, "cblas_sgemm");
-    api.dgemm = (Dgemm)dlsym(handle, "cblas_dgemm");
-    api.set_num_threads = (void (*)(int))dlsym(handle, "openblas_set_num_threads");
-    if (!api.sgemm || !api.dgemm || !api.set_num_threads) {
-        snprintf(failure, sizeof failure, "%s: no cblas_sgemm, cblas_dgemm or openblas_set_num_threads", library);
-        api.sgemm = NULL;
-        api.dgemm = NULL;
-        api.set_num_threads = NULL;
-        return;
-    }
-    loaded = 1;
+    const struct modelc_library_symbol symbols[] = {
+        {"cblas_sgemm", (void **)&api.sgemm},
+        {"cblas_dgemm", (void **)&api.dgemm},
+        {"openblas_set_num_threads", (void **)&api.set_num_threads},
+    };
+    loaded = modelc_library_open("libopenblas.so.0", symbols, sizeof symbols / sizeof symbols[0], failure, sizeof failure);
 }
 
 /* pthread_once also orders the reads of api after load() wrote it. */

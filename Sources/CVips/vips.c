@@ -1,6 +1,6 @@
 #include "CVips.h"
 
-#include <dlfcn.h>
+#include "CSystemShims.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,15 +80,8 @@ static int loaded;
 
 /* Fills api from the library, or records why not. */
 static void load(void) {
-    static const char library[] = "libvips.so.42";
-    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *reason = dlerror();
-        snprintf(failure, sizeof failure, "%s", reason ? reason : "libvips.so.42: cannot be opened");
-        return;
-    }
     /* GLib's g_free and g_object_unref are found through libvips' dependencies. */
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const struct modelc_library_symbol symbols[] = {
         {"vips_init", (void **)&api.init},
         {"vips_version", (void **)&api.version},
         {"vips_version_string", (void **)&api.version_string},
@@ -138,19 +131,11 @@ static void load(void) {
         {"vips_copy", (void **)&api.copy},
         {"vips_image_write_to_buffer", (void **)&api.write_to_buffer},
     };
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-        void *address = dlsym(handle, symbols[i].name);
-        if (!address) {
-            snprintf(failure, sizeof failure, "%s: no symbol %s", library, symbols[i].name);
-            memset(&api, 0, sizeof api);  /* every wrapper then fails instead of calling a partial table */
-            return;                       /* the handle stays open: nothing it mapped is used */
-        }
-        *symbols[i].slot = address;
-    }
+    if (!modelc_library_open("libvips.so.42", symbols, sizeof symbols / sizeof symbols[0], failure, sizeof failure)) return;
     /* VIPS_INIT's check: the library's ABI (current - age) is the one declared here. */
     int abi = api.version(3) - api.version(5);
     if (abi != ABI_VERSION) {
-        snprintf(failure, sizeof failure, "%s: ABI version %d, modelc needs %d", library, abi, ABI_VERSION);
+        snprintf(failure, sizeof failure, "libvips.so.42: ABI version %d, modelc needs %d", abi, ABI_VERSION);
         memset(&api, 0, sizeof api);
         return;
     }

@@ -33,7 +33,7 @@ struct modelc_archive_api {
     ssize_t (*read_data)(struct archive *a, void *buffer, size_t size);
     int (*read_free)(struct archive *a);
     int64_t (*filter_bytes)(struct archive *a, int filter);
-    int (*errno)(struct archive *a);
+    int (*error_number)(struct archive *a);
     const char *(*error_string)(struct archive *a);
     int (*format)(struct archive *a);
     struct archive *(*write_new)(void);
@@ -111,7 +111,7 @@ static inline int64_t archive_filter_bytes(struct archive *a, int filter) {
 }
 static inline int archive_errno(struct archive *a) {
     const struct modelc_archive_api *api = modelc_archive_api();
-    return api ? api->errno(a) : 0;
+    return api ? api->error_number(a) : 0;
 }
 static inline const char *archive_error_string(struct archive *a) {
     const struct modelc_archive_api *api = modelc_archive_api();

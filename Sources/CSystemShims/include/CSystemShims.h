@@ -34,6 +34,21 @@ long modelc_copy_file_range(int in, int out, size_t length);
    later fsync has less to wait for. Returns 0, or -1 with errno set. */
 int modelc_start_writeback(int fd, long long offset, long long length);
 
+/* An entry point to look up in a shared library, and where to put it. */
+struct modelc_library_symbol {
+    const char *name;
+    void **slot;
+};
+
+/* Opens the shared library `library` (dlopen, symbols bound now and kept
+   local) and stores the address of each of the `count` symbols in its slot.
+   Returns 1; or 0 with one line saying why (the library or a symbol missing)
+   in `failure`, every slot then NULL. The C targets that open Debian's
+   libraries at first use (libvips, libcurl, OpenBLAS, libarchive) call it
+   once, under pthread_once. */
+int modelc_library_open(const char *library, const struct modelc_library_symbol *symbols, size_t count,
+                        char *failure, size_t failure_size);
+
 /* libFuzzer's driver, for a program that has its own main (the fuzz build of
    ModelFuzzer); present only when linked with -sanitize=fuzzer. */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
