@@ -286,21 +286,30 @@ import Testing
         #expect(trained.report.training.count == 20)
     }
 
-    @Test func theExportedModelLoadsInCoremltools() throws {
-        let python = Fixtures.packageRoot.appendingPathComponent(".venv/bin/python").path
-        guard FileManager.default.isExecutableFile(atPath: python) else { return }  // `make venv` not run
+    /// The Python of `make venv`, with coremltools.
+    static let python = Fixtures.packageRoot.appendingPathComponent(".venv/bin/python").path
+
+    /// The exported model, a file from a network base and a package from an
+    /// ML program, loads in coremltools as a pipeline of the cut base and the
+    /// GLM. Skipped (and reported so) where `make venv` has not been run.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: python), "needs `make venv` (coremltools)"),
+          arguments: [("network", "Colors.mlmodel"), ("program", "Colors.mlpackage")])
+    func theExportedModelLoadsInCoremltools(base: String, name: String) throws {
         let data = try DataSet(labels: ["blue", "red", "yellow"], count: 10)
-        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options())
-        let output = data.directory.path + "/Colors.mlmodel"
+        let trained = try ImageClassifierTrainer.train(dataDirectory: data.training, options: data.options {
+            if base == "program" { $0.basePath = Self.programBase }
+        })
+        let output = data.directory.path + "/" + name
         try trained.write(to: output)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
+        process.executableURL = URL(fileURLWithPath: Self.python)
         process.arguments = ["-c", """
             import sys, coremltools as ct
-            spec = ct.utils.load_spec(sys.argv[1])
-            model = ct.models.MLModel(spec, skip_model_load=True)
+            model = ct.models.MLModel(sys.argv[1], skip_model_load=True)
+            spec = model.get_spec()
             assert spec.WhichOneof("Type") == "pipelineClassifier"
-            print(",".join(spec.pipelineClassifier.pipeline.models[1].glmClassifier.stringClassLabels.vector))
+            kinds = [m.WhichOneof("Type") for m in spec.pipelineClassifier.pipeline.models]
+            print(",".join(kinds), ",".join(spec.pipelineClassifier.pipeline.models[1].glmClassifier.stringClassLabels.vector))
             """, output]
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -308,7 +317,8 @@ import Testing
         try process.run()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
-        #expect(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "blue,red,yellow\n")
+        let first = base == "program" ? "mlProgram" : "neuralNetwork"
+        #expect(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "\(first),glmClassifier blue,red,yellow\n")
     }
 }
 
