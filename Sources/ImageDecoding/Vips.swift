@@ -18,12 +18,6 @@ enum Vips {
         // warnings on standard error would only repeat them. A caller's
         // VIPS_WARNING setting is kept.
         setenv("VIPS_WARNING", "0", 0)
-        // No run-time generated (liborc) code: with two images decoded and
-        // classified at once, the classify bench crashed inside liborc or
-        // with a corrupted heap in 2 of 40 runs; without it, in none of 50,
-        // and decoding 200 photos took the same time (1.02 s against
-        // 1.03 s). Not pinned down further. A caller's VIPS_NOVECTOR is kept.
-        setenv("VIPS_NOVECTOR", "1", 0)
         if let failure = modelc_vips_load() { return String(cString: failure) }
         guard modelc_vips_init("modelc") == 0 else { return takeError() }
         modelc_vips_cache_off()
