@@ -196,6 +196,25 @@ def varint_field(field, value):
 CLASS_NAMES = ["cat", "dog", "bird"]
 
 
+def add_classifier_head(builder, rng, previous, channels, features, labels):
+    """Global average pool, flatten (to `features`), inner product, softmax and
+    the class labels of an RGB image classifier whose input is scaled by 1/255."""
+    builder.add_pooling(
+        name="global_pool", height=1, width=1, stride_height=1, stride_width=1,
+        layer_type="AVERAGE", padding_type="VALID",
+        input_name=previous, output_name="global_pool_out", is_global=True)
+    builder.add_flatten("flatten", 0, "global_pool_out", features)
+    builder.add_inner_product(
+        name="fc", W=rand(rng, len(labels), channels), b=rand(rng, len(labels)),
+        input_channels=channels, output_channels=len(labels), has_bias=True,
+        input_name=features, output_name="fc_out")
+    builder.add_softmax("softmax", "fc_out", "classLabelProbs")
+    builder.set_class_labels(labels, predicted_feature_name="classLabel",
+                             prediction_blob="classLabelProbs")
+    builder.set_pre_processing_parameters(
+        image_input_names=["image"], is_bgr=False, image_scale=1.0 / 255.0)
+
+
 def build_image_classifier():
     rng = np.random.default_rng(1001)
     builder = NeuralNetworkBuilder(
@@ -224,20 +243,7 @@ def build_image_classifier():
         W=rand(rng, 3, 3, 8, 16), b=None, has_bias=False,
         input_name="pool1_out", output_name="conv2_out")
     builder.add_activation("relu2", "RELU", "conv2_out", "relu2_out")
-    builder.add_pooling(
-        name="global_pool", height=1, width=1, stride_height=1, stride_width=1,
-        layer_type="AVERAGE", padding_type="VALID",
-        input_name="relu2_out", output_name="global_pool_out", is_global=True)
-    builder.add_flatten("flatten", 0, "global_pool_out", "flatten_out")
-    builder.add_inner_product(
-        name="fc", W=rand(rng, len(CLASS_NAMES), 16), b=rand(rng, len(CLASS_NAMES)),
-        input_channels=16, output_channels=len(CLASS_NAMES), has_bias=True,
-        input_name="flatten_out", output_name="fc_out")
-    builder.add_softmax("softmax", "fc_out", "classLabelProbs")
-    builder.set_class_labels(CLASS_NAMES, predicted_feature_name="classLabel",
-                             prediction_blob="classLabelProbs")
-    builder.set_pre_processing_parameters(
-        image_input_names=["image"], is_bgr=False, image_scale=1.0 / 255.0)
+    add_classifier_head(builder, rng, "relu2_out", 16, "flatten_out", CLASS_NAMES)
     spec = builder.spec
     set_metadata(spec, "Tiny 16x16 RGB image classifier with random weights (test fixture).",
                  user={"fixture.purpose": "modelc tests", "fixture.seed": "1001"})
@@ -335,20 +341,7 @@ def build_image_feature_base():
                 name="pool%d" % index, height=2, width=2, stride_height=2, stride_width=2,
                 layer_type="MAX", padding_type="VALID", input_name=previous, output_name="pool%d_out" % index)
             previous = "pool%d_out" % index
-    builder.add_pooling(
-        name="global_pool", height=1, width=1, stride_height=1, stride_width=1,
-        layer_type="AVERAGE", padding_type="VALID",
-        input_name=previous, output_name="global_pool_out", is_global=True)
-    builder.add_flatten("flatten", 0, "global_pool_out", "features")
-    builder.add_inner_product(
-        name="fc", W=rand(rng, len(FEATURE_BASE_LABELS), 32), b=rand(rng, len(FEATURE_BASE_LABELS)),
-        input_channels=32, output_channels=len(FEATURE_BASE_LABELS), has_bias=True,
-        input_name="features", output_name="fc_out")
-    builder.add_softmax("softmax", "fc_out", "classLabelProbs")
-    builder.set_class_labels(FEATURE_BASE_LABELS, predicted_feature_name="classLabel",
-                             prediction_blob="classLabelProbs")
-    builder.set_pre_processing_parameters(
-        image_input_names=["image"], is_bgr=False, image_scale=1.0 / 255.0)
+    add_classifier_head(builder, rng, previous, channels, "features", FEATURE_BASE_LABELS)
     spec = builder.spec
     set_metadata(spec, "Tiny 32x32 RGB conv net with random weights: the base network of the training tests.",
                  user={"fixture.purpose": "modelc train tests", "fixture.seed": "1401"})
