@@ -45,6 +45,8 @@ int modelc_vips_init(const char *argv0);
 void modelc_vips_cache_off(void);
 int modelc_vips_concurrency_get(void);
 void modelc_vips_concurrency_set(int threads);
+/* Turns libvips' run-time generated vector code (liborc, or Highway from 8.15) on or off. */
+void modelc_vips_vector_set_enabled(int enabled);
 const char *modelc_vips_version_string(void);
 /* A copy of libvips' error buffer (free with modelc_vips_free), which is then cleared. */
 char *modelc_vips_error_take(void);
