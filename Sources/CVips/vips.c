@@ -33,6 +33,7 @@ static struct {
     int (*concurrency_get)(void);
     void (*concurrency_set)(int);
     void (*vector_set_enabled)(int);
+    int (*vector_isenabled)(void);
     char *(*error_buffer_copy)(void);
     void (*error_clear)(void);
     void (*g_free)(void *);
@@ -92,6 +93,7 @@ static void load(void) {
         {"vips_concurrency_get", (void **)&api.concurrency_get},
         {"vips_concurrency_set", (void **)&api.concurrency_set},
         {"vips_vector_set_enabled", (void **)&api.vector_set_enabled},
+        {"vips_vector_isenabled", (void **)&api.vector_isenabled},
         {"vips_error_buffer_copy", (void **)&api.error_buffer_copy},
         {"vips_error_clear", (void **)&api.error_clear},
         {"g_free", (void **)&api.g_free},
@@ -167,6 +169,7 @@ void modelc_vips_cache_off(void) {
 int modelc_vips_concurrency_get(void) { NEEDS(concurrency_get, 0); return api.concurrency_get(); }
 void modelc_vips_concurrency_set(int threads) { if (!modelc_vips_load()) api.concurrency_set(threads); }
 void modelc_vips_vector_set_enabled(int enabled) { if (!modelc_vips_load()) api.vector_set_enabled(enabled); }
+int modelc_vips_vector_isenabled(void) { NEEDS(vector_isenabled, 0); return api.vector_isenabled(); }
 const char *modelc_vips_version_string(void) { NEEDS(version_string, NULL); return api.version_string(); }
 
 char *modelc_vips_error_take(void) {

@@ -40,6 +40,9 @@ enum Vips {
         if let reason = startup { throw .libraryUnavailable(reason: reason) }
     }
 
+    /// Whether libvips runs its run-time generated vector code (never, once started).
+    static var vectorsEnabled: Bool { modelc_vips_vector_isenabled() != 0 }
+
     /// The first line of libvips' error buffer, which is then cleared.
     ///
     /// The buffer is one per process: when two threads fail at the same moment,

@@ -16,6 +16,13 @@ import Testing
         }
     }
 
+    /// libvips 8.14's liborc code corrupts the heap when two images are
+    /// decoded at once (Scripts/stress-vips.c); it must stay off.
+    @Test func libvipsRunsWithoutVectorCode() throws {
+        _ = try ImageDecoder().decode(bytes: try Self.quadrants.encoded(".png"), name: "image.png")
+        #expect(!Vips.vectorsEnabled)
+    }
+
     @Test(arguments: [".png", ".webp[lossless]", ".tif", ".tif[compression=deflate]"])
     func losslessFormatsDecodeExactly(suffix: String) throws {
         let bytes = try Self.quadrants.encoded(suffix)

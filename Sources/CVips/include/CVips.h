@@ -47,6 +47,7 @@ int modelc_vips_concurrency_get(void);
 void modelc_vips_concurrency_set(int threads);
 /* Turns libvips' run-time generated vector code (liborc, or Highway from 8.15) on or off. */
 void modelc_vips_vector_set_enabled(int enabled);
+int modelc_vips_vector_isenabled(void);
 const char *modelc_vips_version_string(void);
 /* A copy of libvips' error buffer (free with modelc_vips_free), which is then cleared. */
 char *modelc_vips_error_take(void);
