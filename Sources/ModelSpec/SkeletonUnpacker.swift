@@ -141,23 +141,35 @@ enum SkeletonUnpacker {
             return fields[index].payload
         }
 
-        /// Maps the whole pages of a fresh large buffer in one call
+        /// Payloads this large are copied into 2 MiB-aligned buffers backed by
+        /// transparent huge pages where the kernel allows it (`MADV_HUGEPAGE`).
+        static let hugePage = 2 << 20
+
+        /// Maps the pages of a fresh large buffer in one call
         /// (`MADV_POPULATE_WRITE`, Linux 5.14) instead of one fault per page
-        /// during the copy: 60 → 48 ms for 80 MB here. Older kernels refuse
-        /// it and the copy faults the pages in as before.
+        /// during the copy, as huge pages where the buffer spans them. For
+        /// 80 MB here: 60 ms faulting 4 KiB pages one by one, 48 ms populating
+        /// them, 9 ms populating huge pages. Kernels without either advice
+        /// fault the pages in during the copy, as before.
         private static func prefault(_ memory: UnsafeMutableRawPointer, count: Int) {
             guard count >= 1 << 20 else { return }
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
             let start = (Int(bitPattern: memory) + page - 1) / page * page
             let end = (Int(bitPattern: memory) + count) / page * page
             guard end > start, let first = UnsafeMutableRawPointer(bitPattern: start) else { return }
+            // Only whole huge pages inside the buffer: one straddling its end
+            // would make up to 2 MiB past it resident.
+            let hugeEnd = (Int(bitPattern: memory) + count) / hugePage * hugePage
+            if hugeEnd - start >= hugePage { _ = madvise(first, hugeEnd - start, MADV_HUGEPAGE) }
             _ = madvise(first, end - start, MADV_POPULATE_WRITE)
         }
 
-        /// A 64-byte aligned `malloc` copy (protobuf-c frees it with `free`).
+        /// A 64-byte (huge payloads: 2 MiB) aligned `malloc` copy (protobuf-c
+        /// frees it with `free`).
         private func copyOut(_ payload: Range<Int>, release: (Range<Int>) -> Void) -> UnsafeMutableRawPointer? {
             var memory: UnsafeMutableRawPointer?
-            guard posix_memalign(&memory, 64, max(payload.count, 1)) == 0, let memory, let base = bytes.baseAddress else {
+            let alignment = payload.count >= Self.hugePage ? Self.hugePage : 64
+            guard posix_memalign(&memory, alignment, max(payload.count, 1)) == 0, let memory, let base = bytes.baseAddress else {
                 return nil
             }
             Self.prefault(memory, count: payload.count)
