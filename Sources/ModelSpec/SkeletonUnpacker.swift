@@ -149,8 +149,9 @@ enum SkeletonUnpacker {
         /// (`MADV_POPULATE_WRITE`, Linux 5.14) instead of one fault per page
         /// during the copy, as huge pages where the buffer spans them. For
         /// 80 MB here: 60 ms faulting 4 KiB pages one by one, 48 ms populating
-        /// them, 9 ms populating huge pages. Kernels without either advice
-        /// fault the pages in during the copy, as before.
+        /// them; with huge pages the whole compile's system time fell from
+        /// 0.12 to 0.07 s. Kernels without either advice fault the pages in
+        /// during the copy, as before.
         private static func prefault(_ memory: UnsafeMutableRawPointer, count: Int) {
             guard count >= 1 << 20 else { return }
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
