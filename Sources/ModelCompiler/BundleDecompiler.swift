@@ -160,36 +160,35 @@ public enum BundleDecompiler {
     /// Writes an `.mlpackage` atomically (replacing a package already at
     /// `output`): manifest, specification, and a copy of the weight file.
     package static func writePackage(specification: [UInt8], weightFile: String?, to output: String) throws(DecompileError) {
-        var weights: MappedFile?
+        // Opened first, so that an unreadable weight file is reported as the
+        // bundle's fault rather than as a failure to write the package.
         if let weightFile {
             do {
-                weights = try MappedFile(path: weightFile)
+                _ = try MappedFile(path: weightFile)
             } catch {
                 throw .bundle(.unreadable(path: weightFile, reason: error.description))
             }
         }
         do throws(SystemCallError) {
             let staging = try StagingDirectory(for: output)
-            let directories = ["Data", "Data/com.apple.CoreML"] + (weights == nil ? [] : ["Data/com.apple.CoreML/weights"])
+            let directories = ["Data", "Data/com.apple.CoreML"] + (weightFile == nil ? [] : ["Data/com.apple.CoreML/weights"])
             for directory in directories {
                 try staging.makeDirectory(directory)
             }
             let specificationFile = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/model.mlmodel")
             try specificationFile.write(specification)
             try specificationFile.finish()
-            if let weights {
-                let weightCopy = try FileWriter(path: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
-                try weightCopy.write(weights.bytes)
-                try weightCopy.finish()
+            if let weightFile {
+                // In the kernel where the file system allows (copy_file_range).
+                try FileCopy.copyFile(weightFile, to: staging.path + "/Data/com.apple.CoreML/weights/weight.bin")
             }
             let manifest = try FileWriter(path: staging.path + "/Manifest.json")
-            try manifest.write(PackageManifestText.make(withWeights: weights != nil))
+            try manifest.write(PackageManifestText.make(withWeights: weightFile != nil))
             try manifest.finish()
             try staging.commit(syncing: directories.reversed())
         } catch {
             throw .write(error)
         }
-        withExtendedLifetime(weights) {}
     }
 }
 
