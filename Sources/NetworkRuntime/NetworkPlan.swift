@@ -166,13 +166,6 @@ struct NetworkPlan: Sendable {
         for step in kinds { stepsOfLayer[step.layer, default: 0] += 1 }
         var parked: [String: DNNLKernel] = [:]
         for index in kinds.indices {
-            defer {
-                let layer = kinds[index].layer
-                if let kernel = kinds[index].kind.prepared, stepsOfLayer[layer] == 1, graph.holdsPreparableWeights(layer) {
-                    parked[layer] = kernel
-                    graph.replaceWeights([layer: []])
-                }
-            }
             switch kinds[index].kind {
             // A prepared layer keeps only oneDNN's copy of its weights.
             case .convolution(var conv):
@@ -186,6 +179,13 @@ struct NetworkPlan: Sendable {
                                                     bias: bias, outputRange: range, prepared: prepared)
             default:
                 break
+            }
+            // Emptied layer by layer, not at the end, so that at no point are
+            // all the weights held twice.
+            let layer = kinds[index].layer
+            if let kernel = kinds[index].kind.prepared, stepsOfLayer[layer] == 1, graph.holdsPreparableWeights(layer) {
+                parked[layer] = kernel
+                graph.replaceWeights([layer: []])
             }
         }
         for step in kinds {
