@@ -111,6 +111,15 @@ wheel: deps python-venv
 	rm -f python/modelc/libmodelc.so
 	@ls .build/wheel
 
+# coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
+# backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
+# FILES (test_*.py names). Writes .build/conformance/summary.md. Not a test:
+# the counts are recorded in docs/conformance.md.
+SAMPLE ?= 0.1
+conformance: python-lib python-venv
+	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so SAMPLE=$(SAMPLE) \
+	    $(PYVENV)/bin/python Scripts/conformance.py
+
 # libFuzzer with AddressSanitizer over reading and validating models, bounded
 # by FUZZ_SECONDS; its own scratch path keeps the instrumented build apart.
 fuzz: deps

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""make conformance: coremltools 9.0's MIL operation tests with modelc as the backend.
+
+Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--out DIR] [-- PYTEST ARGS]
+
+Runs the tests shipped in the wheel (coremltools/converters/mil/mil/ops/tests/iOS14…iOS18/)
+under `modelc.coremltools.enable(pretend_macos=True)`, keeps a seeded sample
+of the collected test cases, and writes DIR/summary.md and DIR/summary.json:
+passed / failed / refused (modelc does not run an operation: UnsupportedModelError)
+/ skipped per opset and backend, and the most frequent failure reasons.
+"""
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import random
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+
+
+class Sampler:
+    def __init__(self, fraction, seed):
+        self.fraction = fraction
+        self.seed = seed
+        self.results = []
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        if self.fraction >= 1:
+            return
+        rng = random.Random(self.seed)
+        keep = [item for item in items if rng.random() < self.fraction]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            return
+        node = report.nodeid
+        opset = (re.search(r"/(iOS1\d)/", node) or re.search(r"(iOS1\d)", node))
+        backend = re.search(r"(mlprogram|neuralnetwork)", node)
+        reason = ""
+        outcome = report.outcome
+        if report.failed:
+            text = str(report.longrepr)
+            last = [line for line in text.splitlines() if line.startswith("E ")]
+            reason = (last[0][2:].strip() if last else text.splitlines()[-1] if text else "")[:160]
+            if "UnsupportedModelError" in text or "does not run" in text:
+                outcome = "refused"
+        elif report.skipped:
+            outcome = "skipped"
+        self.results.append({"test": node, "opset": opset.group(1) if opset else "?",
+                             "backend": backend.group(1) if backend else "?", "outcome": outcome, "reason": reason})
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sample", type=float, default=float(os.environ.get("SAMPLE", "0.1")))
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "21")))
+    parser.add_argument("--opsets", default=os.environ.get("OPSETS", "iOS14,iOS15,iOS16,iOS17,iOS18"))
+    parser.add_argument("--files", default=os.environ.get("FILES", ""))
+    parser.add_argument("--out", default=".build/conformance")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+
+    import modelc.coremltools
+    modelc.coremltools.enable(pretend_macos=True)
+    import coremltools
+    import pytest
+
+    root = pathlib.Path(coremltools.__file__).parent / "converters" / "mil" / "mil" / "ops" / "tests"
+    targets = []
+    for opset in args.opsets.split(","):
+        directory = root / opset.strip()
+        files = sorted(directory.glob("test_*.py"))
+        if args.files:
+            wanted = {name.strip() for name in args.files.split(",")}
+            files = [f for f in files if f.name in wanted or f.stem in wanted]
+        targets += [str(f) for f in files]
+    if not targets:
+        print("no test files selected", file=sys.stderr)
+        return 64
+    sampler = Sampler(args.sample, args.seed)
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore"] + targets + args.pytest_args,
+                plugins=[sampler])
+
+    counts = collections.defaultdict(collections.Counter)
+    reasons = collections.Counter()
+    for result in sampler.results:
+        counts[(result["opset"], result["backend"])][result["outcome"]] += 1
+        if result["reason"]:
+            reasons[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# modelc against coremltools' MIL op tests",
+             "", "sample %.3g (seed %d), opsets %s%s" % (args.sample, args.seed, args.opsets,
+                                                        ", files " + args.files if args.files else ""),
+             "", "| opset | backend | passed | failed | refused | skipped |", "| --- | --- | --- | --- | --- | --- |"]
+    for (opset, backend), counter in sorted(counts.items()):
+        lines.append("| %s | %s | %d | %d | %d | %d |" % (opset, backend, counter["passed"], counter["failed"],
+                                                         counter["refused"], counter["skipped"]))
+    lines += ["", "Top failure reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in reasons.most_common(10)]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    (out / "summary.json").write_text(json.dumps(sampler.results, indent=1))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
