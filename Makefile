@@ -111,6 +111,18 @@ wheel: deps python-venv
 	rm -f python/modelc/libmodelc.so
 	@ls .build/wheel
 
+# modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
+# head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
+# dependencies are about 600 MB of packages.
+RAYVENV     ?= .venv-ray
+$(RAYVENV)/.installed: python/requirements-ray.txt
+	$(PYTHON) -m venv $(RAYVENV)
+	$(RAYVENV)/bin/pip install --quiet -r python/requirements-ray.txt
+	touch $@
+
+ray-test: python-lib $(RAYVENV)/.installed
+	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so $(RAYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/test_ray.py
+
 # coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
 # backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
 # FILES (test_*.py names). Writes .build/conformance/summary.md. Not a test:
