@@ -106,8 +106,8 @@ python-test: python-lib python-venv
 wheel: deps python-venv
 	$(SWIFT) build -c release --product ModelcC
 	cp $$($(SWIFT) build -c release --show-bin-path)/libModelcC.so python/modelc/libmodelc.so
-	$(PYVENV)/bin/pip wheel --quiet --no-deps --no-build-isolation -w .build/wheel ./python || \
-	    $(PYVENV)/bin/pip wheel --quiet --no-deps -w .build/wheel ./python
+	$(PYVENV)/bin/pip wheel --quiet --no-deps -w .build/wheel ./python
+	rm -rf python/build python/modelc.egg-info
 	rm -f python/modelc/libmodelc.so
 	@ls .build/wheel
 
