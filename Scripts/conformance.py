@@ -27,6 +27,8 @@ class Sampler:
         self.fraction = fraction
         self.seed = seed
         self.results = []
+        self.uncollected = []
+        self.backends = {}
 
     def pytest_collection_modifyitems(self, session, config, items):
         if self.fraction >= 1:
@@ -35,6 +37,22 @@ class Sampler:
         keep = [item for item in items if rng.random() < self.fraction]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            backend = params.get("backend")
+            if backend is None:
+                continue
+            if hasattr(backend, "backend"):
+                self.backends[item.nodeid] = "%s %s" % (backend.backend, getattr(backend, "precision", ""))
+            elif isinstance(backend, (tuple, list)):
+                self.backends[item.nodeid] = " ".join(str(part) for part in backend)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            text = str(report.longrepr).splitlines()
+            self.uncollected.append((report.nodeid, (text[-1] if text else "")[:160]))
 
     def pytest_runtest_logreport(self, report):
         if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
@@ -50,10 +68,14 @@ class Sampler:
             reason = (last[0][2:].strip() if last else text.splitlines()[-1] if text else "")[:160]
             if "UnsupportedModelError" in text or "does not run" in text:
                 outcome = "refused"
+            elif "name 'torch' is not defined" in text or "No module named 'torch'" in text:
+                outcome = "needs torch"
         elif report.skipped:
             outcome = "skipped"
+            longrepr = report.longrepr
+            reason = (longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr))[:160]
         self.results.append({"test": node, "opset": opset.group(1) if opset else "?",
-                             "backend": backend.group(1) if backend else "?", "outcome": outcome, "reason": reason})
+                             "backend": self.backends.get(node, backend.group(1) if backend else "?"), "outcome": outcome, "reason": reason})
 
 
 def main():
@@ -84,25 +106,33 @@ def main():
         print("no test files selected", file=sys.stderr)
         return 64
     sampler = Sampler(args.sample, args.seed)
-    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore"] + targets + args.pytest_args,
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore",
+                 "--continue-on-collection-errors"] + targets + args.pytest_args,
                 plugins=[sampler])
 
     counts = collections.defaultdict(collections.Counter)
     reasons = collections.Counter()
+    skips = collections.Counter()
     for result in sampler.results:
         counts[(result["opset"], result["backend"])][result["outcome"]] += 1
-        if result["reason"]:
+        if result["outcome"] == "skipped":
+            skips[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
+        elif result["reason"] and result["outcome"] != "needs torch":
             reasons[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# modelc against coremltools' MIL op tests",
              "", "sample %.3g (seed %d), opsets %s%s" % (args.sample, args.seed, args.opsets,
                                                         ", files " + args.files if args.files else ""),
-             "", "| opset | backend | passed | failed | refused | skipped |", "| --- | --- | --- | --- | --- | --- |"]
+             "", "| opset | backend | passed | failed | refused | skipped | needs torch |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for (opset, backend), counter in sorted(counts.items()):
-        lines.append("| %s | %s | %d | %d | %d | %d |" % (opset, backend, counter["passed"], counter["failed"],
-                                                         counter["refused"], counter["skipped"]))
+        lines.append("| %s | %s | %d | %d | %d | %d | %d |" % (opset, backend, counter["passed"], counter["failed"],
+                                                              counter["refused"], counter["skipped"], counter["needs torch"]))
+    if sampler.uncollected:
+        lines += ["", "Files not collected (not counted):", ""] + ["- %s: %s" % item for item in sampler.uncollected]
     lines += ["", "Top failure reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in reasons.most_common(10)]
+    lines += ["", "Top skip reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in skips.most_common(5)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     (out / "summary.json").write_text(json.dumps(sampler.results, indent=1))
     print("\n".join(lines))
