@@ -468,7 +468,27 @@ class Model:
                     values[name] = [integers[i] for i in range(n)]
                 else:  # a column of strings
                     values[name] = np.array([strings[i].decode("utf-8") for i in range(n)])
+            description = self._outputs.get(name, {})
+            if description.get("type") == "imageType" and isinstance(values[name], np.ndarray):
+                values[name] = _image_from_array(values[name], description)
         return values
+
+
+def _image_from_array(array: np.ndarray, description: Mapping[str, Any]) -> Any:
+    """An image output the engine gave as a tensor ([1,] C, H, W, values 0-255) as a PIL image."""
+    while array.ndim > 3 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim == 3 and array.shape[0] in (1, 3, 4):
+        array = np.moveaxis(array, 0, -1)
+    if array.ndim == 3 and array.shape[-1] == 1:
+        array = array[..., 0]
+    pixels = np.clip(np.rint(array), 0, 255).astype(np.uint8)
+    color_space = description.get("colorSpace", "RGB")
+    if pixels.ndim == 3 and color_space == "BGR":
+        pixels = pixels[..., ::-1]
+    if _PILImage is None:  # pragma: no cover
+        return pixels
+    return _PILImage.fromarray(np.ascontiguousarray(pixels), "L" if pixels.ndim == 2 else ("RGBA" if pixels.shape[-1] == 4 else "RGB"))
 
 
 def compile_model(path: PathLike, output: Optional[PathLike] = None) -> str:
