@@ -170,8 +170,9 @@ class Model:
         """The outputs for one set of inputs (a dict), or for a batch (a list of dicts, in order, on every core).
 
         Inputs are NumPy arrays (cast to the declared dtype), numbers, strings,
-        dicts, PIL images (of the declared size) or encoded image bytes
-        (decoded and center-cropped to the declared size). Outputs are as
+        dicts, PIL images or encoded image bytes (an image of another size than
+        a fixed-size input's is center-cropped and scaled to it, as Vision
+        does; a flexible input takes the sizes it declares). Outputs are as
         coremltools gives them: arrays of the declared dtype and shape, PIL
         images, dicts of class probabilities, Python scalars.
 
@@ -350,6 +351,14 @@ class Model:
         kind = description.get("type")
         key = _name(name)
         if _PILImage is not None and isinstance(value, _PILImage.Image):
+            fixed = kind == "imageType" and "enumeratedSizes" not in description and "imageSizeRange" not in description
+            if fixed and value.size != (description.get("width"), description.get("height")):
+                # A fixed-size input given another size: modelc fits it as Vision does (center crop, then scale).
+                encoded = io.BytesIO()
+                value.save(encoded, format="PNG")
+                data = encoded.getvalue()
+                native.check(lib.modelc_features_add_encoded_image(features, key, data, len(data)))
+                return
             gray = description.get("colorSpace", "").startswith("GRAYSCALE")
             image = value.convert("L" if gray else "RGB")
             pixels = np.ascontiguousarray(np.asarray(image, dtype=np.uint8))

@@ -126,12 +126,22 @@ def test_image_inputs(tmp_path):
         as_bytes = model.predict({"image": (tmp_path / "red.png").read_bytes()})
         assert as_pil == as_bytes
         assert as_pil["classLabel"] in model.class_labels
-        with pytest.raises(modelc.InputError, match='input "image" is a 17×16 image'):
-            model.predict({"image": Image.new("RGB", (17, 16))})
+        # Another size is fitted (center crop, then scale) as encoded files are.
+        large = Image.new("RGB", (48, 32), (250, 10, 10))
+        large.save(tmp_path / "large.png")
+        assert model.predict({"image": large}) == model.predict({"image": (tmp_path / "large.png").read_bytes()})
         with pytest.raises(modelc.ImageError):
             model.predict({"image": b"not an image at all"})
         with pytest.raises(modelc.InputError, match='input "image"'):
             model.predict({"image": np.zeros((16, 16, 3))})
+
+
+def test_flexible_image_sizes_are_checked():
+    from PIL import Image
+    with modelc.Model(FIXTURES / "Models" / "ImageClassifierEnumerated.mlmodel") as model:
+        assert model.predict({"image": Image.new("RGB", (64, 48))})["classLabel"] in model.class_labels
+        with pytest.raises(modelc.InputError, match='input "image" is a 17×16 image, expected one of 16×16, 32×32, 64×48'):
+            model.predict({"image": Image.new("RGB", (17, 16))})
 
 
 def test_compile_and_fetch(tmp_path):
