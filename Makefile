@@ -14,7 +14,8 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
 TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean \
+        python-lib python-venv python-test wheel conformance ray-test
 
 all: build
 
@@ -43,6 +44,7 @@ test: deps check-generated
 	$(SWIFT) test -c release --skip-build
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
+	$(MAKE) python-test
 
 check-generated:
 	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema
@@ -78,6 +80,57 @@ bench: deps venv
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
+
+# The Python package (python/) over the C interface: the shared library and
+# the CLI (which the tests compare with), a venv of pinned PyPI packages, pytest.
+# pytest's exit code 5 (no tests collected) counts as a failure here: the
+# suite is never empty, so 5 means it was not found.
+PYVENV      ?= .venv-python
+PYTEST_ARGS ?=
+python-lib: deps
+	$(SWIFT) build $(SWIFT_FLAGS) --product ModelcC
+	$(SWIFT) build $(SWIFT_FLAGS) --product modelc
+
+python-venv: $(PYVENV)/.installed
+$(PYVENV)/.installed: python/requirements-test.txt
+	$(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install --quiet -r python/requirements-test.txt
+	touch $@
+
+python-test: python-lib python-venv
+	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so $(PYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests $(PYTEST_ARGS); \
+	status=$$?; if [ $$status -eq 5 ]; then echo "python/tests: no tests collected" >&2; fi; exit $$status
+
+# A wheel holding libmodelc.so (optimized). It loads the Swift runtime and
+# modelc's Debian libraries from the machine it runs on (make deps there).
+wheel: deps python-venv
+	$(SWIFT) build -c release --product ModelcC
+	cp $$($(SWIFT) build -c release --show-bin-path)/libModelcC.so python/modelc/libmodelc.so
+	$(PYVENV)/bin/pip wheel --quiet --no-deps -w .build/wheel ./python
+	rm -rf python/build python/modelc.egg-info
+	rm -f python/modelc/libmodelc.so
+	@ls .build/wheel
+
+# modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
+# head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
+# dependencies are about 600 MB of packages.
+RAYVENV     ?= .venv-ray
+$(RAYVENV)/.installed: python/requirements-ray.txt
+	$(PYTHON) -m venv $(RAYVENV)
+	$(RAYVENV)/bin/pip install --quiet -r python/requirements-ray.txt
+	touch $@
+
+ray-test: python-lib $(RAYVENV)/.installed
+	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so $(RAYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/test_ray.py
+
+# coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
+# backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
+# FILES (test_*.py names). Writes .build/conformance/summary.md. Not a test:
+# the counts are recorded in docs/conformance.md.
+SAMPLE ?= 0.1
+conformance: python-lib python-venv
+	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so SAMPLE=$(SAMPLE) \
+	    $(PYVENV)/bin/python Scripts/conformance.py
 
 # libFuzzer with AddressSanitizer over reading and validating models, bounded
 # by FUZZ_SECONDS; its own scratch path keeps the instrumented build apart.

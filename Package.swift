@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "ImageRequests", targets: ["ImageRequests"]),
         .library(name: "CoreMLCompat", targets: ["CoreMLCompat"]),
         .library(name: "ModelTraining", targets: ["ModelTraining"]),
+        // The C interface (include/modelc.h) as a shared library, libModelcC.so: what the Python package loads.
+        .library(name: "ModelcC", type: .dynamic, targets: ["ModelcC"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -72,6 +74,8 @@ let package = Package(
         // Transfer learning: labelled image folders, cached features of a cut base network,
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
         .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
+        // The C interface over the runtime, loader, compiler and fetcher: opaque handles, status codes, last error.
+        .target(name: "ModelcC", dependencies: ["ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec", "SystemIO"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -101,6 +105,7 @@ let package = Package(
         .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]

@@ -152,3 +152,22 @@ printf '  %-34s %8.3f s   %3d iterations, objective %.6f, validation accuracy %.
     "fit: scikit-learn (lbfgs)" "$(value "$training/sklearn.txt" fit_seconds)" "$(value "$training/sklearn.txt" iterations)" \
     "$(value "$training/sklearn.txt" loss)" "$(value "$training/sklearn.txt" validation_accuracy)"
 echo "  scikit-learn / modelc fit time     $(ratio "$(value "$training/sklearn.txt" fit_seconds)" "$(value "$training/modelc.txt" fit_seconds)")×   (goal ≥ 1× at equal validation accuracy)"
+
+# The Python package (issue 21): predict_batch on the classic bench's forest
+# and RBF SVM against scikit-learn's predict_proba in the same run (goal ≥ 1×),
+# and the MobileNetV2-shaped network through Python against the Swift API
+# (goal: within 10 %), alternating, best of $rounds rounds each.
+echo
+swift build -c release --product ModelcC >/dev/null
+export MODELC_LIBRARY="$bin/libModelcC.so"
+MODELC_CACHE="$work/classic/cache" .venv/bin/python Scripts/bench_python.py classic "$work/classic" 2>/dev/null
+python_best="" swift_best=""
+for _ in $(seq "$rounds"); do
+    p=$(.venv/bin/python Scripts/bench_python.py network "$net/mobilenetv2.mlmodelc" "$net/image.rgb" 1 "$predictions" 2>/dev/null | awk '$1 == "latency_ms" { print $2 }')
+    s=$("$bin/ModelcBenchmarks" network "$net/mobilenetv2.mlmodelc" "$net/image.rgb" 1 "$predictions" | awk '$1 == "latency_ms" { print $2 }')
+    python_best=$(python3 -c "b='$python_best'; print($p if not b else min(float(b), $p))")
+    swift_best=$(python3 -c "b='$swift_best'; print($s if not b else min(float(b), $s))")
+done
+echo "python network: MobileNetV2-shaped classifier, 1 thread, median of $predictions predictions, best of $rounds rounds"
+printf '  %-34s %8.2f ms\n' "Swift API (Model.prediction)" "$swift_best" "Python (modelc.Model.predict, PIL)" "$python_best"
+echo "  Swift / Python latency             $(ratio "$swift_best" "$python_best")×   (goal ≥ 0.9×)"

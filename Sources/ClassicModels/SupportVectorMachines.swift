@@ -48,7 +48,7 @@ enum Kernel: Sendable {
     }
 
     /// `base` to an integer power by squaring, as libsvm computes it.
-    private static func power(_ base: Double, _ exponent: Int) -> Double {
+    static func power(_ base: Double, _ exponent: Int) -> Double {
         var result = 1.0, factor = base, remaining = exponent
         while remaining > 0 {
             if remaining & 1 == 1 { result *= factor }
@@ -290,5 +290,138 @@ enum PairwiseCoupling {
             }
         }
         return p
+    }
+}
+
+extension SupportVectors {
+    /// Rows whose kernel values are computed together: the support vectors
+    /// are read once per block, and the loops over the block's rows vectorize.
+    static let blockRows = 32
+
+    /// K(vᵢ, x) for every support vector i and each of `block` rows starting
+    /// at `start`, into `kernelValues` as `count` × `block` (vector-major).
+    /// Rows shorter than the vectors are padded with zeros, longer ones cut,
+    /// as `kernelValues(_:_:)` does; the sums run in the same order, so the
+    /// values are the same bits.
+    func kernelValues(_ kernel: Kernel, rows: UnsafeBufferPointer<Double>, start: Int, block: Int, stride: Int,
+                      transposed: UnsafeMutableBufferPointer<Double>, into kernelValues: UnsafeMutableBufferPointer<Double>) {
+        for feature in 0..<dimension {
+            for row in 0..<block {
+                transposed[feature * block + row] = feature < stride ? rows[(start + row) * stride + feature] : 0
+            }
+        }
+        let isDistance: Bool
+        if case .rbf = kernel { isDistance = true } else { isDistance = false }
+        values.withUnsafeBufferPointer { vectors in
+            for vector in 0..<count {
+                let out = vector * block
+                for row in 0..<block { kernelValues[out + row] = 0 }
+                for feature in 0..<dimension {
+                    let v = vectors[vector * dimension + feature]
+                    let column = feature * block
+                    if isDistance {
+                        for row in 0..<block {
+                            let difference = v - transposed[column + row]
+                            kernelValues[out + row] += difference * difference
+                        }
+                    } else {
+                        for row in 0..<block { kernelValues[out + row] += v * transposed[column + row] }
+                    }
+                }
+                for row in 0..<block { kernelValues[out + row] = kernel.apply(kernelValues[out + row]) }
+            }
+        }
+    }
+}
+
+extension Kernel {
+    /// The kernel's value from the squared distance (RBF) or the dot product (the others).
+    @inline(__always)
+    func apply(_ reduced: Double) -> Double {
+        switch self {
+        case .linear: reduced
+        case .rbf(let gamma): exp(-gamma * reduced)
+        case .polynomial(let degree, let gamma, let c): Self.power(gamma * reduced + c, degree)
+        case .sigmoid(let gamma, let c): tanh(gamma * reduced + c)
+        }
+    }
+}
+
+extension SupportVectorClassifierEngine: ColumnarPredictionEngine {
+    func predictions(rows: UnsafeBufferPointer<Double>, count rowCount: Int, stride: Int) throws(RuntimeError) -> [String: FeatureColumn] {
+        let classes = labels.count
+        let pairs = rho.count
+        let block = SupportVectors.blockRows
+        var probabilities = MultiArray(shape: [rowCount, classes], dataType: .float64)
+        var winners = [Int](repeating: 0, count: rowCount)
+        var transposed = [Double](repeating: 0, count: max(1, vectors.dimension * block))
+        var kernelValues = [Double](repeating: 0, count: max(1, vectors.count * block))
+        var decisions = [Double](repeating: 0, count: max(1, pairs * block))
+        probabilities.withUnsafeMutableBytes { raw in
+            let out = raw.bindMemory(to: Double.self)
+            var start = 0
+            while start < rowCount {
+                let size = min(block, rowCount - start)
+                transposed.withUnsafeMutableBufferPointer { transposed in
+                    kernelValues.withUnsafeMutableBufferPointer { kernelValues in
+                        vectors.kernelValues(kernel, rows: rows, start: start, block: size, stride: stride,
+                                             transposed: transposed, into: kernelValues)
+                    }
+                }
+                decide(kernelValues: kernelValues, block: size, into: &decisions)
+                for row in 0..<size {
+                    let rowDecisions = (0..<pairs).map { decisions[$0 * size + row] }
+                    var votes = [Int](repeating: 0, count: classes)
+                    var pair = 0
+                    for i in 0..<classes {
+                        for j in (i + 1)..<classes {
+                            votes[rowDecisions[pair] > 0 ? i : j] += 1
+                            pair += 1
+                        }
+                    }
+                    let values: [Double]
+                    if probA.isEmpty {
+                        var winner = 0
+                        for index in votes.indices where votes[index] > votes[winner] { winner = index }
+                        winners[start + row] = winner
+                        let total = Double(votes.reduce(0, +))
+                        values = votes.map { Double($0) / max(total, 1) }
+                    } else {
+                        values = PairwiseCoupling.probabilities(decisions: rowDecisions, probA: probA, probB: probB, classes: classes)
+                        var winner = 0
+                        for index in values.indices where values[index] > values[winner] { winner = index }
+                        winners[start + row] = winner
+                    }
+                    for index in 0..<classes { out[(start + row) * classes + index] = values[index] }
+                }
+                start += size
+            }
+        }
+        return interface.classifierColumns(labels: labels, probabilities: probabilities, winners: winners)
+    }
+
+    /// Every pair's decision for each row of a block, pair-major, summed in
+    /// the order `predict` sums them.
+    private func decide(kernelValues: [Double], block: Int, into decisions: inout [Double]) {
+        let classes = labels.count
+        var pair = 0
+        for i in 0..<classes {
+            for j in (i + 1)..<classes {
+                let out = pair * block
+                for row in 0..<block { decisions[out + row] = 0 }
+                for k in 0..<counts[i] {
+                    let coefficient = coefficients[j - 1][starts[i] + k]
+                    let values = (starts[i] + k) * block
+                    for row in 0..<block { decisions[out + row] += coefficient * kernelValues[values + row] }
+                }
+                for k in 0..<counts[j] {
+                    let coefficient = coefficients[i][starts[j] + k]
+                    let values = (starts[j] + k) * block
+                    for row in 0..<block { decisions[out + row] += coefficient * kernelValues[values + row] }
+                }
+                for row in 0..<block { decisions[out + row] -= rho[pair] }
+                pair += 1
+            }
+        }
     }
 }

@@ -377,3 +377,65 @@ struct TreeEnsembleClassifierEngine: PredictionEngine {
         return interface.classifierOutputs(labels: labels, probabilities: values)
     }
 }
+
+extension TreeForest {
+    /// The sums of `count` rows `stride` doubles apart, base prediction
+    /// included, `dimensions` per row.
+    ///
+    /// - Throws: `RuntimeError.invalidValue` when the rows are shorter than the features the trees test.
+    func sums(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int, interface: ModelInterface) throws(RuntimeError) -> [Double] {
+        guard stride >= featureCount else {
+            throw .invalidValue(feature: interface.inputs.map(\.name).joined(separator: ", "),
+                                detail: "\(stride) input values, the trees test feature \(featureCount - 1)")
+        }
+        var sums = [Double](repeating: 0, count: count * dimensions)
+        for row in 0..<count {
+            for dimension in 0..<dimensions { sums[row * dimensions + dimension] = base[dimension] }
+        }
+        sums.withUnsafeMutableBufferPointer { sums in evaluate(rows: rows, count: count, stride: stride, into: sums) }
+        return sums
+    }
+}
+
+extension TreeEnsembleRegressorEngine: ColumnarPredictionEngine {
+    func predictions(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int) throws(RuntimeError) -> [String: FeatureColumn] {
+        let sums = try forest.sums(rows: rows, count: count, stride: stride, interface: interface)
+        let dimensions = forest.dimensions
+        let width = transform == .softmaxWithZeroReference ? dimensions + 1 : dimensions
+        var values = MultiArray(shape: width == 1 ? [count] : [count, width], dataType: .float64)
+        values.withUnsafeMutableBytes { raw in
+            let out = raw.bindMemory(to: Double.self)
+            for row in 0..<count {
+                let transformed = transform.apply(Array(sums[(row * dimensions)..<((row + 1) * dimensions)]))
+                for index in 0..<width { out[row * width + index] = transformed[index] }
+            }
+        }
+        guard let name = interface.primaryOutput else { return [:] }
+        return [name: .array(values)]
+    }
+}
+
+extension TreeEnsembleClassifierEngine: ColumnarPredictionEngine {
+    func predictions(rows: UnsafeBufferPointer<Double>, count: Int, stride: Int) throws(RuntimeError) -> [String: FeatureColumn] {
+        let sums = try forest.sums(rows: rows, count: count, stride: stride, interface: interface)
+        let dimensions = forest.dimensions
+        let classes = labels.count
+        var probabilities = MultiArray(shape: [count, classes], dataType: .float64)
+        probabilities.withUnsafeMutableBytes { raw in
+            let out = raw.bindMemory(to: Double.self)
+            for row in 0..<count {
+                let slice = sums[(row * dimensions)..<((row + 1) * dimensions)]
+                // The common case (scikit-learn's forests: no transform, one
+                // dimension per class) is copied without a row array.
+                if transform == .none, dimensions == classes {
+                    for index in 0..<classes { out[row * classes + index] = slice[slice.startIndex + index] }
+                    continue
+                }
+                var values = transform.apply(Array(slice))
+                if values.count == 1, classes == 2 { values = [1 - values[0], values[0]] }
+                for index in 0..<min(classes, values.count) { out[row * classes + index] = values[index] }
+            }
+        }
+        return interface.classifierColumns(labels: labels, probabilities: probabilities)
+    }
+}

@@ -30,7 +30,7 @@ public final class Model: Sendable {
     public let summary: ModelSummary
     public let configuration: ModelConfiguration
     private let specification: Specification
-    private let engine: any PredictionEngine
+    let engine: any PredictionEngine
     /// The specification's size as protobuf: about what its unpacked tree takes.
     private let specificationBytes: Int
 

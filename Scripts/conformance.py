@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""make conformance: coremltools 9.0's MIL operation tests with modelc as the backend.
+
+Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--out DIR] [-- PYTEST ARGS]
+
+Runs the tests shipped in the wheel (coremltools/converters/mil/mil/ops/tests/iOS14…iOS18/)
+under `modelc.coremltools.enable(pretend_macos=True)`, keeps a seeded sample
+of the collected test cases, and writes DIR/summary.md and DIR/summary.json:
+passed / failed / refused (modelc does not run an operation: UnsupportedModelError)
+/ skipped per opset and backend, and the most frequent failure reasons.
+"""
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import random
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+
+
+class Sampler:
+    def __init__(self, fraction, seed):
+        self.fraction = fraction
+        self.seed = seed
+        self.results = []
+        self.uncollected = []
+        self.backends = {}
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        if self.fraction >= 1:
+            return
+        rng = random.Random(self.seed)
+        keep = [item for item in items if rng.random() < self.fraction]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            backend = params.get("backend")
+            if backend is None:
+                continue
+            if hasattr(backend, "backend"):
+                self.backends[item.nodeid] = "%s %s" % (backend.backend, getattr(backend, "precision", ""))
+            elif isinstance(backend, (tuple, list)):
+                self.backends[item.nodeid] = " ".join(str(part) for part in backend)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            text = str(report.longrepr).splitlines()
+            self.uncollected.append((report.nodeid, (text[-1] if text else "")[:160]))
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            return
+        node = report.nodeid
+        opset = (re.search(r"/(iOS1\d)/", node) or re.search(r"(iOS1\d)", node))
+        backend = re.search(r"(mlprogram|neuralnetwork)", node)
+        reason = ""
+        outcome = report.outcome
+        if report.failed:
+            text = str(report.longrepr)
+            last = [line for line in text.splitlines() if line.startswith("E ")]
+            reason = (last[0][2:].strip() if last else text.splitlines()[-1] if text else "")[:160]
+            if "UnsupportedModelError" in text or "does not run" in text:
+                outcome = "refused"
+            elif "name 'torch' is not defined" in text or "No module named 'torch'" in text:
+                outcome = "needs torch"
+        elif report.skipped:
+            outcome = "skipped"
+            longrepr = report.longrepr
+            reason = (longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr))[:160]
+        self.results.append({"test": node, "opset": opset.group(1) if opset else "?",
+                             "backend": self.backends.get(node, backend.group(1) if backend else "?"), "outcome": outcome, "reason": reason})
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sample", type=float, default=float(os.environ.get("SAMPLE", "0.1")))
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "21")))
+    parser.add_argument("--opsets", default=os.environ.get("OPSETS", "iOS14,iOS15,iOS16,iOS17,iOS18"))
+    parser.add_argument("--files", default=os.environ.get("FILES", ""))
+    parser.add_argument("--out", default=".build/conformance")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+
+    import modelc.coremltools
+    modelc.coremltools.enable(pretend_macos=True)
+    import coremltools
+    import pytest
+
+    root = pathlib.Path(coremltools.__file__).parent / "converters" / "mil" / "mil" / "ops" / "tests"
+    targets = []
+    for opset in args.opsets.split(","):
+        directory = root / opset.strip()
+        files = sorted(directory.glob("test_*.py"))
+        if args.files:
+            wanted = {name.strip() for name in args.files.split(",")}
+            files = [f for f in files if f.name in wanted or f.stem in wanted]
+        targets += [str(f) for f in files]
+    if not targets:
+        print("no test files selected", file=sys.stderr)
+        return 64
+    sampler = Sampler(args.sample, args.seed)
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore",
+                 "--continue-on-collection-errors"] + targets + args.pytest_args,
+                plugins=[sampler])
+
+    counts = collections.defaultdict(collections.Counter)
+    reasons = collections.Counter()
+    skips = collections.Counter()
+    for result in sampler.results:
+        counts[(result["opset"], result["backend"])][result["outcome"]] += 1
+        if result["outcome"] == "skipped":
+            skips[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
+        elif result["reason"] and result["outcome"] != "needs torch":
+            reasons[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# modelc against coremltools' MIL op tests",
+             "", "sample %.3g (seed %d), opsets %s%s" % (args.sample, args.seed, args.opsets,
+                                                        ", files " + args.files if args.files else ""),
+             "", "| opset | backend | passed | failed | refused | skipped | needs torch |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (opset, backend), counter in sorted(counts.items()):
+        lines.append("| %s | %s | %d | %d | %d | %d | %d |" % (opset, backend, counter["passed"], counter["failed"],
+                                                              counter["refused"], counter["skipped"], counter["needs torch"]))
+    if sampler.uncollected:
+        lines += ["", "Files not collected (not counted):", ""] + ["- %s: %s" % item for item in sampler.uncollected]
+    lines += ["", "Top failure reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in reasons.most_common(10)]
+    lines += ["", "Top skip reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in skips.most_common(5)]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    (out / "summary.json").write_text(json.dumps(sampler.results, indent=1))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

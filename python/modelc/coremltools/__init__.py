@@ -1,0 +1,156 @@
+"""coremltools' predictions on Linux, through modelc.
+
+    import modelc.coremltools
+    modelc.coremltools.enable()
+    import coremltools as ct
+    ct.models.MLModel("Model.mlpackage").predict({"x": x})
+
+``enable()`` patches coremltools (tested with 9.0) so that
+``MLModel.predict()`` (with ``state=``), ``MLModel.make_state()`` and
+``CompiledMLModel`` run through modelc when Core ML's own framework is not
+there; on macOS nothing is changed unless ``force=True``.
+
+``enable(pretend_macos=True)`` (what ``python -m modelc.coremltools pytest …``
+does) also makes coremltools' tests believe they run on macOS 15, so that the
+tests shipped in the wheel predict and compare instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+_enabled = False
+_lock = threading.Lock()
+#: The macOS version coremltools' tests are told when pretending.
+PRETENDED_MACOS = (15, 0)
+
+
+def _open(mlmodel: Any):
+    """The modelc model behind an ``MLModel``, opened once (saved to a temporary file first when in memory)."""
+    import modelc
+
+    cached = getattr(mlmodel, "_modelc_model", None)
+    if cached is not None and not cached.closed:
+        return cached
+    path = getattr(mlmodel, "package_path", None) if getattr(mlmodel, "is_package", False) else None
+    if not path or not os.path.exists(path):
+        directory = tempfile.mkdtemp(prefix="modelc-coremltools-")
+        path = os.path.join(directory, "model.mlpackage" if getattr(mlmodel, "is_package", False) else "model.mlmodel")
+        if getattr(mlmodel, "is_package", False):
+            mlmodel.save(path)
+        else:
+            from coremltools.models.utils import save_spec
+            save_spec(mlmodel._spec, path)
+    model = modelc.Model(path)
+    mlmodel._modelc_model = model
+    return model
+
+
+def _conform(values: Dict[str, Any]) -> Dict[str, Any]:
+    """coremltools' inputs as modelc reads them: tensors (torch, TensorFlow) as NumPy arrays."""
+    converted = {}
+    for name, value in values.items():
+        if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+            value = value.detach().cpu().numpy() if hasattr(value, "detach") else value.numpy()
+        elif isinstance(value, list) and value and not isinstance(value[0], (str, dict)):
+            value = np.asarray(value)
+        converted[name] = value
+    return converted
+
+
+def _predict(model, data, state):
+    from coremltools.models.model import MLModel
+
+    MLModel._check_predict_data(data)
+    modelc_state = getattr(state, "_modelc_state", state)
+    if isinstance(data, dict):
+        return model.predict(_conform(data), state=modelc_state)
+    if state is not None:
+        raise AssertionError("State can only be used for unbatched predictions")
+    return model.predict([_conform(row) for row in data])
+
+
+class _ModelcState:
+    """What the patched ``make_state()`` returns: coremltools' ``MLState`` role over a modelc state."""
+
+    def __init__(self, state) -> None:
+        self._modelc_state = state
+        self.__proxy__ = state
+
+
+def enable(force: bool = False, pretend_macos: bool = False) -> bool:
+    """Makes coremltools predict through modelc; returns whether it patched anything.
+
+    Idempotent. ``force`` patches even where Core ML itself is available
+    (macOS); ``pretend_macos`` also tells coremltools' own tests that they run
+    on macOS ``PRETENDED_MACOS`` so that they predict.
+    """
+    global _enabled
+    import coremltools
+    from coremltools.models import model as model_module
+    from coremltools.models import _compiled_model as compiled_module
+
+    with _lock:
+        if pretend_macos:
+            _pretend_macos()
+        if _enabled:
+            return True
+        if model_module._MLModelProxy is not None and not force:
+            return False
+        MLModel = model_module.MLModel
+        CompiledMLModel = compiled_module.CompiledMLModel
+
+        def predict(self, data, state=None):
+            """Predictions through modelc (patched in by ``modelc.coremltools.enable()``)."""
+            return _predict(_open(self), data, state)
+
+        def make_state(self):
+            """A state for a stateful program, through modelc."""
+            return _ModelcState(_open(self).make_state())
+
+        def compiled_init(self, path, compute_units=None, function_name=None, optimization_hints=None, asset=None):
+            import modelc
+            if not isinstance(path, str) and hasattr(path, "__fspath__"):
+                path = os.fspath(path)
+            if not isinstance(path, str):
+                raise TypeError('The "path" parameter must be of type "str".')
+            self.compute_unit = compute_units
+            self.function_name = function_name
+            self._modelc_model = modelc.Model(path)
+
+        def compiled_predict(self, data, state=None):
+            return _predict(self._modelc_model, data, state)
+
+        def compiled_make_state(self):
+            return _ModelcState(self._modelc_model.make_state())
+
+        MLModel.predict = predict
+        MLModel.make_state = make_state
+        CompiledMLModel.__init__ = compiled_init
+        CompiledMLModel.predict = compiled_predict
+        CompiledMLModel.make_state = compiled_make_state
+        _enabled = True
+        return True
+
+
+def _pretend_macos() -> None:
+    """Tells coremltools (and its tests, imported later) they run on macOS 15."""
+    import coremltools._deps as deps
+    import coremltools.models.utils as utils
+
+    deps._IS_MACOS = True
+    utils._macos_version = lambda: PRETENDED_MACOS
+    utils._is_macos = lambda: True
+    for name in list(sys.modules):
+        module = sys.modules[name]
+        if name.startswith("coremltools") and module is not None:
+            if hasattr(module, "_IS_MACOS"):
+                module._IS_MACOS = True
+            if getattr(module, "_macos_version", None) is not None and name != "coremltools.models.utils":
+                module._macos_version = utils._macos_version

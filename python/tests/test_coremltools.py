@@ -1,0 +1,68 @@
+"""coremltools' predict() on Linux through modelc.enable()."""
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip("coremltools")
+
+import modelc
+import modelc.coremltools
+from conftest import FIXTURES
+
+
+def test_mlmodel_predict_runs_through_modelc(tmp_path):
+    assert modelc.coremltools.enable() in (True, False)
+    mlmodel = ct.models.MLModel(str(FIXTURES / "Models" / "GLMClassifier.mlmodel"))
+    outputs = mlmodel.predict({"features": np.array([1.0, 2, 3, 4])})
+    assert outputs["species"] == 1
+    assert set(outputs["classProbability"]) == {0, 1, 2}
+    batch = mlmodel.predict([{"features": np.array([1.0, 2, 3, 4])}] * 2)
+    assert batch == [outputs, outputs]
+    with pytest.raises(modelc.InputError):
+        mlmodel.predict({"features": np.zeros(3)})
+    with pytest.raises(TypeError):
+        mlmodel.predict("not a dict")
+
+
+def test_converted_program_and_compiled_model(tmp_path):
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))])
+    def program(x):
+        return mb.add(x=mb.mul(x=x, y=2.0), y=1.0, name="y")
+
+    mlmodel = ct.convert(program, convert_to="mlprogram", compute_precision=ct.precision.FLOAT32)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = mlmodel.predict({"x": x})["y"]
+    np.testing.assert_allclose(got, x * 2 + 1)
+    assert got.dtype == np.float32
+    saved = tmp_path / "p.mlpackage"
+    mlmodel.save(str(saved))
+    compiled = ct.models.CompiledMLModel(modelc.compile_model(saved, tmp_path / "p.mlmodelc"))
+    np.testing.assert_allclose(compiled.predict({"x": x})["y"], x * 2 + 1)
+
+
+def test_image_in_and_image_out(tmp_path):
+    """PIL images in and out, as coremltools gives them, on a program whose output is declared an RGB image."""
+    from PIL import Image
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3, 4, 6))], opset_version=ct.target.iOS16)
+    def invert(x):
+        return mb.sub(x=255.0, y=x, name="y")
+
+    mlmodel = ct.convert(invert, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS16,
+                         inputs=[ct.ImageType(name="x", shape=(1, 3, 4, 6), color_layout=ct.colorlayout.RGB)],
+                         compute_precision=ct.precision.FLOAT32)
+    spec = mlmodel.get_spec()
+    output = spec.description.output[0]
+    output.type.imageType.width = 6
+    output.type.imageType.height = 4
+    output.type.imageType.colorSpace = ct.proto.FeatureTypes_pb2.ImageFeatureType.RGB
+    path = tmp_path / "invert.mlpackage"
+    ct.models.MLModel(spec, weights_dir=mlmodel.weights_dir, skip_model_load=True).save(str(path))
+    pixels = np.arange(72, dtype=np.uint8).reshape(4, 6, 3)
+    with modelc.Model(path) as model:
+        got = model.predict({"x": Image.fromarray(pixels)})["y"]
+    assert isinstance(got, Image.Image) and got.mode == "RGB" and got.size == (6, 4)
+    np.testing.assert_array_equal(np.asarray(got), 255 - pixels)
