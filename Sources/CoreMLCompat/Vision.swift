@@ -140,6 +140,28 @@ public final class VNClassificationObservation: VNObservation, @unchecked Sendab
     public var description: String { "\(identifier) \(confidence)" }
 }
 
+/// An observation with a place in the image (`VNDetectedObjectObservation`).
+open class VNDetectedObjectObservation: VNObservation, @unchecked Sendable {
+    /// Where it is: normalized, origin at the lower left of the upright image.
+    public let boundingBox: CGRect
+
+    init(boundingBox: NormalizedRect, confidence: VNConfidence) {
+        self.boundingBox = CGRect(x: boundingBox.x, y: boundingBox.y, width: boundingBox.width, height: boundingBox.height)
+        super.init(confidence: confidence)
+    }
+}
+
+/// An object a detector found, with every label (`VNRecognizedObjectObservation`).
+public final class VNRecognizedObjectObservation: VNDetectedObjectObservation, @unchecked Sendable {
+    /// Every label, most confident first.
+    public let labels: [VNClassificationObservation]
+
+    init(_ object: RecognizedObjectObservation) {
+        labels = object.labels.map { VNClassificationObservation(identifier: $0.identifier, confidence: $0.confidence) }
+        super.init(boundingBox: object.boundingBox, confidence: object.confidence)
+    }
+}
+
 /// One output of a model that is not a classifier (`VNCoreMLFeatureValueObservation`).
 public final class VNCoreMLFeatureValueObservation: VNObservation, @unchecked Sendable {
     public let featureName: String
@@ -201,6 +223,8 @@ public final class VNCoreMLRequest: VNImageBasedRequest {
         switch result.observations {
         case .classifications(let found):
             found.map { VNClassificationObservation(identifier: $0.identifier, confidence: $0.confidence) }
+        case .recognizedObjects(let found):
+            found.map(VNRecognizedObjectObservation.init)
         case .featureValues(let found):
             found.map { VNCoreMLFeatureValueObservation(featureName: $0.featureName, featureValue: MLFeatureValue($0.featureValue)) }
         }

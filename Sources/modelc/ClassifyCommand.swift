@@ -122,35 +122,14 @@ enum ClassifyCommand {
         var options = Options()
         options.json = arguments.has("json")
         options.label = arguments.value("label")
-        if let text = arguments.value("crop-and-scale") {
-            let modes: [String: CropAndScale] = ["center-crop": .centerCrop, "scale-fit": .scaleFit, "scale-fill": .scaleFill]
-            guard let mode = modes[text] else {
-                return .failure(.invalidValue(option: "crop-and-scale", value: text, reason: "expected center-crop, scale-fit or scale-fill"))
-            }
-            options.cropAndScale = mode
-        }
-        if let text = arguments.value("roi") {
-            let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard parts.count == 4, let x = parts[0], let y = parts[1], let width = parts[2], let height = parts[3] else {
-                return .failure(.invalidValue(option: "roi", value: text, reason: "expected four numbers X,Y,W,H"))
-            }
-            let rect = NormalizedRect(x: x, y: y, width: width, height: height)
-            guard rect.isValid else {
-                return .failure(.invalidValue(option: "roi", value: text, reason: "expected a non-empty rectangle within 0,0,1,1"))
-            }
-            options.regionOfInterest = rect
-        }
         do throws(UsageError) {
+            options.cropAndScale = try ImageOptions.cropAndScale(arguments)
+            options.regionOfInterest = try ImageOptions.regionOfInterest(arguments)
             options.top = try arguments.positiveInteger("top")
             options.threads = try arguments.positiveInteger("threads") ?? options.threads
+            options.minimumConfidence = Float(try ImageOptions.unitInterval(arguments, "min-confidence") ?? 0)
         } catch {
             return .failure(error)
-        }
-        if let text = arguments.value("min-confidence") {
-            guard let value = Float(text), value >= 0, value <= 1 else {
-                return .failure(.invalidValue(option: "min-confidence", value: text, reason: "expected a number from 0 to 1"))
-            }
-            options.minimumConfidence = value
         }
         return .success(options)
     }
@@ -163,7 +142,10 @@ struct ClassificationReport {
     let labels: PredictionReport
 
     func text(image: String, _ result: ImageRequestResult) -> String {
-        options.json ? json(image: image, result) + "\n" : plain(image: image, result)
+        if case .recognizedObjects = result.observations {
+            return DetectionReport(json: options.json, values: labels).text(image: image, result)
+        }
+        return options.json ? json(image: image, result) + "\n" : plain(image: image, result)
     }
 
     /// The classifications shown: above the minimum confidence, the top K.
@@ -180,7 +162,7 @@ struct ClassificationReport {
             return "{\"image\": \(name), \"label\": \(FeatureJSON.quoted(label)), \"confidence\": \(number(confidence))}"
         }
         let observations: [String] = switch result.observations {
-        case .classifications:
+        case .classifications, .recognizedObjects:
             shown(result, defaultTop: nil).map {
                 "{\"identifier\": \(FeatureJSON.quoted($0.identifier)), \"confidence\": \(number($0.confidence))}"
             }
@@ -199,7 +181,7 @@ struct ClassificationReport {
         }
         var lines = [image]
         switch result.observations {
-        case .classifications:
+        case .classifications, .recognizedObjects:
             for observation in shown(result, defaultTop: 5) {
                 lines.append("  " + String(format: "%.4f", observation.confidence) + "  " + observation.identifier)
             }
