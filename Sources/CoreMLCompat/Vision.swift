@@ -61,6 +61,8 @@ public struct VNError: Error, LocalizedError, CustomStringConvertible, Sendable 
         case .image: .invalidImage
         case .model, .cachedModelNeedsAsync: .operationFailed
         case .unknownLabel: .invalidArgument
+        case .faces(.libraryUnavailable): .notImplemented
+        case .faces(.failed): .operationFailed
         }
         self.init(code, error.description)
     }

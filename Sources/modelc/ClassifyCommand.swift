@@ -8,7 +8,7 @@ import ModelRuntime
 import SystemIO
 
 /// `modelc classify MODEL IMAGE... [--crop-and-scale MODE] [--roi X,Y,W,H] [--top K]
-/// [--label NAME] [--min-confidence C] [--json] [--threads N]`.
+/// [--label NAME] [--min-confidence C] [--json] [--threads N] [--regions faces] [--draw DIR]`.
 enum ClassifyCommand {
     static let spec = CommandSpec(
         name: "classify",
@@ -24,6 +24,11 @@ enum ClassifyCommand {
             {"image", "observations": [{"featureName", "featureValue"}…]} otherwise,
             {"image", "label", "confidence"} with --label, and {"image", "error"} for an image
             that failed; the other images go on.
+            --regions faces finds the faces first (dlib's frontal face detector, as detect --faces;
+            --roi then limits the search) and runs the model on each face's box as its region of
+            interest, printing per face its box and the model's labels: Vision's face → classifier
+            pipeline. --json lines hold "faces": [{"confidence", "boundingBox", "pixels", "roll",
+            "yaw", "observations"}]. --draw DIR writes each image with the faces boxed and labelled.
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage."),
                     PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isRepeated: true)],
@@ -35,6 +40,8 @@ enum ClassifyCommand {
             OptionSpec(name: "min-confidence", valueName: "C", help: "Classifiers: leave out labels below C (0…1)."),
             OptionSpec(name: "json", help: "One JSON object per image."),
             OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
+            OptionSpec(name: "regions", valueName: "KIND", help: "faces: run the model on each face found."),
+            OptionSpec(name: "draw", valueName: "DIR", help: "With --regions faces: write each image with its faces drawn into DIR."),
         ])
 
     /// What the options ask for.
@@ -46,6 +53,9 @@ enum ClassifyCommand {
         var minimumConfidence: Float = 0
         var json = false
         var threads = ProcessInfo.processInfo.activeProcessorCount
+        /// `--regions faces`: classify each face instead of the image.
+        var faceRegions = false
+        var drawDirectory: String?
     }
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -83,6 +93,9 @@ enum ClassifyCommand {
         }
 
         let report = ClassificationReport(options: options, labels: PredictionReport(model: model, top: options.top ?? 5))
+        if options.faceRegions {
+            return classifyFaces(images: images, request: request, options: options, report: report)
+        }
         let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
         var failures: [ImageRequestError] = []
         // Images are decoded and run in parallel and printed in order, each as
@@ -118,6 +131,27 @@ enum ClassifyCommand {
         return ExitCode(first)
     }
 
+    /// `--regions faces`: the model on each face of each image.
+    static func classifyFaces(images: [ImageFiles.Entry], request: ImageRequest, options: Options,
+                              report: ClassificationReport) -> ExitCode {
+        if let directory = options.drawDirectory, let problem = ImageOptions.prepareDirectory(directory) {
+            Output.error("\(Modelc.toolName): error: \(problem)\n")
+            return .cannotWrite
+        }
+        let faces = FaceRectanglesRequest(regionOfInterest: options.regionOfInterest)
+        var whole = request
+        whole.regionOfInterest = .full
+        let classify = whole
+        var detectOptions = DetectCommand.Options()
+        detectOptions.json = options.json
+        detectOptions.threads = options.threads
+        return DetectCommand.eachImage(images, options: detectOptions, label: "classifying faces") { path throws(ImageRequestError) in
+            let found = try FacesFound.find(in: path, request: faces, minimumConfidence: 0, classify: classify)
+            if let directory = options.drawDirectory { try found.drawn(image: path, into: directory) }
+            return found.text(image: path, json: options.json, top: options.top, report: report)
+        }
+    }
+
     private static func parseOptions(_ arguments: ParsedArguments) -> Result<Options, UsageError> {
         var options = Options()
         options.json = arguments.has("json")
@@ -128,6 +162,16 @@ enum ClassifyCommand {
             options.top = try arguments.positiveInteger("top")
             options.threads = try arguments.positiveInteger("threads") ?? options.threads
             options.minimumConfidence = Float(try ImageOptions.unitInterval(arguments, "min-confidence") ?? 0)
+            if let regions = arguments.value("regions") {
+                guard regions == "faces" else {
+                    throw UsageError.invalidValue(option: "regions", value: regions, reason: "expected faces")
+                }
+                options.faceRegions = true
+            }
+            options.drawDirectory = arguments.value("draw")
+            if options.drawDirectory != nil, !options.faceRegions {
+                throw UsageError.invalidValue(option: "draw", value: options.drawDirectory ?? "", reason: "needs --regions faces")
+            }
         } catch {
             return .failure(error)
         }

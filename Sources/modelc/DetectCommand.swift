@@ -1,4 +1,5 @@
 import ArgumentParsing
+import FaceDetection
 import Foundation
 import ImageDecoding
 import ImageRequests
@@ -7,7 +8,7 @@ import ModelRuntime
 import SystemIO
 
 /// `modelc detect MODEL IMAGE... [--crop-and-scale MODE] [--roi X,Y,W,H] [--min-confidence C]
-/// [--iou-threshold T] [--json] [--draw DIR] [--threads N]`.
+/// [--iou-threshold T] [--json] [--draw DIR] [--threads N]` and `modelc detect --faces IMAGE...`.
 enum DetectCommand {
     static let spec = CommandSpec(
         name: "detect",
@@ -28,9 +29,13 @@ enum DetectCommand {
             iouThreshold inputs when it has them; otherwise objects below C are left out and
             overlapping ones suppressed again at T. --draw DIR writes each image with its boxes and
             labels drawn, as PNG (JPEG for JPEG inputs), named as the image.
+            --faces finds faces instead, with no model (every argument is an image): dlib's frontal face
+            detector, opened at the first image. Each face prints its confidence, box and coarse roll
+            and yaw; --json lines hold "faces": [{"confidence", "boundingBox", "pixels", "roll",
+            "yaw"}]. --roi limits the search; --min-confidence leaves out weaker faces.
             """,
-        arguments: [PositionalSpec(name: "MODEL", help: "The detector: a compiled bundle, .mlmodel or .mlpackage."),
-                    PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isRepeated: true)],
+        arguments: [PositionalSpec(name: "MODEL", help: "The detector: a compiled bundle, .mlmodel or .mlpackage (with --faces: an image)."),
+                    PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isOptional: true, isRepeated: true)],
         options: [
             OptionSpec(name: "crop-and-scale", valueName: "MODE", help: "center-crop (default), scale-fit or scale-fill."),
             OptionSpec(name: "roi", valueName: "X,Y,W,H", help: "Region of interest, normalized, origin at the lower left."),
@@ -38,6 +43,7 @@ enum DetectCommand {
             OptionSpec(name: "iou-threshold", valueName: "T", help: "Suppress boxes overlapping a kept one by more than T (0…1)."),
             OptionSpec(name: "json", help: "One JSON object per image."),
             OptionSpec(name: "draw", valueName: "DIR", help: "Write each image with its boxes drawn into DIR."),
+            OptionSpec(name: "faces", help: "Find faces (no model; every argument is an image)."),
             OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
         ])
 
@@ -68,8 +74,18 @@ enum DetectCommand {
         let options: Options
         do throws(UsageError) {
             options = try parseOptions(arguments)
+            if arguments.has("faces") {
+                for other in ["crop-and-scale", "iou-threshold"] where arguments.value(other) != nil {
+                    throw .conflictingOptions("faces", other)
+                }
+            } else if arguments.repeatedPositionals.isEmpty {
+                throw .missingArgument(name: "IMAGE", command: "detect")
+            }
         } catch {
             return Modelc.usageFailure(error, usage: Modelc.usageLine(for: spec))
+        }
+        if arguments.has("faces") {
+            return runFaces(images: ImageFiles.expand([path] + arguments.repeatedPositionals), options: options)
         }
         let images = ImageFiles.expand(arguments.repeatedPositionals)
 
@@ -127,6 +143,62 @@ enum DetectCommand {
             switch result {
             case .success(let found):
                 Output.print(report.text(image: image.path, found))
+            case .failure(let error):
+                failures.append(error)
+                if options.json {
+                    Output.print("{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n")
+                } else {
+                    Output.error("\(Modelc.toolName): error: \(error)\n")
+                }
+            }
+            progress?.update(items: index + 1, of: images.count, unit: "images")
+        }
+        progress?.finish()
+        guard let first = failures.first else { return .success }
+        if images.count > 1, !options.json {
+            Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
+        }
+        return ExitCode(first)
+    }
+
+    /// `detect --faces`: the faces in each image.
+    static func runFaces(images: [ImageFiles.Entry], options: Options) -> ExitCode {
+        if let directory = options.drawDirectory, let problem = ImageOptions.prepareDirectory(directory) {
+            Output.error("\(Modelc.toolName): error: \(problem)\n")
+            return .cannotWrite
+        }
+        let request = FaceRectanglesRequest(regionOfInterest: options.regionOfInterest)
+        let minimum = Float(options.minimumConfidence ?? 0)
+        return eachImage(images, options: options, label: "finding faces") { path throws(ImageRequestError) in
+            let found = try FacesFound.find(in: path, request: request, minimumConfidence: minimum, classify: nil)
+            if let directory = options.drawDirectory { try found.drawn(image: path, into: directory) }
+            return found.text(image: path, json: options.json, top: nil, report: nil)
+        }
+    }
+
+    /// Runs `work` on each image in parallel, printing its text in order; an
+    /// image that fails is named (or a JSON error line) and the others go on.
+    /// A detector that cannot be opened stops the run at the first image.
+    static func eachImage(_ images: [ImageFiles.Entry], options: Options, label: String,
+                          _ work: @escaping @Sendable (String) throws(ImageRequestError) -> String) -> ExitCode {
+        if let unavailable = FaceDetector.availability() {
+            Output.error("\(Modelc.toolName): error: \(unavailable)\n")
+            return ExitCode(ImageRequestError.faces(unavailable))
+        }
+        var failures: [ImageRequestError] = []
+        let progress = options.json ? nil : ProgressLine.forTerminal(label: label)
+        OrderedParallelWork.run(count: images.count, threads: options.threads, window: max(1, options.threads) * 8) { index in
+            let image = images[index]
+            return Result { () throws(ImageRequestError) -> String in
+                if let problem = image.problem { throw .image(problem) }
+                return try work(image.path)
+            }
+        } deliver: { index, result in
+            let image = images[index]
+            progress?.finish()
+            switch result {
+            case .success(let text):
+                Output.print(text)
             case .failure(let error):
                 failures.append(error)
                 if options.json {

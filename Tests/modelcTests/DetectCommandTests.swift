@@ -101,4 +101,49 @@ import Testing
         #expect(result.status == 64)
         #expect(result.standardError.contains(option[0].dropFirst(2)), "\(result.standardError)")
     }
+
+    // MARK: - Faces
+
+    static let portrait = "Fixtures/Faces/astronaut.jpg"
+
+    @Test func facesInAPortraitAndNoneElsewhere() throws {
+        let result = try detect(["--faces", Self.portrait, "Fixtures/Images/wide-bands.png", "--json"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").compactMap { Fixtures.parseJSON(String($0)) as? [String: Any] }
+        #expect(lines.count == 2)
+        let faces = try #require(lines.first?["faces"] as? [[String: Any]])
+        #expect(faces.count == 1 && (lines.last?["faces"] as? [Any])?.isEmpty == true)
+        let pixels = try #require(faces.first?["pixels"] as? [String: Double])
+        // The hand-marked eyes (140, 103), (188, 103) and mouth (165, 145) are inside.
+        let (x, y) = (pixels["x"] ?? .nan, pixels["y"] ?? .nan)
+        let (width, height) = (pixels["width"] ?? .nan, pixels["height"] ?? .nan)
+        #expect(x < 140 && x + width > 188 && y < 103 && y + height > 145, "\(pixels)")
+        #expect(faces.first?["roll"] as? Double == 0 && faces.first?["yaw"] as? Double == 0)
+    }
+
+    @Test func classifyRegionsFacesRunsTheModelOnEachFace() throws {
+        let cache = try Fixtures.temporaryDirectory("detect-cache")
+        let drawn = try Fixtures.temporaryDirectory("faces-drawn")
+        let result = try ModelcProcess.run(["classify", "Fixtures/Models/ImageClassifier.mlmodel", Self.portrait,
+                                            "--regions", "faces", "--top", "2", "--draw", drawn.path],
+                                           environment: ["MODELC_CACHE": cache.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(result.standardOutput)")
+        #expect(lines.first == "\(Self.portrait) (320×320): 1 face")
+        #expect(lines.dropFirst().first?.hasPrefix("  face 1  0.") == true)
+        #expect(lines.dropFirst(2).allSatisfy { $0.hasPrefix("    0.") })
+        let image = try Data(contentsOf: drawn.appendingPathComponent("astronaut.jpg"))
+        #expect(image.starts(with: [0xFF, 0xD8, 0xFF]))
+    }
+
+    @Test func aMissingFaceDetectorIsOneLineNamingWhatToInstall() throws {
+        let cache = try Fixtures.temporaryDirectory("detect-cache")
+        let result = try ModelcProcess.run(["detect", "--faces", Self.portrait],
+                                           environment: ["MODELC_CACHE": cache.path, "MODELC_FACES_LIBRARY": "/nonexistent/libModelcFaces.so"])
+        #expect(result.status == 105)
+        let lines = result.standardError.split(separator: "\n")
+        #expect(lines.count == 1 && result.standardError.contains("libdlib19.1"), "\(result.standardError)")
+        #expect(result.standardOutput.isEmpty)
+    }
 }
