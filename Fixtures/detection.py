@@ -229,6 +229,8 @@ def generate_detection(out_dir, save):
     save("Detector.mlmodel", build_detector())
     save("DetectorRaw.mlmodel", build_blob_network())
     save("DetectorNMS.mlmodel", build_nms_only())
+    save("ImageInverter.mlmodel", build_image_inverter())
+    save("ColourSegmenter.mlmodel", build_colour_segmenter())
     folder = os.path.join(out_dir, "Detection")
     os.makedirs(folder, exist_ok=True)
     document = {"note": "Random boxes (centre x, centre y, width, height) of 3 classes; `kept` is the class-agnostic "
@@ -237,3 +239,34 @@ def generate_detection(out_dir, save):
     with open(os.path.join(folder, "nms-random.json"), "w") as f:
         json.dump(document, f, separators=(",", ":"), sort_keys=True)
         f.write("\n")
+
+
+# ---------------------------------------------------------------------------
+# Image outputs and segmentation
+# ---------------------------------------------------------------------------
+
+def build_image_inverter():
+    """A 32x32 RGB image in, its negative (255 - x) out as an image: a model
+    whose output is an image (style transfer, super-resolution shape)."""
+    builder = NeuralNetworkBuilder([("image", datatypes.Array(3, 32, 32))], [("inverted", datatypes.Array(3, 32, 32))])
+    builder.add_activation("negate", "LINEAR", "image", "inverted", params=[-1.0, 255.0])
+    builder.set_pre_processing_parameters(image_input_names=["image"], image_scale=1.0)
+    spec = builder.spec
+    output = spec.description.output[0]
+    output.type.ClearField("multiArrayType")
+    output.type.imageType.width = 32
+    output.type.imageType.height = 32
+    output.type.imageType.colorSpace = FeatureTypes_pb2.ImageFeatureType.RGB
+    return spec
+
+
+def build_colour_segmenter():
+    """A 32x32 RGB image in, per-pixel scores of three classes (red, green,
+    blue: the channels scaled to 0...1) out as a [3, 32, 32] multi-array: the
+    shape of a segmentation model's output."""
+    builder = NeuralNetworkBuilder([("image", datatypes.Array(3, 32, 32))], [("scores", datatypes.Array(3, 32, 32))])
+    builder.add_activation("identity", "LINEAR", "image", "scores", params=[1.0, 0.0])
+    builder.set_pre_processing_parameters(image_input_names=["image"], image_scale=1.0 / 255.0)
+    spec = builder.spec
+    spec.description.metadata.userDefined["classes"] = "red,green,blue"
+    return spec
