@@ -31,20 +31,35 @@ public struct DrawnBox: Sendable, Equatable {
 public enum ImageDrawing {
     /// The encoded image (PNG, or JPEG when `format` is `.jpeg`) of `image`
     /// (RGB or gray, upright) with `boxes` drawn over it and, when given,
-    /// `overlay` (RGB, any size: stretched to the image) blended in at `opacity`.
+    /// `overlay` (RGB, any size: stretched over `overlayRegion`, normalized
+    /// with the origin at the lower left, parts past the image cut off)
+    /// blended in at `opacity`.
     ///
     /// - Throws: `ImageError.damaged` naming `name` when libvips fails.
-    public static func draw(_ boxes: [DrawnBox], on image: PixelBuffer, overlay: PixelBuffer? = nil, opacity: Double = 0.5,
+    public static func draw(_ boxes: [DrawnBox], on image: PixelBuffer, overlay: PixelBuffer? = nil,
+                            overlayRegion: NormalizedRect = .full, opacity: Double = 0.5,
                             format: EncodedFormat, name: String) throws(ImageError) -> [UInt8] {
         try Vips.ensureStarted()
         var rgb = try ImageDecoder(pixelFormat: .rgb).fit(image)
         if let overlay {
-            let stretched = try ImageDecoder(pixelFormat: .rgb)
-                .fit(overlay, fitting: ImageFitting(width: rgb.width, height: rgb.height, cropAndScale: .scaleFill))
+            let area = overlayRegion.topLeftPixels(width: rgb.width, height: rgb.height)
+            let left = Int(area.x.rounded()), top = Int(area.y.rounded())
+            let width = max(1, Int(area.width.rounded())), height = max(1, Int(area.height.rounded()))
+            // Nearest neighbour: a mask's classes stay crisp.
             var blended = rgb.bytes
-            for index in blended.indices {
-                let mixed = (1 - opacity) * Double(blended[index]) + opacity * Double(stretched.bytes[index])
-                blended[index] = UInt8(max(0, min(255, mixed.rounded())))
+            for y in max(0, top)..<min(rgb.height, top + height) {
+                let sourceY = min(overlay.height - 1, (y - top) * overlay.height / height)
+                for x in max(0, left)..<min(rgb.width, left + width) {
+                    let sourceX = min(overlay.width - 1, (x - left) * overlay.width / width)
+                    let source = sourceY * overlay.bytesPerRow + sourceX * overlay.pixelFormat.bytesPerPixel
+                    let (red, green, blue) = overlay.pixelFormat.rgbOffsets
+                    let colour = [overlay.bytes[source + red], overlay.bytes[source + green], overlay.bytes[source + blue]]
+                    for channel in 0..<3 {
+                        let index = (y * rgb.width + x) * 3 + channel
+                        let mixed = (1 - opacity) * Double(blended[index]) + opacity * Double(colour[channel])
+                        blended[index] = UInt8(max(0, min(255, mixed.rounded())))
+                    }
+                }
             }
             if let made = PixelBuffer(width: rgb.width, height: rgb.height, pixelFormat: .rgb, bytes: blended) { rgb = made }
         }

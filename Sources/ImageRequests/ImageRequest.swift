@@ -39,6 +39,7 @@ public struct ImageRequest: Sendable {
     /// Observations from the model's outputs on `image`.
     func result(from outputs: [String: FeatureValue], image: FittedImage) -> ImageRequestResult {
         let (width, height) = (image.uprightWidth, image.uprightHeight)
+        let region = image.uprightRect(fromTopLeftX: 0, y: 0, width: 1, height: 1)
         if let name = model.probabilitiesOutput, let dictionary = outputs[name]?.dictionaryValue {
             return ImageRequestResult(observations: .classifications(classifications(dictionary)), model: model.path,
                                       imageWidth: width, imageHeight: height)
@@ -55,7 +56,7 @@ public struct ImageRequest: Sendable {
             outputs[name].map { FeatureValueObservation(featureName: name, featureValue: $0) }
         }
         return ImageRequestResult(observations: .featureValues(values), model: model.path,
-                                  imageWidth: width, imageHeight: height)
+                                  imageWidth: width, imageHeight: height, inputRegion: region)
     }
 
     /// The rows NMS kept, boxes mapped back to the upright image. Rows of

@@ -63,12 +63,25 @@ public struct ImageRequestResult: Sendable {
     /// to turn normalized boxes into pixels.
     public let imageWidth: Int
     public let imageHeight: Int
+    /// The part of the upright image the model's input showed (normalized,
+    /// origin at the lower left; past the image where scale-fit added bars):
+    /// where an output image or mask lies over the image.
+    public let inputRegion: NormalizedRect
 
-    public init(observations: Observations, model: String, imageWidth: Int = 0, imageHeight: Int = 0) {
+    public init(observations: Observations, model: String, imageWidth: Int = 0, imageHeight: Int = 0,
+                inputRegion: NormalizedRect = .full) {
         self.observations = observations
         self.model = model
         self.imageWidth = imageWidth
         self.imageHeight = imageHeight
+        self.inputRegion = inputRegion
+    }
+
+    /// The image outputs, by output name, in the model's order.
+    public var images: [(name: String, image: PixelBuffer)] {
+        featureValues.compactMap { observation in
+            if case .image(let image) = observation.featureValue { (observation.featureName, image) } else { nil }
+        }
     }
 
     /// A detector's objects; empty for other models.

@@ -28,7 +28,10 @@ enum ClassifyCommand {
             --roi then limits the search) and runs the model on each face's box as its region of
             interest, printing per face its box and the model's labels: Vision's face → classifier
             pipeline. --json lines hold "faces": [{"confidence", "boundingBox", "pixels", "roll",
-            "yaw", "observations"}]. --draw DIR writes each image with the faces boxed and labelled.
+            "yaw", "observations"}]. --draw DIR writes each image with the faces boxed and labelled;
+            without --regions, a segmentation output (classes × height × width scores, or a map of
+            classes) drawn as a colour mask over the image. --output-dir DIR writes a model's image
+            outputs as PNG files, IMAGE-OUTPUT.png.
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage."),
                     PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isRepeated: true)],
@@ -41,7 +44,8 @@ enum ClassifyCommand {
             OptionSpec(name: "json", help: "One JSON object per image."),
             OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
             OptionSpec(name: "regions", valueName: "KIND", help: "faces: run the model on each face found."),
-            OptionSpec(name: "draw", valueName: "DIR", help: "With --regions faces: write each image with its faces drawn into DIR."),
+            OptionSpec(name: "draw", valueName: "DIR", help: "Write each image with its faces (or segmentation mask) drawn into DIR."),
+            OptionSpec(name: "output-dir", valueName: "DIR", help: "Write the model's image outputs into DIR as PNG."),
         ])
 
     /// What the options ask for.
@@ -56,6 +60,7 @@ enum ClassifyCommand {
         /// `--regions faces`: classify each face instead of the image.
         var faceRegions = false
         var drawDirectory: String?
+        var outputDirectory: String?
     }
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -96,6 +101,12 @@ enum ClassifyCommand {
         if options.faceRegions {
             return classifyFaces(images: images, request: request, options: options, report: report)
         }
+        for directory in [options.drawDirectory, options.outputDirectory].compactMap({ $0 }) {
+            if let problem = ImageOptions.prepareDirectory(directory) {
+                Output.error("\(Modelc.toolName): error: \(problem)\n")
+                return .cannotWrite
+            }
+        }
         let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
         var failures: [ImageRequestError] = []
         // Images are decoded and run in parallel and printed in order, each as
@@ -104,7 +115,18 @@ enum ClassifyCommand {
             let image = images[index]
             return Result { () throws(ImageRequestError) -> ImageRequestResult in
                 if let problem = image.problem { throw .image(problem) }
-                return try ImageRequestHandler(file: image.path).perform(request)
+                let result = try ImageRequestHandler(file: image.path).perform(request)
+                if let directory = options.drawDirectory {
+                    if case .recognizedObjects = result.observations {
+                        try DetectCommand.draw(result, image: image.path, into: directory)
+                    } else {
+                        try ImageOutputs.drawMask(result, image: image.path, into: directory)
+                    }
+                }
+                if let directory = options.outputDirectory {
+                    try ImageOutputs.write(result, image: image.path, into: directory)
+                }
+                return result
             }
         } deliver: { index, result in
             let image = images[index]
@@ -169,9 +191,7 @@ enum ClassifyCommand {
                 options.faceRegions = true
             }
             options.drawDirectory = arguments.value("draw")
-            if options.drawDirectory != nil, !options.faceRegions {
-                throw UsageError.invalidValue(option: "draw", value: options.drawDirectory ?? "", reason: "needs --regions faces")
-            }
+            options.outputDirectory = arguments.value("output-dir")
         } catch {
             return .failure(error)
         }

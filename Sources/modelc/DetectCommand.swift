@@ -28,7 +28,10 @@ enum DetectCommand {
             --min-confidence and --iou-threshold go to the model's confidenceThreshold and
             iouThreshold inputs when it has them; otherwise objects below C are left out and
             overlapping ones suppressed again at T. --draw DIR writes each image with its boxes and
-            labels drawn, as PNG (JPEG for JPEG inputs), named as the image.
+            labels drawn, as PNG (JPEG for JPEG inputs), named as the image; for a model without NMS
+            whose output is a segmentation (classes × height × width scores, or a map of classes), its
+            colour mask over the part of the image the model saw. --output-dir DIR writes a model's
+            image outputs as PNG files, IMAGE-OUTPUT.png.
             --faces finds faces instead, with no model (every argument is an image): dlib's frontal face
             detector, opened at the first image. Each face prints its confidence, box and coarse roll
             and yaw; --json lines hold "faces": [{"confidence", "boundingBox", "pixels", "roll",
@@ -43,6 +46,7 @@ enum DetectCommand {
             OptionSpec(name: "iou-threshold", valueName: "T", help: "Suppress boxes overlapping a kept one by more than T (0…1)."),
             OptionSpec(name: "json", help: "One JSON object per image."),
             OptionSpec(name: "draw", valueName: "DIR", help: "Write each image with its boxes drawn into DIR."),
+            OptionSpec(name: "output-dir", valueName: "DIR", help: "Write the model's image outputs into DIR as PNG."),
             OptionSpec(name: "faces", help: "Find faces (no model; every argument is an image)."),
             OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
         ])
@@ -54,6 +58,7 @@ enum DetectCommand {
         var iouThreshold: Double?
         var json = false
         var drawDirectory: String?
+        var outputDirectory: String?
         var threads = ProcessInfo.processInfo.activeProcessorCount
     }
 
@@ -65,6 +70,7 @@ enum DetectCommand {
         options.iouThreshold = try ImageOptions.unitInterval(arguments, "iou-threshold")
         options.json = arguments.has("json")
         options.drawDirectory = arguments.value("draw")
+        options.outputDirectory = arguments.value("output-dir")
         options.threads = try arguments.positiveInteger("threads") ?? options.threads
         return options
     }
@@ -75,7 +81,7 @@ enum DetectCommand {
         do throws(UsageError) {
             options = try parseOptions(arguments)
             if arguments.has("faces") {
-                for other in ["crop-and-scale", "iou-threshold"] where arguments.value(other) != nil {
+                for other in ["crop-and-scale", "iou-threshold", "output-dir"] where arguments.value(other) != nil {
                     throw .conflictingOptions("faces", other)
                 }
             } else if arguments.repeatedPositionals.isEmpty {
@@ -118,9 +124,11 @@ enum DetectCommand {
             Output.error("\(Modelc.toolName): error: no images found in \(arguments.repeatedPositionals.joined(separator: ", "))\n")
             return .cannotRead
         }
-        if let directory = options.drawDirectory, let problem = ImageOptions.prepareDirectory(directory) {
-            Output.error("\(Modelc.toolName): error: \(problem)\n")
-            return .cannotWrite
+        for directory in [options.drawDirectory, options.outputDirectory].compactMap({ $0 }) {
+            if let problem = ImageOptions.prepareDirectory(directory) {
+                Output.error("\(Modelc.toolName): error: \(problem)\n")
+                return .cannotWrite
+            }
         }
 
         let report = DetectionReport(json: options.json, values: PredictionReport(model: model, top: 5))
@@ -133,7 +141,14 @@ enum DetectCommand {
                 var result = try ImageRequestHandler(file: image.path).perform(request)
                 result = Self.refiltered(result, confidence: refilter.confidence, iou: refilter.iou)
                 if let directory = options.drawDirectory {
-                    try Self.draw(result, image: image.path, into: directory)
+                    if case .recognizedObjects = result.observations {
+                        try Self.draw(result, image: image.path, into: directory)
+                    } else {
+                        try ImageOutputs.drawMask(result, image: image.path, into: directory)
+                    }
+                }
+                if let directory = options.outputDirectory {
+                    try ImageOutputs.write(result, image: image.path, into: directory)
                 }
                 return result
             }
