@@ -46,10 +46,11 @@ struct FacesFound: Sendable {
 
     /// One block (or JSON line) for the image.
     func text(image: String, json: Bool, top: Int?, report: ClassificationReport?) -> String {
-        json ? jsonLine(image: image, top: top) + "\n" : plain(image: image, top: top ?? 5, report: report)
+        json ? jsonLine(image: image, top: top, minimumConfidence: report?.options.minimumConfidence ?? 0) + "\n"
+            : plain(image: image, top: top ?? 5, report: report)
     }
 
-    private func jsonLine(image: String, top: Int?) -> String {
+    private func jsonLine(image: String, top: Int?, minimumConfidence: Float) -> String {
         let items = faces.map { found in
             var fields = [
                 "\"confidence\": \(ImageOptions.number(found.face.confidence))",
@@ -60,8 +61,8 @@ struct FacesFound: Sendable {
             ]
             if let classified = found.classified {
                 let observations: [String] = switch classified.observations {
-                case .classifications(let labels):
-                    labels.prefix(top ?? labels.count).map {
+                case .classifications(let all):
+                    all.filter { $0.confidence >= minimumConfidence }.prefix(top ?? all.count).map {
                         "{\"identifier\": \(FeatureJSON.quoted($0.identifier)), \"confidence\": \(ImageOptions.number($0.confidence))}"
                     }
                 case .featureValues(let values):
