@@ -23,6 +23,10 @@ let package = Package(
         .library(name: "ModelTraining", targets: ["ModelTraining"]),
         // The C interface (include/modelc.h) as a shared library, libModelcC.so: what the Python package loads.
         .library(name: "ModelcC", type: .dynamic, targets: ["ModelcC"]),
+        .library(name: "FaceDetection", targets: ["FaceDetection"]),
+        // dlib's face detector as a library of its own, opened with dlopen at
+        // the first face request (FaceDetection); built beside modelc.
+        .library(name: "ModelcFaces", type: .dynamic, targets: ["CFaceDetector"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -50,6 +54,14 @@ let package = Package(
         .target(name: "COpenBLAS", dependencies: ["CSystemShims"]),
         // libarchive (Debian's libarchive13) opened at the first archive, the same way.
         .target(name: "CArchive", dependencies: ["CSystemShims"]),
+        // dlib's frontal face detector behind a C interface (C++, linked with Debian's
+        // libdlib-dev); only the ModelcFaces dynamic library holds it.
+        .target(name: "CFaceDetector", cxxSettings: [.unsafeFlags(["-O2"])],
+                linkerSettings: [.linkedLibrary("dlib")]),
+        // Opens libModelcFaces.so with dlopen at the first face request.
+        .target(name: "CFaces", dependencies: ["CSystemShims"]),
+        // Faces in images: the detector opened at first use, boxes and poses.
+        .target(name: "FaceDetection", dependencies: ["CFaces", "ModelFeatures"]),
         .target(name: "SystemIO", dependencies: ["CCrypto", "CSystemShims"]),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
         .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),
@@ -68,7 +80,7 @@ let package = Package(
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
         .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
-        .target(name: "ImageRequests", dependencies: ["ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
+        .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.
         .target(name: "CoreMLCompat", dependencies: ["ImageDecoding", "ImageRequests", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // Transfer learning: labelled image folders, cached features of a cut base network,
@@ -84,7 +96,7 @@ let package = Package(
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ImageDecoding", "ImageRequests", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining", "SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "FaceDetection", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive", "CVips", "ImageDecoding"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
@@ -102,11 +114,12 @@ let package = Package(
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "SystemIO", "FixtureSupport"]),
-        .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
+        .testTarget(name: "ImageRequestsTests", dependencies: ["FaceDetection", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cxxLanguageStandard: .cxx17
 )

@@ -68,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import parity  # noqa: E402  (Fixtures/parity.py: the runtime parity fixtures)
 import network_parity  # noqa: E402  (Fixtures/network_parity.py: neural network and ML program parity fixtures)
+import detection  # noqa: E402  (Fixtures/detection.py: the object detector and NMS fixtures)
 
 # Field numbers of Model.proto / Pipeline (checked against Model_pb2 at run time).
 MODEL_SPECIFICATION_VERSION = 1
@@ -1305,6 +1306,7 @@ def generate(out_dir):
     save("ArrayFeatureExtractor.mlmodel", build_array_feature_extractor())
     save("DictVectorizer.mlmodel", build_dict_vectorizer())
     save("ItemSimilarityRecommender.mlmodel", build_item_similarity_recommender())
+    detection.generate_detection(out_dir, save)
 
     for name, build in (("MLProgram.mlpackage", build_ml_program),
                         ("StatefulProgram.mlpackage", build_stateful_program),

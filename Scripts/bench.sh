@@ -128,6 +128,8 @@ echo "  (targets: latency at 1 thread ≤ 1.0×, peak RSS ≤ 1.0×; onnxruntime
 
 # Image classification end to end against Pillow + onnxruntime (issue 13).
 Scripts/bench-classify.sh "$net"
+# Object detection end to end against Pillow + onnxruntime + NumPy NMS (issue 22).
+Scripts/bench-detect.sh
 # Training: an image classifier on 1,000 generated images (four colour labels,
 # Scripts/bench_training.py) with the MobileNetV2-shaped network above as the
 # base. modelc's feature extraction (an empty cache, then a second run from the

@@ -21,6 +21,9 @@ typedef int (*UnaryRect)(VipsImage *, VipsImage **, int, int, int, int, ...);
 typedef int (*Affine)(VipsImage *, VipsImage **, double, double, double, double, ...);
 typedef int (*WriteToBuffer)(VipsImage *, const char *, void **, size_t *, ...);
 typedef void *(*ArrayIntNewv)(int, ...);
+typedef int (*DrawRect)(VipsImage *, double *, int, int, int, int, int, ...);
+typedef int (*DrawMask)(VipsImage *, double *, int, VipsImage *, int, int, ...);
+typedef int (*Text)(VipsImage **, const char *, ...);
 
 /* libvips' entry points, looked up once by load(). */
 static struct {
@@ -74,6 +77,9 @@ static struct {
     UnaryDouble bandjoin_const1;
     Unary copy;
     WriteToBuffer write_to_buffer;
+    DrawRect draw_rect;
+    DrawMask draw_mask;
+    Text text;
 } api;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -134,6 +140,9 @@ static void load(void) {
         {"vips_bandjoin_const1", (void **)&api.bandjoin_const1},
         {"vips_copy", (void **)&api.copy},
         {"vips_image_write_to_buffer", (void **)&api.write_to_buffer},
+        {"vips_draw_rect", (void **)&api.draw_rect},
+        {"vips_draw_mask", (void **)&api.draw_mask},
+        {"vips_text", (void **)&api.text},
     };
     if (!modelc_library_open("libvips.so.42", symbols, sizeof symbols / sizeof symbols[0], failure, sizeof failure)) return;
     /* VIPS_INIT's check: the library's ABI (current - age) is the one declared here. */
@@ -309,4 +318,19 @@ int modelc_vips_copy_interpretation(VipsImage *in, VipsImage **out, VipsInterpre
 int modelc_vips_write_to_buffer(VipsImage *in, const char *suffix, void **buffer, size_t *size) {
     NEEDS(write_to_buffer, -1);
     return api.write_to_buffer(in, suffix, buffer, size, NULL);
+}
+int modelc_vips_draw_rect(VipsImage *image, const double *ink, int bands, int left, int top, int width, int height,
+                          int fill) {
+    NEEDS(draw_rect, -1);
+    return api.draw_rect(image, (double *)ink, bands, left, top, width, height, "fill", fill, NULL);
+}
+VipsImage *modelc_vips_text(const char *text, int dpi) {
+    NEEDS(text, NULL);
+    VipsImage *out = NULL;
+    if (api.text(&out, text, "dpi", dpi, NULL) != 0) return NULL;
+    return out;
+}
+int modelc_vips_draw_mask(VipsImage *image, const double *ink, int bands, VipsImage *mask, int x, int y) {
+    NEEDS(draw_mask, -1);
+    return api.draw_mask(image, (double *)ink, bands, mask, x, y, NULL);
 }

@@ -61,6 +61,8 @@ public struct VNError: Error, LocalizedError, CustomStringConvertible, Sendable 
         case .image: .invalidImage
         case .model, .cachedModelNeedsAsync: .operationFailed
         case .unknownLabel: .invalidArgument
+        case .faces(.libraryUnavailable): .notImplemented
+        case .faces(.failed): .operationFailed
         }
         self.init(code, error.description)
     }
@@ -140,6 +142,60 @@ public final class VNClassificationObservation: VNObservation, @unchecked Sendab
     public var description: String { "\(identifier) \(confidence)" }
 }
 
+/// An observation with a place in the image (`VNDetectedObjectObservation`).
+open class VNDetectedObjectObservation: VNObservation, @unchecked Sendable {
+    /// Where it is: normalized, origin at the lower left of the upright image.
+    public let boundingBox: CGRect
+
+    init(boundingBox: NormalizedRect, confidence: VNConfidence) {
+        self.boundingBox = CGRect(x: boundingBox.x, y: boundingBox.y, width: boundingBox.width, height: boundingBox.height)
+        super.init(confidence: confidence)
+    }
+}
+
+/// An object a detector found, with every label (`VNRecognizedObjectObservation`).
+public final class VNRecognizedObjectObservation: VNDetectedObjectObservation, @unchecked Sendable {
+    /// Every label, most confident first.
+    public let labels: [VNClassificationObservation]
+
+    init(_ object: RecognizedObjectObservation) {
+        labels = object.labels.map { VNClassificationObservation(identifier: $0.identifier, confidence: $0.confidence) }
+        super.init(boundingBox: object.boundingBox, confidence: object.confidence)
+    }
+}
+
+/// A face (`VNFaceObservation`): its box, and its roll and yaw in radians
+/// when the detector gives them (coarse: 0 or ±π/4).
+public final class VNFaceObservation: VNDetectedObjectObservation, @unchecked Sendable {
+    /// The face's tilt in the image, positive counterclockwise.
+    public let roll: NSNumber?
+    /// The head's turn, negative towards the image's left.
+    public let yaw: NSNumber?
+    /// Not given by modelc's detector.
+    public let pitch: NSNumber? = nil
+
+    /// The box is cut to the image (a face at an edge may reach past it), so
+    /// that it can be a request's `regionOfInterest` as it is.
+    init(_ face: FaceObservation) {
+        roll = face.roll.map { NSNumber(value: $0) }
+        yaw = face.yaw.map { NSNumber(value: $0) }
+        super.init(boundingBox: face.regionOfInterest, confidence: face.confidence)
+    }
+}
+
+/// An image output of a model (`VNPixelBufferObservation`).
+public final class VNPixelBufferObservation: VNObservation, @unchecked Sendable {
+    public let pixelBuffer: CVPixelBuffer
+    /// The output's name.
+    public let featureName: String?
+
+    init(featureName: String, pixelBuffer: CVPixelBuffer) {
+        self.featureName = featureName
+        self.pixelBuffer = pixelBuffer
+        super.init(confidence: 1)
+    }
+}
+
 /// One output of a model that is not a classifier (`VNCoreMLFeatureValueObservation`).
 public final class VNCoreMLFeatureValueObservation: VNObservation, @unchecked Sendable {
     public let featureName: String
@@ -201,9 +257,38 @@ public final class VNCoreMLRequest: VNImageBasedRequest {
         switch result.observations {
         case .classifications(let found):
             found.map { VNClassificationObservation(identifier: $0.identifier, confidence: $0.confidence) }
+        case .recognizedObjects(let found):
+            found.map(VNRecognizedObjectObservation.init)
         case .featureValues(let found):
-            found.map { VNCoreMLFeatureValueObservation(featureName: $0.featureName, featureValue: MLFeatureValue($0.featureValue)) }
+            found.map { observation -> VNObservation in
+                // Image outputs are pixel buffers, as Vision gives them.
+                if case .image(let buffer) = observation.featureValue {
+                    return VNPixelBufferObservation(featureName: observation.featureName, pixelBuffer: buffer)
+                }
+                return VNCoreMLFeatureValueObservation(featureName: observation.featureName,
+                                                       featureValue: MLFeatureValue(observation.featureValue))
+            }
         }
+    }
+}
+
+/// Finds the faces in an image (`VNDetectFaceRectanglesRequest`): dlib's
+/// frontal face detector, opened at the first request. Its results are
+/// `VNFaceObservation`s, most confident first, boxes in the whole upright
+/// image (also when `regionOfInterest` limits the search).
+public final class VNDetectFaceRectanglesRequest: VNImageBasedRequest {
+    public init() {
+        super.init(completionHandler: nil)
+    }
+
+    public override init(completionHandler: VNRequestCompletionHandler?) {
+        super.init(completionHandler: completionHandler)
+    }
+
+    func nativeRequest() -> FaceRectanglesRequest {
+        let rect = regionOfInterest
+        return FaceRectanglesRequest(regionOfInterest: NormalizedRect(
+            x: Double(rect.origin.x), y: Double(rect.origin.y), width: Double(rect.size.width), height: Double(rect.size.height)))
     }
 }
 
@@ -244,13 +329,23 @@ public final class VNImageRequestHandler {
     ///   request's completion handler is then called with it.
     public func perform(_ requests: [VNRequest]) throws {
         let coreML = requests.compactMap { $0 as? VNCoreMLRequest }
-        guard coreML.count == requests.count else {
-            throw VNError(.invalidOperation, "modelc performs VNCoreMLRequest only")
+        let faces = requests.compactMap { $0 as? VNDetectFaceRectanglesRequest }
+        guard coreML.count + faces.count == requests.count else {
+            throw VNError(.invalidOperation, "modelc performs VNCoreMLRequest and VNDetectFaceRectanglesRequest only")
         }
         do {
-            let results = try handler.perform(try coreML.map { try $0.nativeRequest() })
-            for (request, result) in zip(coreML, results) {
-                request.results = request.observations(result)
+            // The image is decoded once for the face requests and once for the models.
+            if !faces.isEmpty {
+                let upright = ImageRequestHandler(pixelBuffer: try handler.uprightImage())
+                for request in faces {
+                    request.results = try upright.perform(request.nativeRequest()).map(VNFaceObservation.init)
+                }
+            }
+            if !coreML.isEmpty {
+                let results = try handler.perform(try coreML.map { try $0.nativeRequest() })
+                for (request, result) in zip(coreML, results) {
+                    request.results = request.observations(result)
+                }
             }
         } catch {
             let failure = (error as? ImageRequestError).map(VNError.init) ?? error
@@ -263,5 +358,27 @@ public final class VNImageRequestHandler {
         for request in requests {
             request.completionHandler?(request, nil)
         }
+    }
+}
+
+/// Performs requests on consecutive frames (`VNSequenceRequestHandler`), such
+/// as a camera's BGRA buffers: the same request objects, one frame after
+/// another, each frame's results replacing the last.
+public final class VNSequenceRequestHandler {
+    public init() {}
+
+    /// Performs `requests` on `pixelBuffer`, as `VNImageRequestHandler.perform(_:)`.
+    public func perform(_ requests: [VNRequest], on pixelBuffer: CVPixelBuffer) throws {
+        try VNImageRequestHandler(cvPixelBuffer: pixelBuffer, options: [:]).perform(requests)
+    }
+
+    /// Performs `requests` on `pixelBuffer` turned upright by `orientation`.
+    public func perform(_ requests: [VNRequest], on pixelBuffer: CVPixelBuffer, orientation: CGImagePropertyOrientation) throws {
+        try VNImageRequestHandler(cvPixelBuffer: pixelBuffer, orientation: orientation, options: [:]).perform(requests)
+    }
+
+    /// Performs `requests` on the image file at `imageURL`.
+    public func perform(_ requests: [VNRequest], onImageURL imageURL: URL) throws {
+        try VNImageRequestHandler(url: imageURL, options: [:]).perform(requests)
     }
 }

@@ -1,3 +1,5 @@
+import ModelFeatures
+
 /// How an image is fitted to a model's input size, as Vision's
 /// `VNImageCropAndScaleOption` does it.
 public enum CropAndScale: String, Sendable, CaseIterable {
@@ -133,4 +135,72 @@ struct ResizePlan: Equatable {
     var resizedHeight: Int
     var offsetX: Int
     var offsetY: Int
+}
+
+/// An image brought to a fitting, with what it was made from: enough to map
+/// a point of the fitted image back to the upright image.
+public struct FittedImage: Sendable {
+    /// The pixels given to the model.
+    public var image: PixelBuffer
+    /// The fitting applied; `nil` when the image kept its size.
+    public var fitting: ImageFitting?
+    /// The size of the upright image the fitting was applied to (for a JPEG
+    /// shrunk while decoding, the shrunk size).
+    public var sourceWidth: Int
+    public var sourceHeight: Int
+    /// The size of the upright image as stored, before any shrinking.
+    public var uprightWidth: Int
+    public var uprightHeight: Int
+
+    public init(image: PixelBuffer, fitting: ImageFitting?, sourceWidth: Int, sourceHeight: Int,
+                uprightWidth: Int, uprightHeight: Int) {
+        self.image = image
+        self.fitting = fitting
+        self.sourceWidth = sourceWidth
+        self.sourceHeight = sourceHeight
+        self.uprightWidth = uprightWidth
+        self.uprightHeight = uprightHeight
+    }
+
+    /// The rectangle in normalized upright-image coordinates (origin at the
+    /// lower left, as Vision's bounding boxes) of a rectangle given in the
+    /// fitted image's normalized coordinates with its origin at the top left
+    /// (as detectors give their boxes): the crop or letterbox and the scale
+    /// are undone, then the region of interest.
+    ///
+    /// The result is not clipped: a box reaching past the model's view
+    /// reaches past the image.
+    public func uprightRect(fromTopLeftX left: Double, y top: Double, width: Double, height: Double) -> NormalizedRect {
+        guard let fitting else {
+            return NormalizedRect(x: left, y: 1 - (top + height), width: width, height: height)
+        }
+        let area = fitting.regionOfInterest.pixelArea(width: sourceWidth, height: sourceHeight)
+        let plan = fitting.plan(sourceWidth: area.width, sourceHeight: area.height)
+        let sign: Double = switch fitting.cropAndScale {
+        case .centerCrop: 1
+        case .scaleFit: -1
+        case .scaleFill: 0
+        }
+        // Fitted pixels → resized pixels → region pixels → source pixels.
+        func sourceX(_ normalized: Double) -> Double {
+            let resized = normalized * Double(fitting.width) + sign * Double(plan.offsetX)
+            return Double(area.left) + resized * Double(area.width) / Double(plan.resizedWidth)
+        }
+        func sourceY(_ normalized: Double) -> Double {
+            let resized = normalized * Double(fitting.height) + sign * Double(plan.offsetY)
+            return Double(area.top) + resized * Double(area.height) / Double(plan.resizedHeight)
+        }
+        let x0 = sourceX(left) / Double(sourceWidth), x1 = sourceX(left + width) / Double(sourceWidth)
+        let y0 = sourceY(top) / Double(sourceHeight), y1 = sourceY(top + height) / Double(sourceHeight)
+        return NormalizedRect(x: x0, y: 1 - y1, width: x1 - x0, height: y1 - y0)
+    }
+}
+
+extension NormalizedRect {
+    /// This rectangle in the pixels of an upright image of `width` × `height`,
+    /// origin at the top left: (left, top, width, height), not rounded.
+    public func topLeftPixels(width imageWidth: Int, height imageHeight: Int) -> (x: Double, y: Double, width: Double, height: Double) {
+        let w = Double(imageWidth), h = Double(imageHeight)
+        return (x * w, (1 - y - height) * h, width * w, height * h)
+    }
 }

@@ -99,6 +99,36 @@ public struct ImageDecoder: Sendable, Equatable {
     /// - Throws: `ImageError` naming `name`, as `decode(file:)`.
     public func decode(bytes: UnsafeRawBufferPointer, name: String, orientation: ImageOrientation? = nil,
                        fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
+        try decodeFitted(bytes: bytes, name: name, orientation: orientation, fitting: fitting).image
+    }
+
+    /// Decodes the image file at `path` as `decode(file:)` does, and says
+    /// what the image was fitted from (to map the fitted image's coordinates back).
+    ///
+    /// - Throws: as `decode(file:)`.
+    public func decodeFitted(file path: String, orientation: ImageOrientation? = nil,
+                             fitting: ImageFitting? = nil) throws(ImageError) -> FittedImage {
+        try fitting?.validate()
+        let file: MappedFile
+        do {
+            file = try MappedFile(path: path)
+        } catch {
+            switch error {
+            case .system(let failure): throw .unreadable(file: path, reason: failure.reason)
+            case .notRegularFile: throw .unreadable(file: path, reason: "not a regular file")
+            }
+        }
+        return try withExtendedLifetime(file) { () throws(ImageError) -> FittedImage in
+            try decodeFitted(bytes: file.bytes, name: path, orientation: orientation, fitting: fitting)
+        }
+    }
+
+    /// Decodes an image held in memory as `decode(bytes:)` does, and says
+    /// what the image was fitted from.
+    ///
+    /// - Throws: as `decode(file:)`.
+    public func decodeFitted(bytes: UnsafeRawBufferPointer, name: String, orientation: ImageOrientation? = nil,
+                             fitting: ImageFitting? = nil) throws(ImageError) -> FittedImage {
         try Vips.ensureStarted()
         try fitting?.validate()
         guard let base = bytes.baseAddress, !bytes.isEmpty else {
@@ -121,6 +151,7 @@ public struct ImageDecoder: Sendable, Equatable {
             guard let loaded else { throw VipsFailure(message: Vips.takeError()) }
             var image = VipsImageHandle(loaded)
             let upright = orientation ?? image.storedOrientation ?? .up
+            let uprightSize = upright.swapsWidthAndHeight ? (image.height, image.width) : (image.width, image.height)
             if let fitting, isJPEG {
                 let shrink = Self.loadShrink(for: fitting, storedWidth: image.width, storedHeight: image.height,
                                              orientation: upright)
@@ -132,7 +163,9 @@ public struct ImageDecoder: Sendable, Equatable {
                     image = VipsImageHandle(output)
                 }
             }
-            return try process(image, orientation: upright, fitting: fitting)
+            var fitted = try process(image, orientation: upright, fitting: fitting)
+            (fitted.uprightWidth, fitted.uprightHeight) = uprightSize
+            return fitted
         } catch {
             throw .damaged(file: name, reason: error.message)
         }
@@ -159,7 +192,7 @@ public struct ImageDecoder: Sendable, Equatable {
             }
             guard let copy else { throw VipsFailure(message: Vips.takeError()) }
             let image = try VipsImageHandle(copy).applying { modelc_vips_copy_interpretation($0, $1, interpretation) }
-            return try process(image, orientation: orientation, fitting: fitting)
+            return try process(image, orientation: orientation, fitting: fitting).image
         } catch {
             throw .damaged(file: "pixel buffer", reason: error.message)
         }
@@ -181,8 +214,9 @@ public struct ImageDecoder: Sendable, Equatable {
 
     /// Orientation, colour, region of interest, crop and scale, then the pixels.
     private func process(_ loaded: VipsImageHandle, orientation: ImageOrientation,
-                         fitting: ImageFitting?) throws(VipsFailure) -> PixelBuffer {
+                         fitting: ImageFitting?) throws(VipsFailure) -> FittedImage {
         var image = try Self.oriented(loaded, orientation)
+        let source = (image.width, image.height)
         let gray = pixelFormat == .gray || (keepsGrayscale && Self.isGray(image))
         let keepsAlpha = !gray && pixelFormat.bytesPerPixel == 4 && !flattensAlpha
         image = try colour(image, gray: gray, keepsAlpha: keepsAlpha)
@@ -193,8 +227,10 @@ public struct ImageDecoder: Sendable, Equatable {
             image = try image.applying { modelc_vips_bandjoin_const1($0, $1, 255) }
         }
         let bytes = try image.writtenToMemory()
-        return Self.pixelBuffer(bytes, width: image.width, height: image.height, bands: image.bands,
-                                format: gray ? .gray : pixelFormat)
+        let pixels = Self.pixelBuffer(bytes, width: image.width, height: image.height, bands: image.bands,
+                                      format: gray ? .gray : pixelFormat)
+        return FittedImage(image: pixels, fitting: fitting, sourceWidth: source.0, sourceHeight: source.1,
+                           uprightWidth: source.0, uprightHeight: source.1)
     }
 
     private static func isGray(_ image: VipsImageHandle) -> Bool {

@@ -30,8 +30,20 @@ public final class ImageModel: Sendable {
     public let additionalInputs: [String: FeatureValue]
     /// Classifiers: the output holding the label → probability dictionary; `nil` otherwise.
     public let probabilitiesOutput: String?
-    /// Classifiers: the class labels in the model's order.
+    /// Classifiers and object detectors: the class labels in the model's order.
     public let labels: [String]
+    /// Object detectors (a pipeline ending in non-maximum suppression): the
+    /// outputs holding the boxes' confidences and coordinates; `nil` otherwise.
+    public let detectionOutputs: DetectionOutputs?
+
+    /// The two outputs of an object detector's non-maximum suppression stage.
+    public struct DetectionOutputs: Sendable, Equatable {
+        /// Boxes × classes confidences.
+        public var confidence: String
+        /// Boxes × 4: centre x, centre y, width, height, normalized to the
+        /// model's input with the origin at the top left.
+        public var coordinates: String
+    }
 
     /// Wraps a model that is already open.
     ///
@@ -97,7 +109,32 @@ public final class ImageModel: Sendable {
         let labels = summary.classLabels?.texts ?? []
         self.labels = labels
         probabilitiesOutput = labels.isEmpty ? nil : Self.probabilitiesOutput(of: summary)
+        detectionOutputs = Self.detectionOutputs(of: summary)
     }
+
+    /// A detector's outputs: those of its last pipeline stage when that is
+    /// non-maximum suppression. The stage names them in its parameters, which
+    /// the summary does not keep; they are told apart by name ("coordinates"),
+    /// else by the coordinates' 4 columns, else in the schema's order
+    /// (confidence first).
+    private static func detectionOutputs(of summary: ModelSummary) -> DetectionOutputs? {
+        guard let last = summary.pipeline?.last, last.modelType == "nonMaximumSuppression" else { return nil }
+        let arrays = last.outputs.filter { output in
+            guard case .multiArray = output.type else { return false }
+            return summary.outputs.contains { $0.name == output.name }
+        }
+        guard arrays.count == 2 else { return nil }
+        func columns(_ feature: FeatureDescription) -> Int64? {
+            if case .multiArray(let type) = feature.type { type.shape.last } else { nil }
+        }
+        let named = arrays.firstIndex { $0.name.lowercased().contains("coord") }
+        let fours = arrays.indices.filter { columns(arrays[$0]) == 4 }
+        let coordinates = named ?? (fours.count == 1 ? fours[0] : 1)
+        return DetectionOutputs(confidence: arrays[1 - coordinates].name, coordinates: arrays[coordinates].name)
+    }
+
+    /// Whether requests on this model give recognized-object observations.
+    public var isObjectDetector: Bool { detectionOutputs != nil }
 
     /// The classifier's probability dictionary: the declared one, or else
     /// the only dictionary output.

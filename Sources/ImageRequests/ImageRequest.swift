@@ -36,17 +36,51 @@ public struct ImageRequest: Sendable {
         model.hasFlexibleSize ? nil : fitting(imageWidth: 1, imageHeight: 1)
     }
 
-    /// Observations from the model's outputs.
-    func result(from outputs: [String: FeatureValue]) -> ImageRequestResult {
+    /// Observations from the model's outputs on `image`.
+    func result(from outputs: [String: FeatureValue], image: FittedImage) -> ImageRequestResult {
+        let (width, height) = (image.uprightWidth, image.uprightHeight)
+        let region = image.uprightRect(fromTopLeftX: 0, y: 0, width: 1, height: 1)
         if let name = model.probabilitiesOutput, let dictionary = outputs[name]?.dictionaryValue {
-            return ImageRequestResult(observations: .classifications(classifications(dictionary)), model: model.path)
+            return ImageRequestResult(observations: .classifications(classifications(dictionary)), model: model.path,
+                                      imageWidth: width, imageHeight: height)
+        }
+        if let detection = model.detectionOutputs,
+           let confidence = outputs[detection.confidence]?.multiArrayValue,
+           let coordinates = outputs[detection.coordinates]?.multiArrayValue {
+            return ImageRequestResult(observations: .recognizedObjects(objects(confidence, coordinates, image: image)),
+                                      model: model.path, imageWidth: width, imageHeight: height)
         }
         let declared = model.summary.outputs.map(\.name)
         let names = declared.filter { outputs[$0] != nil } + outputs.keys.filter { !declared.contains($0) }.sorted()
         let values = names.compactMap { name in
             outputs[name].map { FeatureValueObservation(featureName: name, featureValue: $0) }
         }
-        return ImageRequestResult(observations: .featureValues(values), model: model.path)
+        return ImageRequestResult(observations: .featureValues(values), model: model.path,
+                                  imageWidth: width, imageHeight: height, inputRegion: region)
+    }
+
+    /// The rows NMS kept, boxes mapped back to the upright image. Rows of
+    /// zeros (padding of a fixed-size output) are left out.
+    private func objects(_ confidence: MultiArray, _ coordinates: MultiArray, image: FittedImage) -> [RecognizedObjectObservation] {
+        let classes = confidence.shape.last ?? 0
+        guard classes > 0 else { return [] }
+        let rows = min(confidence.count / classes, coordinates.count / 4)
+        let scores = confidence.doubles, boxes = coordinates.doubles
+        var found: [RecognizedObjectObservation] = []
+        for row in 0..<rows {
+            let box = Array(boxes[(row * 4)..<(row * 4 + 4)])
+            let rowScores = Array(scores[(row * classes)..<(row * classes + classes)])
+            if box.allSatisfy({ $0 == 0 }), rowScores.allSatisfy({ $0 == 0 }) { continue }
+            let names = (0..<classes).map { $0 < model.labels.count ? model.labels[$0] : String($0) }
+            let labels = zip(names, rowScores).enumerated()
+                .sorted { $0.element.1 != $1.element.1 ? $0.element.1 > $1.element.1 : $0.offset < $1.offset }
+                .map { ClassificationObservation(identifier: $0.element.0, confidence: Float($0.element.1)) }
+            let rect = image.uprightRect(fromTopLeftX: box[0] - box[2] / 2, y: box[1] - box[3] / 2,
+                                         width: box[2], height: box[3])
+            found.append(RecognizedObjectObservation(boundingBox: rect, confidence: labels.first?.confidence ?? 0,
+                                                     labels: labels))
+        }
+        return found
     }
 
     private func classifications(_ dictionary: FeatureDictionary) -> [ClassificationObservation] {

@@ -1,3 +1,4 @@
+import FaceDetection
 import ImageDecoding
 import ModelFeatures
 import ModelRuntime
@@ -19,6 +20,8 @@ public enum ImageRequestError: Error, Equatable, Sendable, CustomStringConvertib
     case cachedModelNeedsAsync(model: String)
     /// A label the classifier does not have.
     case unknownLabel(label: String, model: String, labels: [String])
+    /// The face detector could not be opened, or failed.
+    case faces(FaceDetectionError)
 
     public var description: String {
         switch self {
@@ -36,6 +39,8 @@ public enum ImageRequestError: Error, Equatable, Sendable, CustomStringConvertib
             "\(model): the model comes through a cache; perform its requests with the async perform"
         case .unknownLabel(let label, let model, let labels):
             "\(model): no label \"\(label)\" (its labels: \(Self.list(labels)))"
+        case .faces(let error):
+            error.description
         }
     }
 

@@ -55,7 +55,8 @@ public struct ImageRequestHandler: Sendable {
         let images = try preparedImages(for: requests)
         var results: [ImageRequestResult] = []
         for (request, image) in zip(requests, images) {
-            results.append(request.result(from: try request.model.prediction(from: request.model.inputs(with: image))))
+            let outputs = try request.model.prediction(from: request.model.inputs(with: image.image))
+            results.append(request.result(from: outputs, image: image))
         }
         return results
     }
@@ -69,7 +70,8 @@ public struct ImageRequestHandler: Sendable {
         let images = try await Self.offTask { () throws(ImageRequestError) in try preparedImages(for: requests) }
         var results: [ImageRequestResult] = []
         for (request, image) in zip(requests, images) {
-            results.append(request.result(from: try await request.model.prediction(from: request.model.inputs(with: image))))
+            let outputs = try await request.model.prediction(from: request.model.inputs(with: image.image))
+            results.append(request.result(from: outputs, image: image))
         }
         return results
     }
@@ -90,7 +92,7 @@ public struct ImageRequestHandler: Sendable {
     /// all want the same fixed fitting, decode straight to it (JPEGs shrink
     /// while decoding); otherwise the image is decoded upright once and
     /// each distinct fitting is made from that.
-    func preparedImages(for requests: [ImageRequest]) throws(ImageRequestError) -> [PixelBuffer] {
+    func preparedImages(for requests: [ImageRequest]) throws(ImageRequestError) -> [FittedImage] {
         for request in requests where !request.regionOfInterest.isValid {
             throw .image(.invalidRegionOfInterest(request.regionOfInterest))
         }
@@ -103,7 +105,7 @@ public struct ImageRequestHandler: Sendable {
                 let image = try decode(ImageDecoder(pixelFormat: only.pixelFormat), fitting: only.fitting)
                 return Array(repeating: image, count: requests.count)
             }
-            let upright = try decode(ImageDecoder(pixelFormat: .rgb), fitting: nil)
+            let upright = try decode(ImageDecoder(pixelFormat: .rgb), fitting: nil).image
             return try prepare(requests, fixed: fixed, upright: upright, orientation: .up)
         } catch {
             throw .image(error)
@@ -116,21 +118,31 @@ public struct ImageRequestHandler: Sendable {
         var pixelFormat: PixelBuffer.PixelFormat
     }
 
-    private func decode(_ decoder: ImageDecoder, fitting: ImageFitting?) throws(ImageError) -> PixelBuffer {
+    private func decode(_ decoder: ImageDecoder, fitting: ImageFitting?) throws(ImageError) -> FittedImage {
         switch source {
-        case .file(let path): try decoder.decode(file: path, orientation: orientation, fitting: fitting)
-        case .bytes(let bytes, let name): try decoder.decode(bytes: bytes, name: name, orientation: orientation, fitting: fitting)
-        case .pixelBuffer(let buffer): try decoder.fit(buffer, orientation: orientation ?? .up, fitting: fitting)
+        case .file(let path):
+            return try decoder.decodeFitted(file: path, orientation: orientation, fitting: fitting)
+        case .bytes(let bytes, let name):
+            return try bytes.withUnsafeBytes { buffer in
+                Result { () throws(ImageError) -> FittedImage in
+                    try decoder.decodeFitted(bytes: buffer, name: name, orientation: orientation, fitting: fitting)
+                }
+            }.get()
+        case .pixelBuffer(let buffer):
+            let turned = orientation ?? .up
+            let (width, height) = turned.swapsWidthAndHeight ? (buffer.height, buffer.width) : (buffer.width, buffer.height)
+            return FittedImage(image: try decoder.fit(buffer, orientation: turned, fitting: fitting), fitting: fitting,
+                               sourceWidth: width, sourceHeight: height, uprightWidth: width, uprightHeight: height)
         }
     }
 
     /// Each request's image made from pixels in memory, each distinct
     /// preparation once.
     private func prepare(_ requests: [ImageRequest], fixed: [Preparation?], upright buffer: PixelBuffer,
-                         orientation: ImageOrientation) throws(ImageError) -> [PixelBuffer] {
+                         orientation: ImageOrientation) throws(ImageError) -> [FittedImage] {
         let (width, height) = orientation.swapsWidthAndHeight ? (buffer.height, buffer.width) : (buffer.width, buffer.height)
-        var made: [(Preparation, PixelBuffer)] = []
-        var images: [PixelBuffer] = []
+        var made: [(Preparation, FittedImage)] = []
+        var images: [FittedImage] = []
         for (request, known) in zip(requests, fixed) {
             let preparation = known ?? Preparation(fitting: request.fitting(imageWidth: width, imageHeight: height),
                                                    pixelFormat: request.pixelFormat)
@@ -138,8 +150,10 @@ public struct ImageRequestHandler: Sendable {
                 images.append(done.1)
                 continue
             }
-            let image = try ImageDecoder(pixelFormat: preparation.pixelFormat)
+            let pixels = try ImageDecoder(pixelFormat: preparation.pixelFormat)
                 .fit(buffer, orientation: orientation, fitting: preparation.fitting)
+            let image = FittedImage(image: pixels, fitting: preparation.fitting, sourceWidth: width, sourceHeight: height,
+                                    uprightWidth: width, uprightHeight: height)
             made.append((preparation, image))
             images.append(image)
         }

@@ -24,6 +24,8 @@ public enum OutputConformer {
             var entries: [Int64: Double] = [:]
             for index in 0..<array.count where array[index] != 0 { entries[Int64(index)] = array[index] }
             return .dictionary(.int64s(entries))
+        case (.image(let type), .multiArray(let array)):
+            return image(array, type).map(FeatureValue.image) ?? value
         case (.multiArray(let type), .multiArray(let array)):
             var result = array
             if let dataType = MultiArray.DataType(schemaName: type.dataType), dataType != array.dataType {
@@ -38,6 +40,29 @@ public enum OutputConformer {
         default:
             return value
         }
+    }
+
+    /// An image output computed as channels × height × width values (leading
+    /// ones allowed): 8-bit pixels, values rounded and clamped to 0…255, RGB
+    /// (from BGR when declared so) or gray; `nil` when the shape does not fit.
+    static func image(_ array: MultiArray, _ type: ImageType) -> PixelBuffer? {
+        let gray = type.colorSpace.hasPrefix("GRAYSCALE")
+        let shape = array.shape.drop { $0 == 1 }.count >= 2 ? Array(array.shape.drop { $0 == 1 }) : array.shape
+        let channels = shape.count >= 3 ? shape[shape.count - 3] : 1
+        guard shape.count >= 2, channels == (gray ? 1 : 3) else { return nil }
+        let height = shape[shape.count - 2], width = shape[shape.count - 1]
+        guard width > 0, height > 0, array.count == channels * height * width else { return nil }
+        let values = array.doubles
+        let plane = width * height
+        var bytes = [UInt8](repeating: 0, count: plane * channels)
+        let order = type.colorSpace == "BGR" ? [2, 1, 0] : [0, 1, 2]
+        for pixel in 0..<plane {
+            for channel in 0..<channels {
+                let value = values[order[channel] * plane + pixel]
+                bytes[pixel * channels + channel] = value.isNaN ? 0 : UInt8(max(0, min(255, value.rounded())))
+            }
+        }
+        return PixelBuffer(width: width, height: height, pixelFormat: gray ? .gray : .rgb, bytes: bytes)
     }
 
     /// Every output named in `descriptions` conformed; other values dropped.

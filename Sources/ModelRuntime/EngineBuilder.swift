@@ -24,11 +24,20 @@ enum EngineBuilder {
         if let stages = summary.pipeline {
             let models = ModelSummary.pipelineModels(model.pointee)
             var engines: [PipelineEngine.Stage] = []
+            // An input the pipeline marks optional may be left out even when
+            // a stage declares it required, as Create ML's detectors do with
+            // their thresholds (the NMS stage then uses its own parameters).
+            let optional = Set(summary.inputs.filter(\.isOptional).map(\.name))
             for (index, (stageModel, stageSummary)) in zip(models, stages).enumerated() {
+                let stageInputs = stageSummary.inputs.map { input in
+                    var input = input
+                    if optional.contains(input.name) { input.isOptional = true }
+                    return input
+                }
                 do {
                     engines.append(PipelineEngine.Stage(
                         engine: try engine(for: stageModel, summary: stageSummary, context: context),
-                        inputs: stageSummary.inputs, outputs: stageSummary.outputs))
+                        inputs: stageInputs, outputs: stageSummary.outputs))
                 } catch {
                     throw error.inPipelineStage(index, kind: stageSummary.modelType ?? "unset")
                 }

@@ -5,6 +5,7 @@ import Foundation
 //        ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
 //        ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
 //        ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
+//        ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 
 let usage = """
@@ -12,6 +13,7 @@ let usage = """
            ModelcBenchmarks network MODEL.mlmodelc IMAGE.rgb THREADS RUNS [--probabilities FILE]
            ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
            ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
+           ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 
     """
@@ -37,6 +39,12 @@ do {
             exit(64)
         }
         try ClassifyBenchmark.run(bundle: arguments[1], images: arguments[2], threads: threads)
+    case "detect" where arguments.count == 4:
+        guard let threads = Int(arguments[3]), threads > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try DetectBenchmark.run(bundle: arguments[1], images: arguments[2], threads: threads)
     case "training" where arguments.count == 6:
         guard let l2 = Double(arguments[4]), let iterations = Int(arguments[5]), iterations > 0 else {
             FileHandle.standardError.write(Data(usage.utf8))

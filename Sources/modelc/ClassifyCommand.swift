@@ -8,7 +8,7 @@ import ModelRuntime
 import SystemIO
 
 /// `modelc classify MODEL IMAGE... [--crop-and-scale MODE] [--roi X,Y,W,H] [--top K]
-/// [--label NAME] [--min-confidence C] [--json] [--threads N]`.
+/// [--label NAME] [--min-confidence C] [--json] [--threads N] [--regions faces] [--draw DIR]`.
 enum ClassifyCommand {
     static let spec = CommandSpec(
         name: "classify",
@@ -24,6 +24,14 @@ enum ClassifyCommand {
             {"image", "observations": [{"featureName", "featureValue"}…]} otherwise,
             {"image", "label", "confidence"} with --label, and {"image", "error"} for an image
             that failed; the other images go on.
+            --regions faces finds the faces first (dlib's frontal face detector, as detect --faces;
+            --roi then limits the search) and runs the model on each face's box as its region of
+            interest, printing per face its box and the model's labels: Vision's face → classifier
+            pipeline. --json lines hold "faces": [{"confidence", "boundingBox", "pixels", "roll",
+            "yaw", "observations"}]. --draw DIR writes each image with the faces boxed and labelled;
+            without --regions, a segmentation output (classes × height × width scores, or a map of
+            classes) drawn as a colour mask over the image. --output-dir DIR writes a model's image
+            outputs as PNG files, IMAGE-OUTPUT.png.
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage."),
                     PositionalSpec(name: "IMAGE", help: "Image files or directories of them.", isRepeated: true)],
@@ -35,6 +43,9 @@ enum ClassifyCommand {
             OptionSpec(name: "min-confidence", valueName: "C", help: "Classifiers: leave out labels below C (0…1)."),
             OptionSpec(name: "json", help: "One JSON object per image."),
             OptionSpec(name: "threads", valueName: "N", help: "Images worked on at once (default: every core)."),
+            OptionSpec(name: "regions", valueName: "KIND", help: "faces: run the model on each face found."),
+            OptionSpec(name: "draw", valueName: "DIR", help: "Write each image with its faces (or segmentation mask) drawn into DIR."),
+            OptionSpec(name: "output-dir", valueName: "DIR", help: "Write the model's image outputs into DIR as PNG."),
         ])
 
     /// What the options ask for.
@@ -46,6 +57,10 @@ enum ClassifyCommand {
         var minimumConfidence: Float = 0
         var json = false
         var threads = ProcessInfo.processInfo.activeProcessorCount
+        /// `--regions faces`: classify each face instead of the image.
+        var faceRegions = false
+        var drawDirectory: String?
+        var outputDirectory: String?
     }
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -83,6 +98,15 @@ enum ClassifyCommand {
         }
 
         let report = ClassificationReport(options: options, labels: PredictionReport(model: model, top: options.top ?? 5))
+        if options.faceRegions {
+            return classifyFaces(images: images, request: request, options: options, report: report)
+        }
+        for directory in [options.drawDirectory, options.outputDirectory].compactMap({ $0 }) {
+            if let problem = ImageOptions.prepareDirectory(directory) {
+                Output.error("\(Modelc.toolName): error: \(problem)\n")
+                return .cannotWrite
+            }
+        }
         let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
         var failures: [ImageRequestError] = []
         // Images are decoded and run in parallel and printed in order, each as
@@ -91,7 +115,18 @@ enum ClassifyCommand {
             let image = images[index]
             return Result { () throws(ImageRequestError) -> ImageRequestResult in
                 if let problem = image.problem { throw .image(problem) }
-                return try ImageRequestHandler(file: image.path).perform(request)
+                let result = try ImageRequestHandler(file: image.path).perform(request)
+                if let directory = options.drawDirectory {
+                    if case .recognizedObjects = result.observations {
+                        try DetectCommand.draw(result, image: image.path, into: directory)
+                    } else {
+                        try ImageOutputs.drawMask(result, image: image.path, into: directory)
+                    }
+                }
+                if let directory = options.outputDirectory {
+                    try ImageOutputs.write(result, image: image.path, into: directory)
+                }
+                return result
             }
         } deliver: { index, result in
             let image = images[index]
@@ -118,39 +153,47 @@ enum ClassifyCommand {
         return ExitCode(first)
     }
 
+    /// `--regions faces`: the model on each face of each image.
+    static func classifyFaces(images: [ImageFiles.Entry], request: ImageRequest, options: Options,
+                              report: ClassificationReport) -> ExitCode {
+        if let directory = options.drawDirectory, let problem = ImageOptions.prepareDirectory(directory) {
+            Output.error("\(Modelc.toolName): error: \(problem)\n")
+            return .cannotWrite
+        }
+        let faces = FaceRectanglesRequest(regionOfInterest: options.regionOfInterest)
+        var whole = request
+        whole.regionOfInterest = .full
+        let classify = whole
+        var detectOptions = DetectCommand.Options()
+        detectOptions.json = options.json
+        detectOptions.threads = options.threads
+        return DetectCommand.eachImage(images, options: detectOptions, label: "classifying faces") { path throws(ImageRequestError) in
+            let found = try FacesFound.find(in: path, request: faces, minimumConfidence: 0, classify: classify)
+            if let directory = options.drawDirectory { try found.drawn(image: path, into: directory) }
+            return found.text(image: path, json: options.json, top: options.top, report: report)
+        }
+    }
+
     private static func parseOptions(_ arguments: ParsedArguments) -> Result<Options, UsageError> {
         var options = Options()
         options.json = arguments.has("json")
         options.label = arguments.value("label")
-        if let text = arguments.value("crop-and-scale") {
-            let modes: [String: CropAndScale] = ["center-crop": .centerCrop, "scale-fit": .scaleFit, "scale-fill": .scaleFill]
-            guard let mode = modes[text] else {
-                return .failure(.invalidValue(option: "crop-and-scale", value: text, reason: "expected center-crop, scale-fit or scale-fill"))
-            }
-            options.cropAndScale = mode
-        }
-        if let text = arguments.value("roi") {
-            let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard parts.count == 4, let x = parts[0], let y = parts[1], let width = parts[2], let height = parts[3] else {
-                return .failure(.invalidValue(option: "roi", value: text, reason: "expected four numbers X,Y,W,H"))
-            }
-            let rect = NormalizedRect(x: x, y: y, width: width, height: height)
-            guard rect.isValid else {
-                return .failure(.invalidValue(option: "roi", value: text, reason: "expected a non-empty rectangle within 0,0,1,1"))
-            }
-            options.regionOfInterest = rect
-        }
         do throws(UsageError) {
+            options.cropAndScale = try ImageOptions.cropAndScale(arguments)
+            options.regionOfInterest = try ImageOptions.regionOfInterest(arguments)
             options.top = try arguments.positiveInteger("top")
             options.threads = try arguments.positiveInteger("threads") ?? options.threads
+            options.minimumConfidence = Float(try ImageOptions.unitInterval(arguments, "min-confidence") ?? 0)
+            if let regions = arguments.value("regions") {
+                guard regions == "faces" else {
+                    throw UsageError.invalidValue(option: "regions", value: regions, reason: "expected faces")
+                }
+                options.faceRegions = true
+            }
+            options.drawDirectory = arguments.value("draw")
+            options.outputDirectory = arguments.value("output-dir")
         } catch {
             return .failure(error)
-        }
-        if let text = arguments.value("min-confidence") {
-            guard let value = Float(text), value >= 0, value <= 1 else {
-                return .failure(.invalidValue(option: "min-confidence", value: text, reason: "expected a number from 0 to 1"))
-            }
-            options.minimumConfidence = value
         }
         return .success(options)
     }
@@ -163,7 +206,10 @@ struct ClassificationReport {
     let labels: PredictionReport
 
     func text(image: String, _ result: ImageRequestResult) -> String {
-        options.json ? json(image: image, result) + "\n" : plain(image: image, result)
+        if case .recognizedObjects = result.observations {
+            return DetectionReport(json: options.json, values: labels).text(image: image, result)
+        }
+        return options.json ? json(image: image, result) + "\n" : plain(image: image, result)
     }
 
     /// The classifications shown: above the minimum confidence, the top K.
@@ -180,7 +226,7 @@ struct ClassificationReport {
             return "{\"image\": \(name), \"label\": \(FeatureJSON.quoted(label)), \"confidence\": \(number(confidence))}"
         }
         let observations: [String] = switch result.observations {
-        case .classifications:
+        case .classifications, .recognizedObjects:
             shown(result, defaultTop: nil).map {
                 "{\"identifier\": \(FeatureJSON.quoted($0.identifier)), \"confidence\": \(number($0.confidence))}"
             }
@@ -199,7 +245,7 @@ struct ClassificationReport {
         }
         var lines = [image]
         switch result.observations {
-        case .classifications:
+        case .classifications, .recognizedObjects:
             for observation in shown(result, defaultTop: 5) {
                 lines.append("  " + String(format: "%.4f", observation.confidence) + "  " + observation.identifier)
             }

@@ -82,6 +82,9 @@ enum ExitCode: Int32, CaseIterable {
     case badBaseModel = 99
     /// `evaluate`: the model is not a classifier with an image input.
     case notAnImageClassifier = 100
+    /// `detect --faces`, `classify --regions faces`: the face detector (libModelcFaces.so, Debian's
+    /// libdlib19.1) cannot be opened.
+    case faceDetectorUnavailable = 105
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -156,6 +159,8 @@ enum ExitCode: Int32, CaseIterable {
         case .image: .badImage
         case .model(let error): ExitCode(error)
         case .cachedModelNeedsAsync: .internalError
+        case .faces(.libraryUnavailable): .faceDetectorUnavailable
+        case .faces(.failed): .badImage
         }
     }
 

@@ -25,6 +25,7 @@ enum Modelc {
         Command(spec: BuildCommand.spec, run: BuildCommand.run),
         Command(spec: PredictCommand.spec, run: PredictCommand.run),
         Command(spec: ClassifyCommand.spec, run: ClassifyCommand.run),
+        Command(spec: DetectCommand.spec, run: DetectCommand.run),
         Command(spec: TrainCommand.spec, run: TrainCommand.run),
         Command(spec: EvaluateCommand.spec, run: EvaluateCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),

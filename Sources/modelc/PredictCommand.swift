@@ -1,12 +1,14 @@
 import ArgumentParsing
 import Foundation
+import ImageDecoding
 import ModelCompiler
 import ModelFeatures
 import ModelFetch
 import ModelRuntime
 import ModelSpec
 
-/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K]`.
+/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K]
+/// [--output-dir DIR]`.
 enum PredictCommand {
     static let spec = CommandSpec(
         name: "predict",
@@ -20,6 +22,8 @@ enum PredictCommand {
             --inputs FILE (- for standard input) holds one JSON object of NAME: VALUE, or one such
             object per line (.jsonl): one result per line, in order; a line that fails prints its
             error and the others still run.
+            --output-dir DIR writes each image output as a PNG file: DIR/OUTPUT.png for one case,
+            DIR/N-OUTPUT.png for case N (from 1) of several.
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [
@@ -28,6 +32,7 @@ enum PredictCommand {
             OptionSpec(name: "json", help: "One JSON object per case: {\"outputs\": {...}} or {\"error\": \"...\"}."),
             OptionSpec(name: "threads", valueName: "N", help: "Threads for a batch of cases (default: every core)."),
             OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
+            OptionSpec(name: "output-dir", valueName: "DIR", help: "Write image outputs into DIR as PNG files."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -78,6 +83,25 @@ enum PredictCommand {
             switch parsed {
             case .failure(let error): .failure(error)
             case .success: computed.next() ?? .failure(.invalidValue(feature: "inputs", detail: "not computed"))
+            }
+        }
+
+        if let directory = arguments.value("output-dir") {
+            if let problem = ImageOptions.prepareDirectory(directory) {
+                Output.error("\(Modelc.toolName): error: \(problem)\n")
+                return .cannotWrite
+            }
+            for (number, result) in results.enumerated() {
+                guard case .success(let outputs) = result else { continue }
+                let images = model.summary.outputs.compactMap { output -> (name: String, image: PixelBuffer)? in
+                    if case .image(let image)? = outputs[output.name] { (output.name, image) } else { nil }
+                }
+                do {
+                    _ = try ImageOutputs.write(images, prefix: results.count > 1 ? String(number + 1) : "", into: directory)
+                } catch {
+                    Output.error("\(Modelc.toolName): error: \(error)\n")
+                    return .cannotWrite
+                }
             }
         }
 
@@ -238,6 +262,9 @@ struct PredictionReport {
 
     /// Values as JSON, long arrays cut to their first and last elements.
     func abbreviated(_ value: FeatureValue) -> String {
+        if case .image(let image) = value {
+            return "\(image.pixelFormat.rawValue) pixels (--output-dir DIR writes them as PNG)"
+        }
         guard case .multiArray(let array) = value, array.count > 12 else {
             return FeatureJSON.text(value, keyOrder: labels)
         }

@@ -185,4 +185,63 @@ func synchronously<T>(_ body: () throws -> T) rethrows -> T {
             #expect(error.code == .invalidModel && error.description.contains("takes no image"))
         }
     }
+
+    /// Seed 000's pipeline (PortedProgramTests.swift: `EmotionReader`): the
+    /// face in the portrait, then the classifier on the face's region; the
+    /// same labels as modelc's own requests on that region.
+    @Test func portedFaceThenEmotionPipeline() throws {
+        let portrait = Fixtures.path("Faces/astronaut.jpg")
+        let reader = try EmotionReader(image: URL(fileURLWithPath: portrait), emotionClassifier: URL(fileURLWithPath: Self.classifier))
+        let found = try reader.read()
+        #expect(found.count == 1)
+        let (box, labels) = try #require(found.first)
+        // The hand-marked eyes and mouth (Fixtures/Faces/README.md) are inside, lower-left origin.
+        for (x, y) in [(140.0, 103.0), (188.0, 103.0), (165.0, 145.0)] {
+            let (nx, ny) = (x / 320, 1 - y / 320)
+            #expect(nx > box.origin.x && nx < box.origin.x + box.size.width && ny > box.origin.y && ny < box.origin.y + box.size.height)
+        }
+        let region = NormalizedRect(x: Double(box.origin.x), y: Double(box.origin.y), width: Double(box.size.width), height: Double(box.size.height))
+        let native = ImageRequest(model: try ImageModel(model: Model(contentsOf: Self.classifier)), regionOfInterest: region)
+        let expected = try ImageRequestHandler(file: portrait).perform(native).classifications
+        #expect(labels.map(\.identifier) == expected.map(\.identifier))
+        #expect(labels.map(\.confidence) == expected.map(\.confidence))
+    }
+
+    /// The same request objects over consecutive BGRA frames.
+    @Test func sequenceHandlerRunsTheSameRequestsOnEachFrame() throws {
+        let model = try VNCoreMLModel(for: MLModel(contentsOf: URL(fileURLWithPath: Self.meanColor)))
+        let request = VNCoreMLRequest(model: model)
+        request.imageCropAndScaleOption = .scaleFill
+        let faces = VNDetectFaceRectanglesRequest()
+        let sequence = VNSequenceRequestHandler()
+        var means: [[Double]] = []
+        for shade in [0, 128, 255] {
+            // Opaque gray BGRA (alpha 255: a transparent pixel would be flattened onto black).
+            let bytes = (0..<(16 * 12 * 4)).map { $0 % 4 == 3 ? 255 : UInt8(shade) }
+            let frame = try #require(PixelBuffer(width: 16, height: 12, pixelFormat: .bgra, bytes: bytes))
+            try sequence.perform([request, faces], on: frame)
+            let mean = try #require((request.results?.first as? VNCoreMLFeatureValueObservation)?.featureValue.multiArrayValue)
+            means.append((0..<3).map { mean[$0].doubleValue })
+            #expect(faces.results?.isEmpty == true)
+        }
+        #expect(means == [[0, 0, 0], [128, 128, 128], [255, 255, 255]])
+    }
+
+    /// A model whose output is an image gives pixel-buffer observations.
+    @Test func imageOutputsArePixelBufferObservations() throws {
+        let model = try VNCoreMLModel(for: MLModel(contentsOf: URL(fileURLWithPath: Fixtures.path("Models/ImageInverter.mlmodel"))))
+        let request = VNCoreMLRequest(model: model)
+        request.imageCropAndScaleOption = .scaleFill
+        try VNImageRequestHandler(url: URL(fileURLWithPath: Fixtures.path("Images/top-red-bottom-blue.png")), options: [:]).perform([request])
+        let observation = try #require(request.results?.first as? VNPixelBufferObservation)
+        #expect(observation.featureName == "inverted")
+        let buffer = observation.pixelBuffer
+        #expect(buffer.width == 32 && buffer.height == 32)
+        // Red on top becomes cyan; blue below becomes yellow.
+        let (red, green, blue) = buffer.pixelFormat.rgbOffsets
+        let top = 4 * buffer.bytesPerRow + 16 * buffer.pixelFormat.bytesPerPixel
+        let bottom = 28 * buffer.bytesPerRow + 16 * buffer.pixelFormat.bytesPerPixel
+        #expect([buffer.bytes[top + red], buffer.bytes[top + green], buffer.bytes[top + blue]] == [0, 255, 255])
+        #expect([buffer.bytes[bottom + red], buffer.bytes[bottom + green], buffer.bytes[bottom + blue]] == [255, 255, 0])
+    }
 }

@@ -82,3 +82,40 @@ final class ImageChecker {
         return try found.get()
     }
 }
+
+// Seed 000's face → emotion pipeline ("unang hanapin ang mga mukha, pagkatapos
+// ay i-classify ang bawat mukha"), ported. Changed: the imports; the model is
+// opened from a file instead of Xcode's generated `EmotionClassifier()`
+// class, and `guard let … = try VNCoreMLModel(…) else { return }` (which
+// Swift refuses: the initializer does not return an optional) is a `let`.
+// The loop over `faceRequest.results` is the seed's, line for line.
+final class EmotionReader {
+    private let handler: VNImageRequestHandler
+    private let emotionModel: VNCoreMLModel
+
+    init(image: URL, emotionClassifier: URL) throws {
+        handler = VNImageRequestHandler(url: image, options: [:])
+        emotionModel = try VNCoreMLModel(for: MLModel(contentsOf: emotionClassifier))
+    }
+
+    /// Each face's box and the emotion classifier's labels for it.
+    func read() throws -> [(CGRect, [VNClassificationObservation])] {
+        var found: [(CGRect, [VNClassificationObservation])] = []
+
+        // 1. Detection ng mukha
+        let faceRequest = VNDetectFaceRectanglesRequest()
+
+        // 2. Klasipikasyon ng emosyon sa pamamagitan ng Core ML
+        let emotionRequest = VNCoreMLRequest(model: emotionModel)
+        try handler.perform([faceRequest, emotionRequest])
+
+        // 3. Itakda ang regionOfInterest para sa bawat mukha
+        for face in faceRequest.results as? [VNFaceObservation] ?? [] {
+            emotionRequest.regionOfInterest = face.boundingBox
+            try handler.perform([emotionRequest])
+            // Iproseso ang resulta ng klasipikasyon ng emosyon
+            found.append((face.boundingBox, emotionRequest.results as? [VNClassificationObservation] ?? []))
+        }
+        return found
+    }
+}

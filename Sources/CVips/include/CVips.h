@@ -108,4 +108,13 @@ int modelc_vips_copy_interpretation(VipsImage *in, VipsImage **out, VipsInterpre
    ".jpg[Q=90]", ".webp[lossless]"); the tests make their images with it.
    The buffer is g_malloc'd (free with modelc_vips_free). */
 int modelc_vips_write_to_buffer(VipsImage *in, const char *suffix, void **buffer, size_t *size);
+
+/* Drawing, in place, on an image held in memory (one made by
+   modelc_vips_new_from_memory_copy): `ink` holds one value per band. */
+int modelc_vips_draw_rect(VipsImage *image, const double *ink, int bands, int left, int top, int width, int height,
+                          int fill);
+/* `text` rendered (Pango markup, the default font) as a one-band 8-bit mask; NULL on failure. */
+VipsImage *modelc_vips_text(const char *text, int dpi);
+/* Draws `ink` through `mask` (0 keeps the image, 255 is all ink) with its top left at (x, y). */
+int modelc_vips_draw_mask(VipsImage *image, const double *ink, int bands, VipsImage *mask, int x, int y);
 #endif
