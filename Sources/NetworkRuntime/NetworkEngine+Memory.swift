@@ -91,6 +91,7 @@ extension StepKind {
         case .channelAffine(let scale, let shift, _, _, _): [scale, shift]
         case .activation(let activation, _, _, _): activation.parameters
         case .matmul(_, _, _, _, _, _, let weights, let bias, _, _): [weights, bias]
+        case .batched(let inner, _, _, _, _): inner.parameters
         case .scaleBias(let scale, _, let bias, _, _): [scale, bias]
         case .layerNorm(_, _, let gamma, let beta, _): [gamma, beta]
         case .instanceNorm(_, _, let gamma, let beta, _): [gamma, beta]

@@ -1,0 +1,89 @@
+import Testing
+
+/// The defects coremltools' own operation tests found (issue 25), each on the
+/// smallest model that showed it (`Fixtures/conformance_regressions.py`,
+/// `Fixtures/Parity/Regressions/`): every output must have exactly the shape
+/// of NumPy's float64 reference and values within 1e-5 relative to
+/// max(1, |want|), from the source model and from its compiled bundle.
+@Suite("Conformance regressions: shapes and values as coremltools' definitions give them")
+struct ConformanceRegressionTests {
+    /// Runs the regression file `name` both ways with exact shapes.
+    private func check(_ name: String) throws {
+        let file = ParityFile(name: "Regressions/\(name)")
+        try file.check(exactShapes: true)
+        try file.check(compiled: true, exactShapes: true)
+    }
+
+    @Test("every regression fixture is checked by a test here")
+    func everyFixtureIsCovered() {
+        let covered: Set<String> = [
+            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_pool_leading_ones", "nn_upsample_batch",
+            "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
+            "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
+            "program_matmul_batch_broadcast", "program_reshape_zero_dims",
+        ]
+        #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
+    }
+
+    /// 1. Neural-network layers keep the leading dimensions of a rank-4 input
+    /// ([Batch, C, H, W]) and run each item of a batch on its own: an average
+    /// pool over (1, 2, 1, 2) gives (1, 2, 1, 1), not (2, 1, 1).
+    @Test("1: channel-first layers keep rank 4 and leading 1s", arguments: ["nn_channel_layers_batch1", "nn_pool_leading_ones"])
+    func channelLayersKeepRank(_ name: String) throws {
+        try check(name)
+    }
+
+    /// 1. A batch of more than one is not folded into the channels.
+    @Test("1: channel-first layers run a batch of 2 item by item", arguments: ["nn_channel_layers_batch2", "nn_upsample_batch"])
+    func channelLayersKeepTheBatch(_ name: String) throws {
+        try check(name)
+    }
+
+    /// 2. iOS16 `gather` honours `batch_dims`.
+    @Test("2: gather with batch_dims")
+    func gatherBatchDims() throws {
+        try check("program_gather_batch_dims")
+    }
+
+    /// 3. A neural-network batched matmul with constant weights ignores `transposeA`.
+    @Test("3: batched matmul with constant weights ignores transposeA")
+    func batchedMatMulConstantTranspose() throws {
+        try check("nn_batched_matmul_constant_transpose")
+    }
+
+    /// 4. iOS16 `upsample_bilinear` with neither aligned corners nor half-pixel centres.
+    @Test("4: upsample_bilinear sampling modes")
+    func upsampleBilinearModes() throws {
+        try check("program_upsample_bilinear_modes")
+    }
+
+    /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).
+    @Test("5: instance_norm without gamma and beta")
+    func instanceNormDefaults() throws {
+        try check("program_instance_norm_defaults")
+    }
+
+    /// 6. A neural-network batchnorm reads channels at axis -3 of a rank-4 input.
+    @Test("6: batchnorm on a batch of 4")
+    func batchnormBatch() throws {
+        try check("nn_batchnorm_batch")
+    }
+
+    /// 7. `transpose` with negative axes.
+    @Test("7: transpose with negative axes")
+    func transposeNegativeAxes() throws {
+        try check("program_transpose_negative_axes")
+    }
+
+    /// 8. `matmul` broadcasts batch dimensions of different ranks.
+    @Test("8: matmul broadcasts batch dimensions")
+    func matmulBatchBroadcast() throws {
+        try check("program_matmul_batch_broadcast")
+    }
+
+    /// 9. iOS17 `reshape`: a 0 copies the dimension counted from the end.
+    @Test("9: iOS17 reshape with 0")
+    func reshapeZeros() throws {
+        try check("program_reshape_zero_dims")
+    }
+}
