@@ -134,10 +134,11 @@ def bilinear(x, oh, ow, mode):
 # Defect 1: channel-first layers keep the rank and the batch (NeuralNetwork.proto)
 # ---------------------------------------------------------------------------
 
-def channel_layer_sweep(writer, batch):
-    """Every rank-4 channel-first layer kind on an input [batch, 3, 4, 4]: for rank 4 the
-    proto reads [Batch, C, H, W] and gives an output of rank 4 with the same batch."""
-    rng = np.random.default_rng(2501 + batch)
+def channel_layer_sweep(writer, name, lead, seed):
+    """Every channel-first layer kind on an input lead + [3, 4, 4]: the proto reads the last
+    three dimensions as [C, H, W], every one before them as batch, and keeps them."""
+    rng = np.random.default_rng(seed)
+    batch = int(np.prod(lead))
     c, h, w = 3, 4, 4
     conv_w, conv_b = npar.rand(rng, 2, c, 3, 3, scale=0.5), npar.rand(rng, 2)
     deconv_w, deconv_b = npar.rand(rng, c, 2, 2, 2, scale=0.5), npar.rand(rng, 2)
@@ -146,7 +147,8 @@ def channel_layer_sweep(writer, batch):
     mean, var = npar.rand(rng, c), 0.5 + np.abs(npar.rand(rng, c))
     outputs = ["conv", "deconv", "max_pool", "avg_pool", "global_pool", "crop", "upsample",
                "reduce_hw", "reduce_chw", "inner_product", "batchnorm"]
-    b = nn([("x", (batch, c, h, w))], outputs)
+    shape = tuple(lead) + (c, h, w)
+    b = nn([("x", shape)], outputs)
     b.add_convolution("conv", kernel_channels=c, output_channels=2, height=3, width=3,
                       stride_height=1, stride_width=1, border_mode="same", groups=1,
                       W=conv_w.transpose(2, 3, 1, 0), b=conv_b, has_bias=True,
@@ -176,10 +178,10 @@ def channel_layer_sweep(writer, batch):
     spec = finish(b)
 
     def forward(v):
-        x = v["x"]
+        x = v["x"].reshape(batch, c, h, w)
         pooled = x.reshape(batch, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
         flat = x.reshape(batch, -1)
-        return {
+        out = {
             "conv": conv_nchw(x, f32(conv_w), f32(conv_b), (1, 1, 1, 1)),
             "deconv": deconv_nchw(x, f32(deconv_w), f32(deconv_b), (2, 2)),
             "max_pool": pooled,
@@ -193,16 +195,18 @@ def channel_layer_sweep(writer, batch):
             "batchnorm": ((x - f32(mean)[:, None, None]) / np.sqrt(f32(var)[:, None, None] + 1e-5)
                           * f32(gamma)[:, None, None] + f32(beta)[:, None, None]),
         }
+        return {k: y.reshape(tuple(lead) + y.shape[1:]) for k, y in out.items()}
 
-    cases = [{"inputs": {"x": f32(rng.standard_normal((batch, c, h, w)))}} for _ in range(2)]
+    cases = [{"inputs": {"x": f32(rng.standard_normal(shape))}} for _ in range(2)]
     for case in cases:
         case["outputs"] = forward(case["inputs"])
-    writer.write("nn_channel_layers_batch%d" % batch, spec, NUMPY, cases,
+    writer.write(name, spec, NUMPY, cases,
                  "defect 1: convolution, deconvolution, pooling (max, average, global), crop, "
-                 "bilinear upsample, reduce (HW, CHW), inner product and batchnorm on a rank-4 "
-                 "[%d, 3, 4, 4] input keep rank 4 and the batch" % batch,
-                 "NeuralNetwork.proto: a rank-4 blob is [Batch, C, H, W]; dimensions before the "
-                 "last three are batch and the output keeps them (inner product: (x1, C_out, 1, 1)).",
+                 "bilinear upsample, reduce (HW, CHW), inner product and batchnorm on a rank-%d "
+                 "%s input keep the rank and the leading dimensions" % (len(shape), list(shape)),
+                 "NeuralNetwork.proto: a rank-4 blob is [Batch, C, H, W], a rank-5 one [Seq, Batch, "
+                 "C, H, W]; dimensions before the last three are batch and the output keeps them "
+                 "(inner product: rank 4 (x1, C_out, 1, 1), rank 5 (x1, x2, C_out, 1, 1)).",
                  tolerance=TOLERANCE)
 
 
@@ -418,6 +422,37 @@ def nn_batchnorm_batch(writer):
                  tolerance=TOLERANCE)
 
 
+# ---------------------------------------------------------------------------
+# Valid models modelc does not run: refused as unsupported (exit 94), not invalid (exit 76)
+# ---------------------------------------------------------------------------
+
+UNSUPPORTED_DIR = "Unsupported"
+
+
+def unsupported_models(writer):
+    """Writes Regressions/Unsupported/NAME.mlmodel: valid by NeuralNetwork.proto, not run."""
+    directory = os.path.join(writer.dir, UNSUPPORTED_DIR)
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(2513)
+
+    # Specification 4 allows a convolution's weights as a second input blob.
+    b = nn([("x", (1, 2, 4, 4)), ("w", (3, 2, 3, 3))], ["y"])
+    b.add_convolution("conv", kernel_channels=2, output_channels=3, height=3, width=3,
+                      stride_height=1, stride_width=1, border_mode="valid", groups=1, W=None, b=None,
+                      has_bias=False, input_name=["x", "w"], output_name="y")
+    spec = finish(b)
+    npar.set_metadata(spec, "Regression fixture: convolution whose weights are its second input")
+    npar.write_bytes(os.path.join(directory, "nn_convolution_weights_input.mlmodel"), npar.serialize(spec))
+
+    # A rank-1 first operand of a two-input batched matmul is read as (1, D).
+    b = nn([("a", (3,)), ("b", (3, 2))], ["y"])
+    b.add_batched_mat_mul("matmul", input_names=["a", "b"], output_name="y")
+    spec = finish(b)
+    npar.set_metadata(spec, "Regression fixture: batched matmul with a rank-1 first input")
+    npar.write_bytes(os.path.join(directory, "nn_batched_matmul_rank1.mlmodel"), npar.serialize(spec))
+    del rng
+
+
 def write_readme(writer):
     lines = ["# Conformance regressions", "",
              "Made by `Fixtures/conformance_regressions.py` (run by `Fixtures/generate.py`): the "
@@ -426,6 +461,8 @@ def write_readme(writer):
              "tolerance.", "", "| file | kind | cases | checks |", "|---|---|---|---|"]
     for name, kind, _, count, checks in writer.entries:
         lines.append("| `%s` | %s | %d | %s |" % (name, kind, count, checks))
+    lines += ["", "`%s/` holds valid networks modelc does not run: they must be refused as "
+              "unsupported (exit 94, naming the layer), never as invalid (exit 76)." % UNSUPPORTED_DIR]
     npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
 
 
@@ -434,8 +471,9 @@ def generate(out_dir):
     if os.path.isdir(writer.dir):
         shutil.rmtree(writer.dir)
     os.makedirs(writer.dir)
-    channel_layer_sweep(writer, 1)
-    channel_layer_sweep(writer, 2)
+    channel_layer_sweep(writer, "nn_channel_layers_batch1", (1,), 2521)
+    channel_layer_sweep(writer, "nn_channel_layers_batch2", (2,), 2522)
+    channel_layer_sweep(writer, "nn_channel_layers_rank5", (1, 2), 2523)
     nn_pooling_leading_ones(writer)
     nn_upsample_batch(writer)
     program_gather_batch_dims(writer)
@@ -446,6 +484,7 @@ def generate(out_dir):
     program_transpose_negative(writer)
     program_matmul_broadcast(writer)
     program_reshape_zeros(writer)
+    unsupported_models(writer)
     write_readme(writer)
     return writer.entries
 

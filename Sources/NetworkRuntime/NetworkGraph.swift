@@ -261,6 +261,10 @@ private struct LayerReader {
         switch layer.layer_case {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION:
             guard let params = layer.convolution?.pointee else { throw bad("no parameters") }
+            // Valid from specification 4 (the weights as a second input blob), not run here.
+            guard layer.n_input < 2 else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "weights given as a second input (computed at run time) are not supported")
+            }
             return try convolution(params)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_INNER_PRODUCT:
             guard let params = layer.innerproduct?.pointee else { throw bad("no parameters") }

@@ -202,7 +202,7 @@ struct ShapeRules {
 
         case .batchedMatMul(let transposeA, let transposeB, let weights, let first, let second, let bias):
             let a = self.first
-            guard a.count >= 2 || (a.count == 1 && weights != nil) else { throw bad("input of rank \(a.count)") }
+            guard !a.isEmpty else { throw bad("input of rank 0") }
             let aMatrix = a.count == 1 ? [1, a[0]] : a
             let m = transposeA ? aMatrix[aMatrix.count - 1] : aMatrix[aMatrix.count - 2]
             let k = transposeA ? aMatrix[aMatrix.count - 2] : aMatrix[aMatrix.count - 1]
@@ -215,7 +215,10 @@ struct ShapeRules {
                 return (.matmul(batch: batchA, m: m, k: k, n: second, transposeA: transposeA, transposeB: true,
                                 weights: weights, bias: bias, aMatrices: Array(0..<batchA), bMatrices: Array(repeating: 0, count: batchA)), output)
             }
-            guard inputs.count == 2, inputs[1].count >= 2 else { throw bad("needs two inputs of rank ≥ 2 or weights") }
+            guard inputs.count == 2 else { throw bad("needs two inputs or weights") }
+            guard a.count >= 2, inputs[1].count >= 2 else {
+                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "a rank-1 operand of a product of two inputs is not supported")
+            }
             let b = inputs[1]
             let kB = transposeB ? b[b.count - 1] : b[b.count - 2]
             let n = transposeB ? b[b.count - 2] : b[b.count - 1]
@@ -228,7 +231,7 @@ struct ShapeRules {
                             weights: nil, bias: nil, aMatrices: Self.broadcastIndices(batchShapeA, to: batchShape),
                             bMatrices: Self.broadcastIndices(batchShapeB, to: batchShape)), batchShape + [m, n])
         default:
-            throw bad("no shape rule")
+            throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "modelc has no shape rule for this layer")
         }
     }
 

@@ -1,3 +1,7 @@
+import FixtureSupport
+import Foundation
+import ModelFeatures
+import ModelRuntime
 import Testing
 
 /// The defects coremltools' own operation tests found (issue 25), each on the
@@ -17,7 +21,7 @@ struct ConformanceRegressionTests {
     @Test("every regression fixture is checked by a test here")
     func everyFixtureIsCovered() {
         let covered: Set<String> = [
-            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_pool_leading_ones", "nn_upsample_batch",
+            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_pool_leading_ones", "nn_upsample_batch",
             "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims",
@@ -33,8 +37,9 @@ struct ConformanceRegressionTests {
         try check(name)
     }
 
-    /// 1. A batch of more than one is not folded into the channels.
-    @Test("1: channel-first layers run a batch of 2 item by item", arguments: ["nn_channel_layers_batch2", "nn_upsample_batch"])
+    /// 1. A batch of more than one is not folded into the channels, and a
+    /// rank-5 [Seq, Batch, C, H, W] blob keeps both leading dimensions.
+    @Test("1: channel-first layers run a batch item by item", arguments: ["nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_upsample_batch"])
     func channelLayersKeepTheBatch(_ name: String) throws {
         try check(name)
     }
@@ -85,5 +90,32 @@ struct ConformanceRegressionTests {
     @Test("9: iOS17 reshape with 0")
     func reshapeZeros() throws {
         try check("program_reshape_zero_dims")
+    }
+}
+
+/// Valid networks modelc does not run (`Fixtures/Parity/Regressions/Unsupported`)
+/// are refused at load as unsupported, naming the layer and what it lacks,
+/// never as invalid models.
+@Suite("Valid models modelc cannot run are refused as unsupported, not invalid")
+struct UnsupportedValidModelTests {
+    static let refused: [(file: String, error: RuntimeError)] = [
+        ("nn_convolution_weights_input", .unsupportedLayer(layer: "conv", kind: "convolution",
+                                                           reason: "weights given as a second input (computed at run time) are not supported")),
+        ("nn_batched_matmul_rank1", .unsupportedLayer(layer: "matmul", kind: "batchedMatmul",
+                                                      reason: "a rank-1 operand of a product of two inputs is not supported")),
+    ]
+
+    @Test("every fixture is listed here")
+    func everyFixtureIsListed() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Fixtures.path("Parity/Regressions/Unsupported"))
+        #expect(Set(names) == Set(Self.refused.map { "\($0.file).mlmodel" }))
+    }
+
+    @Test("Model(contentsOf:) throws unsupportedLayer", arguments: refused.map(\.file))
+    func refusedAtLoad(_ file: String) throws {
+        let expected = try #require(Self.refused.first { $0.file == file }?.error)
+        #expect(throws: ModelError.runtime(expected)) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/\(file).mlmodel"))
+        }
     }
 }
