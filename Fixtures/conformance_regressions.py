@@ -245,6 +245,23 @@ def nn_upsample_batch(writer):
 # Defects 2, 4, 5, 7, 8, 9: ML programs (MIL operation definitions)
 # ---------------------------------------------------------------------------
 
+def nn_pad_rank2(writer):
+    """Found by the same tests (TestPad, neural network): padding a (3, 5) blob gave (1, 4, 7)."""
+    b = nn([("x", (3, 5))], ["y"])
+    b.add_padding("pad", left=1, right=1, top=1, bottom=0, value=0.5, input_name="x", output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2515)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((3, 5)))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {"y": np.pad(x, ((1, 0), (1, 1)), constant_values=0.5)}})
+    writer.write("nn_pad_rank2", spec, NUMPY, cases,
+                 "defect 1: constant padding of a rank-2 (3, 5) blob gives rank 2 (4, 7)",
+                 "NeuralNetwork.proto: padding takes rank 2 and up and keeps the rank.",
+                 tolerance=TOLERANCE)
+
+
 def program_gather_batch_dims(writer):
     indices = np.array([[2, 0], [1, 1]], dtype=np.int32)
 
@@ -422,6 +439,29 @@ def nn_batchnorm_batch(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_l2_normalize_epsilon(writer):
+    """Found by the same tests (TestNormalizationL2Norm): epsilon was applied as
+    max(sum, epsilon) instead of the proto's sqrt(sum + epsilon)."""
+    eps = 5.7
+    b = nn([("x", (2, 3, 2, 2)), ("z", (3, 4, 5))], ["batched", "single"])
+    b.add_l2_normalize("batched", "x", "batched", epsilon=eps)
+    b.add_l2_normalize("single", "z", "single", epsilon=eps)
+    spec = finish(b)
+    rng = np.random.default_rng(2514)
+    e = float(np.float32(eps))
+    cases = []
+    for _ in range(2):
+        x, z = f32(rng.standard_normal((2, 3, 2, 2))), f32(rng.standard_normal((3, 4, 5)))
+        per_item = np.sqrt((x ** 2).sum(axis=(1, 2, 3), keepdims=True) + e)
+        cases.append({"inputs": {"x": x, "z": z},
+                      "outputs": {"batched": x / per_item, "single": z / np.sqrt((z ** 2).sum() + e)}})
+    writer.write("nn_l2_normalize_epsilon", spec, NUMPY, cases,
+                 "L2 normalize with epsilon 5.7, on a batch of 2 [3, 2, 2] items and on one "
+                 "[3, 4, 5] blob",
+                 "NeuralNetwork.proto: x / sqrt(sum of x^2 + epsilon) over C, H, W of each item.",
+                 tolerance=TOLERANCE)
+
+
 # ---------------------------------------------------------------------------
 # Valid models modelc does not run: refused as unsupported (exit 94), not invalid (exit 76)
 # ---------------------------------------------------------------------------
@@ -476,6 +516,7 @@ def generate(out_dir):
     channel_layer_sweep(writer, "nn_channel_layers_rank5", (1, 2), 2523)
     nn_pooling_leading_ones(writer)
     nn_upsample_batch(writer)
+    nn_pad_rank2(writer)
     program_gather_batch_dims(writer)
     nn_matmul_constant_transpose(writer)
     program_upsample_modes(writer)
@@ -484,6 +525,7 @@ def generate(out_dir):
     program_transpose_negative(writer)
     program_matmul_broadcast(writer)
     program_reshape_zeros(writer)
+    nn_l2_normalize_epsilon(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

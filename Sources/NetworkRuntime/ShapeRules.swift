@@ -358,7 +358,8 @@ struct ShapeRules {
                     return ry * width + rx
                 }
             } source: { c in c * plane }
-            return (.gather(indices: indices, constant: constant), [channels, outH, outW])
+            // NeuralNetwork.proto: rank 2 and up, the output of the input's rank.
+            return (.gather(indices: indices, constant: constant), Array([channels, outH, outW].suffix(max(2, min(3, first.count)))))
         case .upsample(let factorH, let factorW, let mode):
             let outH = height * factorH, outW = width * factorW
             if mode != .nearest {

@@ -21,10 +21,10 @@ struct ConformanceRegressionTests {
     @Test("every regression fixture is checked by a test here")
     func everyFixtureIsCovered() {
         let covered: Set<String> = [
-            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_pool_leading_ones", "nn_upsample_batch",
+            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_pool_leading_ones", "nn_pad_rank2", "nn_upsample_batch",
             "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
-            "program_matmul_batch_broadcast", "program_reshape_zero_dims",
+            "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -32,7 +32,7 @@ struct ConformanceRegressionTests {
     /// 1. Neural-network layers keep the leading dimensions of a rank-4 input
     /// ([Batch, C, H, W]) and run each item of a batch on its own: an average
     /// pool over (1, 2, 1, 2) gives (1, 2, 1, 1), not (2, 1, 1).
-    @Test("1: channel-first layers keep rank 4 and leading 1s", arguments: ["nn_channel_layers_batch1", "nn_pool_leading_ones"])
+    @Test("1: channel-first layers keep rank 4 and leading 1s, padding rank 2", arguments: ["nn_channel_layers_batch1", "nn_pool_leading_ones", "nn_pad_rank2"])
     func channelLayersKeepRank(_ name: String) throws {
         try check(name)
     }
@@ -90,6 +90,13 @@ struct ConformanceRegressionTests {
     @Test("9: iOS17 reshape with 0")
     func reshapeZeros() throws {
         try check("program_reshape_zero_dims")
+    }
+
+    /// Found by the same tests: L2 normalize divides by sqrt(Σx² + ε), not
+    /// sqrt(max(Σx², ε)), over each item's C, H, W.
+    @Test("L2 normalize adds epsilon")
+    func l2NormalizeEpsilon() throws {
+        try check("nn_l2_normalize_epsilon")
     }
 }
 
