@@ -21,9 +21,12 @@ twice gives byte-identical files.
 """
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import sys
+import warnings
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -31,6 +34,7 @@ import numpy as np
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import get_new_symbol
 from coremltools.models import datatypes
 from coremltools.models.neural_network import NeuralNetworkBuilder
 
@@ -439,6 +443,39 @@ def nn_batchnorm_batch(writer):
                  tolerance=TOLERANCE)
 
 
+def program_flexible_channels(writer):
+    """Found by the same tests (TestConv::test_type_inference_dynamic_x_with_groups): a
+    program whose channel dimension is flexible (default 1) and whose grouped convolution
+    needs 8 was refused at load as invalid, planning the default shape."""
+    rng = np.random.default_rng(2516)
+    w = npar.rand(rng, 6, 4, 2, 2, scale=0.5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, get_new_symbol(), 4, 4))],
+                opset_version=ct.target.iOS15)
+    def prog(x):
+        return mb.conv(x=x, weight=w, groups=2, name="y")
+
+    pipeline = ct.PassPipeline.DEFAULT
+    pipeline.remove_passes([p for p in pipeline.passes if p.startswith("common::fuse_")])
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                           minimum_deployment_target=ct.target.iOS15, pass_pipeline=pipeline,
+                           compute_precision=ct.precision.FLOAT32,
+                           inputs=[ct.TensorType(name="x", shape=(1, ct.RangeDim(1, 16, default=1), 4, 4))])
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((1, 8, 4, 4)))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {"y": npar.conv2d(x[0], f32(w), None, groups=2)[None]}})
+    writer.write_package("program_flexible_channels", model, NUMPY, cases,
+                         "a grouped conv whose input's channel dimension is flexible (default 1, "
+                         "run with 8) loads and runs",
+                         "The declared default of a flexible input is one allowed shape, not a "
+                         "promise that it fits the weights.", tolerance=TOLERANCE)
+
+
 def nn_l2_normalize_epsilon(writer):
     """Found by the same tests (TestNormalizationL2Norm): epsilon was applied as
     max(sum, epsilon) instead of the proto's sqrt(sum + epsilon)."""
@@ -526,6 +563,7 @@ def generate(out_dir):
     program_matmul_broadcast(writer)
     program_reshape_zeros(writer)
     nn_l2_normalize_epsilon(writer)
+    program_flexible_channels(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -25,6 +25,7 @@ struct ConformanceRegressionTests {
             "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
+            "program_flexible_channels",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -97,6 +98,13 @@ struct ConformanceRegressionTests {
     @Test("L2 normalize adds epsilon")
     func l2NormalizeEpsilon() throws {
         try check("nn_l2_normalize_epsilon")
+    }
+
+    /// Found by the same tests: a flexible input whose default shape does not
+    /// fit the weights is not an invalid model; the shape given is planned.
+    @Test("a flexible input's default need not fit the weights")
+    func flexibleChannels() throws {
+        try check("program_flexible_channels")
     }
 }
 
