@@ -476,6 +476,30 @@ def program_flexible_channels(writer):
                          "promise that it fits the weights.", tolerance=TOLERANCE)
 
 
+def program_cast_of_constexpr(writer):
+    """Found by the same tests (iOS16 TestConstexprCast): converting with float16 compute
+    precision casts a constexpr's result, a constant; `cast` of a constant was refused
+    (exit 94, "a constant x is not supported here")."""
+    w = np.array([[0, 1, -2], [3, -4, 5]], dtype=np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return mb.add(x=x, y=mb.constexpr_cast(source_val=w, output_dtype="fp32"), name="y")
+
+    model = npar.finish_program(prog, ct.target.iOS16, precision=ct.precision.FLOAT16)
+    rng = np.random.default_rng(2517)
+    cases = []
+    for _ in range(2):
+        # Quarters below 8: exact in float16, so the float16 program adds them exactly.
+        x = rng.integers(-32, 32, (2, 3)).astype(np.float64) / 4
+        cases.append({"inputs": {"x": x}, "outputs": {"y": x + w.astype(np.float64)}})
+    writer.write_package("program_cast_of_constexpr", model, NUMPY, cases,
+                         "iOS16 constexpr_cast whose result the float16 conversion casts: cast of "
+                         "a constant",
+                         "Inputs and weights exact in float16, so the sums are exact.",
+                         tolerance=TOLERANCE)
+
+
 def nn_l2_normalize_epsilon(writer):
     """Found by the same tests (TestNormalizationL2Norm): epsilon was applied as
     max(sum, epsilon) instead of the proto's sqrt(sum + epsilon)."""
@@ -564,6 +588,7 @@ def generate(out_dir):
     program_reshape_zeros(writer)
     nn_l2_normalize_epsilon(writer)
     program_flexible_channels(writer)
+    program_cast_of_constexpr(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -320,8 +320,10 @@ struct ProgramReader {
         case "cast":
             let type = try constant(op, "dtype", owner: owner, kind: kind)?.string ?? "fp32"
             switch type {
-            case "fp32", "fp16", "fp64": add(owner, kind, [try variable()], [output], .expandDims(axes: []))
-            case "int32", "int64", "int16", "int8", "uint8", "uint16": add(owner, kind, [try variable()], [output], .castToInteger)
+            // x may be a constant (a constexpr's result, say): it is then loaded as a value.
+            case "fp32", "fp16", "fp64": add(owner, kind, [try name(x(), owner: owner, role: "x")], [output], .expandDims(axes: []))
+            case "int32", "int64", "int16", "int8", "uint8", "uint16":
+                add(owner, kind, [try name(x(), owner: owner, role: "x")], [output], .castToInteger)
             default: throw .unsupportedLayer(layer: owner, kind: kind, reason: "casting to \(type) is not supported")
             }
         case "upsample_nearest_neighbor", "upsample_bilinear":

@@ -25,7 +25,7 @@ struct ConformanceRegressionTests {
             "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
-            "program_flexible_channels",
+            "program_flexible_channels", "program_cast_of_constexpr",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -105,6 +105,13 @@ struct ConformanceRegressionTests {
     @Test("a flexible input's default need not fit the weights")
     func flexibleChannels() throws {
         try check("program_flexible_channels")
+    }
+
+    /// Found by the same tests: `cast` of a constant (a constexpr's result,
+    /// cast by a float16 conversion) runs instead of being refused.
+    @Test("cast of a constant")
+    func castOfConstant() throws {
+        try check("program_cast_of_constexpr")
     }
 }
 
