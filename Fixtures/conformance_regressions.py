@@ -45,6 +45,7 @@ import network_parity as npar  # noqa: E402
 SUBDIR = os.path.join("Parity", "Regressions")
 NUMPY = npar.NUMPY
 TOLERANCE = 1e-5
+README_HEADING = "## Regressions"
 
 
 class Writer(npar.Writer):
@@ -565,6 +566,19 @@ def write_readme(writer):
     lines += ["", "`%s/` holds valid networks modelc does not run: they must be refused as "
               "unsupported (exit 94, naming the layer), never as invalid (exit 76)." % UNSUPPORTED_DIR]
     npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
+    # A pointer in Parity/README.md, after network_parity.py's section (which it rewrites
+    # from its heading to the end, so this one is written after it, and replaced here).
+    path = os.path.join(os.path.dirname(writer.dir), "README.md")
+    text = npar.read_bytes(path).decode() if os.path.exists(path) else "# Parity fixtures\n"
+    if README_HEADING in text:
+        text = text[:text.index(README_HEADING)].rstrip("\n") + "\n"
+    section = ["", README_HEADING, "",
+               "Made by `Fixtures/conformance_regressions.py` (also run by `Fixtures/generate.py`), "
+               "in `Regressions/`: the smallest model for each defect that coremltools' own "
+               "operation tests found, in the same JSON format, where every output must have "
+               "exactly the reference's shape; `Regressions/Unsupported/` holds valid networks "
+               "modelc refuses as unsupported (exit 94). See `Regressions/README.md`."]
+    npar.write_bytes(path, (text + "\n".join(section) + "\n").encode())
 
 
 def generate(out_dir):
