@@ -43,17 +43,17 @@ final class NetworkState {
                 try runPrepared(prepared, step: index, input: source, output: target, threads: pool.threads)
                 continue
             }
-            let inputs = step.inputs.map { slots[$0] }
+            let inputs = step.inputs.map { UnsafeBufferPointer(slots[$0]) }
             guard case .batched(let inner, let count, let sizes, let strides, let outputSize) = step.kind else {
                 try run(step.kind, step: index, inputs: inputs, output: output, pool: pool)
                 continue
             }
             // One item at a time, each reading and writing its own part of the slots.
             for item in 0..<count {
-                var parts: [UnsafeMutableBufferPointer<Float>] = []
+                var parts: [UnsafeBufferPointer<Float>] = []
                 for (input, buffer) in inputs.enumerated() {
                     let start = item * strides[input]
-                    parts.append(UnsafeMutableBufferPointer(rebasing: buffer[start..<(start + sizes[input])]))
+                    parts.append(UnsafeBufferPointer(rebasing: buffer[start..<(start + sizes[input])]))
                 }
                 let target = UnsafeMutableBufferPointer(rebasing: output[(item * outputSize)..<((item + 1) * outputSize)])
                 try run(inner, step: index, inputs: parts, output: target, pool: pool)
@@ -62,7 +62,7 @@ final class NetworkState {
     }
 
     /// Runs one step (or one item of a batched step) that oneDNN does not run.
-    private func run(_ kind: StepKind, step index: Int, inputs: [UnsafeMutableBufferPointer<Float>],
+    private func run(_ kind: StepKind, step index: Int, inputs: [UnsafeBufferPointer<Float>],
                      output: UnsafeMutableBufferPointer<Float>, pool: ThreadPool) throws(RuntimeError) {
         switch kind {
         case .convolution(let conv):
@@ -88,7 +88,7 @@ final class NetworkState {
             guard let source = inputs[0].baseAddress, let target = output.baseAddress else { return }
             try XNNKernels.runFullyConnected(op, rows: rows, input: source, output: target, pool: pool)
         default:
-            ReferenceKernels.run(kind, inputs: inputs.map { UnsafeBufferPointer($0) }, output: output)
+            ReferenceKernels.run(kind, inputs: inputs, output: output)
         }
     }
 
