@@ -47,7 +47,8 @@ enum MoreKernels {
             let x = inputs[0]
             var sum: Float = 0
             for index in 0..<count { sum += x[index] * x[index] }
-            let norm = max(sum, epsilon).squareRoot()
+            // NeuralNetwork.proto: x / sqrt(Σx² + ε).
+            let norm = (sum + epsilon).squareRoot()
             for index in 0..<count { output[index] = x[index] / norm }
         case .lrn(let alpha, let beta, let size, let k, let channels, let plane):
             let x = inputs[0]

@@ -17,7 +17,7 @@ extension NetworkEngine {
             for step in entry.plan.steps {
                 for parameter in step.kind.parameters { bytes.add(parameter) }
                 if let prepared = step.kind.prepared { bytes.add(bytes: prepared.preparedBytes) }
-                if case .gather(let indices, _) = step.kind { bytes.add(indices) }
+                if case .gather(let indices, _) = step.kind.unbatched { bytes.add(indices) }
             }
             bytes.add(bytes: entry.statesMade.load(ordering: .relaxed) * entry.plan.stateBytes)
         }
@@ -34,7 +34,7 @@ extension NetworkPlan {
         var floats = slotSizes.reduce(0, +) + max(1, scratch.input) + max(1, scratch.output)
         var bytes = 0
         for step in steps {
-            switch step.kind {
+            switch step.kind.unbatched {
             case .convolution(let conv) where conv.prepared == nil: floats += conv.weights.count + (conv.bias?.count ?? 0)
             case .fullyConnected(_, _, _, let weights, let bias, _, nil): floats += weights.count + (bias?.count ?? 0)
             default: break
@@ -91,6 +91,7 @@ extension StepKind {
         case .channelAffine(let scale, let shift, _, _, _): [scale, shift]
         case .activation(let activation, _, _, _): activation.parameters
         case .matmul(_, _, _, _, _, _, let weights, let bias, _, _): [weights, bias]
+        case .batched(let inner, _, _, _, _): inner.parameters
         case .scaleBias(let scale, _, let bias, _, _): [scale, bias]
         case .layerNorm(_, _, let gamma, let beta, _): [gamma, beta]
         case .instanceNorm(_, _, let gamma, let beta, _): [gamma, beta]

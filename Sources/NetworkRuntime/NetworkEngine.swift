@@ -153,8 +153,15 @@ public final class NetworkEngine: PredictionEngine {
         self.probabilitiesValue = probabilitiesValue
         pool = ThreadPool(threads: threads)
         // Refuse now, not at the first prediction: plan the declared input shapes.
+        // With flexible inputs those are one allowed choice of many (a range's
+        // default may not fit the weights): a shape that does not plan is then
+        // not the model's fault, and each prediction plans its own.
         if let shapes = try? declaredShapes() {
-            _ = try entry(for: shapes)
+            do {
+                _ = try entry(for: shapes)
+            } catch {
+                guard case .invalidParameters = error, interface.inputs.contains(where: \.isFlexible) else { throw error }
+            }
         }
     }
 
@@ -325,6 +332,17 @@ public final class NetworkEngine: PredictionEngine {
             let entry = PlanEntry(plan: plan)
             plans[key] = entry
             return entry
+        }
+    }
+}
+
+extension FeatureDescription {
+    /// Whether the input allows more than one shape or image size.
+    var isFlexible: Bool {
+        switch type {
+        case .multiArray(let array): array.shapeFlexibility != nil
+        case .image(let image): image.sizeFlexibility != nil
+        default: false
         }
     }
 }

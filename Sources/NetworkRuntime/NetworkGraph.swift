@@ -112,7 +112,8 @@ enum LayerOperation: Sendable {
     /// Rank-N layers whose output only renames the same elements.
     case squeeze(axes: [Int], all: Bool)
     case expandDims(axes: [Int])
-    case reshapeStatic([Int])
+    /// `zerosFromEnd`: a 0 copies the input dimension at the same distance from the end (iOS 17 `reshape`).
+    case reshapeStatic([Int], zerosFromEnd: Bool = false)
     case flattenTo2D(axis: Int)
     case transpose([Int])
     case concatND(axis: Int)
@@ -127,12 +128,30 @@ enum LayerOperation: Sendable {
     case reduceAxes(ReduceMode, axes: [Int], keepDimensions: Bool)
     case sliceByIndex(begin: [Int], end: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool], squeezeMask: [Bool])
     case padConstant(pads: [Int], mode: PaddingMode)
-    case gatherConstant(indices: [Int], indexShape: [Int], axis: Int)
+    /// `batchDims` leading dimensions shared by the input and the indices (MIL's `batch_dims`).
+    case gatherConstant(indices: [Int], indexShape: [Int], axis: Int, batchDims: Int = 0)
     /// Splits along `axis` into `sizes`, or into `parts` equal pieces.
     case splitAxis(sizes: [Int]?, parts: Int, axis: Int)
     case castToInteger
     /// Each channel normalized over its plane, then scaled by γ and shifted by β.
     case instanceNorm(gamma: [Float], beta: [Float], epsilon: Float)
+}
+
+extension LayerOperation {
+    /// Whether the layer reads its input as `[C, H, W]` items, every dimension
+    /// before the last three being batch (NeuralNetwork.proto's rank-4 and
+    /// rank-5 rule): such a layer runs once per item of a batch.
+    var readsChannelItems: Bool {
+        switch self {
+        case .convolution, .channelAffine, .pooling, .softmax(axis: .none), .flatten, .split, .pad, .upsample, .crop,
+             .scaleBias, .l2Normalize, .lrn, .meanVarianceNormalize, .slice, .reduce, .dot, .instanceNorm:
+            true
+        case .activation(let activation):
+            !activation.parameters.isEmpty
+        default:
+            false
+        }
+    }
 }
 
 /// One layer of the graph.
@@ -242,6 +261,10 @@ private struct LayerReader {
         switch layer.layer_case {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION:
             guard let params = layer.convolution?.pointee else { throw bad("no parameters") }
+            // Valid from specification 4 (the weights as a second input blob), not run here.
+            guard layer.n_input < 2 else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "weights given as a second input (computed at run time) are not supported")
+            }
             return try convolution(params)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_INNER_PRODUCT:
             guard let params = layer.innerproduct?.pointee else { throw bad("no parameters") }
@@ -300,7 +323,8 @@ private struct LayerReader {
                 throw bad("weights hold \(matrix.count) values, expected \(first) × \(second)")
             }
             let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: second) : nil
-            return .batchedMatMul(transposeA: params.transposea != 0, transposeB: params.transposeb != 0,
+            // NeuralNetwork.proto: transposeA and transposeB are ignored when the weights are the second operand.
+            return .batchedMatMul(transposeA: matrix == nil && params.transposea != 0, transposeB: matrix == nil && params.transposeb != 0,
                                   weights: matrix, first: first, second: second, bias: bias)
         default:
             return try moreOperation()

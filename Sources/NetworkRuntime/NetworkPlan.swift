@@ -55,8 +55,15 @@ enum StepKind: Sendable {
     case flattenChannelLast(channels: Int, plane: Int)
     case elementwise(Elementwise, alpha: Float?, inputShapes: [[Int]], outputShape: [Int])
     case concat(parts: [Int], outer: Int, inner: Int)
+    /// `batch` products; `aMatrices[i]` / `bMatrices[i]` say which matrix of
+    /// each operand the i-th product reads (batch dimensions broadcast).
     case matmul(batch: Int, m: Int, k: Int, n: Int, transposeA: Bool, transposeB: Bool, weights: [Float]?, bias: [Float]?,
-                batchA: Int, batchB: Int)
+                aMatrices: [Int], bMatrices: [Int])
+    /// A step over one `[C, H, W]` item run for each of `count` items of a
+    /// batch: input `i` of item `b` starts at `b × inputStrides[i]` and holds
+    /// `inputSizes[i]` floats (a stride of 0 shares one item), the output of
+    /// item `b` starts at `b × outputSize`.
+    indirect case batched(StepKind, count: Int, inputSizes: [Int], inputStrides: [Int], outputSize: Int)
 
     enum Elementwise: Sendable { case add, multiply, average, maximum, minimum, subtract, divide, power }
 
@@ -189,7 +196,7 @@ struct NetworkPlan: Sendable {
             }
         }
         for step in kinds {
-            if case .convolution(let conv) = step.kind, !conv.channelsLast, conv.prepared == nil {
+            if case .convolution(let conv) = step.kind.unbatched, !conv.channelsLast, conv.prepared == nil {
                 scratchIn = max(scratchIn, conv.input.channels * conv.input.height * conv.input.width)
                 scratchOut = max(scratchOut, conv.output.channels * conv.output.height * conv.output.width)
             }
@@ -240,6 +247,12 @@ struct NetworkPlan: Sendable {
 }
 
 extension StepKind {
+    /// The step one item of a batched step runs (the step itself otherwise).
+    var unbatched: StepKind {
+        if case .batched(let inner, _, _, _, _) = self { return inner.unbatched }
+        return self
+    }
+
     var acceptsOutputRange: Bool {
         switch self {
         case .convolution, .fullyConnected: true

@@ -43,32 +43,52 @@ final class NetworkState {
                 try runPrepared(prepared, step: index, input: source, output: target, threads: pool.threads)
                 continue
             }
-            switch step.kind {
-            case .convolution(let conv):
-                let op = try xnnOperator(index) { () throws(RuntimeError) in
-                    let make = conv.deconvolutionAdjustment == nil ? XNNKernels.convolution : XNNKernels.deconvolution
-                    return try make(conv.padding, conv.kernel, conv.stride, conv.dilation, conv.groups,
-                                    conv.input.channels / conv.groups, conv.output.channels / conv.groups,
-                                    conv.weights, conv.bias, conv.outputRange)
-                }
-                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
-                if conv.channelsLast {
-                    try runConvolution(op, conv, input: source, output: target, pool: pool)
-                    continue
-                }
-                guard let staged = scratchInput.baseAddress, let result = scratchOutput.baseAddress else { continue }
-                Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
-                try runConvolution(op, conv, input: staged, output: result, pool: pool)
-                Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
-            case .fullyConnected(let inputs, let outputs, let rows, let weights, let bias, let range, _):
-                let op = try xnnOperator(index) { () throws(RuntimeError) in
-                    try XNNKernels.fullyConnected(inputs: inputs, outputs: outputs, weights: weights, bias: bias, outputRange: range)
-                }
-                guard let source = slots[step.inputs[0]].baseAddress, let target = output.baseAddress else { continue }
-                try XNNKernels.runFullyConnected(op, rows: rows, input: source, output: target, pool: pool)
-            default:
-                ReferenceKernels.run(step.kind, inputs: step.inputs.map { UnsafeBufferPointer(slots[$0]) }, output: output)
+            let inputs = step.inputs.map { UnsafeBufferPointer(slots[$0]) }
+            guard case .batched(let inner, let count, let sizes, let strides, let outputSize) = step.kind else {
+                try run(step.kind, step: index, inputs: inputs, output: output, pool: pool)
+                continue
             }
+            // One item at a time, each reading and writing its own part of the slots.
+            for item in 0..<count {
+                var parts: [UnsafeBufferPointer<Float>] = []
+                for (input, buffer) in inputs.enumerated() {
+                    let start = item * strides[input]
+                    parts.append(UnsafeBufferPointer(rebasing: buffer[start..<(start + sizes[input])]))
+                }
+                let target = UnsafeMutableBufferPointer(rebasing: output[(item * outputSize)..<((item + 1) * outputSize)])
+                try run(inner, step: index, inputs: parts, output: target, pool: pool)
+            }
+        }
+    }
+
+    /// Runs one step (or one item of a batched step) that oneDNN does not run.
+    private func run(_ kind: StepKind, step index: Int, inputs: [UnsafeBufferPointer<Float>],
+                     output: UnsafeMutableBufferPointer<Float>, pool: ThreadPool) throws(RuntimeError) {
+        switch kind {
+        case .convolution(let conv):
+            let op = try xnnOperator(index) { () throws(RuntimeError) in
+                let make = conv.deconvolutionAdjustment == nil ? XNNKernels.convolution : XNNKernels.deconvolution
+                return try make(conv.padding, conv.kernel, conv.stride, conv.dilation, conv.groups,
+                                conv.input.channels / conv.groups, conv.output.channels / conv.groups,
+                                conv.weights, conv.bias, conv.outputRange)
+            }
+            guard let source = inputs[0].baseAddress, let target = output.baseAddress else { return }
+            if conv.channelsLast {
+                try runConvolution(op, conv, input: source, output: target, pool: pool)
+                return
+            }
+            guard let staged = scratchInput.baseAddress, let result = scratchOutput.baseAddress else { return }
+            Layout.chwToHWC(source, staged, channels: conv.input.channels, pixels: conv.input.height * conv.input.width)
+            try runConvolution(op, conv, input: staged, output: result, pool: pool)
+            Layout.hwcToCHW(result, target, channels: conv.output.channels, pixels: conv.output.height * conv.output.width)
+        case .fullyConnected(let inputCount, let outputs, let rows, let weights, let bias, let range, _):
+            let op = try xnnOperator(index) { () throws(RuntimeError) in
+                try XNNKernels.fullyConnected(inputs: inputCount, outputs: outputs, weights: weights, bias: bias, outputRange: range)
+            }
+            guard let source = inputs[0].baseAddress, let target = output.baseAddress else { return }
+            try XNNKernels.runFullyConnected(op, rows: rows, input: source, output: target, pool: pool)
+        default:
+            ReferenceKernels.run(kind, inputs: inputs, output: output)
         }
     }
 

@@ -245,7 +245,9 @@ struct ProgramReader {
             add(owner, kind, [left, right], [output], .binary(operation))
         case "reshape":
             guard let shape = try constant(op, "shape", owner: owner, kind: kind) else { throw .invalidParameters(model: "operation \"\(owner)\"", detail: "no shape") }
-            add(owner, kind, [try variable()], [output], .reshapeStatic(shape.ints))
+            // A 0 copies the dimension at the same distance from the end: iOS 17's rule, and
+            // the same as iOS 15's where that allows a 0 (as many dimensions as the input).
+            add(owner, kind, [try variable()], [output], .reshapeStatic(shape.ints, zerosFromEnd: true))
         case "transpose":
             add(owner, kind, [try variable()], [output], .transpose(try constant(op, "perm", owner: owner, kind: kind)?.ints ?? []))
         case "squeeze":
@@ -283,7 +285,8 @@ struct ProgramReader {
             guard let indices = try constant(op, "indices", owner: owner, kind: kind) else {
                 throw .unsupportedLayer(layer: owner, kind: kind, reason: "indices computed at run time are not supported")
             }
-            add(owner, kind, [try variable()], [output], .gatherConstant(indices: indices.ints, indexShape: indices.shape, axis: Int(try number("axis", 0))))
+            add(owner, kind, [try variable()], [output], .gatherConstant(indices: indices.ints, indexShape: indices.shape, axis: Int(try number("axis", 0)),
+                                                                         batchDims: Int(try number("batch_dims", 0))))
         case "batch_norm", "instance_norm":
             try normalization(op, kind: kind, owner: owner, output: output, input: try variable())
         case "layer_norm":
@@ -317,8 +320,10 @@ struct ProgramReader {
         case "cast":
             let type = try constant(op, "dtype", owner: owner, kind: kind)?.string ?? "fp32"
             switch type {
-            case "fp32", "fp16", "fp64": add(owner, kind, [try variable()], [output], .expandDims(axes: []))
-            case "int32", "int64", "int16", "int8", "uint8", "uint16": add(owner, kind, [try variable()], [output], .castToInteger)
+            // x may be a constant (a constexpr's result, say): it is then loaded as a value.
+            case "fp32", "fp16", "fp64": add(owner, kind, [try name(x(), owner: owner, role: "x")], [output], .expandDims(axes: []))
+            case "int32", "int64", "int16", "int8", "uint8", "uint16":
+                add(owner, kind, [try name(x(), owner: owner, role: "x")], [output], .castToInteger)
             default: throw .unsupportedLayer(layer: owner, kind: kind, reason: "casting to \(type) is not supported")
             }
         case "upsample_nearest_neighbor", "upsample_bilinear":
@@ -326,10 +331,13 @@ struct ProgramReader {
             guard height == height.rounded(), width == width.rounded(), height >= 1, width >= 1 else {
                 throw .unsupportedLayer(layer: owner, kind: kind, reason: "fractional scale factors are not supported")
             }
+            // align_corners defaults to true; half_pixel_centers (iOS 16) to !align_corners. Neither:
+            // input position = output position / scale, as the neural-network layer's default.
+            let alignCorners = try number("align_corners", 1) != 0
+            let halfPixel = try number("half_pixel_centers", alignCorners ? 0 : 1) != 0
             let mode: LayerOperation.UpsampleMode = kind == "upsample_nearest_neighbor" ? .nearest
-                : (try number("align_corners", 0) != 0 ? .bilinearAlignCorners : .bilinearHalfPixel)
-            let upsampled = intermediate(owner, kind, [try variable()], .upsample(height: Int(height), width: Int(width), mode: mode))
-            add(owner, kind, [upsampled], [output], .expandDims(axes: [0]))
+                : (alignCorners ? .bilinearAlignCorners : (halfPixel ? .bilinearHalfPixel : .bilinearDefault))
+            add(owner, kind, [try variable()], [output], .upsample(height: Int(height), width: Int(width), mode: mode))
         default:
             throw .unsupportedLayer(layer: owner, kind: kind, reason: "modelc does not run this ML program operation yet")
         }
@@ -362,13 +370,12 @@ struct ProgramReader {
             weights: weight.floats, bias: try constant(op, "bias", owner: owner, kind: kind)?.floats,
             isDeconvolution: transposed, outputShape: spatial)
         // [1, C, H, W] (or [1, C, L] as [1, C, 1, L]) in, the same rank out.
-        let source = oneDimensional ? intermediate(owner, kind, [input], .expandDims(axes: [2])) : input
-        let computed = intermediate(owner, kind, [source], .convolution(convolution))
         if oneDimensional {
-            let batched = intermediate(owner, kind, [computed], .expandDims(axes: [0]))
-            add(owner, kind, [batched], [output], .squeeze(axes: [2], all: false))
+            let source = intermediate(owner, kind, [input], .expandDims(axes: [2]))
+            let computed = intermediate(owner, kind, [source], .convolution(convolution))
+            add(owner, kind, [computed], [output], .squeeze(axes: [2], all: false))
         } else {
-            add(owner, kind, [computed], [output], .expandDims(axes: [0]))
+            add(owner, kind, [input], [output], .convolution(convolution))
         }
     }
 
@@ -387,8 +394,7 @@ struct ProgramReader {
             kind: kind == "max_pool" ? .max : (kind == "avg_pool" ? .average : .l2),
             kernel: (sizes[0], sizes[1]), stride: strides.count == 2 ? (strides[0], strides[1]) : (1, 1), padding: padding, global: false,
             excludePadding: try constant(op, "exclude_padding_from_average", owner: owner, kind: kind)?.scalar ?? 0 != 0)
-        let pooled = intermediate(owner, kind, [input], .pooling(pooling))
-        add(owner, kind, [pooled], [output], .expandDims(axes: [0]))
+        add(owner, kind, [input], [output], .pooling(pooling))
     }
 
     private mutating func normalization(_ op: CoreML__Specification__MILSpec__Operation, kind: String, owner: String, output: String, input: String) throws(RuntimeError) {
@@ -397,6 +403,8 @@ struct ProgramReader {
         let beta = try constant(op, "beta", owner: owner, kind: kind)
         var scale: [Float], shift: [Float]
         var source = input
+        // gamma and beta are [C]: shaped [C, 1, …] to broadcast over x's [N, C, …].
+        let rank = elements(op.outputs, op.n_outputs).first?.pointee.type?.pointee.tensortype?.pointee.n_dimensions ?? 4
         if kind == "batch_norm" {
             guard let mean = try constant(op, "mean", owner: owner, kind: kind), let variance = try constant(op, "variance", owner: owner, kind: kind) else {
                 throw .unsupportedLayer(layer: owner, kind: kind, reason: "mean and variance must be constants")
@@ -404,18 +412,29 @@ struct ProgramReader {
             scale = variance.floats.enumerated().map { index, value in (gamma?.floats[index] ?? 1) / (value + epsilon).squareRoot() }
             shift = mean.floats.enumerated().map { index, value in (beta?.floats[index] ?? 0) - value * scale[index] }
         } else {
-            source = intermediate(owner, kind, [input], .meanVarianceNormalize(acrossChannels: false, normalizeVariance: true, epsilon: epsilon))
+            // Each (n, c) normalized over the rest; a rank-3 [N, C, L] as [N, C, 1, L].
+            let planes = rank == 3 ? intermediate(owner, kind, [input], .expandDims(axes: [2])) : input
+            source = intermediate(owner, kind, [planes], .meanVarianceNormalize(acrossChannels: false, normalizeVariance: true, epsilon: epsilon))
+            if rank == 3 { source = intermediate(owner, kind, [source], .squeeze(axes: [2], all: false)) }
             scale = gamma?.floats ?? []
             shift = beta?.floats ?? []
         }
-        let channels = max(scale.count, shift.count)
-        let constantShape = [channels, 1, 1]
-        if !scale.isEmpty {
-            let scaleName = try name(.constant(ProgramConstant(shape: constantShape, floats: scale)), owner: owner, role: "scale")
-            source = intermediate(owner, kind, [source, scaleName], .binary(.multiply))
+        let trailing = [Int](repeating: 1, count: max(0, Int(rank) - 2))
+        var steps: [(operation: LayerOperation, values: [Float], role: String)] = []
+        if !scale.isEmpty { steps.append((.binary(.multiply), scale, "scale")) }
+        if !shift.isEmpty { steps.append((.binary(.add), shift, "shift")) }
+        guard !steps.isEmpty else {
+            add(owner, kind, [source], [output], .expandDims(axes: []))
+            return
         }
-        let shiftName = try name(.constant(ProgramConstant(shape: constantShape, floats: shift.isEmpty ? [0] : shift)), owner: owner, role: "shift")
-        add(owner, kind, [source, shiftName], [output], .binary(.add))
+        for (index, (operation, values, role)) in steps.enumerated() {
+            let constantName = try name(.constant(ProgramConstant(shape: [values.count] + trailing, floats: values)), owner: owner, role: role)
+            if index == steps.count - 1 {
+                add(owner, kind, [source, constantName], [output], operation)
+            } else {
+                source = intermediate(owner, kind, [source, constantName], operation)
+            }
+        }
     }
 
     private static func padding(_ type: String, _ pad: [Int], oneDimensional: Bool) throws(RuntimeError) -> LayerOperation.Padding {

@@ -63,17 +63,17 @@ enum ReferenceKernels {
                     offset += channels
                 }
             }
-        case .matmul(let batch, let m, let k, let n, let transposeA, let transposeB, let weights, let bias, let batchA, let batchB):
+        case .matmul(let batch, let m, let k, let n, let transposeA, let transposeB, let weights, let bias, let aMatrices, let bMatrices):
             guard let a = inputs[0].baseAddress, let c = output.baseAddress else { return }
             for index in 0..<batch {
-                let aBatch = a + (batchA == 1 ? 0 : index) * m * k
+                let aBatch = a + aMatrices[index] * m * k
                 let cBatch = c + index * m * n
                 if let weights {
                     weights.withUnsafeBufferPointer { w in
                         if let base = w.baseAddress { BLAS.gemm(aBatch, transposeA: transposeA, base, transposeB: transposeB, cBatch, m: m, n: n, k: k) }
                     }
                 } else if let b = inputs[1].baseAddress {
-                    BLAS.gemm(aBatch, transposeA: transposeA, b + (batchB == 1 ? 0 : index) * k * n, transposeB: transposeB, cBatch, m: m, n: n, k: k)
+                    BLAS.gemm(aBatch, transposeA: transposeA, b + bMatrices[index] * k * n, transposeB: transposeB, cBatch, m: m, n: n, k: k)
                 }
                 if let bias {
                     for row in 0..<m { for column in 0..<n { cBatch[row * n + column] += bias[column] } }

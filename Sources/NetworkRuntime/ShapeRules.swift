@@ -22,6 +22,7 @@ struct ShapeRules {
             return [(.constant(values), shape)]
         }
         guard !inputs.isEmpty else { throw bad("no inputs") }
+        if first.count > 3, node.operation.readsChannelItems { return try batchedSteps() }
         if case .split(let parts) = node.operation {
             let (channels, height, width) = chw(first)
             guard parts > 0, channels % parts == 0 else { throw bad("\(channels) channels do not split into \(parts) equal parts") }
@@ -53,6 +54,25 @@ struct ShapeRules {
         if let more = try moreSteps() { return [more] }
         if let program = try programSteps() { return [program] }
         return [try step()]
+    }
+
+    /// A channel-first layer on a blob of rank 4 or more: NeuralNetwork.proto
+    /// treats every dimension before the last three as batch. The layer's rule
+    /// is worked out for one `[C, H, W]` item; the output keeps the leading
+    /// dimensions, and a batch of more than one runs the item's step per item.
+    private func batchedSteps() throws(RuntimeError) -> [(StepKind, [Int])] {
+        let lead = Array(first.dropLast(3))
+        let batch = lead.reduce(1, *)
+        let items = inputs.map { Array(($0.count < 3 ? Array(repeating: 1, count: 3 - $0.count) + $0 : $0).suffix(3)) }
+        let sizes = items.map { $0.reduce(1, *) }
+        // An input without the batch (a crop's reference of another batch) is shared by every item.
+        let strides = zip(inputs, sizes).map { shape, size in Array(shape.dropLast(3)).reduce(1, *) == batch ? size : 0 }
+        let perItem = try ShapeRules(node: node, inputs: items).steps()
+        return perItem.map { kind, shape in
+            let step: StepKind = batch == 1 ? kind
+                : .batched(kind, count: batch, inputSizes: sizes, inputStrides: strides, outputSize: shape.reduce(1, *))
+            return (step, lead + shape)
+        }
     }
 
     func step() throws(RuntimeError) -> (StepKind, [Int]) {
@@ -91,16 +111,27 @@ struct ShapeRules {
             return (.convolution(step), [conv.outputChannels, out.0, out.1])
 
         case .innerProduct(let outputs, let inputsCount, let weights, let bias):
+            // NeuralNetwork.proto: rank 4 (x1, x2, x3, x4) is (x1, x2·x3·x4) → (x1, C_out, 1, 1),
+            // rank 5 (x1·x2, x3·x4·x5) → (x1, x2, C_out, 1, 1), rank 2 and 3 apply to the last dimension.
             let count = first.reduce(1, *)
-            if first.count > 1, first.last == inputsCount, count != inputsCount {
-                // Rank-N: applied to the last dimension of every row.
-                let rows = count / inputsCount
-                return (.fullyConnected(inputs: inputsCount, outputs: outputs, rows: rows, weights: weights, bias: bias,
-                                        outputRange: (-.infinity, .infinity)), Array(first.dropLast()) + [outputs])
+            func product(rows: Int, _ shape: [Int]) -> (StepKind, [Int]) {
+                (.fullyConnected(inputs: inputsCount, outputs: outputs, rows: rows, weights: weights, bias: bias,
+                                 outputRange: (-.infinity, .infinity)), shape)
+            }
+            if first.count >= 4 {
+                let lead = Array(first.dropLast(3))
+                guard first.suffix(3).reduce(1, *) == inputsCount else {
+                    throw bad("input's last three dimensions \(Array(first.suffix(3))) hold \(first.suffix(3).reduce(1, *)) values, the weights expect \(inputsCount)")
+                }
+                return product(rows: lead.reduce(1, *), lead + [outputs, 1, 1])
+            }
+            // A rank-3 [C, 1, 1] is a rank-5 network's channel blob; otherwise the last dimension is C_in.
+            let channelBlob = first.count == 3 && first[0] == inputsCount && count == inputsCount
+            if first.count > 1, first.last == inputsCount, !channelBlob {
+                return product(rows: count / inputsCount, Array(first.dropLast()) + [outputs])
             }
             guard count == inputsCount else { throw bad("input has \(count) values, the weights expect \(inputsCount)") }
-            return (.fullyConnected(inputs: inputsCount, outputs: outputs, rows: 1, weights: weights, bias: bias,
-                                    outputRange: (-.infinity, .infinity)), first.count == 3 ? [outputs, 1, 1] : [outputs])
+            return product(rows: 1, first.count == 3 ? [outputs, 1, 1] : [outputs])
 
         case .channelAffine(let scale, let shift):
             let (channels, height, width) = chw(first)
@@ -171,30 +202,36 @@ struct ShapeRules {
 
         case .batchedMatMul(let transposeA, let transposeB, let weights, let first, let second, let bias):
             let a = self.first
-            guard a.count >= 2 || (a.count == 1 && weights != nil) else { throw bad("input of rank \(a.count)") }
+            guard !a.isEmpty else { throw bad("input of rank 0") }
             let aMatrix = a.count == 1 ? [1, a[0]] : a
             let m = transposeA ? aMatrix[aMatrix.count - 1] : aMatrix[aMatrix.count - 2]
             let k = transposeA ? aMatrix[aMatrix.count - 2] : aMatrix[aMatrix.count - 1]
-            let batchA = aMatrix.dropLast(2).reduce(1, *)
+            let batchShapeA = Array(aMatrix.dropLast(2))
+            let batchA = batchShapeA.reduce(1, *)
             if let weights {
                 guard k == first else { throw bad("input's inner dimension is \(k), the weights' first is \(first)") }
-                let output = Array(a.dropLast()) + [second]
+                let output = a.count == 1 ? [second] : batchShapeA + [m, second]
                 // The weights are stored [second, first]: the product uses their transpose.
                 return (.matmul(batch: batchA, m: m, k: k, n: second, transposeA: transposeA, transposeB: true,
-                                weights: weights, bias: bias, batchA: batchA, batchB: 1), output)
+                                weights: weights, bias: bias, aMatrices: Array(0..<batchA), bMatrices: Array(repeating: 0, count: batchA)), output)
             }
-            guard inputs.count == 2, inputs[1].count >= 2 else { throw bad("needs two inputs of rank ≥ 2 or weights") }
+            guard inputs.count == 2 else { throw bad("needs two inputs or weights") }
+            guard a.count >= 2, inputs[1].count >= 2 else {
+                throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "a rank-1 operand of a product of two inputs is not supported")
+            }
             let b = inputs[1]
             let kB = transposeB ? b[b.count - 1] : b[b.count - 2]
             let n = transposeB ? b[b.count - 2] : b[b.count - 1]
             guard kB == k else { throw bad("inner dimensions \(k) and \(kB) differ") }
-            let batchB = b.dropLast(2).reduce(1, *)
-            guard batchA == batchB || batchA == 1 || batchB == 1 else { throw bad("batch dimensions \(a.dropLast(2)) and \(b.dropLast(2)) do not broadcast") }
-            let batchShape = batchA >= batchB ? Array(aMatrix.dropLast(2)) : Array(b.dropLast(2))
-            return (.matmul(batch: max(batchA, batchB), m: m, k: k, n: n, transposeA: transposeA, transposeB: transposeB,
-                            weights: nil, bias: nil, batchA: batchA, batchB: batchB), batchShape + [m, n])
+            // Batch dimensions broadcast as NumPy's matmul does, whatever their ranks.
+            let batchShapeB = Array(b.dropLast(2))
+            let batchShape = try broadcast([batchShapeA, batchShapeB])
+            let batch = batchShape.reduce(1, *)
+            return (.matmul(batch: batch, m: m, k: k, n: n, transposeA: transposeA, transposeB: transposeB,
+                            weights: nil, bias: nil, aMatrices: Self.broadcastIndices(batchShapeA, to: batchShape),
+                            bMatrices: Self.broadcastIndices(batchShapeB, to: batchShape)), batchShape + [m, n])
         default:
-            throw bad("no shape rule")
+            throw .unsupportedLayer(layer: node.name, kind: node.kind, reason: "modelc has no shape rule for this layer")
         }
     }
 
@@ -260,16 +297,33 @@ struct ShapeRules {
             var constant: Float = 0
             if case .constant(let value) = mode { constant = value }
             return (.gather(indices: Gathers.padded(first, before: before, output: shape, mode: mode), constant: constant), shape)
-        case .gatherConstant(let indices, let indexShape, let gatherAxis):
+        case .gatherConstant(let indices, let indexShape, let gatherAxis, let givenBatchDims):
+            // x[b…, m…, indices[b…, j…], i…] for the first `batchDims` dimensions shared by x and the indices.
             let resolved = axis(gatherAxis)
             guard (0..<rank).contains(resolved) else { throw bad("axis \(gatherAxis) of rank \(rank)") }
+            let batchDims = givenBatchDims < 0 ? givenBatchDims + indexShape.count : givenBatchDims
+            guard batchDims >= 0, batchDims <= resolved, batchDims <= indexShape.count,
+                  Array(indexShape.prefix(batchDims)) == Array(first.prefix(batchDims)) else {
+                throw bad("batch_dims \(givenBatchDims) with indices of shape \(indexShape) and input of shape \(first), axis \(gatherAxis)")
+            }
             let size = first[resolved]
             let positions = indices.map { $0 < 0 ? $0 + size : $0 }
             guard positions.allSatisfy({ (0..<size).contains($0) }) else { throw bad("gather indices outside 0..<\(size)") }
-            let outer = first[..<resolved].reduce(1, *), inner = first[(resolved + 1)...].reduce(1, *)
+            let batches = first[..<batchDims].reduce(1, *), middle = first[batchDims..<resolved].reduce(1, *)
+            let inner = first[(resolved + 1)...].reduce(1, *)
+            let perBatch = indexShape[batchDims...].reduce(1, *)
             var table: [Int32] = []
-            for o in 0..<outer { for p in positions { for i in 0..<inner { table.append(Int32((o * size + p) * inner + i)) } } }
-            return (.gather(indices: table, constant: 0), Array(first[..<resolved]) + indexShape + Array(first[(resolved + 1)...]))
+            table.reserveCapacity(batches * middle * perBatch * inner)
+            for b in 0..<batches {
+                for m in 0..<middle {
+                    let o = b * middle + m
+                    for p in positions[(b * perBatch)..<((b + 1) * perBatch)] {
+                        for i in 0..<inner { table.append(Int32((o * size + p) * inner + i)) }
+                    }
+                }
+            }
+            return (.gather(indices: table, constant: 0),
+                    Array(first[..<resolved]) + Array(indexShape[batchDims...]) + Array(first[(resolved + 1)...]))
         case .castToInteger:
             return (.truncate, first)
         case .instanceNorm(let gamma, let beta, let epsilon):
@@ -304,7 +358,8 @@ struct ShapeRules {
                     return ry * width + rx
                 }
             } source: { c in c * plane }
-            return (.gather(indices: indices, constant: constant), [channels, outH, outW])
+            // NeuralNetwork.proto: rank 2 and up, the output of the input's rank.
+            return (.gather(indices: indices, constant: constant), Array([channels, outH, outW].suffix(max(2, min(3, first.count)))))
         case .upsample(let factorH, let factorW, let mode):
             let outH = height * factorH, outW = width * factorW
             if mode != .nearest {
@@ -373,8 +428,10 @@ struct ShapeRules {
             }
             return (.reduce(mode, outer: outer, axis: axis, inner: inner, epsilon: epsilon), shape)
         case .embedding(let inputDim, let outputs, let weights, let bias):
-            return (.embedding(inputDim: inputDim, outputs: outputs, rows: first.reduce(1, *), weights: weights, bias: bias),
-                    first.count <= 1 || first.reduce(1, *) == 1 ? [outputs, 1, 1] : [first.reduce(1, *), outputs, 1, 1])
+            // NeuralNetwork.proto: (x1, 1, 1, 1) → (x1, C_out, 1, 1), (x1, x2, 1, 1, 1) → (x1, x2, C_out, 1, 1).
+            let shape = first.count >= 4 ? Array(first.dropLast(3)) + [outputs, 1, 1]
+                : (first.count <= 1 || first.reduce(1, *) == 1 ? [outputs, 1, 1] : [first.reduce(1, *), outputs, 1, 1])
+            return (.embedding(inputDim: inputDim, outputs: outputs, rows: first.reduce(1, *), weights: weights, bias: bias), shape)
         case .dot(let cosine):
             guard inputs.count == 2, inputs[0].reduce(1, *) == inputs[1].reduce(1, *) else { throw bad("needs two inputs of one size") }
             return (.dot(cosine: cosine, count: first.reduce(1, *)), [1, 1, 1])
@@ -404,9 +461,17 @@ struct ShapeRules {
             let resolved = Set(axes.map { $0 < 0 ? $0 + rank : $0 })
             var source = first.makeIterator()
             return (.copy(count: first.reduce(1, *)), (0..<rank).map { resolved.contains($0) ? 1 : (source.next() ?? 1) })
-        case .reshapeStatic(let requested):
-            // -1 takes what is left; 0 keeps the input's dimension.
-            var shape = requested.enumerated().map { $0.element == 0 && $0.offset < first.count ? first[$0.offset] : $0.element }
+        case .reshapeStatic(let requested, let zerosFromEnd):
+            // -1 takes what is left; 0 keeps the input's dimension at the same position, counted
+            // from the start, or (iOS 17 `reshape`) from the end, 1 where the input has none.
+            var shape = requested.enumerated().map { offset, size -> Int in
+                guard size == 0 else { return size }
+                if zerosFromEnd {
+                    let source = first.count - (requested.count - offset)
+                    return source >= 0 ? first[source] : 1
+                }
+                return offset < first.count ? first[offset] : size
+            }
             if let unknown = shape.firstIndex(of: -1) {
                 let known = shape.enumerated().filter { $0.offset != unknown }.reduce(1) { $0 * $1.element }
                 shape[unknown] = known > 0 ? first.reduce(1, *) / known : 0
@@ -416,8 +481,10 @@ struct ShapeRules {
         case .flattenTo2D(let axis):
             let resolved = axis < 0 ? axis + first.count : axis
             return (.copy(count: first.reduce(1, *)), [first.prefix(resolved).reduce(1, *), first.dropFirst(resolved).reduce(1, *)])
-        case .transpose(let axes):
-            guard axes.count == first.count, Set(axes) == Set(0..<first.count) else { throw bad("axes \(axes) do not permute rank \(first.count)") }
+        case .transpose(let given):
+            // Negative axes count from the end, as in MIL's `transpose`.
+            let axes = given.map { $0 < 0 ? $0 + first.count : $0 }
+            guard axes.count == first.count, Set(axes) == Set(0..<first.count) else { throw bad("axes \(given) do not permute rank \(first.count)") }
             return (.gather(indices: Gathers.transpose(first, axes), constant: 0), axes.map { first[$0] })
         case .concatND(let axis):
             let rank = first.count
@@ -500,6 +567,25 @@ struct ShapeRules {
             }
         }
         return output
+    }
+
+    /// For each position of `output` (row-major), the position of `shape`
+    /// that broadcasting reads: dimensions aligned from the end, size-1 ones repeated.
+    static func broadcastIndices(_ shape: [Int], to output: [Int]) -> [Int] {
+        let padded = Array(repeating: 1, count: output.count - shape.count) + shape
+        var indices: [Int] = []
+        indices.reserveCapacity(output.reduce(1, *))
+        for position in 0..<output.reduce(1, *) {
+            var rest = position, index = 0, step = 1
+            for axis in (0..<output.count).reversed() {
+                let coordinate = rest % output[axis]
+                rest /= output[axis]
+                if padded[axis] != 1 { index += coordinate * step }
+                step *= padded[axis]
+            }
+            indices.append(index)
+        }
+        return indices
     }
 
     /// The output size and the padding before and after, for a sliding window.

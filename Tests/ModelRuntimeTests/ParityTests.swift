@@ -29,8 +29,9 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
 
     /// Runs every case through the file's model, on `threads` threads per
     /// prediction and `concurrently` predictions at once, and records each
-    /// output that differs from the reference by more than the tolerance.
-    func check(compiled: Bool = false, threads: Int = 1, concurrently: Int = 1) throws {
+    /// output that differs from the reference by more than the tolerance (or,
+    /// with `exactShapes`, has another shape than the reference's arrays).
+    func check(compiled: Bool = false, threads: Int = 1, concurrently: Int = 1, exactShapes: Bool = false) throws {
         let document = try #require(try JSONSerialization.jsonObject(
             with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(name).json")))) as? [String: Any])
         let modelName = try #require(document["model"] as? String)
@@ -68,7 +69,7 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
                             mismatches.withLock { $0.append("case \(index): no output \"\(output)\"") }
                             continue
                         }
-                        if let mismatch = ParityComparison.difference(got, want, tolerance: tolerance) {
+                        if let mismatch = ParityComparison.difference(got, want, tolerance: tolerance, exactShape: exactShapes) {
                             mismatches.withLock { $0.append("case \(index) output \"\(output)\": \(mismatch)") }
                         }
                     }

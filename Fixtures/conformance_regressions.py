@@ -1,0 +1,621 @@
+#!/usr/bin/env python3
+"""Generate the regression fixtures for the defects coremltools' own operation tests found in modelc.
+
+Usage:
+    conformance_regressions.py [--out DIR]   write DIR/Parity/Regressions/ (default DIR: the folder of this script)
+
+Each case set is the smallest model that showed one defect (issue 25), built with coremltools'
+builders (`mb.program` for ML programs, `NeuralNetworkBuilder` for neural networks), with inputs
+and the outputs a NumPy float64 evaluation of the MIL operation definitions
+(coremltools/converters/mil/mil/ops/defs/iOS15..iOS18) or of NeuralNetwork.proto's layer
+definitions gives for them. The runtime must reproduce every output with exactly the shape
+written here (the nesting of the JSON arrays) and every value within the file's tolerance:
+|got - want| <= tolerance * max(1, |want|).
+
+Neural-network outputs are declared without a shape, so that what is checked is the shape the
+runtime computes, not the declared one it could reshape into.
+
+The files use network_parity.py's format and helpers. Everything is deterministic: fixed seeds,
+deterministic protobuf serialization, no dates, stable package identifiers. Running the script
+twice gives byte-identical files.
+"""
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import sys
+import warnings
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import numpy as np
+
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import get_new_symbol
+from coremltools.models import datatypes
+from coremltools.models.neural_network import NeuralNetworkBuilder
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import network_parity as npar  # noqa: E402
+
+SUBDIR = os.path.join("Parity", "Regressions")
+NUMPY = npar.NUMPY
+TOLERANCE = 1e-5
+README_HEADING = "## Regressions"
+
+
+class Writer(npar.Writer):
+    """network_parity's writer, into Parity/Regressions/."""
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        self.dir = os.path.join(out_dir, SUBDIR)
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+def nn(inputs, outputs):
+    """A neural network with rank-N inputs (EXACT_ARRAY_MAPPING) and outputs of undeclared shape."""
+    return NeuralNetworkBuilder([(n, datatypes.Array(*s)) for n, s in inputs],
+                                [(n, None) for n in outputs],
+                                disable_rank5_shape_mapping=True)
+
+
+def finish(builder):
+    spec = builder.spec
+    spec.specificationVersion = max(spec.specificationVersion, 4)
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# NumPy references, from NeuralNetwork.proto's layer definitions
+# ---------------------------------------------------------------------------
+
+def conv_nchw(x, w, b, pads):
+    """Convolution of every item of a batch: w [O, I, kH, kW], pads (top, bottom, left, right)."""
+    return np.stack([npar.conv2d(item, w, b, pads=pads) for item in x])
+
+
+def deconv_nchw(x, w, b, stride):
+    return np.stack([npar.deconv2d(item, w, b, stride) for item in x])
+
+
+def bilinear_align_corners(x, fh, fw):
+    """UpsampleLayerParams, linearUpsampleMode ALIGN_CORNERS_TRUE, over the last two axes."""
+    h, w = x.shape[-2:]
+    oh, ow = h * fh, w * fw
+
+    def grid(n_in, n_out):
+        return np.arange(n_out) * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+
+    def interpolate(values, points, axis):
+        low = np.floor(points).astype(int)
+        high = np.minimum(low + 1, values.shape[axis] - 1)
+        frac = points - low
+        a, b = np.take(values, low, axis=axis), np.take(values, high, axis=axis)
+        shape = [1] * values.ndim
+        shape[axis] = len(points)
+        return a + (b - a) * frac.reshape(shape)
+
+    return interpolate(interpolate(x, grid(h, oh), x.ndim - 2), grid(w, ow), x.ndim - 1)
+
+
+def bilinear_grid(n_in, n_out, mode):
+    """MIL upsample_bilinear's sampling positions (iOS15 notes, iOS16 half_pixel_centers)."""
+    i = np.arange(n_out, dtype=np.float64)
+    if mode == "align_corners":
+        spacing = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        points = i * spacing
+    elif mode == "half_pixel":
+        spacing = n_in / n_out
+        points = i * spacing + 0.5 * spacing - 0.5
+    else:  # neither: output position / scale
+        points = i * (n_in / n_out)
+    return np.clip(points, 0, n_in - 1)
+
+
+def bilinear(x, oh, ow, mode):
+    def along(values, points, axis):
+        low = np.floor(points).astype(int)
+        high = np.minimum(low + 1, values.shape[axis] - 1)
+        frac = points - low
+        a, b = np.take(values, low, axis=axis), np.take(values, high, axis=axis)
+        shape = [1] * values.ndim
+        shape[axis] = len(points)
+        return a + (b - a) * frac.reshape(shape)
+
+    h, w = x.shape[-2:]
+    y = along(x, bilinear_grid(h, oh, mode), x.ndim - 2)
+    return along(y, bilinear_grid(w, ow, mode), x.ndim - 1)
+
+
+# ---------------------------------------------------------------------------
+# Defect 1: channel-first layers keep the rank and the batch (NeuralNetwork.proto)
+# ---------------------------------------------------------------------------
+
+def channel_layer_sweep(writer, name, lead, seed):
+    """Every channel-first layer kind on an input lead + [3, 4, 4]: the proto reads the last
+    three dimensions as [C, H, W], every one before them as batch, and keeps them."""
+    rng = np.random.default_rng(seed)
+    batch = int(np.prod(lead))
+    c, h, w = 3, 4, 4
+    conv_w, conv_b = npar.rand(rng, 2, c, 3, 3, scale=0.5), npar.rand(rng, 2)
+    deconv_w, deconv_b = npar.rand(rng, c, 2, 2, 2, scale=0.5), npar.rand(rng, 2)
+    fc_w, fc_b = npar.rand(rng, 5, c * h * w, scale=0.3), npar.rand(rng, 5)
+    gamma, beta = 1 + npar.rand(rng, c), npar.rand(rng, c)
+    mean, var = npar.rand(rng, c), 0.5 + np.abs(npar.rand(rng, c))
+    outputs = ["conv", "deconv", "max_pool", "avg_pool", "global_pool", "crop", "upsample",
+               "reduce_hw", "reduce_chw", "inner_product", "batchnorm"]
+    shape = tuple(lead) + (c, h, w)
+    b = nn([("x", shape)], outputs)
+    b.add_convolution("conv", kernel_channels=c, output_channels=2, height=3, width=3,
+                      stride_height=1, stride_width=1, border_mode="same", groups=1,
+                      W=conv_w.transpose(2, 3, 1, 0), b=conv_b, has_bias=True,
+                      input_name="x", output_name="conv")
+    b.add_convolution("deconv", kernel_channels=c, output_channels=2, height=2, width=2,
+                      stride_height=2, stride_width=2, border_mode="valid", groups=1,
+                      W=deconv_w.transpose(2, 3, 0, 1), b=deconv_b, has_bias=True,
+                      is_deconv=True, input_name="x", output_name="deconv")
+    b.add_pooling("max_pool", height=2, width=2, stride_height=2, stride_width=2,
+                  layer_type="MAX", padding_type="VALID", input_name="x", output_name="max_pool")
+    b.add_pooling("avg_pool", height=1, width=2, stride_height=1, stride_width=2,
+                  layer_type="AVERAGE", padding_type="VALID", input_name="x", output_name="avg_pool")
+    b.add_pooling("global_pool", height=1, width=1, stride_height=1, stride_width=1,
+                  layer_type="AVERAGE", padding_type="VALID", input_name="x",
+                  output_name="global_pool", is_global=True)
+    b.add_crop("crop", left=1, right=0, top=0, bottom=1, offset=[0, 0], input_names=["x"],
+               output_name="crop")
+    b.add_upsample("upsample", scaling_factor_h=2, scaling_factor_w=2, input_name="x",
+                   output_name="upsample", mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_TRUE")
+    b.add_reduce("reduce_hw", input_name="x", output_name="reduce_hw", axis="HW", mode="avg")
+    b.add_reduce("reduce_chw", input_name="x", output_name="reduce_chw", axis="CHW", mode="sum")
+    b.add_inner_product("inner_product", W=fc_w, b=fc_b, input_channels=c * h * w,
+                        output_channels=5, has_bias=True, input_name="x",
+                        output_name="inner_product")
+    b.add_batchnorm("batchnorm", channels=c, gamma=gamma, beta=beta, mean=mean, variance=var,
+                    input_name="x", output_name="batchnorm", epsilon=1e-5)
+    spec = finish(b)
+
+    def forward(v):
+        x = v["x"].reshape(batch, c, h, w)
+        pooled = x.reshape(batch, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+        flat = x.reshape(batch, -1)
+        out = {
+            "conv": conv_nchw(x, f32(conv_w), f32(conv_b), (1, 1, 1, 1)),
+            "deconv": deconv_nchw(x, f32(deconv_w), f32(deconv_b), (2, 2)),
+            "max_pool": pooled,
+            "avg_pool": x.reshape(batch, c, h, w // 2, 2).mean(axis=4),
+            "global_pool": x.mean(axis=(2, 3), keepdims=True),
+            "crop": x[:, :, 0:h - 1, 1:w],
+            "upsample": bilinear_align_corners(x, 2, 2),
+            "reduce_hw": x.mean(axis=(2, 3), keepdims=True),
+            "reduce_chw": x.sum(axis=(1, 2, 3), keepdims=True),
+            "inner_product": (flat @ f32(fc_w).T + f32(fc_b)).reshape(batch, 5, 1, 1),
+            "batchnorm": ((x - f32(mean)[:, None, None]) / np.sqrt(f32(var)[:, None, None] + 1e-5)
+                          * f32(gamma)[:, None, None] + f32(beta)[:, None, None]),
+        }
+        return {k: y.reshape(tuple(lead) + y.shape[1:]) for k, y in out.items()}
+
+    cases = [{"inputs": {"x": f32(rng.standard_normal(shape))}} for _ in range(2)]
+    for case in cases:
+        case["outputs"] = forward(case["inputs"])
+    writer.write(name, spec, NUMPY, cases,
+                 "defect 1: convolution, deconvolution, pooling (max, average, global), crop, "
+                 "bilinear upsample, reduce (HW, CHW), inner product and batchnorm on a rank-%d "
+                 "%s input keep the rank and the leading dimensions" % (len(shape), list(shape)),
+                 "NeuralNetwork.proto: a rank-4 blob is [Batch, C, H, W], a rank-5 one [Seq, Batch, "
+                 "C, H, W]; dimensions before the last three are batch and the output keeps them "
+                 "(inner product: rank 4 (x1, C_out, 1, 1), rank 5 (x1, x2, C_out, 1, 1)).",
+                 tolerance=TOLERANCE)
+
+
+def nn_pooling_leading_ones(writer):
+    """The sampled case: an average pool over (1, 2, 1, 2) gave (2, 1, 1)."""
+    b = nn([("x", (1, 2, 1, 2))], ["y"])
+    b.add_pooling("pool", height=1, width=2, stride_height=1, stride_width=1, layer_type="AVERAGE",
+                  padding_type="VALID", input_name="x", output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2503)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((1, 2, 1, 2)))
+        cases.append({"inputs": {"x": x}, "outputs": {"y": x.mean(axis=3, keepdims=True)}})
+    writer.write("nn_pool_leading_ones", spec, NUMPY, cases,
+                 "defect 1: an average pool over a (1, 2, 1, 2) input gives (1, 2, 1, 1)",
+                 "Leading size-1 dimensions stay.", tolerance=TOLERANCE)
+
+
+def nn_upsample_batch(writer):
+    """The sampled case: upsample_bilinear on (2, 5, 30, 88) folded the batch into channels."""
+    shape = (2, 5, 3, 4)
+    b = nn([("x", shape)], ["y"])
+    b.add_upsample("up", scaling_factor_h=2, scaling_factor_w=3, input_name="x", output_name="y",
+                   mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_TRUE")
+    spec = finish(b)
+    rng = np.random.default_rng(2504)
+    x = f32(rng.standard_normal(shape))
+    writer.write("nn_upsample_batch", spec, NUMPY,
+                 [{"inputs": {"x": x}, "outputs": {"y": bilinear_align_corners(x, 2, 3)}}],
+                 "defect 1: bilinear upsample of a (2, 5, 3, 4) input gives (2, 5, 6, 12)",
+                 "The batch is not folded into the channels.", tolerance=TOLERANCE)
+
+
+# ---------------------------------------------------------------------------
+# Defects 2, 4, 5, 7, 8, 9: ML programs (MIL operation definitions)
+# ---------------------------------------------------------------------------
+
+def nn_pad_rank2(writer):
+    """Found by the same tests (TestPad, neural network): padding a (3, 5) blob gave (1, 4, 7)."""
+    b = nn([("x", (3, 5))], ["y"])
+    b.add_padding("pad", left=1, right=1, top=1, bottom=0, value=0.5, input_name="x", output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2515)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((3, 5)))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {"y": np.pad(x, ((1, 0), (1, 1)), constant_values=0.5)}})
+    writer.write("nn_pad_rank2", spec, NUMPY, cases,
+                 "defect 1: constant padding of a rank-2 (3, 5) blob gives rank 2 (4, 7)",
+                 "NeuralNetwork.proto: padding takes rank 2 and up and keeps the rank.",
+                 tolerance=TOLERANCE)
+
+
+def program_gather_batch_dims(writer):
+    indices = np.array([[2, 0], [1, 1]], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3, 4))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return mb.gather(x=x, indices=indices, axis=1, batch_dims=1, name="y")
+
+    model = npar.finish_program(prog, ct.target.iOS16)
+    rng = np.random.default_rng(2505)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((2, 3, 4)))
+        y = np.stack([x[b][indices[b]] for b in range(2)])  # x[b, indices[b, j], :]
+        cases.append({"inputs": {"x": x}, "outputs": {"y": y}})
+    writer.write_package("program_gather_batch_dims", model, NUMPY, cases,
+                         "defect 2: iOS16 gather axis 1, batch_dims 1: (2, 3, 4) with indices "
+                         "(2, 2) gives (2, 2, 4)",
+                         "output shape x.shape[:axis] + indices.shape[batch_dims:] + "
+                         "x.shape[axis + 1:]", tolerance=TOLERANCE)
+
+
+def program_upsample_modes(writer):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 1, 2))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return (mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=3,
+                                     align_corners=False, half_pixel_centers=False, name="neither"),
+                mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=3,
+                                     align_corners=False, half_pixel_centers=True, name="half_pixel"),
+                mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=3,
+                                     align_corners=True, half_pixel_centers=False, name="align_corners"))
+
+    model = npar.finish_program(prog, ct.target.iOS16)
+    rng = np.random.default_rng(2506)
+    xs = [f32([[[[1, 2]]]]), f32(rng.standard_normal((1, 1, 1, 2)))]
+    cases = [{"inputs": {"x": x},
+              "outputs": {mode: bilinear(x, 2, 6, mode)
+                          for mode in ("neither", "half_pixel", "align_corners")}} for x in xs]
+    writer.write_package("program_upsample_bilinear_modes", model, NUMPY, cases,
+                         "defect 4: iOS16 upsample_bilinear with align_corners / "
+                         "half_pixel_centers False/False, False/True, True/False",
+                         "Neither: input position = output position x Xin / Xout (clamped); "
+                         "[1, 2] x3 gives [1, 1.33, 1.67, 2, 2, 2].", tolerance=TOLERANCE)
+
+
+def program_instance_norm_defaults(writer):
+    rng = np.random.default_rng(2507)
+    gamma = 1 + npar.rand(rng, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 5, 4, 3)), mb.TensorSpec(shape=(2, 5, 6))],
+                opset_version=ct.target.iOS15)
+    def prog(x, z):
+        return (mb.instance_norm(x=x, epsilon=1e-5, name="plain"),
+                mb.instance_norm(x=x, gamma=gamma, epsilon=1e-5, name="gamma_only"),
+                mb.instance_norm(x=z, epsilon=1e-5, name="rank3"))
+
+    model = npar.finish_program(prog, ct.target.iOS15)
+
+    def norm(v):
+        axes = tuple(range(2, v.ndim))
+        m = v.mean(axis=axes, keepdims=True)
+        return (v - m) / np.sqrt(((v - m) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((1, 5, 4, 3)))
+        z = f32(rng.standard_normal((2, 5, 6)))
+        cases.append({"inputs": {"x": x, "z": z},
+                      "outputs": {"plain": norm(x), "gamma_only": norm(x) * f32(gamma)[:, None, None],
+                                  "rank3": norm(z)}})
+    writer.write_package("program_instance_norm_defaults", model, NUMPY, cases,
+                         "defect 5: iOS15 instance_norm without gamma and beta, with gamma only, "
+                         "and on a rank-3 [N, C, L] input",
+                         "gamma defaults to 1, beta to 0; each (n, c) normalized over the rest.",
+                         tolerance=TOLERANCE)
+
+
+def program_transpose_negative(writer):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2, 3, 4, 5))],
+                opset_version=ct.target.iOS15)
+    def prog(a, b):
+        return (mb.transpose(x=a, perm=[-1, 0], name="two"),
+                mb.transpose(x=b, perm=[0, 2, -1, -3], name="four"))
+
+    model = npar.finish_program(prog, ct.target.iOS15)
+    rng = np.random.default_rng(2508)
+    cases = []
+    for _ in range(2):
+        a, b = f32(rng.standard_normal((2, 3))), f32(rng.standard_normal((2, 3, 4, 5)))
+        cases.append({"inputs": {"a": a, "b": b},
+                      "outputs": {"two": a.transpose(1, 0), "four": b.transpose(0, 2, 3, 1)}})
+    writer.write_package("program_transpose_negative_axes", model, NUMPY, cases,
+                         "defect 7: transpose with perm [-1, 0] and [0, 2, -1, -3]",
+                         "Negative axes count from the end.", tolerance=TOLERANCE)
+
+
+def program_matmul_broadcast(writer):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3, 1, 2, 3)), mb.TensorSpec(shape=(1, 4, 3, 2))],
+                opset_version=ct.target.iOS15)
+    def prog(x, y):
+        return mb.matmul(x=x, y=y, name="z")
+
+    model = npar.finish_program(prog, ct.target.iOS15)
+    rng = np.random.default_rng(2509)
+    cases = []
+    for _ in range(2):
+        x, y = f32(rng.standard_normal((1, 3, 1, 2, 3))), f32(rng.standard_normal((1, 4, 3, 2)))
+        cases.append({"inputs": {"x": x, "y": y}, "outputs": {"z": np.matmul(x, y)}})
+    writer.write_package("program_matmul_batch_broadcast", model, NUMPY, cases,
+                         "defect 8: matmul of (1, 3, 1, 2, 3) and (1, 4, 3, 2): batch dimensions "
+                         "[1, 3, 1] and [1, 4] broadcast to [1, 3, 4]",
+                         "As numpy.matmul.", tolerance=TOLERANCE)
+
+
+def program_reshape_zeros(writer):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.reshape(x=x, shape=[1, 0, -1, 0], name="from_end"),
+                mb.reshape(x=x, shape=[0, -1], name="same_rank"))
+
+    model = npar.finish_program(prog, ct.target.iOS17)
+    rng = np.random.default_rng(2510)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((2, 3)))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {"from_end": x.reshape(1, 1, 2, 3), "same_rank": x.reshape(2, 3)}})
+    writer.write_package("program_reshape_zero_dims", model, NUMPY, cases,
+                         "defect 9: iOS17 reshape of (2, 3) to [1, 0, -1, 0] gives (1, 1, 2, 3)",
+                         "iOS17: each 0 copies the input dimension at the same distance from the "
+                         "end, 1 where there is none.", tolerance=TOLERANCE)
+
+
+# ---------------------------------------------------------------------------
+# Defects 3 and 6: neural networks
+# ---------------------------------------------------------------------------
+
+def nn_matmul_constant_transpose(writer):
+    """What coremltools' MIL-to-neural-network converter writes for
+    matmul(x, y=const, transpose_x=True): a transpose layer, then a batched matmul with
+    one input, the weights and transposeA set, which NeuralNetwork.proto says is ignored."""
+    y = np.array([[1.0, -7.0], [-1.0, -8.0]], dtype=np.float32)
+    b = nn([("x", (2, 2))], ["z"])
+    b.add_transpose("x_transpose", axes=[1, 0], input_name="x", output_name="x_transpose")
+    b.add_batched_mat_mul("matmul", input_names=["x_transpose"], output_name="z",
+                          transpose_a=True, weight_matrix_rows=2, weight_matrix_columns=2, W=y)
+    spec = finish(b)
+    rng = np.random.default_rng(2511)
+    xs = [f32([[-4.0, 13.0], [-3.0, 9.0]]), f32(rng.standard_normal((2, 2)))]
+    cases = [{"inputs": {"x": x}, "outputs": {"z": x.T @ f32(y)}} for x in xs]
+    writer.write("nn_batched_matmul_constant_transpose", spec, NUMPY, cases,
+                 "defect 3: batched matmul with constant weights and transposeA set (ignored "
+                 "with one input), after a transpose layer",
+                 "NeuralNetwork.proto: transposeA/transposeB are ignored when there is one input.",
+                 tolerance=TOLERANCE)
+
+
+def nn_batchnorm_batch(writer):
+    rng = np.random.default_rng(2512)
+    c = 4
+    gamma, beta = 1 + npar.rand(rng, c), npar.rand(rng, c)
+    mean, var = npar.rand(rng, c), 0.5 + np.abs(npar.rand(rng, c))
+    b = nn([("x", (4, c, 1, 1))], ["y"])
+    b.add_batchnorm("bn", channels=c, gamma=gamma, beta=beta, mean=mean, variance=var,
+                    input_name="x", output_name="y", epsilon=1e-5)
+    spec = finish(b)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((4, c, 1, 1)))
+        y = ((x - f32(mean)[:, None, None]) / np.sqrt(f32(var)[:, None, None] + 1e-5)
+             * f32(gamma)[:, None, None] + f32(beta)[:, None, None])
+        cases.append({"inputs": {"x": x}, "outputs": {"y": y}})
+    writer.write("nn_batchnorm_batch", spec, NUMPY, cases,
+                 "defect 6: batchnorm with 4 channels on a (4, 4, 1, 1) input",
+                 "The channel axis of a rank-4 input is axis 1 (-3); axis 0 is batch.",
+                 tolerance=TOLERANCE)
+
+
+def program_flexible_channels(writer):
+    """Found by the same tests (TestConv::test_type_inference_dynamic_x_with_groups): a
+    program whose channel dimension is flexible (default 1) and whose grouped convolution
+    needs 8 was refused at load as invalid, planning the default shape."""
+    rng = np.random.default_rng(2516)
+    w = npar.rand(rng, 6, 4, 2, 2, scale=0.5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, get_new_symbol(), 4, 4))],
+                opset_version=ct.target.iOS15)
+    def prog(x):
+        return mb.conv(x=x, weight=w, groups=2, name="y")
+
+    pipeline = ct.PassPipeline.DEFAULT
+    pipeline.remove_passes([p for p in pipeline.passes if p.startswith("common::fuse_")])
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                           minimum_deployment_target=ct.target.iOS15, pass_pipeline=pipeline,
+                           compute_precision=ct.precision.FLOAT32,
+                           inputs=[ct.TensorType(name="x", shape=(1, ct.RangeDim(1, 16, default=1), 4, 4))])
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((1, 8, 4, 4)))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {"y": npar.conv2d(x[0], f32(w), None, groups=2)[None]}})
+    writer.write_package("program_flexible_channels", model, NUMPY, cases,
+                         "a grouped conv whose input's channel dimension is flexible (default 1, "
+                         "run with 8) loads and runs",
+                         "The declared default of a flexible input is one allowed shape, not a "
+                         "promise that it fits the weights.", tolerance=TOLERANCE)
+
+
+def program_cast_of_constexpr(writer):
+    """Found by the same tests (iOS16 TestConstexprCast): converting with float16 compute
+    precision casts a constexpr's result, a constant; `cast` of a constant was refused
+    (exit 94, "a constant x is not supported here")."""
+    w = np.array([[0, 1, -2], [3, -4, 5]], dtype=np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return mb.add(x=x, y=mb.constexpr_cast(source_val=w, output_dtype="fp32"), name="y")
+
+    model = npar.finish_program(prog, ct.target.iOS16, precision=ct.precision.FLOAT16)
+    rng = np.random.default_rng(2517)
+    cases = []
+    for _ in range(2):
+        # Quarters below 8: exact in float16, so the float16 program adds them exactly.
+        x = rng.integers(-32, 32, (2, 3)).astype(np.float64) / 4
+        cases.append({"inputs": {"x": x}, "outputs": {"y": x + w.astype(np.float64)}})
+    writer.write_package("program_cast_of_constexpr", model, NUMPY, cases,
+                         "iOS16 constexpr_cast whose result the float16 conversion casts: cast of "
+                         "a constant",
+                         "Inputs and weights exact in float16, so the sums are exact.",
+                         tolerance=TOLERANCE)
+
+
+def nn_l2_normalize_epsilon(writer):
+    """Found by the same tests (TestNormalizationL2Norm): epsilon was applied as
+    max(sum, epsilon) instead of the proto's sqrt(sum + epsilon)."""
+    eps = 5.7
+    b = nn([("x", (2, 3, 2, 2)), ("z", (3, 4, 5))], ["batched", "single"])
+    b.add_l2_normalize("batched", "x", "batched", epsilon=eps)
+    b.add_l2_normalize("single", "z", "single", epsilon=eps)
+    spec = finish(b)
+    rng = np.random.default_rng(2514)
+    e = float(np.float32(eps))
+    cases = []
+    for _ in range(2):
+        x, z = f32(rng.standard_normal((2, 3, 2, 2))), f32(rng.standard_normal((3, 4, 5)))
+        per_item = np.sqrt((x ** 2).sum(axis=(1, 2, 3), keepdims=True) + e)
+        cases.append({"inputs": {"x": x, "z": z},
+                      "outputs": {"batched": x / per_item, "single": z / np.sqrt((z ** 2).sum() + e)}})
+    writer.write("nn_l2_normalize_epsilon", spec, NUMPY, cases,
+                 "L2 normalize with epsilon 5.7, on a batch of 2 [3, 2, 2] items and on one "
+                 "[3, 4, 5] blob",
+                 "NeuralNetwork.proto: x / sqrt(sum of x^2 + epsilon) over C, H, W of each item.",
+                 tolerance=TOLERANCE)
+
+
+# ---------------------------------------------------------------------------
+# Valid models modelc does not run: refused as unsupported (exit 94), not invalid (exit 76)
+# ---------------------------------------------------------------------------
+
+UNSUPPORTED_DIR = "Unsupported"
+
+
+def unsupported_models(writer):
+    """Writes Regressions/Unsupported/NAME.mlmodel: valid by NeuralNetwork.proto, not run."""
+    directory = os.path.join(writer.dir, UNSUPPORTED_DIR)
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(2513)
+
+    # Specification 4 allows a convolution's weights as a second input blob.
+    b = nn([("x", (1, 2, 4, 4)), ("w", (3, 2, 3, 3))], ["y"])
+    b.add_convolution("conv", kernel_channels=2, output_channels=3, height=3, width=3,
+                      stride_height=1, stride_width=1, border_mode="valid", groups=1, W=None, b=None,
+                      has_bias=False, input_name=["x", "w"], output_name="y")
+    spec = finish(b)
+    npar.set_metadata(spec, "Regression fixture: convolution whose weights are its second input")
+    npar.write_bytes(os.path.join(directory, "nn_convolution_weights_input.mlmodel"), npar.serialize(spec))
+
+    # A rank-1 first operand of a two-input batched matmul is read as (1, D).
+    b = nn([("a", (3,)), ("b", (3, 2))], ["y"])
+    b.add_batched_mat_mul("matmul", input_names=["a", "b"], output_name="y")
+    spec = finish(b)
+    npar.set_metadata(spec, "Regression fixture: batched matmul with a rank-1 first input")
+    npar.write_bytes(os.path.join(directory, "nn_batched_matmul_rank1.mlmodel"), npar.serialize(spec))
+    del rng
+
+
+def write_readme(writer):
+    lines = ["# Conformance regressions", "",
+             "Made by `Fixtures/conformance_regressions.py` (run by `Fixtures/generate.py`): the "
+             "smallest model for each defect coremltools' own operation tests found (issue 25), "
+             "with NumPy float64 references. Shapes must match exactly, values within each file's "
+             "tolerance.", "", "| file | kind | cases | checks |", "|---|---|---|---|"]
+    for name, kind, _, count, checks in writer.entries:
+        lines.append("| `%s` | %s | %d | %s |" % (name, kind, count, checks))
+    lines += ["", "`%s/` holds valid networks modelc does not run: they must be refused as "
+              "unsupported (exit 94, naming the layer), never as invalid (exit 76)." % UNSUPPORTED_DIR]
+    npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
+    # A pointer in Parity/README.md, after network_parity.py's section (which it rewrites
+    # from its heading to the end, so this one is written after it, and replaced here).
+    path = os.path.join(os.path.dirname(writer.dir), "README.md")
+    text = npar.read_bytes(path).decode() if os.path.exists(path) else "# Parity fixtures\n"
+    if README_HEADING in text:
+        text = text[:text.index(README_HEADING)].rstrip("\n") + "\n"
+    section = ["", README_HEADING, "",
+               "Made by `Fixtures/conformance_regressions.py` (also run by `Fixtures/generate.py`), "
+               "in `Regressions/`: the smallest model for each defect that coremltools' own "
+               "operation tests found, in the same JSON format, where every output must have "
+               "exactly the reference's shape; `Regressions/Unsupported/` holds valid networks "
+               "modelc refuses as unsupported (exit 94). See `Regressions/README.md`."]
+    npar.write_bytes(path, (text + "\n".join(section) + "\n").encode())
+
+
+def generate(out_dir):
+    writer = Writer(out_dir)
+    if os.path.isdir(writer.dir):
+        shutil.rmtree(writer.dir)
+    os.makedirs(writer.dir)
+    channel_layer_sweep(writer, "nn_channel_layers_batch1", (1,), 2521)
+    channel_layer_sweep(writer, "nn_channel_layers_batch2", (2,), 2522)
+    channel_layer_sweep(writer, "nn_channel_layers_rank5", (1, 2), 2523)
+    nn_pooling_leading_ones(writer)
+    nn_upsample_batch(writer)
+    nn_pad_rank2(writer)
+    program_gather_batch_dims(writer)
+    nn_matmul_constant_transpose(writer)
+    program_upsample_modes(writer)
+    program_instance_norm_defaults(writer)
+    nn_batchnorm_batch(writer)
+    program_transpose_negative(writer)
+    program_matmul_broadcast(writer)
+    program_reshape_zeros(writer)
+    nn_l2_normalize_epsilon(writer)
+    program_flexible_channels(writer)
+    program_cast_of_constexpr(writer)
+    unsupported_models(writer)
+    write_readme(writer)
+    return writer.entries
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
+    args = parser.parse_args(argv)
+    entries = generate(os.path.abspath(args.out))
+    print("wrote %d regression case files to %s"
+          % (len(entries), os.path.join(os.path.abspath(args.out), SUBDIR)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

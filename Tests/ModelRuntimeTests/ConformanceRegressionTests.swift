@@ -1,0 +1,143 @@
+import FixtureSupport
+import Foundation
+import ModelFeatures
+import ModelRuntime
+import Testing
+
+/// The defects coremltools' own operation tests found (issue 25), each on the
+/// smallest model that showed it (`Fixtures/conformance_regressions.py`,
+/// `Fixtures/Parity/Regressions/`): every output must have exactly the shape
+/// of NumPy's float64 reference and values within 1e-5 relative to
+/// max(1, |want|), from the source model and from its compiled bundle.
+@Suite("Conformance regressions: shapes and values as coremltools' definitions give them")
+struct ConformanceRegressionTests {
+    /// Runs the regression file `name` both ways with exact shapes.
+    private func check(_ name: String) throws {
+        let file = ParityFile(name: "Regressions/\(name)")
+        try file.check(exactShapes: true)
+        try file.check(compiled: true, exactShapes: true)
+    }
+
+    @Test("every regression fixture is checked by a test here")
+    func everyFixtureIsCovered() {
+        let covered: Set<String> = [
+            "nn_channel_layers_batch1", "nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_pool_leading_ones", "nn_pad_rank2", "nn_upsample_batch",
+            "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
+            "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
+            "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
+            "program_flexible_channels", "program_cast_of_constexpr",
+        ]
+        #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
+    }
+
+    /// 1. Neural-network layers keep the leading dimensions of a rank-4 input
+    /// ([Batch, C, H, W]) and run each item of a batch on its own: an average
+    /// pool over (1, 2, 1, 2) gives (1, 2, 1, 1), not (2, 1, 1).
+    @Test("1: channel-first layers keep rank 4 and leading 1s, padding rank 2", arguments: ["nn_channel_layers_batch1", "nn_pool_leading_ones", "nn_pad_rank2"])
+    func channelLayersKeepRank(_ name: String) throws {
+        try check(name)
+    }
+
+    /// 1. A batch of more than one is not folded into the channels, and a
+    /// rank-5 [Seq, Batch, C, H, W] blob keeps both leading dimensions.
+    @Test("1: channel-first layers run a batch item by item", arguments: ["nn_channel_layers_batch2", "nn_channel_layers_rank5", "nn_upsample_batch"])
+    func channelLayersKeepTheBatch(_ name: String) throws {
+        try check(name)
+    }
+
+    /// 2. iOS16 `gather` honours `batch_dims`.
+    @Test("2: gather with batch_dims")
+    func gatherBatchDims() throws {
+        try check("program_gather_batch_dims")
+    }
+
+    /// 3. A neural-network batched matmul with constant weights ignores `transposeA`.
+    @Test("3: batched matmul with constant weights ignores transposeA")
+    func batchedMatMulConstantTranspose() throws {
+        try check("nn_batched_matmul_constant_transpose")
+    }
+
+    /// 4. iOS16 `upsample_bilinear` with neither aligned corners nor half-pixel centres.
+    @Test("4: upsample_bilinear sampling modes")
+    func upsampleBilinearModes() throws {
+        try check("program_upsample_bilinear_modes")
+    }
+
+    /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).
+    @Test("5: instance_norm without gamma and beta")
+    func instanceNormDefaults() throws {
+        try check("program_instance_norm_defaults")
+    }
+
+    /// 6. A neural-network batchnorm reads channels at axis -3 of a rank-4 input.
+    @Test("6: batchnorm on a batch of 4")
+    func batchnormBatch() throws {
+        try check("nn_batchnorm_batch")
+    }
+
+    /// 7. `transpose` with negative axes.
+    @Test("7: transpose with negative axes")
+    func transposeNegativeAxes() throws {
+        try check("program_transpose_negative_axes")
+    }
+
+    /// 8. `matmul` broadcasts batch dimensions of different ranks.
+    @Test("8: matmul broadcasts batch dimensions")
+    func matmulBatchBroadcast() throws {
+        try check("program_matmul_batch_broadcast")
+    }
+
+    /// 9. iOS17 `reshape`: a 0 copies the dimension counted from the end.
+    @Test("9: iOS17 reshape with 0")
+    func reshapeZeros() throws {
+        try check("program_reshape_zero_dims")
+    }
+
+    /// Found by the same tests: L2 normalize divides by sqrt(Σx² + ε), not
+    /// sqrt(max(Σx², ε)), over each item's C, H, W.
+    @Test("L2 normalize adds epsilon")
+    func l2NormalizeEpsilon() throws {
+        try check("nn_l2_normalize_epsilon")
+    }
+
+    /// Found by the same tests: a flexible input whose default shape does not
+    /// fit the weights is not an invalid model; the shape given is planned.
+    @Test("a flexible input's default need not fit the weights")
+    func flexibleChannels() throws {
+        try check("program_flexible_channels")
+    }
+
+    /// Found by the same tests: `cast` of a constant (a constexpr's result,
+    /// cast by a float16 conversion) runs instead of being refused.
+    @Test("cast of a constant")
+    func castOfConstant() throws {
+        try check("program_cast_of_constexpr")
+    }
+}
+
+/// Valid networks modelc does not run (`Fixtures/Parity/Regressions/Unsupported`)
+/// are refused at load as unsupported, naming the layer and what it lacks,
+/// never as invalid models.
+@Suite("Valid models modelc cannot run are refused as unsupported, not invalid")
+struct UnsupportedValidModelTests {
+    static let refused: [(file: String, error: RuntimeError)] = [
+        ("nn_convolution_weights_input", .unsupportedLayer(layer: "conv", kind: "convolution",
+                                                           reason: "weights given as a second input (computed at run time) are not supported")),
+        ("nn_batched_matmul_rank1", .unsupportedLayer(layer: "matmul", kind: "batchedMatmul",
+                                                      reason: "a rank-1 operand of a product of two inputs is not supported")),
+    ]
+
+    @Test("every fixture is listed here")
+    func everyFixtureIsListed() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Fixtures.path("Parity/Regressions/Unsupported"))
+        #expect(Set(names) == Set(Self.refused.map { "\($0.file).mlmodel" }))
+    }
+
+    @Test("Model(contentsOf:) throws unsupportedLayer", arguments: refused.map(\.file))
+    func refusedAtLoad(_ file: String) throws {
+        let expected = try #require(Self.refused.first { $0.file == file }?.error)
+        #expect(throws: ModelError.runtime(expected)) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/\(file).mlmodel"))
+        }
+    }
+}
