@@ -6,6 +6,11 @@
 SWIFT       ?= swift
 VENV        ?= .venv
 PYTHON      ?= python3
+# Clients of `modelc serve` we did not write, each in a venv of its own from a pinned file:
+# tritonclient (small) and kserve (its model server comes along: ~450 MB).
+SERVE_VENV  ?= .venv-serve
+KSERVE_VENV ?= .venv-kserve
+MODELC_BIN  ?= .build/release/modelc
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
@@ -14,7 +19,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
 TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
+.PHONY: all deps build run test test-serve test-kserve load check-generated spec spec-check fixtures venv bench fuzz clean
 
 all: build
 
@@ -41,8 +46,40 @@ test: deps check-generated
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+	$(MAKE) test-serve test-kserve MODELC_BIN=.build/release/modelc
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
+
+# `modelc serve` end to end: the real server on a free loopback port, driven by tritonclient[http]
+# and by kserve's REST client (health, metadata, JSON and binary tensors, classification,
+# repository, faults, SIGTERM under load, a short load run). pytest's exit 5 (nothing collected)
+# is a failure here: it means the suite was not found, not that it passed.
+$(SERVE_VENV)/.installed: Tests/ServingE2E/requirements.txt
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements.txt
+	touch $@
+$(KSERVE_VENV)/.installed: Tests/ServingE2E/requirements-kserve.txt
+	$(PYTHON) -m venv $(KSERVE_VENV)
+	$(KSERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements-kserve.txt
+	touch $@
+
+test-serve: $(SERVE_VENV)/.installed
+	@Scripts/install-deps.sh openssl
+	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	MODELC_BIN=$(abspath $(MODELC_BIN)) $(SERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E \
+	    --ignore=Tests/ServingE2E/test_kserve.py; status=$$?; \
+	    if [ $$status -eq 5 ]; then echo "test-serve: pytest collected no tests" >&2; fi; exit $$status
+
+test-kserve: $(KSERVE_VENV)/.installed
+	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	MODELC_BIN=$(abspath $(MODELC_BIN)) $(KSERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E/test_kserve.py; \
+	    status=$$?; if [ $$status -eq 5 ]; then echo "test-kserve: pytest collected no tests" >&2; fi; exit $$status
+
+# The long load runs of `modelc serve` (64 clients x 30 s; LOAD_SECONDS, LOAD_CLIENTS change them).
+load: deps venv $(SERVE_VENV)/.installed
+	@Scripts/install-deps.sh wrk curl
+	$(SWIFT) build -c release --product modelc --static-swift-stdlib
+	Scripts/serve-load.sh .build/release/modelc $(VENV)/bin/python $(SERVE_VENV)/bin/python
 
 check-generated:
 	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema

@@ -65,7 +65,7 @@ public final class InferenceScheduler: @unchecked Sendable {
         self.capacity = max(1, capacity)
         self.execute = execute
         for index in 0..<self.workers {
-            let thread = Thread { [unowned self] in self.work() }
+            let thread = Thread { self.work() }  // each thread keeps the scheduler until it returns
             thread.name = "modelc-infer-\(index)"
             thread.stackSize = 8 << 20
             threads.append(thread)

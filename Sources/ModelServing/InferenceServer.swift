@@ -87,7 +87,7 @@ public final class InferenceServer: Sendable {
         }
         http.stop()
         service.shutdown()
-        log.write("info", "stopped")
+        log.write("info", "stopped", [("answered", String(service.requestsAnswered))])
     }
 }
 

@@ -34,6 +34,7 @@ public final class InferenceService: Sendable {
     private let unloaded = Locked<Set<String>>([])
     private let draining = Locked(false)
     private let handling = Locked(0)
+    private let answeredCount = Locked(0)
     /// The version served for every model.
     static let version = "1"
 
@@ -80,10 +81,16 @@ public final class InferenceService: Sendable {
     /// Requests being handled now.
     public var requestsInProgress: Int { handling.withLock { $0 } }
 
+    /// Requests answered since the start (any status).
+    public var requestsAnswered: Int { answeredCount.withLock { $0 } }
+
     /// Answers one request (any thread).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         handling.withLock { $0 += 1 }
-        defer { handling.withLock { $0 -= 1 } }
+        defer {
+            answeredCount.withLock { $0 += 1 }
+            handling.withLock { $0 -= 1 }
+        }
         var response: HTTPResponse
         do {
             response = try route(request)
@@ -107,9 +114,9 @@ public final class InferenceService: Sendable {
 
     private func route(_ request: HTTPRequest) throws(RequestError) -> HTTPResponse {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        if parts == ["v2", "health", "live"] { return try only("GET", request) { .json(200, [String: Any]()) } }
+        if parts == ["v2", "health", "live"] { return try only("GET", request) { .json(200, ["live": true]) } }
         if parts == ["v2", "health", "ready"] {
-            return try only("GET", request) { isDraining ? .error(503, "server is shutting down") : .json(200, [String: Any]()) }
+            return try only("GET", request) { isDraining ? .error(503, "server is shutting down") : .json(200, ["ready": true]) }
         }
         try authorize(request)
         if parts == ["metrics"] {
@@ -130,7 +137,7 @@ public final class InferenceService: Sendable {
             case ["ready"]:
                 return try only("GET", request) { () throws(RequestError) in
                     _ = try describe(name)
-                    return .json(200, [String: Any]())
+                    return .json(200, ["name": name, "ready": true])
                 }
             case ["infer"]: return try only("POST", request) { () throws(RequestError) in try infer(name, request) }
             default: throw .notFound(request.path)
