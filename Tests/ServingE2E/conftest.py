@@ -33,7 +33,8 @@ class Server:
         self.log = open(self.log_path, "wb")
         environment = dict(os.environ, MODELC_CACHE=str(Path(tmp) / "cache"))
         environment.update(env or {})
-        self.process = subprocess.Popen([MODELC, "serve", str(model_dir), "--port", str(self.port), *arguments],
+        port_option = [] if "--port" in arguments else ["--port", str(self.port)]
+        self.process = subprocess.Popen([MODELC, "serve", str(model_dir), *port_option, *arguments],
                                         stdout=self.log, stderr=subprocess.STDOUT, env=environment)
         if ready:
             self.wait_ready()
