@@ -10,6 +10,7 @@ PYTHON      ?= python3
 # tritonclient (small) and kserve (its model server comes along: ~450 MB).
 SERVE_VENV  ?= .venv-serve
 KSERVE_VENV ?= .venv-kserve
+SERVE_BENCH_VENV ?= .venv-serve-bench
 MODELC_BIN  ?= .build/release/modelc
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
@@ -110,11 +111,18 @@ fixtures: venv
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
-bench: deps venv
+bench: deps venv $(SERVE_BENCH_VENV)/.installed
 	@Scripts/install-deps.sh time curl nginx
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
+	Scripts/serve-bench.sh
+
+# MLServer and its friends for the serving bench only, never for make test.
+$(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt
+	$(PYTHON) -m venv $(SERVE_BENCH_VENV)
+	$(SERVE_BENCH_VENV)/bin/pip install --quiet -r Scripts/requirements-serve-bench.txt
+	touch $@
 
 # libFuzzer with AddressSanitizer over reading and validating models, bounded
 # by FUZZ_SECONDS; its own scratch path keeps the instrumented build apart.

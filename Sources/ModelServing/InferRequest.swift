@@ -42,28 +42,28 @@ public struct InferRequest: Sendable, Equatable {
             }
             jsonEnd = length
         }
-        let root: Any
+        let root: JSONValue
         do {
-            root = try body.withUnsafeBufferPointer { buffer in
-                try JSONSerialization.jsonObject(with: Data(buffer: UnsafeBufferPointer(rebasing: buffer[0..<jsonEnd])))
+            root = try body.withUnsafeBytes { buffer throws(JSONReader.Failure) in
+                try JSONReader.read(UnsafeRawBufferPointer(rebasing: buffer[0..<jsonEnd]))
             }
         } catch {
-            throw .badRequest("the request is not valid JSON: \(jsonErrorText(error))")
+            throw .badRequest("the request is not valid JSON: \(error)")
         }
-        guard let object = root as? [String: Any] else { throw .badRequest("the request must be a JSON object") }
+        guard case .object = root else { throw .badRequest("the request must be a JSON object") }
         var request = InferRequest(id: nil, inputs: [], outputs: [], binaryOutput: false)
-        if let id = object["id"] {
-            guard let text = id as? String else { throw .badRequest("'id' must be a string") }
+        if let id = root["id"] {
+            guard case .string(let text) = id else { throw .badRequest("'id' must be a string") }
             request.id = text
         }
-        if let parameters = object["parameters"] {
-            guard let parameters = parameters as? [String: Any] else { throw .badRequest("'parameters' must be an object") }
+        if let parameters = root["parameters"] {
+            guard case .object = parameters else { throw .badRequest("'parameters' must be an object") }
             if let flag = parameters["binary_data_output"] {
-                guard let flag = flag as? Bool else { throw .badRequest("'parameters.binary_data_output' must be true or false") }
+                guard case .bool(let flag) = flag else { throw .badRequest("'parameters.binary_data_output' must be true or false") }
                 request.binaryOutput = flag
             }
         }
-        guard let inputs = object["inputs"] as? [Any] else { throw .badRequest("the request has no 'inputs' list") }
+        guard let inputs = root["inputs"]?.elements else { throw .badRequest("the request has no 'inputs' list") }
         var binaryOffset = jsonEnd
         var names: Set<String> = []
         for (index, item) in inputs.enumerated() {
@@ -74,23 +74,21 @@ public struct InferRequest: Sendable, Equatable {
         if binaryOffset != body.count {
             throw .badRequest("\(body.count - binaryOffset) bytes of binary data after the last tensor that uses it")
         }
-        if let outputs = object["outputs"] {
-            guard let outputs = outputs as? [Any] else { throw .badRequest("'outputs' must be a list") }
-            for (index, item) in outputs.enumerated() {
-                guard let output = item as? [String: Any], let name = output["name"] as? String else {
+        if let outputs = root["outputs"] {
+            guard let outputs = outputs.elements else { throw .badRequest("'outputs' must be a list") }
+            for (index, output) in outputs.enumerated() {
+                guard case .string(let name)? = output["name"] else {
                     throw .badRequest("outputs[\(index)] must be an object with a 'name'")
                 }
                 var requested = RequestedOutput(name: name, binary: nil, classification: nil)
                 if let parameters = output["parameters"] {
-                    guard let parameters = parameters as? [String: Any] else {
-                        throw .badRequest("output '\(name)': 'parameters' must be an object")
-                    }
+                    guard case .object = parameters else { throw .badRequest("output '\(name)': 'parameters' must be an object") }
                     if let flag = parameters["binary_data"] {
-                        guard let flag = flag as? Bool else { throw .badRequest("output '\(name)': 'binary_data' must be true or false") }
+                        guard case .bool(let flag) = flag else { throw .badRequest("output '\(name)': 'binary_data' must be true or false") }
                         requested.binary = flag
                     }
                     if let count = parameters["classification"] {
-                        guard let count = count as? Int, count >= 1 else {
+                        guard let count = count.integer, count >= 1 else {
                             throw .badRequest("output '\(name)': 'classification' must be a positive integer")
                         }
                         requested.classification = count
@@ -102,23 +100,26 @@ public struct InferRequest: Sendable, Equatable {
         return request
     }
 
-    private static func decodeInput(_ item: Any, index: Int, body: [UInt8], binaryOffset: inout Int,
+    private static func decodeInput(_ input: JSONValue, index: Int, body: [UInt8], binaryOffset: inout Int,
                                     limits: Limits) throws(RequestError) -> InferTensor {
-        guard let input = item as? [String: Any] else { throw .badRequest("inputs[\(index)] must be an object") }
-        guard let name = input["name"] as? String else { throw .badRequest("inputs[\(index)] has no 'name'") }
-        guard let typeName = input["datatype"] as? String else { throw .badRequest("input '\(name)' has no 'datatype'") }
+        guard case .object = input else { throw .badRequest("inputs[\(index)] must be an object") }
+        guard case .string(let name)? = input["name"] else { throw .badRequest("inputs[\(index)] has no 'name'") }
+        guard case .string(let typeName)? = input["datatype"] else { throw .badRequest("input '\(name)' has no 'datatype'") }
         guard let datatype = TensorDataType(rawValue: typeName) else {
             throw .badRequest("input '\(name)': unknown datatype '\(typeName)' (known: \(TensorDataType.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
-        guard let shapeList = input["shape"] as? [Any] else { throw .badRequest("input '\(name)' has no 'shape' list") }
+        guard let shapeList = input["shape"]?.elements else { throw .badRequest("input '\(name)' has no 'shape' list") }
+        let shapeText = "[" + shapeList.map { value in
+            if case .number(let number) = value { number == number.rounded() && abs(number) < 1e18 ? String(Int64(number)) : String(number) } else { "…" }
+        }.joined(separator: ", ") + "]"
         var shape: [Int] = []
         var count = 1
         for dimension in shapeList {
-            guard let dimension = dimension as? Int, dimension >= 0 else {
-                throw .badRequest("input '\(name)': shape \(shapeList) must hold whole numbers ≥ 0")
+            guard let dimension = dimension.integer, dimension >= 0 else {
+                throw .badRequest("input '\(name)': shape \(shapeText) must hold whole numbers ≥ 0")
             }
             let (product, overflow) = count.multipliedReportingOverflow(by: dimension)
-            guard !overflow else { throw .tooLarge("input '\(name)': shape \(shapeList) holds too many elements") }
+            guard !overflow else { throw .tooLarge("input '\(name)': shape \(shapeText) holds too many elements") }
             shape.append(dimension)
             count = product
         }
@@ -126,8 +127,8 @@ public struct InferRequest: Sendable, Equatable {
             throw .tooLarge("input '\(name)': \(count) \(typeName) elements are over the tensor limit of \(limits.maxTensorBytes) bytes")
         }
         var binarySize: Int?
-        if let parameters = input["parameters"] as? [String: Any], let size = parameters["binary_data_size"] {
-            guard let size = size as? Int, size >= 0 else { throw .badRequest("input '\(name)': 'binary_data_size' must be a byte count") }
+        if let size = input["parameters"]?["binary_data_size"] {
+            guard let size = size.integer, size >= 0 else { throw .badRequest("input '\(name)': 'binary_data_size' must be a byte count") }
             binarySize = size
         }
         if let binarySize {
@@ -153,29 +154,40 @@ public struct InferRequest: Sendable, Equatable {
             return InferTensor(name: name, datatype: datatype, shape: shape, data: .bytes(elements))
         }
         guard let data = input["data"] else { throw .badRequest("input '\(name)' has neither 'data' nor 'parameters.binary_data_size'") }
-        var flat: [Any] = []
-        flat.reserveCapacity(count)
-        flatten(data, into: &flat)
-        guard flat.count == count else {
-            throw .badRequest("input '\(name)': \(flat.count) values in 'data', shape \(shape) needs \(count)")
+        var flat: [JSONValue] = []
+        var numbers: [Double] = []
+        flatten(data, values: &flat, numbers: &numbers)
+        let total = flat.count + numbers.count
+        guard total == count else {
+            throw .badRequest("input '\(name)': \(total) values in 'data', shape \(shape) needs \(count)")
         }
         if datatype == .bytes {
             var elements: [[UInt8]] = []
             elements.reserveCapacity(count)
-            var total = 0
+            var bytes = 0
             for value in flat {
-                guard let text = value as? String else { throw .badRequest("input '\(name)': BYTES data must be strings") }
+                guard case .string(let text) = value else { throw .badRequest("input '\(name)': BYTES data must be strings") }
                 elements.append(Array(text.utf8))
-                total += elements[elements.count - 1].count
+                bytes += elements[elements.count - 1].count
             }
-            guard total <= limits.maxTensorBytes else {
-                throw .tooLarge("input '\(name)': \(total) bytes are over the tensor limit of \(limits.maxTensorBytes) bytes")
+            guard numbers.isEmpty else { throw .badRequest("input '\(name)': BYTES data must be strings") }
+            guard bytes <= limits.maxTensorBytes else {
+                throw .tooLarge("input '\(name)': \(bytes) bytes are over the tensor limit of \(limits.maxTensorBytes) bytes")
             }
             return InferTensor(name: name, datatype: datatype, shape: shape, data: .bytes(elements))
         }
         var writer = RawTensorWriter(datatype: datatype, capacity: count)
-        for (position, value) in flat.enumerated() where !writer.append(json: value) {
-            throw .badRequest("input '\(name)': data[\(position)] (\(value)) is not a \(typeName) value")
+        if flat.isEmpty {
+            for (position, number) in numbers.enumerated() where !writer.append(number) {
+                throw .badRequest("input '\(name)': data[\(position)] (\(JSONValue.text(number))) is not a \(typeName) value")
+            }
+        } else {
+            // Mixed or nested: walk the values in order.
+            var ordered: [JSONValue] = []
+            flattenInOrder(data, into: &ordered)
+            for (position, value) in ordered.enumerated() where !writer.append(json: value) {
+                throw .badRequest("input '\(name)': data[\(position)] (\(value.text)) is not a \(typeName) value")
+            }
         }
         return InferTensor(name: name, datatype: datatype, shape: shape, data: .raw(writer.bytes))
     }
@@ -197,16 +209,20 @@ public struct InferRequest: Sendable, Equatable {
         return elements
     }
 
-    private static func flatten(_ value: Any, into flat: inout [Any]) {
-        if let list = value as? [Any] {
-            for item in list { flatten(item, into: &flat) }
-        } else {
-            flat.append(value)
+    /// Counts a `data` value: numbers of number arrays into `numbers`, anything else into `values`.
+    private static func flatten(_ value: JSONValue, values: inout [JSONValue], numbers: inout [Double]) {
+        switch value {
+        case .numbers(let list): numbers += list
+        case .array(let list): for item in list { flatten(item, values: &values, numbers: &numbers) }
+        default: values.append(value)
         }
     }
 
-    private static func jsonErrorText(_ error: Error) -> String {
-        let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
-        return text ?? "cannot be parsed"
+    private static func flattenInOrder(_ value: JSONValue, into ordered: inout [JSONValue]) {
+        switch value {
+        case .numbers(let list): ordered += list.map { .number($0) }
+        case .array(let list): for item in list { flattenInOrder(item, into: &ordered) }
+        default: ordered.append(value)
+        }
     }
 }

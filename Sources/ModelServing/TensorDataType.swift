@@ -86,17 +86,17 @@ struct RawTensorWriter {
         bytes.reserveCapacity(capacity * (datatype.elementSize ?? 0))
     }
 
-    /// Appends one JSON number (or bool), refusing what the datatype cannot hold.
-    mutating func append(json value: Any) -> Bool {
-        if datatype == .bool {
-            guard let flag = value as? Bool else { return false }
+    /// Appends one JSON number (or bool, for BOOL), refusing what the datatype cannot hold.
+    mutating func append(json value: JSONValue) -> Bool {
+        switch value {
+        case .bool(let flag) where datatype == .bool:
             bytes.append(flag ? 1 : 0)
             return true
-        }
-        guard let number = value as? Double ?? (value as? Int).map(Double.init) ?? (value as? Int64).map(Double.init) else {
+        case .number(let number):
+            return append(number)
+        default:
             return false
         }
-        return append(number)
     }
 
     mutating func append(_ number: Double) -> Bool {
