@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import ModelLoader
+import CSystemShims
 
 /// `modelc serve`: an `InferenceService` behind an `HTTPServer`, the model
 /// cache watching memory pressure, its events in the log, and a drain on
@@ -16,6 +17,9 @@ public final class InferenceServer: Sendable {
     ///
     /// - Throws: `ServingError.cannotListen` or `.badTLS`.
     public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) throws(ServingError) {
+        // One malloc arena per core rather than eight: with a thread per connection, memory a model
+        // freed in one arena was not reused by loads in another, and evicted models' pages stayed.
+        _ = modelc_malloc_arena_max(Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
         let service = InferenceService(repository: repository, options: options, log: log)
         self.service = service
         self.log = log
@@ -39,6 +43,8 @@ public final class InferenceServer: Sendable {
                 case .loadFailed(let path, let error):
                     log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
                 case .evicted(let path, let bytes, let reason):
+                    // The evicted model's memory goes back to the system, not only to malloc.
+                    _ = modelc_malloc_trim()
                     log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
                 case .pressure(let text):
                     log.write("info", "memory pressure", [("detail", text)])
