@@ -52,3 +52,18 @@ def test_a_budget_of_one_model_while_clients_rotate_over_five(model_dir, tmp_pat
         assert peak - baseline <= largest + largest + (CLIENTS * 2 << 20), (peak, baseline)
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_dynamic_batching_computes_concurrent_requests_together(model_dir, tmp_path):
+    server = Server(model_dir, tmp_path, "--threads", "1", "--max-batch", "8", "--batch-delay", "5")
+    try:
+        result = loadgen.run(server.port, loadgen.fixture_requests(["GLMClassifier"]), CLIENTS, min(SECONDS, 2))
+        _, text = server.request("GET", "/metrics")
+        count = int(re.search(rb'^nv_inference_count\{model="GLMClassifier",version="1"\} (\d+)$', text, re.M).group(1))
+        executions = int(re.search(rb'^nv_inference_exec_count\{model="GLMClassifier",version="1"\} (\d+)$', text, re.M).group(1))
+        print(f"\nbatching: {count} inferences in {executions} executions ({count / executions:.1f} a batch)")
+        assert result["failures"] == 0 and count == result["count"]
+        assert executions < count / 2, "requests arriving together were computed together"
+        assert executions >= count / 8, "never more than --max-batch at once"
+    finally:
+        assert server.stop() == 0, server.log_text()
