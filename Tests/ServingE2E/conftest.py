@@ -25,7 +25,8 @@ def free_port():
 
 
 class Server:
-    """One `modelc serve` process; stop() sends SIGTERM and returns its exit code."""
+    """One `modelc serve` process (model_dir None: the arguments say what to serve);
+    stop() sends SIGTERM and returns its exit code."""
 
     def __init__(self, model_dir, tmp, *arguments, port=None, ready=True, env=None):
         self.port = port or free_port()
@@ -34,7 +35,8 @@ class Server:
         environment = dict(os.environ, MODELC_CACHE=str(Path(tmp) / "cache"))
         environment.update(env or {})
         port_option = [] if "--port" in arguments else ["--port", str(self.port)]
-        self.process = subprocess.Popen([MODELC, "serve", str(model_dir), *port_option, *arguments],
+        directory = [] if model_dir is None else [str(model_dir)]
+        self.process = subprocess.Popen([MODELC, "serve", *directory, *port_option, *arguments],
                                         stdout=self.log, stderr=subprocess.STDOUT, env=environment)
         if ready:
             self.wait_ready()

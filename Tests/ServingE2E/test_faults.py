@@ -194,3 +194,28 @@ def test_sigterm_under_load_loses_no_accepted_request(model_dir, tmp_path):
     # A request sent on an open connection while the server stopped may be cut before the server took it in;
     # none may be cut after (then the counts above would differ).
     assert len(errors) <= len(threads), errors
+
+
+def test_manifest_json_logs_and_compressed_bodies(tmp_path):
+    import shutil
+    import subprocess
+    from conftest import FIXTURES, MODELC
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(FIXTURES / "Models" / "GLMClassifier.mlmodel", project / "glm.mlmodel")
+    (project / "models.json").write_text(json.dumps({"models": [{"name": "iris", "source": "glm.mlmodel"}]}))
+    server = Server(None, tmp_path, "--manifest", str(project / "models.json"), "--log-format", "json")
+    try:
+        infer_ok(server, "iris")
+        status, answer = server.request("POST", "/v2/models/iris/infer", json.dumps(IRIS).encode(),
+                                        headers={"Content-Encoding": "gzip"})
+        assert status == 415 and "Content-Encoding" in json.loads(answer)["error"]
+    finally:
+        assert server.stop() == 0, server.log_text()
+    lines = [json.loads(line) for line in server.log_text().splitlines() if line.strip()]
+    assert {"listening", "model loaded", "draining", "stopped"} <= {line["message"] for line in lines}
+    assert all({"time", "level", "message"} <= set(line) for line in lines)
+    (project / "models.json").write_text('{"models": [{"name": "x"}]}')
+    result = subprocess.run([MODELC, "serve", "--manifest", str(project / "models.json"), "--port", "0"],
+                            capture_output=True, text=True, env=dict(os.environ, MODELC_CACHE=str(tmp_path / "cache")))
+    assert result.returncode == 104 and "source" in result.stderr
