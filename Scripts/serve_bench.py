@@ -112,7 +112,7 @@ def main():
     ours = results["forest-modelc"]["answer"]["outputs"][0]["data"]
     theirs = results["forest-mlserver"]["answer"]["outputs"][0]["data"]
     # coremltools converts a multi-class forest's leaves without the 1/trees scaling, so the Core ML
-    # model (on Apple's Core ML as here) gives the sum over trees: compare the normalized rows.
+    # model's output (modelc predict's too) is the sum over the trees: compare the normalized rows.
     ours, theirs = np.array(ours), np.array(theirs).reshape(-1)
     difference = float(np.max(np.abs(ours / ours.sum() - theirs)))
     print(f"  probabilities agree within {difference:.2e} (modelc's row normalized: the model sums 100 trees)")

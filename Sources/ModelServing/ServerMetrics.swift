@@ -98,7 +98,7 @@ public final class ServerMetrics: Sendable {
                models.map { (labels($0.key), String($0.value.queueMicroseconds)) })
         family("nv_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds (does not include cached requests)",
                models.map { (labels($0.key), String($0.value.computeMicroseconds)) })
-        family("nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting execution per-model",
+        family("nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting execution (all models)",
                [("", String(gauges.queueDepth))])
         var histogram: [(String, String)] = []
         for (model, counters) in models {
