@@ -17,8 +17,9 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
-# cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
-TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
+# cache's locks, parallel builds (the CLI tests run the instrumented modelc),
+# and the server's scheduler and endpoints.
+TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
 .PHONY: all deps build run test test-serve test-kserve load check-generated spec spec-check fixtures venv bench fuzz clean
 
