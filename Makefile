@@ -66,7 +66,7 @@ $(KSERVE_VENV)/.installed: Tests/ServingE2E/requirements-kserve.txt
 	touch $@
 
 test-serve: $(SERVE_VENV)/.installed
-	@Scripts/install-deps.sh openssl
+	@Scripts/install-deps.sh openssl python3-venv
 	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
 	MODELC_BIN=$(abspath $(MODELC_BIN)) $(SERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E \
 	    --ignore=Tests/ServingE2E/test_kserve.py; status=$$?; \
