@@ -57,16 +57,18 @@ test: deps check-generated
 # repository, faults, SIGTERM under load, a short load run). pytest's exit 5 (nothing collected)
 # is a failure here: it means the suite was not found, not that it passed.
 $(SERVE_VENV)/.installed: Tests/ServingE2E/requirements.txt
+	@Scripts/install-deps.sh python3-venv
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements.txt
 	touch $@
 $(KSERVE_VENV)/.installed: Tests/ServingE2E/requirements-kserve.txt
+	@Scripts/install-deps.sh python3-venv
 	$(PYTHON) -m venv $(KSERVE_VENV)
 	$(KSERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements-kserve.txt
 	touch $@
 
 test-serve: $(SERVE_VENV)/.installed
-	@Scripts/install-deps.sh openssl python3-venv
+	@Scripts/install-deps.sh openssl
 	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
 	MODELC_BIN=$(abspath $(MODELC_BIN)) $(SERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E \
 	    --ignore=Tests/ServingE2E/test_kserve.py; status=$$?; \
