@@ -219,3 +219,14 @@ def test_manifest_json_logs_and_compressed_bodies(tmp_path):
     result = subprocess.run([MODELC, "serve", "--manifest", str(project / "models.json"), "--port", "0"],
                             capture_output=True, text=True, env=dict(os.environ, MODELC_CACHE=str(tmp_path / "cache")))
     assert result.returncode == 104 and "source" in result.stderr
+
+
+def test_only_serve_loads_libmicrohttpd(server):
+    import subprocess
+    from conftest import FIXTURES, MODELC
+    maps = open(f"/proc/{server.process.pid}/maps").read()
+    assert "libmicrohttpd" in maps
+    result = subprocess.run([MODELC, "inspect", str(FIXTURES / "Models" / "GLMClassifier.mlmodel")], capture_output=True,
+                            text=True, env=dict(os.environ, LD_DEBUG="files"))
+    assert result.returncode == 0
+    assert "libmicrohttpd" not in result.stderr and "libgnutls" not in result.stderr
