@@ -6,16 +6,23 @@
 SWIFT       ?= swift
 VENV        ?= .venv
 PYTHON      ?= python3
+# Clients of `modelc serve` we did not write, each in a venv of its own from a pinned file:
+# tritonclient (small) and kserve (its model server comes along: ~450 MB).
+SERVE_VENV  ?= .venv-serve
+KSERVE_VENV ?= .venv-kserve
+SERVE_BENCH_VENV ?= .venv-serve-bench
+MODELC_BIN  ?= .build/release/modelc
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
-# cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
-TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
+# cache's locks, parallel builds (the CLI tests run the instrumented modelc),
+# and the server's scheduler and endpoints.
+TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean \
-        python-lib python-venv python-test wheel conformance ray-test
+        python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
 
 all: build
 
@@ -42,9 +49,43 @@ test: deps check-generated
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+	$(MAKE) test-serve test-kserve MODELC_BIN=.build/release/modelc
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
 	$(MAKE) python-test
+
+# `modelc serve` end to end: the real server on a free loopback port, driven by tritonclient[http]
+# and by kserve's REST client (health, metadata, JSON and binary tensors, classification,
+# repository, faults, SIGTERM under load, a short load run). pytest's exit 5 (nothing collected)
+# is a failure here: it means the suite was not found, not that it passed.
+$(SERVE_VENV)/.installed: Tests/ServingE2E/requirements.txt
+	@Scripts/install-deps.sh python3-venv
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements.txt
+	touch $@
+$(KSERVE_VENV)/.installed: Tests/ServingE2E/requirements-kserve.txt
+	@Scripts/install-deps.sh python3-venv
+	$(PYTHON) -m venv $(KSERVE_VENV)
+	$(KSERVE_VENV)/bin/pip install --quiet -r Tests/ServingE2E/requirements-kserve.txt
+	touch $@
+
+test-serve: $(SERVE_VENV)/.installed
+	@Scripts/install-deps.sh openssl
+	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	MODELC_BIN=$(abspath $(MODELC_BIN)) $(SERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E \
+	    --ignore=Tests/ServingE2E/test_kserve.py; status=$$?; \
+	    if [ $$status -eq 5 ]; then echo "test-serve: pytest collected no tests" >&2; fi; exit $$status
+
+test-kserve: $(KSERVE_VENV)/.installed
+	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	MODELC_BIN=$(abspath $(MODELC_BIN)) $(KSERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E/test_kserve.py; \
+	    status=$$?; if [ $$status -eq 5 ]; then echo "test-kserve: pytest collected no tests" >&2; fi; exit $$status
+
+# The long load runs of `modelc serve` (64 clients x 30 s; LOAD_SECONDS, LOAD_CLIENTS change them).
+load: deps venv $(SERVE_VENV)/.installed
+	@Scripts/install-deps.sh wrk curl
+	$(SWIFT) build -c release --product modelc --static-swift-stdlib
+	Scripts/serve-load.sh .build/release/modelc $(VENV)/bin/python $(SERVE_VENV)/bin/python
 
 check-generated:
 	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema
@@ -75,11 +116,18 @@ fixtures: venv
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
-bench: deps venv
+bench: deps venv $(SERVE_BENCH_VENV)/.installed
 	@Scripts/install-deps.sh time curl nginx
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
+	Scripts/serve-bench.sh
+
+# MLServer and its friends for the serving bench only, never for make test.
+$(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt
+	$(PYTHON) -m venv $(SERVE_BENCH_VENV)
+	$(SERVE_BENCH_VENV)/bin/pip install --quiet -r Scripts/requirements-serve-bench.txt
+	touch $@
 
 # The Python package (python/) over the C interface: the shared library and
 # the CLI (which the tests compare with), a venv of pinned PyPI packages, pytest.

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -55,3 +56,6 @@ long modelc_copy_file_range(int in, int out, size_t length) {
 int modelc_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
 }
+
+int modelc_malloc_arena_max(int count) { return mallopt(M_ARENA_MAX, count); }
+int modelc_malloc_trim(void) { return malloc_trim(0); }

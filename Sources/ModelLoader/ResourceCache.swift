@@ -72,6 +72,8 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
         var bytes = 0
         var leases = 0
         var lastUse: UInt64 = 0
+        /// Evict when the last lease comes back (`evict(at:)` while leased).
+        var evictWhenReturned = false
         var waiters: [CheckedContinuation<Resource, any Error>] = []
     }
 
@@ -254,7 +256,32 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
                 state.entries[key]?.bytes = bytes
             }
         }
+        if state.withLock({ $0.entries[key].map { $0.evictWhenReturned && $0.leases == 0 } ?? false }) {
+            evict(at: key)
+        }
         evict(toAtMost: budget, reason: .budget)
+    }
+
+    /// Evicts the model at `path` now when nobody leases it, otherwise as
+    /// soon as its last lease comes back. Returns whether it was evicted now.
+    @discardableResult
+    public func evict(at path: String, reason: EvictionReason = .requested) -> Bool {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        let evicted: (Int, Resource)? = state.withLock { state in
+            guard let entry = state.entries[key], let model = entry.model else { return nil }
+            guard entry.leases == 0 else {
+                state.entries[key]?.evictWhenReturned = true
+                return nil
+            }
+            state.entries.removeValue(forKey: key)
+            state.statistics.bytesResident -= entry.bytes
+            state.statistics.modelsResident -= 1
+            state.statistics.evictions += 1
+            return (entry.bytes, model)
+        }
+        guard let (bytes, _) = evicted else { return false }
+        eventSink.yield(.evicted(path: key, bytes: bytes, reason: reason))
+        return true
     }
 
     /// Evicts models nobody leases, least recently used first, until the

@@ -82,6 +82,14 @@ enum ExitCode: Int32, CaseIterable {
     case badBaseModel = 99
     /// `evaluate`: the model is not a classifier with an image input.
     case notAnImageClassifier = 100
+    /// `serve`: the address or port cannot be listened on (in use, not local, not numeric).
+    case cannotListen = 101
+    /// `serve`: the TLS certificate or key is missing, unreadable or refused.
+    case badTLS = 102
+    /// `serve`: the API key file is missing, unreadable or empty.
+    case badAPIKeyFile = 103
+    /// `serve`: the model directory is missing or unlistable, or the manifest cannot be built.
+    case badModelRepository = 104
     /// `detect --faces`, `classify --regions faces`: the face detector (libModelcFaces.so, Debian's
     /// libdlib19.1) cannot be opened.
     case faceDetectorUnavailable = 105

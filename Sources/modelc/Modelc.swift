@@ -28,6 +28,7 @@ enum Modelc {
         Command(spec: DetectCommand.spec, run: DetectCommand.run),
         Command(spec: TrainCommand.spec, run: TrainCommand.run),
         Command(spec: EvaluateCommand.spec, run: EvaluateCommand.run),
+        Command(spec: ServeCommand.spec, run: ServeCommand.run),
         Command(spec: helpSpec, run: { arguments in showHelp(topic: arguments[positional: "COMMAND"]) }),
     ]
 

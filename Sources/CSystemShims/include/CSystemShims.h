@@ -49,6 +49,12 @@ struct modelc_library_symbol {
 int modelc_library_open(const char *library, const struct modelc_library_symbol *symbols, size_t count,
                         char *failure, size_t failure_size);
 
+/* glibc's malloc tuning (malloc.h is not in the Glibc module): at most
+   `count` arenas (mallopt M_ARENA_MAX), and giving free pages back to the
+   system (malloc_trim). Both return glibc's result (1 on success). */
+int modelc_malloc_arena_max(int count);
+int modelc_malloc_trim(void);
+
 /* libFuzzer's driver, for a program that has its own main (the fuzz build of
    ModelFuzzer); present only when linked with -sanitize=fuzzer. */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));

@@ -1,0 +1,177 @@
+import CMicroHTTPD
+import Foundation
+
+/// One HTTP request, its body read whole.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, …
+    public var method: String
+    /// The path, percent-decoded, without the query string.
+    public var path: String
+    /// Header values by lower-cased name.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.body = body
+    }
+
+    /// A header's value (case-insensitive name).
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// One HTTP response.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// In order; names as sent.
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON body.
+    public static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> HTTPResponse {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.fragmentsAllowed, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return HTTPResponse(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(data))
+    }
+
+    /// The protocol's error body, `{"error": "…"}`.
+    public static func error(_ status: Int, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        json(status, ["error": message], headers: headers)
+    }
+}
+
+/// Where and how an `HTTPServer` listens.
+public struct HTTPServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+    /// PEM texts of the certificate (chain) and key; both nil for plain HTTP.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    /// Bodies over this are refused with 413 before they are read.
+    public var maxBodyBytes: UInt64
+    public var maxConnections: Int
+    public var idleTimeoutSeconds: Int
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, tlsCertificate: String? = nil, tlsKey: String? = nil,
+                maxBodyBytes: UInt64 = 64 << 20, maxConnections: Int = 512, idleTimeoutSeconds: Int = 60) {
+        self.host = host
+        self.port = port
+        self.tlsCertificate = tlsCertificate
+        self.tlsKey = tlsKey
+        self.maxBodyBytes = maxBodyBytes
+        self.maxConnections = maxConnections
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+    }
+}
+
+/// An HTTP/1.1 server on libmicrohttpd (loaded at the first start): one
+/// thread per connection, each request's body gathered within the limit, then
+/// `handler` called on that thread for the answer.
+public final class HTTPServer: Sendable {
+    /// Answers one request; called on many threads at once.
+    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    /// What the C side calls back into; kept alive by the server.
+    private final class Callbacks: Sendable {
+        let handler: Handler
+        let logger: @Sendable (String) -> Void
+        init(handler: @escaping Handler, logger: @escaping @Sendable (String) -> Void) {
+            self.handler = handler
+            self.logger = logger
+        }
+    }
+
+    private nonisolated(unsafe) let server: OpaquePointer
+    private let callbacks: Unmanaged<Callbacks>
+    /// The port listened on.
+    public let port: Int
+
+    /// Starts listening and serving.
+    ///
+    /// - Throws: `ServingError.cannotListen` (the address or port cannot be
+    ///   bound, the library is missing) or `.badTLS` (the certificate or key is refused).
+    public init(configuration: HTTPServerConfiguration, logger: @escaping @Sendable (String) -> Void,
+                handler: @escaping Handler) throws(ServingError) {
+        let callbacks = Unmanaged.passRetained(Callbacks(handler: handler, logger: logger))
+        var failure = [CChar](repeating: 0, count: 512)
+        var bindFailed: Int32 = 0
+        let started: OpaquePointer? = configuration.host.withCString { host in
+            withOptionalCString(configuration.tlsCertificate) { certificate in
+                withOptionalCString(configuration.tlsKey) { key in
+                    var c = modelc_http_configuration()
+                    c.host = host
+                    c.port = UInt16(clamping: configuration.port)
+                    c.tls_certificate = certificate
+                    c.tls_key = key
+                    c.max_body_bytes = configuration.maxBodyBytes
+                    c.max_connections = UInt32(clamping: configuration.maxConnections)
+                    c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
+                    c.handler = { context, exchange in
+                        guard let context, let exchange else { return }
+                        let callbacks = Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue()
+                        HTTPServer.serve(exchange, with: callbacks.handler)
+                    }
+                    c.logger = { context, line in
+                        guard let context, let line else { return }
+                        Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue().logger(String(cString: line))
+                    }
+                    c.context = callbacks.toOpaque()
+                    return modelc_http_start(&c, &failure, failure.count, &bindFailed)
+                }
+            }
+        }
+        guard let started else {
+            callbacks.release()
+            let reason = String(decoding: failure.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let address = "\(configuration.host):\(configuration.port)"
+            throw bindFailed != 0 || configuration.tlsCertificate == nil
+                ? .cannotListen(address: address, reason: reason) : .badTLS(reason: reason)
+        }
+        server = started
+        self.callbacks = callbacks
+        port = Int(modelc_http_port(started))
+    }
+
+    /// Stops accepting connections; those open are still served.
+    public func quiesce() { modelc_http_quiesce(server) }
+
+    /// Closes every connection and stops. Call once, after `quiesce` and once
+    /// no handler runs; the server must not be used afterwards.
+    public func stop() {
+        modelc_http_stop(server)
+        callbacks.release()
+    }
+
+    private static func serve(_ exchange: OpaquePointer, with handler: Handler) {
+        let method = modelc_http_method(exchange).map { String(cString: $0) } ?? "GET"
+        let rawURL = modelc_http_url(exchange).map { String(cString: $0) } ?? "/"
+        let path = rawURL.removingPercentEncoding ?? rawURL
+        var headers: [String: String] = [:]
+        for name in HTTPServer.headerNames {
+            if let value = modelc_http_header(exchange, name) { headers[name.lowercased()] = String(cString: value) }
+        }
+        let size = modelc_http_body_size(exchange)
+        let body: [UInt8] = modelc_http_body(exchange).map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
+        let response = handler(HTTPRequest(method: method, path: path, headers: headers, body: body))
+        _ = response.body.withUnsafeBytes { modelc_http_respond_begin(exchange, $0.baseAddress, $0.count) }
+        for (name, value) in response.headers { _ = modelc_http_respond_header(exchange, name, value) }
+        _ = modelc_http_respond_end(exchange, UInt32(response.status))
+    }
+
+    /// The request headers handlers may read.
+    static let headerNames = ["Content-Type", "Content-Length", "Content-Encoding", "Authorization", "X-API-Key",
+                              "Inference-Header-Content-Length", "Accept-Encoding", "Connection"]
+}
+
+private func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
+}

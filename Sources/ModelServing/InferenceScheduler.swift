@@ -1,0 +1,190 @@
+import Dispatch
+import Foundation
+import ModelFeatures
+import ModelRuntime
+import SystemIO
+
+/// What became of one queued request.
+public struct JobOutcome: Sendable {
+    public var result: Result<[String: FeatureValue], RequestError>
+    /// The model that computed it (for its labels), when it ran.
+    public var model: Model?
+    public var queueNanoseconds: UInt64
+    public var computeNanoseconds: UInt64
+    /// The requests computed together with this one (itself included).
+    public var batchSize: Int
+}
+
+/// Runs one batch: the inputs of requests to the model at one path, computed
+/// together. Returns the model and one result per request, in order, or one
+/// error for all (the model could not be loaded).
+public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: FeatureValue]])
+    -> Result<(Model, [Result<[String: FeatureValue], RequestError>]), RequestError>
+
+/// A bounded queue of inference requests served by a fixed number of worker
+/// threads, with dynamic batching: a worker takes the oldest request and up to
+/// `maxBatch - 1` more for the same model, waiting at most `batchDelay` from
+/// the oldest one's arrival for them to come.
+///
+/// Thread-safe. `submit` blocks its caller (a connection's thread) until the
+/// request is answered or its deadline passes.
+public final class InferenceScheduler: @unchecked Sendable {
+    private final class Job: @unchecked Sendable {
+        let path: String
+        let inputs: [String: FeatureValue]
+        let enqueued = DispatchTime.now().uptimeNanoseconds
+        let done = DispatchSemaphore(value: 0)
+        /// Set once, under `lock`.
+        var outcome: JobOutcome?
+        var cancelled = false
+
+        init(path: String, inputs: [String: FeatureValue]) {
+            self.path = path
+            self.inputs = inputs
+        }
+    }
+
+    public let workers: Int
+    public let maxBatch: Int
+    public let batchDelayNanoseconds: UInt64
+    public let capacity: Int
+    private let execute: BatchExecutor
+    /// Guards everything below and every job's `outcome` and `cancelled`.
+    private let condition = NSCondition()
+    private var queue: [Job] = []
+    private var gathering: Set<String> = []
+    private var running = 0
+    private var stopping = false
+    private var threads: [Thread] = []
+
+    /// Starts `workers` threads.
+    public init(workers: Int, maxBatch: Int, batchDelayNanoseconds: UInt64, capacity: Int, execute: @escaping BatchExecutor) {
+        self.workers = max(1, workers)
+        self.maxBatch = max(1, maxBatch)
+        self.batchDelayNanoseconds = batchDelayNanoseconds
+        self.capacity = max(1, capacity)
+        self.execute = execute
+        for index in 0..<self.workers {
+            let thread = Thread { self.work() }  // each thread keeps the scheduler until it returns
+            thread.name = "modelc-infer-\(index)"
+            thread.stackSize = 8 << 20
+            threads.append(thread)
+        }
+        for thread in threads { thread.start() }
+    }
+
+    /// Requests waiting for a worker now.
+    public var depth: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count
+    }
+
+    /// Requests being computed now.
+    public var inFlight: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return running
+    }
+
+    /// Queues the request and waits for its outcome until `deadline`.
+    /// `.overloaded` at once when the queue is full, `.timedOut` after the deadline.
+    public func submit(path: String, inputs: [String: FeatureValue], deadline: DispatchTime, timeoutMilliseconds: Int) -> JobOutcome {
+        let job = Job(path: path, inputs: inputs)
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            return JobOutcome(result: .failure(.shuttingDown), model: nil, queueNanoseconds: 0, computeNanoseconds: 0, batchSize: 0)
+        }
+        if queue.count >= capacity {
+            let queued = queue.count
+            condition.unlock()
+            return JobOutcome(result: .failure(.overloaded(queued: queued)), model: nil, queueNanoseconds: 0, computeNanoseconds: 0, batchSize: 0)
+        }
+        queue.append(job)
+        condition.broadcast()
+        condition.unlock()
+        if job.done.wait(timeout: deadline) == .success {
+            condition.lock()
+            defer { condition.unlock() }
+            if let outcome = job.outcome { return outcome }
+        }
+        condition.lock()
+        defer { condition.unlock() }
+        if let outcome = job.outcome { return outcome }
+        job.cancelled = true
+        queue.removeAll { $0 === job }
+        let waited = DispatchTime.now().uptimeNanoseconds - job.enqueued
+        return JobOutcome(result: .failure(.timedOut(milliseconds: timeoutMilliseconds)), model: nil,
+                          queueNanoseconds: waited, computeNanoseconds: 0, batchSize: 0)
+    }
+
+    /// Lets the workers finish what is queued, then stop; returns once they have.
+    public func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while running > 0 || !queue.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            var first: Job?
+            while true {
+                first = queue.first { !gathering.contains($0.path) }
+                if first != nil || (stopping && queue.isEmpty) { break }
+                condition.wait()
+            }
+            guard let first else {
+                condition.unlock()
+                return
+            }
+            if maxBatch > 1, batchDelayNanoseconds > 0 {
+                gathering.insert(first.path)
+                let until = Date().addingTimeInterval(Double(first.enqueued + batchDelayNanoseconds) / 1e9
+                    - Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
+                while !stopping, queue.lazy.filter({ $0.path == first.path }).count < maxBatch, Date() < until {
+                    _ = condition.wait(until: until)
+                }
+                gathering.remove(first.path)
+            }
+            var batch: [Job] = []
+            var rest: [Job] = []
+            for job in queue {
+                if job.path == first.path, batch.count < maxBatch { batch.append(job) } else { rest.append(job) }
+            }
+            queue = rest
+            running += batch.count
+            condition.unlock()
+            if !batch.isEmpty { run(batch) }
+            condition.lock()
+            running -= batch.count
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
+    private func run(_ batch: [Job]) {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let result = execute(batch[0].path, batch.map(\.inputs))
+        let finished = DispatchTime.now().uptimeNanoseconds
+        condition.lock()
+        for (index, job) in batch.enumerated() {
+            let jobResult: Result<[String: FeatureValue], RequestError>
+            var model: Model?
+            switch result {
+            case .success(let (loaded, results)):
+                jobResult = results[index]
+                model = loaded
+            case .failure(let error):
+                jobResult = .failure(error)
+            }
+            job.outcome = JobOutcome(result: jobResult, model: model, queueNanoseconds: started - job.enqueued,
+                                     computeNanoseconds: finished - started, batchSize: batch.count)
+        }
+        condition.unlock()
+        for job in batch { job.done.signal() }
+    }
+}

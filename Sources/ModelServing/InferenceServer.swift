@@ -1,0 +1,102 @@
+import Dispatch
+import Foundation
+import ModelLoader
+import CSystemShims
+
+/// `modelc serve`: an `InferenceService` behind an `HTTPServer`, the model
+/// cache watching memory pressure, its events in the log, and a drain on
+/// SIGTERM or SIGINT.
+public final class InferenceServer: Sendable {
+    public let service: InferenceService
+    private let http: HTTPServer
+    private let log: ServerLog
+    /// The port listened on (the one asked for, or the one picked for port 0).
+    public var port: Int { http.port }
+
+    /// Starts serving `repository`.
+    ///
+    /// - Throws: `ServingError.cannotListen` or `.badTLS`.
+    public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) throws(ServingError) {
+        // One malloc arena per core rather than eight: with a thread per connection, memory a model
+        // freed in one arena was not reused by loads in another, and evicted models' pages stayed.
+        _ = modelc_malloc_arena_max(Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
+        let service = InferenceService(repository: repository, options: options, log: log)
+        self.service = service
+        self.log = log
+        let configuration = HTTPServerConfiguration(host: options.host, port: options.port, tlsCertificate: options.tlsCertificate,
+                                                    tlsKey: options.tlsKey, maxBodyBytes: options.maxBodyBytes,
+                                                    maxConnections: options.maxConnections)
+        do {
+            http = try HTTPServer(configuration: configuration, logger: { line in log.write("warning", line) }) { request in
+                service.handle(request)
+            }
+        } catch {
+            service.shutdown()
+            throw error
+        }
+        let cache = service.cache
+        Task.detached {
+            for await event in cache.events {
+                switch event {
+                case .loaded(let path, let bytes):
+                    log.write("info", "model loaded", [("model", InferenceService.name(of: path)), ("bytes", String(bytes))])
+                case .loadFailed(let path, let error):
+                    log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
+                case .evicted(let path, let bytes, let reason):
+                    // The evicted model's memory goes back to the system, not only to malloc.
+                    _ = modelc_malloc_trim()
+                    log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
+                case .pressure(let text):
+                    log.write("info", "memory pressure", [("detail", text)])
+                }
+            }
+        }
+        cache.watchSystemPressure()
+        log.write("info", "listening", [("address", "\(options.tls ? "https" : "http")://\(Self.hostText(options.host)):\(http.port)"),
+                                        ("models", repository.directory), ("budget", String(options.memoryBudget)),
+                                        ("threads", String(options.threads)), ("max_batch", String(options.maxBatch))])
+    }
+
+    private static func hostText(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// Serves until SIGTERM or SIGINT, then drains: health turns not ready,
+    /// no new connection is accepted, every request already received is
+    /// answered (open connections are told to close), and the server stops.
+    public func runUntilSignalled() {
+        let stop = DispatchSemaphore(value: 0)
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        stop.wait()
+        drain()
+        for source in sources { source.cancel() }
+    }
+
+    /// Drains and stops (see `runUntilSignalled`).
+    public func drain() {
+        log.write("info", "draining", [("in_progress", String(service.requestsInProgress))])
+        service.beginDraining()
+        http.quiesce()
+        // Requests on connections already open may still arrive for a moment;
+        // wait until none has been in progress for a while.
+        var quietSince = DispatchTime.now().uptimeNanoseconds
+        let limit = DispatchTime.now().uptimeNanoseconds + UInt64(service.options.timeoutMilliseconds + 5000) * 1_000_000
+        while DispatchTime.now().uptimeNanoseconds < limit {
+            if service.requestsInProgress > 0 { quietSince = DispatchTime.now().uptimeNanoseconds }
+            if DispatchTime.now().uptimeNanoseconds - quietSince > 200_000_000 { break }
+            usleep(10_000)
+        }
+        http.stop()
+        service.shutdown()
+        log.write("info", "stopped", [("answered", String(service.requestsAnswered))])
+    }
+}
+
+extension ServerOptions {
+    var tls: Bool { tlsCertificate != nil }
+}

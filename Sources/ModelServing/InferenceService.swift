@@ -1,0 +1,393 @@
+import Dispatch
+import Foundation
+import ModelCompiler
+import ModelFeatures
+import ModelLoader
+import ModelRuntime
+import ModelSpec
+import SystemIO
+
+/// The Open Inference Protocol (REST) over a model repository: routes
+/// requests, loads models on first use through a memory-budgeted cache,
+/// queues inferences for the scheduler, and answers. No HTTP here: an
+/// `InferenceServer` feeds it requests, tests call `handle(_:)` directly.
+///
+/// Thread-safe; one request's failure never affects another.
+public final class InferenceService: Sendable {
+    /// The loaded models, within the memory budget.
+    public typealias Cache = ResourceCache<Model, ModelLoadError>
+
+    /// What a model takes and gives, kept after the model is evicted.
+    struct Description: Sendable {
+        let summary: ModelSummary
+        let labels: [String]
+    }
+
+    public let repository: ModelRepository
+    public let options: ServerOptions
+    public let cache: Cache
+    public let metrics = ServerMetrics()
+    let scheduler: InferenceScheduler
+    let log: ServerLog
+    private let descriptions = Locked<[String: Description]>([:])
+    /// Models unloaded through the repository API.
+    private let unloaded = Locked<Set<String>>([])
+    private let draining = Locked(false)
+    private let handling = Locked(0)
+    private let answeredCount = Locked(0)
+    /// The version served for every model.
+    static let version = "1"
+
+    public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) {
+        self.repository = repository
+        self.options = options
+        self.log = log
+        let configuration = ModelConfiguration(threads: 1)
+        cache = Cache(budget: options.memoryBudget) { path throws(ModelLoadError) in
+            try repository.load(path, configuration: configuration)
+        }
+        let cache = self.cache
+        let metrics = self.metrics
+        scheduler = InferenceScheduler(
+            workers: options.threads, maxBatch: options.maxBatch,
+            batchDelayNanoseconds: UInt64(options.batchDelayMilliseconds) * 1_000_000, capacity: options.queueCapacity
+        ) { path, batch in
+            let lease: ResourceLease<Model>
+            switch InferenceService.lease(path, in: cache) {
+            case .success(let leased): lease = leased
+            case .failure(let error): return .failure(.loadFailed(model: InferenceService.name(of: path), reason: error.description))
+            }
+            defer { lease.release() }
+            let model = lease.model
+            metrics.recordExecution(model: InferenceService.name(of: path))
+            let results: [Result<[String: FeatureValue], RuntimeError>]
+            if batch.count == 1 {
+                results = [Result { () throws(RuntimeError) in try model.prediction(from: batch[0]) }]
+            } else {
+                results = model.predictions(from: batch)
+            }
+            return .success((model, results.map { $0.mapError { InferenceService.requestError($0, model: path) } }))
+        }
+    }
+
+    /// Stops taking work once what is queued is done.
+    public func shutdown() { scheduler.shutdown() }
+
+    /// Health says not ready from now on; requests are still answered.
+    public func beginDraining() { draining.withLock { $0 = true } }
+
+    public var isDraining: Bool { draining.withLock { $0 } }
+
+    /// Requests being handled now.
+    public var requestsInProgress: Int { handling.withLock { $0 } }
+
+    /// Requests answered since the start (any status).
+    public var requestsAnswered: Int { answeredCount.withLock { $0 } }
+
+    /// Answers one request (any thread).
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        handling.withLock { $0 += 1 }
+        defer {
+            answeredCount.withLock { $0 += 1 }
+            handling.withLock { $0 -= 1 }
+        }
+        var response: HTTPResponse
+        do {
+            response = try route(request)
+        } catch {
+            response = .error(error.status, error.description, headers: Self.extraHeaders(for: error))
+            if error.status >= 500 {
+                log.write("error", error.description, [("method", request.method), ("path", request.path), ("status", String(error.status))])
+            }
+        }
+        if isDraining { response.headers.append(("Connection", "close")) }
+        return response
+    }
+
+    private static func extraHeaders(for error: RequestError) -> [(String, String)] {
+        switch error {
+        case .overloaded, .timedOut, .shuttingDown: [("Retry-After", "1")]
+        case .unauthorized: [("WWW-Authenticate", "Bearer")]
+        default: []
+        }
+    }
+
+    private func route(_ request: HTTPRequest) throws(RequestError) -> HTTPResponse {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if parts == ["v2", "health", "live"] { return try only("GET", request) { .json(200, ["live": true]) } }
+        if parts == ["v2", "health", "ready"] {
+            return try only("GET", request) { isDraining ? .error(503, "server is shutting down") : .json(200, ["ready": true]) }
+        }
+        try authorize(request)
+        if parts == ["metrics"] {
+            return try only("GET", request) {
+                HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(metricsText().utf8))
+            }
+        }
+        if parts == ["v2"] { return try only("GET", request) { .json(200, serverMetadata) } }
+        if parts.count >= 3, parts[0] == "v2", parts[1] == "models" {
+            let name = parts[2]
+            var rest = Array(parts.dropFirst(3))
+            if rest.count >= 2, rest[0] == "versions" {
+                guard rest[1] == Self.version else { throw .unknownVersion(model: name, version: rest[1]) }
+                rest.removeFirst(2)
+            }
+            switch rest {
+            case []: return try only("GET", request) { () throws(RequestError) in try modelMetadata(name) }
+            case ["ready"]:
+                return try only("GET", request) { () throws(RequestError) in
+                    _ = try describe(name)
+                    return .json(200, ["name": name, "ready": true])
+                }
+            case ["infer"]: return try only("POST", request) { () throws(RequestError) in try infer(name, request) }
+            default: throw .notFound(request.path)
+            }
+        }
+        if parts == ["v2", "repository", "index"] { return try only("POST", request) { repositoryIndex(request) } }
+        if parts.count == 5, parts[0] == "v2", parts[1] == "repository", parts[2] == "models" {
+            let name = parts[3]
+            switch parts[4] {
+            case "load": return try only("POST", request) { () throws(RequestError) in try load(name) }
+            case "unload": return try only("POST", request) { () throws(RequestError) in try unload(name) }
+            default: throw .notFound(request.path)
+            }
+        }
+        throw .notFound(request.path)
+    }
+
+    private func only(_ method: String, _ request: HTTPRequest,
+                      _ body: () throws(RequestError) -> HTTPResponse) throws(RequestError) -> HTTPResponse {
+        guard request.method == method || (method == "GET" && request.method == "HEAD") else {
+            throw .methodNotAllowed(method: request.method, path: request.path)
+        }
+        return try body()
+    }
+
+    /// Checks the API key in constant time (when one is set).
+    private func authorize(_ request: HTTPRequest) throws(RequestError) {
+        guard let key = options.apiKey else { return }
+        var given = request.header("X-API-Key") ?? ""
+        if let authorization = request.header("Authorization"), authorization.lowercased().hasPrefix("bearer ") {
+            given = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        }
+        guard Self.constantTimeEqual(Array(given.utf8), Array(key.utf8)) else { throw .unauthorized }
+    }
+
+    /// Compares every byte whatever the first difference, so the time taken
+    /// does not tell how much of a guess was right.
+    static func constantTimeEqual(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count) | (left.count == right.count ? 0 : 1)
+        let length = max(left.count, right.count)
+        for index in 0..<length {
+            let a = index < left.count ? left[index] : 0
+            let b = index < right.count ? right[index] : 0
+            difference |= a ^ b
+        }
+        return difference == 0
+    }
+
+    var serverMetadata: [String: Any] {
+        ["name": "modelc", "version": BundleCompiler.compilerVersion,
+         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy"]]
+    }
+
+    // MARK: Models
+
+    /// The model's path; unknown (or gone from disk: then dropped from the cache) → 404; unloaded → 400.
+    private func resolve(_ name: String) throws(RequestError) -> String {
+        guard let path = repository.path(for: name) else {
+            let known = "\(repository.directory)/"
+            let stale = descriptions.withLock { descriptions in
+                descriptions.keys.filter { $0.hasPrefix(known) && Self.name(of: $0) == name }
+            }
+            for path in stale {
+                descriptions.withLock { _ = $0.removeValue(forKey: path) }
+                cache.evict(at: path)
+                log.write("info", "model removed from the repository", [("model", name)])
+            }
+            throw .unknownModel(name)
+        }
+        guard !unloaded.withLock({ $0.contains(name) }) else { throw .modelUnloaded(name) }
+        return path
+    }
+
+    /// The model's path and description, loading it (once, however many ask) when not known yet.
+    private func describe(_ name: String) throws(RequestError) -> (String, Description) {
+        let path = try resolve(name)
+        if let description = descriptions.withLock({ $0[path] }) { return (path, description) }
+        switch Self.lease(path, in: cache) {
+        case .success(let lease):
+            defer { lease.release() }
+            let description = Description(summary: lease.model.summary, labels: lease.model.classLabels)
+            descriptions.withLock { $0[path] = description }
+            return (path, description)
+        case .failure(let error):
+            throw .loadFailed(model: name, reason: error.description)
+        }
+    }
+
+    /// A lease on the model at `path`, from a thread that may block.
+    static func lease(_ path: String, in cache: Cache) -> Result<ResourceLease<Model>, ModelLoadError> {
+        let box = Locked<Result<ResourceLease<Model>, ModelLoadError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do throws(ModelLoadError) {
+                let lease = try await cache.model(at: path)
+                box.withLock { $0 = .success(lease) }
+            } catch {
+                box.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0 } ?? .failure(.build("the load ended without a result"))
+    }
+
+    static func name(of path: String) -> String {
+        let file = URL(fileURLWithPath: path).lastPathComponent
+        for suffix in ModelRepository.extensions where file.hasSuffix(suffix) { return String(file.dropLast(suffix.count)) }
+        return file
+    }
+
+    static func requestError(_ error: RuntimeError, model path: String) -> RequestError {
+        switch error {
+        case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badRequest(error.description)
+        default: .inferenceFailed(model: name(of: path), reason: error.description)
+        }
+    }
+
+    private func modelMetadata(_ name: String) throws(RequestError) -> HTTPResponse {
+        let (_, description) = try describe(name)
+        func tensors(_ features: [FeatureDescription]) -> [[String: Any]] {
+            features.compactMap { feature in
+                guard let (datatype, shape) = TensorConversion.metadata(for: feature.type, classLabelCount: description.labels.count) else { return nil }
+                return ["name": feature.name, "datatype": datatype.rawValue, "shape": shape]
+            }
+        }
+        return .json(200, ["name": name, "versions": [Self.version], "platform": "coreml",
+                           "inputs": tensors(description.summary.inputs), "outputs": tensors(description.summary.outputs)])
+    }
+
+    private func repositoryIndex(_ request: HTTPRequest) -> HTTPResponse {
+        var readyOnly = false
+        if !request.body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any] {
+            readyOnly = object["ready"] as? Bool ?? false
+        }
+        let resident = Set(cache.residentPaths)
+        let unloaded = self.unloaded.withLock { $0 }
+        var entries: [[String: Any]] = []
+        for name in repository.names() {
+            guard let path = repository.path(for: name) else { continue }
+            let standardized = URL(fileURLWithPath: path).standardizedFileURL.path
+            let state: String
+            let reason: String
+            if unloaded.contains(name) {
+                (state, reason) = ("UNAVAILABLE", "unloaded")
+            } else if resident.contains(standardized) {
+                (state, reason) = ("READY", "")
+            } else {
+                (state, reason) = ("UNAVAILABLE", "not loaded (loads on first request)")
+            }
+            if readyOnly, state != "READY" { continue }
+            entries.append(["name": name, "version": Self.version, "state": state, "reason": reason])
+        }
+        return .json(200, entries)
+    }
+
+    private func load(_ name: String) throws(RequestError) -> HTTPResponse {
+        guard repository.path(for: name) != nil else { throw .unknownModel(name) }
+        unloaded.withLock { _ = $0.remove(name) }
+        let (path, _) = try describe(name)
+        // describe may have answered from what it knew: make sure the model itself is in.
+        switch Self.lease(path, in: cache) {
+        case .success(let lease): lease.release()
+        case .failure(let error): throw .loadFailed(model: name, reason: error.description)
+        }
+        log.write("info", "model loaded on request", [("model", name)])
+        return .json(200, [String: Any]())
+    }
+
+    private func unload(_ name: String) throws(RequestError) -> HTTPResponse {
+        guard let path = repository.path(for: name) else { throw .unknownModel(name) }
+        unloaded.withLock { _ = $0.insert(name) }
+        descriptions.withLock { _ = $0.removeValue(forKey: path) }
+        cache.evict(at: path)
+        log.write("info", "model unloaded on request", [("model", name)])
+        return .json(200, [String: Any]())
+    }
+
+    // MARK: Inference
+
+    private func infer(_ name: String, _ request: HTTPRequest) throws(RequestError) -> HTTPResponse {
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let (response, queue, compute) = try inferOnce(name, request, start: start)
+            metrics.recordSuccess(model: name, totalNanoseconds: DispatchTime.now().uptimeNanoseconds - start,
+                                  queueNanoseconds: queue, computeNanoseconds: compute)
+            return response
+        } catch {
+            // Failures are counted for the models the repository has, not for any name a client sends.
+            if error != .unknownModel(name) {
+                metrics.recordFailure(model: name, reason: error.metricReason, totalNanoseconds: DispatchTime.now().uptimeNanoseconds - start)
+            }
+            throw error
+        }
+    }
+
+    private func inferOnce(_ name: String, _ request: HTTPRequest, start: UInt64) throws(RequestError) -> (HTTPResponse, UInt64, UInt64) {
+        if let encoding = request.header("Content-Encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" {
+            throw .unsupportedEncoding(encoding)
+        }
+        let (path, description) = try describe(name)
+        let decoded = try InferRequest.decode(body: request.body, headerLength: request.header("Inference-Header-Content-Length"),
+                                              limits: .init(maxTensorBytes: options.maxTensorBytes))
+        let declaredInputs = Dictionary(description.summary.inputs.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        var inputs: [String: FeatureValue] = [:]
+        for tensor in decoded.inputs {
+            guard let declared = declaredInputs[tensor.name] else {
+                throw .badRequest("model '\(name)' has no input '\(tensor.name)' (its inputs: \(description.summary.inputs.map(\.name).joined(separator: ", ")))")
+            }
+            inputs[tensor.name] = try TensorConversion.featureValue(tensor, for: declared)
+        }
+        let outputNames = Set(description.summary.outputs.map(\.name))
+        for output in decoded.outputs where !outputNames.contains(output.name) {
+            throw .badRequest("model '\(name)' has no output '\(output.name)' (its outputs: \(description.summary.outputs.map(\.name).joined(separator: ", ")))")
+        }
+        let timeout = options.timeoutMilliseconds
+        let deadline = DispatchTime(uptimeNanoseconds: start + UInt64(timeout) * 1_000_000)
+        let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout)
+        let values = try outcome.result.get()
+        let labels = outcome.model?.classLabels ?? description.labels
+        let requested = decoded.outputs.isEmpty
+            ? description.summary.outputs.map { InferRequest.RequestedOutput(name: $0.name, binary: nil, classification: nil) }
+            : decoded.outputs
+        var outputs: [InferResponseEncoder.Output] = []
+        for output in requested {
+            guard var value = values[output.name] else { continue }
+            let binary = output.binary ?? decoded.binaryOutput
+            if let count = output.classification {
+                // A classifier's label output is classified by its probabilities.
+                if case .string = value, let probabilities = description.summary.predictedProbabilitiesName, let scores = values[probabilities] {
+                    value = scores
+                } else if case .int64 = value, let probabilities = description.summary.predictedProbabilitiesName, let scores = values[probabilities] {
+                    value = scores
+                }
+                guard let tensor = TensorConversion.classification(name: output.name, value: value, labels: labels, count: count) else {
+                    throw .badRequest("output '\(output.name)' holds no scores to classify")
+                }
+                outputs.append(.init(tensor: tensor, binary: binary))
+            } else {
+                outputs.append(.init(tensor: TensorConversion.tensor(name: output.name, value: value, labels: labels), binary: binary))
+            }
+        }
+        let response = InferResponseEncoder.encode(model: name, version: Self.version, id: decoded.id, outputs: outputs)
+        return (response, outcome.queueNanoseconds, outcome.computeNanoseconds)
+    }
+
+    private func metricsText() -> String {
+        let statistics = cache.statistics
+        return metrics.text(.init(queueDepth: scheduler.depth, inFlight: scheduler.inFlight, loads: statistics.loads,
+                                  failedLoads: statistics.failedLoads, evictions: statistics.evictions,
+                                  residentBytes: statistics.bytesResident, residentModels: statistics.modelsResident))
+    }
+}

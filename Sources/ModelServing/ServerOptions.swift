@@ -1,0 +1,31 @@
+import Foundation
+
+/// How `modelc serve` runs; every limit has a default.
+public struct ServerOptions: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// Bytes the loaded models may take (unleased ones are evicted beyond it).
+    public var memoryBudget = 2 << 30
+    /// Requests computed at once (worker threads).
+    public var threads = ProcessInfo.processInfo.activeProcessorCount
+    /// Requests to one model computed together at most (1: no batching).
+    public var maxBatch = 1
+    /// How long a worker waits for a batch to fill, in milliseconds.
+    public var batchDelayMilliseconds = 0
+    /// Requests waiting for a worker at most; beyond it, 503 with Retry-After.
+    public var queueCapacity = 256
+    /// From arrival to answer; beyond it, 503.
+    public var timeoutMilliseconds = 30_000
+    /// Bytes of a request body at most (413 beyond, unread).
+    public var maxBodyBytes: UInt64 = 64 << 20
+    /// Bytes of one tensor at most.
+    public var maxTensorBytes = 64 << 20
+    public var maxConnections = 512
+    /// Accepted in `Authorization: Bearer KEY` or `X-API-Key: KEY`; nil: no key needed.
+    public var apiKey: String?
+    /// PEM texts.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+
+    public init() {}
+}

@@ -1,0 +1,114 @@
+import ModelBuild
+import ModelCompiler
+import ModelRuntime
+
+/// Why the server cannot start or keep serving (the CLI maps each to an exit code).
+public enum ServingError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The address cannot be listened on (in use, not local, not an address), or the HTTP library is missing.
+    case cannotListen(address: String, reason: String)
+    /// A TLS certificate or key file is unreadable or refused.
+    case badTLS(reason: String)
+    /// The API key file is unreadable or empty.
+    case apiKeyFile(path: String, reason: String)
+    /// The model directory or manifest cannot be served.
+    case modelRepository(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .cannotListen(let address, let reason): "cannot listen on \(address): \(reason)"
+        case .badTLS(let reason): "TLS: \(reason)"
+        case .apiKeyFile(let path, let reason): "\(path): API key file \(reason)"
+        case .modelRepository(let path, let reason): "\(path): \(reason)"
+        }
+    }
+}
+
+/// Why one request failed: the protocol's `{"error": …}` with an HTTP status.
+public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The request is malformed: JSON, a tensor's datatype, shape or data, an unknown input or output.
+    case badRequest(String)
+    /// No model of that name in the repository.
+    case unknownModel(String)
+    /// The model has no such version (modelc serves version "1").
+    case unknownVersion(model: String, version: String)
+    /// The model was unloaded through the repository API and not loaded again.
+    case modelUnloaded(String)
+    /// The model could not be opened or prepared.
+    case loadFailed(model: String, reason: String)
+    /// No such endpoint.
+    case notFound(String)
+    case methodNotAllowed(method: String, path: String)
+    /// A tensor or the body is over a limit.
+    case tooLarge(String)
+    case unsupportedEncoding(String)
+    /// No or a wrong API key.
+    case unauthorized
+    /// The queue is full.
+    case overloaded(queued: Int)
+    /// The request's deadline passed before it was answered.
+    case timedOut(milliseconds: Int)
+    /// The server is stopping.
+    case shuttingDown
+    /// The model failed while computing.
+    case inferenceFailed(model: String, reason: String)
+
+    /// The HTTP status the protocol answers with.
+    public var status: Int {
+        switch self {
+        case .badRequest: 400
+        case .unknownModel, .unknownVersion, .notFound: 404
+        case .modelUnloaded: 400
+        case .loadFailed, .inferenceFailed: 500
+        case .methodNotAllowed: 405
+        case .tooLarge: 413
+        case .unsupportedEncoding: 415
+        case .unauthorized: 401
+        case .overloaded, .timedOut, .shuttingDown: 503
+        }
+    }
+
+    /// The label used in the failure metrics' `reason`.
+    public var metricReason: String {
+        switch self {
+        case .badRequest, .tooLarge, .unsupportedEncoding: "REJECTED"
+        case .overloaded, .shuttingDown: "CANCELED"
+        case .timedOut: "TIMEOUT"
+        case .unknownModel, .unknownVersion, .modelUnloaded, .notFound, .methodNotAllowed, .unauthorized: "REJECTED"
+        case .loadFailed, .inferenceFailed: "BACKEND"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .badRequest(let message): message
+        case .unknownModel(let name): "unknown model '\(name)'"
+        case .unknownVersion(let model, let version): "model '\(model)' has no version '\(version)' (it has version '1')"
+        case .modelUnloaded(let name): "model '\(name)' is unloaded (POST /v2/repository/models/\(name)/load loads it)"
+        case .loadFailed(let model, let reason): "model '\(model)' cannot be loaded: \(reason)"
+        case .notFound(let path): "no endpoint \(path)"
+        case .methodNotAllowed(let method, let path): "\(method) is not allowed on \(path)"
+        case .tooLarge(let message): message
+        case .unsupportedEncoding(let encoding): "Content-Encoding '\(encoding)' is not supported (send the body uncompressed)"
+        case .unauthorized: "missing or wrong API key (send 'Authorization: Bearer KEY')"
+        case .overloaded(let queued): "server busy: \(queued) requests queued; retry later"
+        case .timedOut(let milliseconds): "request timed out after \(milliseconds) ms"
+        case .shuttingDown: "server is shutting down"
+        case .inferenceFailed(let model, let reason): "model '\(model)': \(reason)"
+        }
+    }
+}
+
+/// Why a model could not be made ready: compiling its source, or opening the bundle.
+public enum ModelLoadError: Error, Equatable, Sendable, CustomStringConvertible {
+    case compile(CompileError)
+    case model(ModelError)
+    case build(String)
+
+    public var description: String {
+        switch self {
+        case .compile(let error): error.description
+        case .model(let error): error.description
+        case .build(let reason): reason
+        }
+    }
+}

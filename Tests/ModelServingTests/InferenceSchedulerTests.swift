@@ -1,0 +1,98 @@
+import Dispatch
+import Foundation
+import ModelFeatures
+import ModelRuntime
+import SystemIO
+import Testing
+@testable import ModelServing
+
+/// The queue: batching of concurrent requests, 503 when full, timeouts, and
+/// nothing lost at shutdown. The executor is a stand-in that echoes its input.
+@Suite struct InferenceSchedulerTests {
+    static let model: Model = {
+        // Any model will do: the stand-in executor never runs it.
+        try! Model(contentsOf: FixturePath.glm)
+    }()
+
+    static func echo(delay: Double, batches: Locked<[Int]>) -> BatchExecutor {
+        { _, batch in
+            batches.withLock { $0.append(batch.count) }
+            Thread.sleep(forTimeInterval: delay)
+            return .success((model, batch.map { .success($0) }))
+        }
+    }
+
+    static func submitConcurrently(_ scheduler: InferenceScheduler, count: Int, timeoutMilliseconds: Int = 10_000) -> [JobOutcome] {
+        let outcomes = Locked<[Int: JobOutcome]>([:])
+        // A thread per request, as the HTTP server has one per connection.
+        let group = DispatchGroup()
+        for index in 0..<count {
+            group.enter()
+            Thread {
+                let deadline = DispatchTime.now() + .milliseconds(timeoutMilliseconds)
+                let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: deadline,
+                                               timeoutMilliseconds: timeoutMilliseconds)
+                outcomes.withLock { $0[index] = outcome }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        return outcomes.withLock { $0 }.sorted { $0.key < $1.key }.map(\.value)
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: [2, 4, 8])
+    func concurrentRequestsAreBatchedUpToMaxBatch(maxBatch: Int) throws {
+        let batches = Locked<[Int]>([])
+        let scheduler = InferenceScheduler(workers: 1, maxBatch: maxBatch, batchDelayNanoseconds: 50_000_000, capacity: 64,
+                                           execute: Self.echo(delay: 0.01, batches: batches))
+        let outcomes = Self.submitConcurrently(scheduler, count: 16)
+        scheduler.shutdown()
+        for (index, outcome) in outcomes.enumerated() {
+            #expect(try outcome.result.get()["i"] == .int64(Int64(index)), "each request gets its own answer")
+        }
+        let sizes = batches.withLock { $0 }
+        #expect(sizes.reduce(0, +) == 16 && sizes.allSatisfy { $0 <= maxBatch })
+        #expect(sizes.count < 16, "some requests were computed together: \(sizes)")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aFullQueueAnswers503AtOnce() {
+        let batches = Locked<[Int]>([])
+        let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 2,
+                                           execute: Self.echo(delay: 0.2, batches: batches))
+        let outcomes = Self.submitConcurrently(scheduler, count: 8)
+        scheduler.shutdown()
+        let refused = outcomes.filter { if case .failure(.overloaded) = $0.result { true } else { false } }
+        let served = outcomes.filter { (try? $0.result.get()) != nil }
+        #expect(refused.count >= 1 && served.count >= 2 && refused.count + served.count == 8)
+        #expect(RequestError.overloaded(queued: 2).status == 503)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aRequestPastItsDeadlineTimesOut() {
+        let batches = Locked<[Int]>([])
+        let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 8,
+                                           execute: Self.echo(delay: 0.3, batches: batches))
+        let outcomes = Self.submitConcurrently(scheduler, count: 3, timeoutMilliseconds: 100)
+        scheduler.shutdown()
+        #expect(outcomes.allSatisfy { $0.result == .failure(.timedOut(milliseconds: 100)) || (try? $0.result.get()) != nil })
+        #expect(outcomes.contains { $0.result == .failure(.timedOut(milliseconds: 100)) })
+    }
+
+    @Test(.timeLimit(.minutes(1))) func shutdownFinishesWhatIsQueued() {
+        let batches = Locked<[Int]>([])
+        let scheduler = InferenceScheduler(workers: 2, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 64,
+                                           execute: Self.echo(delay: 0.02, batches: batches))
+        let done = Locked(0)
+        let group = DispatchGroup()
+        for index in 0..<12 {
+            DispatchQueue.global().async(group: group) {
+                let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: .distantFuture, timeoutMilliseconds: 0)
+                if (try? outcome.result.get()) != nil { done.withLock { $0 += 1 } }
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.05)
+        scheduler.shutdown()
+        group.wait()
+        let submittedBeforeShutdown = batches.withLock { $0.count }
+        #expect(done.withLock { $0 } == submittedBeforeShutdown)
+    }
+}
