@@ -66,15 +66,16 @@ spec-check: venv
 	$(VENV)/bin/python Scripts/generate_schema.py .build/spec-check
 	diff -r Sources/CoreMLSchema .build/spec-check
 
-# Regenerate the fixture models and Fixtures/index.json.
+# Regenerate the fixture models and Fixtures/index.json, and the graph test programs (Fixtures/Graph).
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
+	$(VENV)/bin/python Fixtures/generate_graph.py
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
 bench: deps venv
-	@Scripts/install-deps.sh time curl nginx
+	@Scripts/install-deps.sh time curl nginx graphviz
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
