@@ -76,7 +76,7 @@ let package = Package(
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
         .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
         // Pictures of models: the graph (DOT, Graphviz layout, SVG, HTML) and report pages.
-        .target(name: "ModelPictures", dependencies: ["CGraphviz", "ModelSpec"]),
+        .target(name: "ModelPictures", dependencies: ["CGraphviz", "ImageDecoding", "ModelSpec", "ModelTraining"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "ImageRequestsTests", dependencies: ["ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
-        .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "FixtureSupport"]),
+        .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "ModelTraining", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
