@@ -1,12 +1,11 @@
 # modelc — the two commands a person needs:
-#   make run    builds modelc and compiles a bundled fixture model into a bundle
+#   make run    builds modelc and shows what it is for: fetch, compile, train, classify, draw
 #   make test   runs every check and test
 # Both install the Debian packages they need when missing.
 
 SWIFT       ?= swift
 VENV        ?= .venv
 PYTHON      ?= python3
-FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
 # caches (bundles, and runnable models predicting under pressure), image
@@ -24,13 +23,14 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
-RUN_OUTPUT ?= .build/run/$(basename $(notdir $(FIXTURE))).mlmodelc
-
+# The whole path, offline: a loopback HTTP server serves a base network,
+# modelc fetches (pinned SHA-256) and compiles it, trains a classifier of ball
+# colours on generated pictures (with --report), classifies the sample photos
+# and draws the model (Scripts/run-demo.sh; python3 only for the server and
+# the pictures, standard library).
 run: build
-	@mkdir -p $(dir $(RUN_OUTPUT))
-	$(SWIFT) run $(SWIFT_FLAGS) modelc inspect $(FIXTURE)
-	$(SWIFT) run $(SWIFT_FLAGS) modelc compile $(FIXTURE) $(RUN_OUTPUT)
-	@ls -l $(RUN_OUTPUT) $(RUN_OUTPUT)/weights
+	@Scripts/install-deps.sh python3
+	@Scripts/run-demo.sh
 
 # The suite runs twice: as built for debugging, and optimized (bugs such as a
 # pointer that outlives what it points to often show only when optimized);
