@@ -36,7 +36,7 @@ run: build
 # pointer that outlives what it points to often show only when optimized);
 # then the cache's concurrency tests run under ThreadSanitizer.
 test: deps check-generated
-	@Scripts/install-deps.sh nginx openssl python3
+	@Scripts/install-deps.sh nginx openssl python3 chromium
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing

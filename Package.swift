@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "ModelTraining", "FixtureSupport"]),
-        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
+        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "ImageDecoding", "SystemIO"], exclude: ["Expected"]),
     ],
     swiftLanguageModes: [.v6]
 )

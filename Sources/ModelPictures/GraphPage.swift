@@ -1,6 +1,7 @@
 /// The `--graph OUT.html` page: one file with the SVG inline, a few lines of
 /// CSS and script for pan (drag), zoom (wheel, buttons) and search (names,
-/// kinds, parameters, tooltips), and no reference to anything outside it.
+/// kinds, parameters, tooltips; `#search=TEXT` in the URL searches on
+/// load), and no reference to anything outside it.
 enum GraphPage {
     static func html(svg: String, title: String) -> String {
         """
@@ -57,7 +58,9 @@ enum GraphPage {
           svg.removeAttribute("width");
           svg.removeAttribute("height");
           function box() { var b = svg.viewBox.baseVal; return { x: b.x, y: b.y, w: b.width, h: b.height }; }
+          var moved = false;
           function set(x, y, w, h) { svg.setAttribute("viewBox", x + " " + y + " " + w + " " + h); }
+          function move(x, y, w, h) { moved = true; set(x, y, w, h); }
           function scale() { var r = view.getBoundingClientRect(), b = box(); return Math.max(b.w / r.width, b.h / r.height); }
           function toGraph(clientX, clientY) {
             var p = svg.createSVGPoint(); p.x = clientX; p.y = clientY;
@@ -70,10 +73,10 @@ enum GraphPage {
             var w = r.width / k, h = r.height / k;
             set(full.x - (w - full.w) / 2, full.h * k <= r.height ? full.y - (h - full.h) / 2 : full.y, w, h);
           }
-          function fit() { set(full.x, full.y, full.w, full.h); }
+          function fit() { move(full.x, full.y, full.w, full.h); }
           function zoom(factor, clientX, clientY) {
             var b = box(), p = toGraph(clientX, clientY);
-            set(p.x - (p.x - b.x) * factor, p.y - (p.y - b.y) * factor, b.w * factor, b.h * factor);
+            move(p.x - (p.x - b.x) * factor, p.y - (p.y - b.y) * factor, b.w * factor, b.h * factor);
           }
           function center() { var r = view.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }
           view.addEventListener("wheel", function (event) {
@@ -87,7 +90,7 @@ enum GraphPage {
           });
           window.addEventListener("mousemove", function (event) {
             if (!drag) { return; }
-            set(drag.b.x - (event.clientX - drag.x) * drag.s, drag.b.y - (event.clientY - drag.y) * drag.s, drag.b.w, drag.b.h);
+            move(drag.b.x - (event.clientX - drag.x) * drag.s, drag.b.y - (event.clientY - drag.y) * drag.s, drag.b.w, drag.b.h);
           });
           window.addEventListener("mouseup", function () { drag = null; view.classList.remove("dragging"); });
           document.getElementById("zoom-in").addEventListener("click", function () { var c = center(); zoom(1 / 1.3, c[0], c[1]); });
@@ -106,7 +109,7 @@ enum GraphPage {
           function show(node) {
             var r = node.getBoundingClientRect(), b = box();
             var p = toGraph(r.left + r.width / 2, r.top + r.height / 2);
-            set(p.x - b.w / 2, p.y - b.h / 2, b.w, b.h);
+            move(p.x - b.w / 2, p.y - b.h / 2, b.w, b.h);
           }
           search.addEventListener("input", function () {
             var query = search.value.trim().toLowerCase();
@@ -131,8 +134,15 @@ enum GraphPage {
           document.addEventListener("keydown", function (event) {
             if (event.key === "/" && document.activeElement !== search) { event.preventDefault(); search.focus(); }
           });
-          window.addEventListener("resize", start);
+          // A new window size starts over, unless the view was moved.
+          window.addEventListener("resize", function () { if (!moved) { start(); } });
           start();
+          // A link may ask for a search: page.html#search=conv1
+          var asked = /^#search=(.*)$/.exec(window.location.hash);
+          if (asked) {
+            search.value = decodeURIComponent(asked[1]);
+            search.dispatchEvent(new Event("input"));
+          }
         })();
         """
 }

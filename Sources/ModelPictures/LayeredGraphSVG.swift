@@ -31,21 +31,26 @@ enum LayeredGraphSVG {
         var rows: [[GraphNode]] = Array(repeating: [], count: max(ranks.depth, 1))
         for node in graph.allNodes { rows[ranks.rank[node.id] ?? 0].append(node) }
 
+        // Rows top down, each centred on the widest.
         var boxes: [String: Box] = [:]
-        var y = margin + 20
-        var width = 0.0
-        for row in rows {
-            var x = margin
-            var rowHeight = 0.0
-            for node in row {
+        let sizes = rows.map { row in
+            row.map { node -> (Double, Double) in
                 let lines = GraphDOT.labelLines(node)
-                let boxWidth = Double(lines.map(\.count).max() ?? 1) * characterWidth + 16
-                let boxHeight = Double(lines.count) * lineHeight + 10
-                boxes[node.id] = Box(x: x, y: y, width: boxWidth, height: boxHeight)
-                x += boxWidth + columnGap
-                rowHeight = max(rowHeight, boxHeight)
+                return (Double(lines.map(\.count).max() ?? 1) * characterWidth + 16, Double(lines.count) * lineHeight + 10)
             }
-            width = max(width, x)
+        }
+        let rowWidths = sizes.map { row in row.reduce(0) { $0 + $1.0 } + columnGap * Double(max(row.count - 1, 0)) }
+        let title = "\(graph.root.label) (simplified layout)"
+        let width = max(rowWidths.max() ?? 0, Double(title.count) * 7) + 2 * margin + 120
+        var y = margin + 24
+        for (row, nodes) in rows.enumerated() {
+            var x = margin + ((rowWidths.max() ?? 0) - rowWidths[row]) / 2
+            var rowHeight = 0.0
+            for (node, size) in zip(nodes, sizes[row]) {
+                boxes[node.id] = Box(x: x, y: y, width: size.0, height: size.1)
+                x += size.0 + columnGap
+                rowHeight = max(rowHeight, size.1)
+            }
             y += rowHeight + rowGap
         }
         let height = y + margin
@@ -54,13 +59,23 @@ enum LayeredGraphSVG {
         out += "<g id=\"graph0\" class=\"graph\">\n<title>model</title>\n"
         out += "<rect x=\"0\" y=\"0\" width=\"\(XMLText.number(width))\" height=\"\(XMLText.number(height))\" fill=\"white\"/>\n"
         out += "<text x=\"\(XMLText.number(margin))\" y=\"\(XMLText.number(margin + 8))\" font-family=\"Helvetica,Arial,sans-serif\" font-size=\"12\">"
-            + "\(XMLText.escaped(graph.root.label)) (simplified layout)</text>\n"
+            + "\(XMLText.escaped(title))</text>\n"
         for (index, edge) in graph.edges.enumerated() {
             guard let from = boxes[edge.from], let to = boxes[edge.to] else { continue }
-            let x1 = from.x + from.width / 2, y1 = from.y + from.height
-            let x2 = to.x + to.width / 2, y2 = to.y
+            let span = (ranks.rank[edge.to] ?? 0) - (ranks.rank[edge.from] ?? 0)
+            let path: String
+            if span <= 1 {
+                // Next row: a straight line, bottom to top.
+                path = "M\(n(from.x + from.width / 2)),\(n(from.y + from.height))L\(n(to.x + to.width / 2)),\(n(to.y))"
+            } else {
+                // Past rows in between: a curve out to the right and back, side to side.
+                let x1 = from.x + from.width, y1 = from.y + from.height / 2
+                let x2 = to.x + to.width, y2 = to.y + to.height / 2
+                let bulge = max(x1, x2) + 30 + 4 * Double(min(span, 20))
+                path = "M\(n(x1)),\(n(y1))C\(n(bulge)),\(n(y1)) \(n(bulge)),\(n(y2)) \(n(x2)),\(n(y2))"
+            }
             out += "<g id=\"edge\(index + 1)\" class=\"edge\"><title>\(XMLText.escaped(edge.from))&#45;&gt;\(XMLText.escaped(edge.to))</title>"
-                + "<path fill=\"none\" stroke=\"#7a869a\" d=\"M\(XMLText.number(x1)),\(XMLText.number(y1))L\(XMLText.number(x2)),\(XMLText.number(y2))\"/></g>\n"
+                + "<path fill=\"none\" stroke=\"#7a869a\" d=\"\(path)\"/></g>\n"
         }
         for node in graph.allNodes {
             guard let box = boxes[node.id] else { continue }
@@ -81,6 +96,8 @@ enum LayeredGraphSVG {
         out += "</g>\n</svg>\n"
         return out
     }
+
+    private static func n(_ value: Double) -> String { XMLText.number(value) }
 
     private static func colors(_ node: GraphNode) -> (String, String) {
         switch node.kind {
