@@ -318,7 +318,7 @@ final class TrainingProgress: Sendable {
             return start ?? now
         }
         let seconds = (now - start).inSeconds
-        guard seconds > 0.2, done > 0 else { return (nil, nil) }
+        guard seconds > 0.05, done > 0 else { return (nil, nil) }
         let rate = Double(done) / seconds
         return (rate, Double(total - done) / rate)
     }

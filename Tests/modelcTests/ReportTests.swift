@@ -178,3 +178,35 @@ import Testing
         #expect(unwritable.standardError.contains("modelc: error: cannot write the report: "))
     }
 }
+
+/// `modelc train`'s progress on a terminal (a pseudo-terminal from util-linux's `script`).
+@Suite struct TrainProgressTests {
+    @Test func aTerminalSeesImagesPerSecondAnETAAndTheLoss() throws {
+        let script = try #require(["/usr/bin/script", "/bin/script"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        let directory = try TemporaryDirectory()
+        try GeneratedImages.write(labels: ["blue", "red", "yellow"], count: 200, into: directory.path + "/data", seed: 41)
+        let command = [ModelcProcess.executable.path, "train", "image-classifier", directory.path + "/data",
+                       "--base", ReportTests.base, "-o", directory.path + "/m.mlmodel", "--threads", "1"]
+            .map { "'" + $0 + "'" }.joined(separator: " ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: script)
+        process.arguments = ["-qec", command, directory.path + "/typescript"]
+        process.currentDirectoryURL = Fixtures.packageRoot
+        process.environment = ProcessInfo.processInfo.environment.merging(["MODELC_CACHE": directory.path + "/cache"]) { _, new in new }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let typescript = try String(contentsOfFile: directory.path + "/typescript", encoding: .utf8)
+        // Lines redrawn in place: carriage returns and erase-line, not a line per update.
+        let redraws = typescript.split(separator: "\r").map(String.init)
+        let feature = redraws.filter { $0.contains("features [") }
+        #expect(feature.count >= 10)
+        #expect(feature.contains { $0.range(of: #"/600 images, [0-9]+ images/s, ETA [0-9]+:[0-9]{2}"#, options: .regularExpression) != nil },
+                "\(feature.suffix(3))")
+        #expect(redraws.contains { $0.range(of: #"iteration [0-9]+: loss [0-9.]+, training [0-9.]+%"#, options: .regularExpression) != nil })
+        #expect(typescript.contains("\u{1B}[K"))
+    }
+}
