@@ -128,8 +128,9 @@ private struct GraphBuilder {
         // A classifier's label and probabilities come from a step after the layers.
         let missing = summary.outputs.filter { lookup($0.name) == nil }
         guard !missing.isEmpty, let labels = summary.classLabels else { return }
-        let probabilityLayer = spec(network, CoreML__Specification__NeuralNetworkClassifier.self)
-            .map { text($0.labelprobabilitylayername) } ?? ""
+        let probabilityLayer = network.typeName == "CoreML.Specification.NeuralNetworkClassifier"
+            ? text(network.pointer.assumingMemoryBound(to: CoreML__Specification__NeuralNetworkClassifier.self).pointee.labelprobabilitylayername)
+            : ""
         let classifier = node(.operation, title: "classifier", name: "", details: ["\(labels.count) \(labels.kind) labels"])
         if !probabilityLayer.isEmpty, lookup(probabilityLayer) != nil {
             use(probabilityLayer, by: classifier.id)
@@ -138,11 +139,6 @@ private struct GraphBuilder {
         }
         for output in missing { define(output.name, classifier.id) }
         cluster.nodes.append(classifier)
-    }
-
-    private func spec<Message>(_ view: MessageView, _: Message.Type) -> Message? {
-        guard view.typeName == "CoreML.Specification.NeuralNetworkClassifier" else { return nil }
-        return view.pointer.assumingMemoryBound(to: Message.self).pointee
     }
 
     // MARK: ML programs
