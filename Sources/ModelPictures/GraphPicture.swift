@@ -35,10 +35,10 @@ public struct GraphPicture: Sendable {
 /// when Graphviz cannot be loaded, is drawn by `LayeredGraphSVG` instead, in
 /// time linear in its size, and a note says so.
 public enum GraphRenderer {
-    /// Above this many nodes Graphviz is not asked: dot's crossing
-    /// minimization grows faster than linearly, and 5,000 nodes take it
-    /// several seconds (measured; see README).
-    public static let defaultNodeLimit = 2500
+    /// Above this many nodes Graphviz is not asked: its layout time grows
+    /// about quadratically (measured with `ModelcBenchmarks graph`: 0.25 s at
+    /// 1,000 nodes, about 1.6 s at 1,500 on a loaded machine, 17.7 s at 5,000).
+    public static let defaultNodeLimit = 1500
 
     /// Draws `graph` as `format`; `title` heads the HTML page.
     public static func render(_ graph: ModelGraph, format: GraphFormat, title: String,

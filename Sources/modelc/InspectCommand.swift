@@ -23,7 +23,7 @@ enum InspectCommand {
             type where known), weights (shape and data type) in the labels and tooltips, pipeline
             stages, program functions and the blocks of cond and while_loop as frames. The extension
             picks the form: .svg (laid out by Graphviz), .dot (the Graphviz input), .html (one page
-            with the SVG, pan, zoom and search; no network). A graph of more than 2,500 nodes (or
+            with the SVG, pan, zoom and search; no network). A graph of more than 1,500 nodes (or
             MODELC_GRAPH_NODE_LIMIT) is drawn in a simpler layered layout, and a note says so.
             """,
         arguments: [PositionalSpec(name: "FILE", help: "The .mlmodel file or .mlpackage directory.")],
