@@ -4,6 +4,8 @@ import Testing
 @testable import ModelPictures
 import ModelSpec
 
+extension Fixtures.Entry: CustomTestStringConvertible {}
+
 /// Graph pictures checked by parsing them: every node and edge of the graph
 /// is drawn, labels survive escaping, nothing outside the file is referenced.
 @Suite struct GraphPictureTests {
@@ -30,6 +32,16 @@ import ModelSpec
         #expect(PictureChecks.externalReferences(page).isEmpty, "\(PictureChecks.externalReferences(page))")
         let svg = try #require(PictureChecks.inlineSVG(page))
         try expectComplete(svg, graph: graph)
+    }
+
+    /// Models that are readable but wrong (missing weight files, duplicate
+    /// outputs, invalid parameters) are drawn as they are.
+    @Test(arguments: Fixtures.broken.filter { $0.facts["readable"] as? Bool == true })
+    func readableBrokenModelsAreDrawn(entry: Fixtures.Entry) throws {
+        let graph = ModelGraph(try ModelFile.open(Fixtures.path(entry.file)))
+        #expect(Set(graph.allNodes.map(\.id)).count == graph.allNodes.count)
+        let picture = GraphRenderer.render(graph, format: .svg, title: entry.file)
+        try expectComplete(picture.text, graph: graph)
     }
 
     @Test func dotNamesEveryNodeAndEdge() throws {
