@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ("Models/ImageClassifier.mlmodel", "conv", 2),
+        ("Models/ImageClassifier.mlmodel", "ngroups", 2),  // only in the tooltips
         ("Graph/ControlFlowProgram.mlpackage", "dense_then", 1),
         ("Models/MultiFunctionProgram.mlpackage", "constexpr_lut_to_dense", 2),
         ("Graph/LongProgram.mlpackage", "relu123", 1),
