@@ -44,11 +44,12 @@ public enum GraphRenderer {
     public static func render(_ graph: ModelGraph, format: GraphFormat, title: String,
                               nodeLimit: Int = defaultNodeLimit) -> GraphPicture {
         let dot = GraphDOT.text(graph)
-        if format == .dot { return GraphPicture(text: dot, notes: []) }
         var notes: [String] = []
         let svg: String
         let count = graph.allNodes.count
-        if count > nodeLimit {
+        if format == .dot {
+            return GraphPicture(text: dot, notes: [])
+        } else if count > nodeLimit {
             notes.append("\(count) nodes are more than Graphviz lays out in bounded time (limit \(nodeLimit)); drawn in a simpler layered layout without clusters")
             svg = LayeredGraphSVG.svg(graph)
         } else {
@@ -60,10 +61,7 @@ public enum GraphRenderer {
                 svg = LayeredGraphSVG.svg(graph)
             }
         }
-        switch format {
-        case .svg: return GraphPicture(text: svg, notes: notes)
-        case .html, .dot: return GraphPicture(text: GraphPage.html(svg: svg, title: title), notes: notes)
-        }
+        return GraphPicture(text: format == .html ? GraphPage.html(svg: svg, title: title) : svg, notes: notes)
     }
 
     struct LayoutFailure: Error {
