@@ -27,13 +27,19 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char load_failure[512];
 static int loaded;
 static GVC_t *context;
-/* The last message Graphviz reported during one render (under lock). */
+/* What Graphviz reported during one render (under lock): its error function
+   is called with pieces ("Error", ": <stdin>: syntax error in line 1 …"),
+   joined here into one line. */
 static char message[512];
 
 static int record_message(char *text) {
-    size_t length = strlen(text);
-    while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == ' ')) length--;
-    if (message[0] == 0) snprintf(message, sizeof message, "%.*s", (int)length, text);
+    size_t used = strlen(message);
+    for (const char *c = text; *c && used + 1 < sizeof message; c++) {
+        char next = (*c == '\n' || *c == '\t') ? ' ' : *c;
+        if (next == ' ' && (used == 0 || message[used - 1] == ' ')) continue;
+        message[used++] = next;
+    }
+    message[used] = 0;
     return 0;
 }
 

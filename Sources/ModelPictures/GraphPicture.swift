@@ -1,4 +1,5 @@
 import CGraphviz
+import Foundation
 import ModelSpec
 
 /// The file forms of a graph picture, named by the output's extension.
@@ -77,7 +78,7 @@ public enum GraphRenderer {
         let ok = modelc_graphviz_render(dot, "svg", &output, &length, &failure, failure.count)
         guard ok == 1, let output else {
             let message = failure.withUnsafeBufferPointer { buffer in buffer.baseAddress.map { String(cString: $0) } ?? "" }
-            return .failure(LayoutFailure(message: message))
+            return .failure(LayoutFailure(message: message.trimmingCharacters(in: .whitespaces)))
         }
         defer { modelc_graphviz_free(output) }
         let text = String(decoding: UnsafeRawBufferPointer(start: output, count: length), as: UTF8.self)

@@ -86,6 +86,22 @@ extension Fixtures.Entry: CustomTestStringConvertible {}
         try expectComplete(picture.text, graph: graph)
     }
 
+    /// Graphviz's own complaint comes back as the failure (and the next layout still works).
+    @Test func rejectedDOTIsAFailureWithGraphvizReason() throws {
+        guard case .failure(let failure) = GraphRenderer.layout("digraph model { a -> ; }") else {
+            Issue.record("a syntax error was laid out")
+            return
+        }
+        #expect(failure.message.hasPrefix("the DOT text was rejected: "))
+        #expect(failure.message.contains("syntax error in line 1"), "\(failure.message)")
+        #expect(!failure.message.hasSuffix(" ") && !failure.message.contains("\n"))
+        guard case .success(let svg) = GraphRenderer.layout("digraph model { a -> b; }") else {
+            Issue.record("Graphviz did not recover")
+            return
+        }
+        #expect(try PictureChecks.drawing(svg).edges == ["a->b"])
+    }
+
     @Test func thousandOperationsLayOutWithGraphviz() throws {
         let graph = ModelGraph(try ModelFile.open(Fixtures.path("Graph/LongProgram.mlpackage")))
         let picture = GraphRenderer.render(graph, format: .svg, title: "long")
