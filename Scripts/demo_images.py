@@ -5,6 +5,7 @@ library only (zlib PNG), deterministic for a seed.
 Usage:
     demo_images.py train DIR [--count N] [--seed S]   DIR/LABEL/LABEL-I.png for the four labels
     demo_images.py samples DIR                        the sample photos classified by `make run`
+                                                      (committed in Fixtures/Samples)
 
 Each picture is a ball of the label's colour, of random size and place, on a
 light, noisy, shaded background: a classifier of ball colours learns from

@@ -3,7 +3,7 @@
 #   1. serve a base network from a throwaway HTTP server on loopback
 #   2. modelc fetch URL --sha256 … --compile …  (download, pin, compile)
 #   3. modelc train on generated pictures of coloured balls, with --report
-#   4. modelc classify the sample photos in Fixtures/Images/Samples (--top, --label)
+#   4. modelc classify the sample photos in Fixtures/Samples (--top, --label)
 #   5. modelc inspect --graph of the trained model
 # Everything goes to .build/run/ (its own fetch cache too); the server is
 # stopped on exit, however the script ends.
@@ -49,8 +49,8 @@ show "$modelc" train image-classifier "$run/pictures" --base "$run/Base.mlmodelc
     --validation-split 0.25 --seed 1 --report "$run/report.html" 2>&1 | grep -Ev '^(  |images per label|features: [0-9]+ vectors \(|iteration )'
 
 step "classify the sample photos"
-show "$modelc" classify "$run/Balls.mlmodel" Fixtures/Images/Samples --top 2
-show "$modelc" classify "$run/Balls.mlmodel" Fixtures/Images/Samples --label red
+show "$modelc" classify "$run/Balls.mlmodel" Fixtures/Samples --top 2
+show "$modelc" classify "$run/Balls.mlmodel" Fixtures/Samples --label red
 
 step "draw the trained model"
 printf '$ %s\n' "$modelc inspect $run/Balls.mlmodel --graph $run/graph.html"
