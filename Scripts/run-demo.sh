@@ -5,24 +5,30 @@
 #   3. modelc train on generated pictures of coloured balls, with --report
 #   4. modelc classify the sample photos in Fixtures/Samples (--top, --label)
 #   5. modelc inspect --graph of the trained model
-# Everything goes to .build/run/ (its own fetch cache too); the server is
-# stopped on exit, however the script ends.
+# Everything goes to .build/run/ (or $RUN_DIR; its own fetch cache too); the
+# server is stopped on exit, however the script ends. $MODELC names the
+# modelc to run (default: the debug build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 modelc=${MODELC:-$(swift build --show-bin-path)/modelc}
-run=.build/run
+run=${RUN_DIR:-.build/run}
+case "$run" in /*) where="$run" ;; *) where="$PWD/$run" ;; esac
 base=Fixtures/Models/ImageFeatureBase.mlmodel
-rm -rf "$run"
+mkdir -p "$run"
+rm -rf "$run/served" "$run/port" "$run/cache" "$run/pictures" "$run/Base.mlmodelc" "$run/Balls.mlmodel" \
+    "$run/report.html" "$run/graph.html"
 mkdir -p "$run/served"
 cp "$base" "$run/served/"
-export MODELC_CACHE="$PWD/$run/cache"
+export MODELC_CACHE="$where/cache"
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
 # A loopback HTTP server on a free port (the kernel picks it), stopped on exit.
-python3 - "$run/served" "$run/port" <<'PY' &
-import functools, http.server, sys
+python3 - "$run/served" "$run/port" <<'PY' >/dev/null 2>&1 &
+import functools, http.server, signal, sys
+# A parent may have blocked SIGTERM (a test runner does); the trap below needs it.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -57,4 +63,4 @@ printf '$ %s\n' "$modelc inspect $run/Balls.mlmodel --graph $run/graph.html"
 "$modelc" inspect "$run/Balls.mlmodel" --graph "$run/graph.html" >/dev/null
 
 echo
-echo "graph picture: $PWD/$run/graph.html   training report: $PWD/$run/report.html"
+echo "graph picture: $where/graph.html   training report: $where/report.html"
