@@ -1,5 +1,5 @@
 # modelc — the two commands a person needs:
-#   make run    builds modelc and compiles a bundled fixture model into a bundle
+#   make run    builds modelc and shows what it is for: fetch, compile, train, classify, draw
 #   make test   runs every check and test
 # Both install the Debian packages they need when missing.
 
@@ -12,7 +12,6 @@ SERVE_VENV  ?= .venv-serve
 KSERVE_VENV ?= .venv-kserve
 SERVE_BENCH_VENV ?= .venv-serve-bench
 MODELC_BIN  ?= .build/release/modelc
-FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the model
 # caches (bundles, and runnable models predicting under pressure), image
@@ -32,19 +31,20 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
-RUN_OUTPUT ?= .build/run/$(basename $(notdir $(FIXTURE))).mlmodelc
-
+# The whole path, offline: a loopback HTTP server serves a base network,
+# modelc fetches (pinned SHA-256) and compiles it, trains a classifier of ball
+# colours on generated pictures (with --report), classifies the sample photos
+# and draws the model (Scripts/run-demo.sh; python3 only for the server and
+# the pictures, standard library).
 run: build
-	@mkdir -p $(dir $(RUN_OUTPUT))
-	$(SWIFT) run $(SWIFT_FLAGS) modelc inspect $(FIXTURE)
-	$(SWIFT) run $(SWIFT_FLAGS) modelc compile $(FIXTURE) $(RUN_OUTPUT)
-	@ls -l $(RUN_OUTPUT) $(RUN_OUTPUT)/weights
+	@Scripts/install-deps.sh python3
+	@Scripts/run-demo.sh
 
 # The suite runs twice: as built for debugging, and optimized (bugs such as a
 # pointer that outlives what it points to often show only when optimized);
 # then the cache's concurrency tests run under ThreadSanitizer.
 test: deps check-generated
-	@Scripts/install-deps.sh nginx openssl python3
+	@Scripts/install-deps.sh nginx openssl python3 chromium
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
@@ -109,15 +109,16 @@ spec-check: venv
 	$(VENV)/bin/python Scripts/generate_schema.py .build/spec-check
 	diff -r Sources/CoreMLSchema .build/spec-check
 
-# Regenerate the fixture models and Fixtures/index.json.
+# Regenerate the fixture models and Fixtures/index.json, and the graph test programs (Fixtures/Graph).
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
+	$(VENV)/bin/python Fixtures/generate_graph.py
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
 bench: deps venv $(SERVE_BENCH_VENV)/.installed
-	@Scripts/install-deps.sh time curl nginx
+	@Scripts/install-deps.sh time curl nginx graphviz
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh

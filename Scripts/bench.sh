@@ -85,6 +85,10 @@ echo
 "$modelc" compile "$large" "$work/large.mlmodelc" >/dev/null
 "$bin/ModelcBenchmarks" open "$work/small.mlmodelc" "$work/large.mlmodelc" "$large"
 
+# inspect --graph: Graphviz in process against the dot program (issue 24).
+echo
+"$bin/ModelcBenchmarks" graph Fixtures/Graph/LongProgram.mlpackage Fixtures/Graph/ControlFlowProgram.mlpackage Fixtures/Models/ImageClassifier.mlmodel
+
 Scripts/bench-fetch.sh
 
 Scripts/bench-classic.sh

@@ -5,12 +5,13 @@ import ModelValidation
 
 /// Reads hostile bytes the way modelc reads a downloaded model: check and
 /// unpack, summarize (and print as JSON), print an ML program as MIL text,
-/// and validate. Any crash, hang or sanitizer report here is a bug.
+/// read its graph (as `inspect --graph` does), and validate. Any crash, hang or sanitizer report here is a bug.
 func exercise(_ bytes: UnsafeRawBufferPointer) {
     guard let specification = try? Specification.unpack(bytes, path: "fuzz.mlmodel") else { return }
     let model = ModelFile(unpacked: specification, path: "fuzz.mlmodel")
     _ = ModelSummary(model).jsonText()
     _ = model.programText()
+    _ = ModelGraph(model).allNodes.count
     _ = ModelValidator.validate(model)
 }
 

@@ -108,7 +108,7 @@ enum MILTextFormat {
 
     /// A value without its type, as it appears inside a typed value: `1`,
     /// `"a"`, `[1, 2]`, `(1, "a")`, `{{"k", "v"}}`, or the `BLOBFILE(…)` reference.
-    private static func literal(_ value: UnsafeMutablePointer<MILValue>?) -> String {
+    static func literal(_ value: UnsafeMutablePointer<MILValue>?) -> String {
         guard let value else { return "" }
         switch value.pointee.value_case {
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE:

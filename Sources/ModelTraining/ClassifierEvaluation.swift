@@ -13,6 +13,8 @@ public struct ClassifierEvaluation: Sendable {
     public var skipped: [TrainingReport.Skipped]
     /// Folder labels the model does not have (their images count as wrong).
     public var unknownLabels: [String]
+    /// Every image classified, in folder order (label indices into `report.labels`).
+    public var predictions: [ImagePrediction] = []
 
     public var jsonObject: [String: Any] {
         var object = report.jsonObject
@@ -46,7 +48,8 @@ public struct ClassifierEvaluation: Sendable {
         let jobs: [(path: String, label: Int)] = folders.files.enumerated().flatMap { label, files in files.map { ($0, label) } }
         let decoder = ImageDecoder(pixelFormat: imageType.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb)
         let fitting = ImageFitting(width: Int(imageType.width), height: Int(imageType.height), cropAndScale: .centerCrop)
-        let outcomes = Locked([Result<String, FeatureExtractor.ImageFailure>?](repeating: nil, count: jobs.count))
+        let probabilitiesOutput = summary.predictedProbabilitiesName
+        let outcomes = Locked([Result<(label: String, confidence: Double?), FeatureExtractor.ImageFailure>?](repeating: nil, count: jobs.count))
         let next = Locked(0), finished = Locked(0)
         DispatchQueue.concurrentPerform(iterations: max(1, min(model.configuration.threads, jobs.count))) { _ in
             while true {
@@ -55,13 +58,18 @@ public struct ClassifierEvaluation: Sendable {
                     return value
                 }
                 guard index < jobs.count else { return }
-                let outcome: Result<String, FeatureExtractor.ImageFailure>
+                let outcome: Result<(label: String, confidence: Double?), FeatureExtractor.ImageFailure>
                 do {
                     let image = try decoder.decode(file: jobs[index].path, fitting: fitting)
                     let outputs = try model.prediction(from: [input.name: .image(image)])
+                    let probabilities = probabilitiesOutput.flatMap { outputs[$0]?.dictionaryValue }
                     switch outputs[labelOutput] {
-                    case .string(let text)?: outcome = .success(text)
-                    case .int64(let number)?: outcome = .success(String(number))
+                    case .string(let text)?:
+                        let confidence: Double? = if case .strings(let values)? = probabilities { values[text] } else { nil }
+                        outcome = .success((text, confidence))
+                    case .int64(let number)?:
+                        let confidence: Double? = if case .int64s(let values)? = probabilities { values[number] } else { nil }
+                        outcome = .success((String(number), confidence))
                     default: outcome = .failure(.init(reason: "no \"\(labelOutput)\" output"))
                     }
                 } catch let error as ImageError {
@@ -79,16 +87,19 @@ public struct ClassifierEvaluation: Sendable {
         }
         var actual: [Int] = [], predicted: [Int] = []
         var skipped: [TrainingReport.Skipped] = []
+        var predictions: [ImagePrediction] = []
         for (job, outcome) in zip(jobs, outcomes.withLock { $0 }) {
             switch outcome {
-            case .success(let label)?:
+            case .success(let result)?:
                 actual.append(job.label)
-                if let index = labels.firstIndex(of: label) {
+                if let index = labels.firstIndex(of: result.label) {
                     predicted.append(index)
                 } else {
-                    labels.append(label)
+                    labels.append(result.label)
                     predicted.append(labels.count - 1)
                 }
+                predictions.append(ImagePrediction(path: job.path, actual: job.label, predicted: predicted[predicted.count - 1],
+                                                   confidence: result.confidence))
             case .failure(let failure)?:
                 skipped.append(.init(path: job.path, reason: failure.reason))
             case nil:
@@ -96,6 +107,6 @@ public struct ClassifierEvaluation: Sendable {
             }
         }
         return ClassifierEvaluation(report: ClassificationReport(labels: labels, actual: actual, predicted: predicted),
-                                    skipped: skipped, unknownLabels: unknown)
+                                    skipped: skipped, unknownLabels: unknown, predictions: predictions)
     }
 }

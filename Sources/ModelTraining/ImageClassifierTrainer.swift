@@ -168,26 +168,33 @@ public enum ImageClassifierTrainer {
         var training = LogisticRegression.Rows(width: network.featureCount)
         var trainingOriginals = LogisticRegression.Rows(width: network.featureCount)
         var validation = LogisticRegression.Rows(width: network.featureCount)
+        var trainingPaths: [String] = [], validationPaths: [String] = []
         for (index, job) in jobs.enumerated() {
             guard let vectors = extracted.vectors[index] else { continue }
             if index < trainingJobs.count {
                 for vector in vectors { training.append(vector, label: job.label) }
-                if let original = vectors.first { trainingOriginals.append(original, label: job.label) }
+                if let original = vectors.first {
+                    trainingOriginals.append(original, label: job.label)
+                    trainingPaths.append(job.path)
+                }
             } else if let original = vectors.first {
                 validation.append(original, label: job.label)
+                validationPaths.append(job.path)
             }
         }
 
         let fitStart = DispatchTime.now().uptimeNanoseconds
         let regression = LogisticRegression(l2: options.l2, maxIterations: options.maxIterations)
+        var history: [LogisticRegression.Iteration] = []
         let fit = regression.fit(training, classes: folders.labels.count, validation: validation.count > 0 ? validation : nil) { iteration in
+            history.append(iteration)
             events(.iteration(iteration))
         }
         let fitSeconds = Double(DispatchTime.now().uptimeNanoseconds - fitStart) / 1e9
 
         let trainingReport = report(fit, rows: trainingOriginals, labels: folders.labels)
         let validationReport = validation.count > 0 ? report(fit, rows: validation, labels: folders.labels) : nil
-        let trainingReportSummary = TrainingReport(
+        var trainingReportSummary = TrainingReport(
             labels: folders.labels, trainingImages: trainingReport.imagesPerLabel,
             validationImages: validationReport?.imagesPerLabel ?? folders.labels.map { _ in 0 },
             augmentedCopies: training.count - trainingOriginals.count,
@@ -198,6 +205,11 @@ public enum ImageClassifierTrainer {
                                           computed: extracted.computed, seconds: extracted.seconds),
             fitSeconds: fitSeconds, skipped: extracted.skipped.map { TrainingReport.Skipped(path: $0.path, reason: $0.reason) },
             warnings: folders.imbalance.map { [$0.description] } ?? [])
+        trainingReportSummary.history = history
+        trainingReportSummary.predictionsAreValidation = validation.count > 0
+        trainingReportSummary.predictions = validation.count > 0
+            ? predictions(fit, rows: validation, paths: validationPaths)
+            : predictions(fit, rows: trainingOriginals, paths: trainingPaths)
 
         var metadata: [String: String] = [
             "trainingAccuracy": String(format: "%.4f", trainingReport.accuracy),
@@ -224,6 +236,14 @@ public enum ImageClassifierTrainer {
                                       version: options.version, userDefined: metadata)
         return TrainedImageClassifier(network: network, export: export, report: trainingReportSummary,
                                       trainingRows: training, validationRows: validation)
+    }
+
+    static func predictions(_ fit: LogisticRegression.Fit, rows: LogisticRegression.Rows, paths: [String]) -> [ImagePrediction] {
+        zip(0..<rows.count, paths).map { row, path in
+            let probabilities = fit.probabilities(rows.values[(row * rows.width)..<((row + 1) * rows.width)])
+            let predicted = probabilities.indices.max { probabilities[$0] < probabilities[$1] || (probabilities[$0] == probabilities[$1] && $0 > $1) } ?? 0
+            return ImagePrediction(path: path, actual: rows.labels[row], predicted: predicted, confidence: probabilities[predicted])
+        }
     }
 
     static func report(_ fit: LogisticRegression.Fit, rows: LogisticRegression.Rows, labels: [String]) -> ClassificationReport {

@@ -20,6 +20,18 @@ public struct LogisticRegression: Sendable {
         public var trainingAccuracy: Double
         /// `nil` without validation rows.
         public var validationAccuracy: Double?
+        /// The mean cross-entropy of the validation rows (no penalty); `nil`
+        /// without validation rows.
+        public var validationLoss: Double?
+
+        public init(number: Int, loss: Double, trainingAccuracy: Double, validationAccuracy: Double? = nil,
+                    validationLoss: Double? = nil) {
+            self.number = number
+            self.loss = loss
+            self.trainingAccuracy = trainingAccuracy
+            self.validationAccuracy = validationAccuracy
+            self.validationLoss = validationLoss
+        }
     }
 
     /// Rows of features: `count` rows of `width` values, row after row.
@@ -67,6 +79,15 @@ public struct LogisticRegression: Sendable {
                 for (w, x) in zip(weight, row) { sum += w * Double(x) }
                 return sum
             }
+        }
+
+        /// The class probabilities of one row (softmax of the scores).
+        public func probabilities(_ row: ArraySlice<Float>) -> [Double] {
+            let s = scores(row)
+            let top = s.max() ?? 0
+            let exponentials = s.map { exp($0 - top) }
+            let sum = exponentials.reduce(0, +)
+            return exponentials.map { $0 / sum }
         }
 
         /// The most probable class of one row (the first on a tie).
@@ -211,18 +232,25 @@ private final class Problem {
         iterations = iteration
         lastLoss = loss
         var validationAccuracy: Double?
+        var validationLoss: Double?
         if let validation, validation.count > 0 {
             let fit = unstandardized(w)
             let model = LogisticRegression.Fit(weights: fit.weights, offsets: fit.offsets, iterations: iteration, loss: loss, status: "")
             var correct = 0
+            var crossEntropy = 0.0
             for row in 0..<validation.count {
                 let values = validation.values[(row * width)..<((row + 1) * width)]
                 if model.predict(values) == validation.labels[row] { correct += 1 }
+                let scores = model.scores(values)
+                let top = scores.max() ?? 0
+                let logSum = top + log(scores.reduce(0) { $0 + exp($1 - top) })
+                crossEntropy += logSum - scores[validation.labels[row]]
             }
             validationAccuracy = Double(correct) / Double(validation.count)
+            validationLoss = crossEntropy / Double(validation.count)
         }
         progress(LogisticRegression.Iteration(number: iteration, loss: loss, trainingAccuracy: lastAccuracy,
-                                              validationAccuracy: validationAccuracy))
+                                              validationAccuracy: validationAccuracy, validationLoss: validationLoss))
     }
 
     func solve(maxIterations: Int) -> LogisticRegression.Fit {

@@ -1,5 +1,24 @@
 import Foundation
 
+/// One image as a classifier saw it: its true label, the label predicted
+/// and that label's probability (label indices into the report's labels).
+public struct ImagePrediction: Sendable, Equatable {
+    public var path: String
+    public var actual: Int
+    public var predicted: Int
+    /// The predicted label's probability; `nil` when the model gives none.
+    public var confidence: Double?
+
+    public init(path: String, actual: Int, predicted: Int, confidence: Double?) {
+        self.path = path
+        self.actual = actual
+        self.predicted = predicted
+        self.confidence = confidence
+    }
+
+    public var isMistake: Bool { actual != predicted }
+}
+
 /// What training did and how well the classifier does: images per label,
 /// the training and validation reports, the fit and the time taken.
 public struct TrainingReport: Sendable {
@@ -26,6 +45,12 @@ public struct TrainingReport: Sendable {
     public var fitSeconds: Double
     public var skipped: [Skipped]
     public var warnings: [String]
+    /// Every L-BFGS iteration, in order (the charts of `--report`).
+    public var history: [LogisticRegression.Iteration] = []
+    /// The predictions on the validation images, or on the original training
+    /// images when there are none (`predictionsAreValidation`).
+    public var predictions: [ImagePrediction] = []
+    public var predictionsAreValidation = false
 
     /// The report as a JSON-ready dictionary; `timings` leaves out the
     /// seconds (which change from run to run) when `false`.

@@ -7,6 +7,7 @@ import Foundation
 //        ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
+//        ModelcBenchmarks graph MODEL...
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
@@ -15,6 +16,7 @@ let usage = """
            ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
+           ModelcBenchmarks graph MODEL...
 
     """
 
@@ -51,6 +53,8 @@ do {
             exit(64)
         }
         try TrainingBenchmark.run(base: arguments[1], data: arguments[2], work: arguments[3], l2: l2, maxIterations: iterations)
+    case "graph" where arguments.count >= 2:
+        try GraphBenchmark.run(models: Array(arguments.dropFirst()))
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)

@@ -1,9 +1,10 @@
 import ArgumentParsing
 import Foundation
+import ModelPictures
 import ModelRuntime
 import ModelTraining
 
-/// `modelc evaluate MODEL DATA_DIR [--json] [--threads N]`.
+/// `modelc evaluate MODEL DATA_DIR [--json] [--threads N] [--report OUT.html]`.
 enum EvaluateCommand {
     static let spec = CommandSpec(
         name: "evaluate",
@@ -18,6 +19,7 @@ enum EvaluateCommand {
         options: [
             OptionSpec(name: "json", help: "Print the report as JSON."),
             OptionSpec(name: "threads", valueName: "N", help: "Threads (default: every core)."),
+            OptionSpec(name: "report", valueName: "OUT.html", help: "Also write the report as one self-contained HTML page with charts."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -29,6 +31,11 @@ enum EvaluateCommand {
                                            usage: Modelc.usageLine(for: spec))
             }
             configuration.threads = threads
+        }
+        let reportPath = arguments.value("report")
+        if let reportPath, let problem = TrainCommand.reportProblem(reportPath) {
+            return Modelc.usageFailure(.invalidValue(option: "report", value: reportPath, reason: problem),
+                                       usage: Modelc.usageLine(for: spec))
         }
         let folders: LabelledImageFolders
         do throws(TrainingError) {
@@ -56,6 +63,13 @@ enum EvaluateCommand {
         }
         for label in evaluation.unknownLabels {
             Output.error("\(Modelc.toolName): warning: \"\(label)\" is not one of the model's labels; its images count as wrong\n")
+        }
+        if let reportPath {
+            let warnings = (folders.imbalance.map { [$0.description] } ?? [])
+                + evaluation.unknownLabels.map { "\"\($0)\" is not one of the model's labels; its images count as wrong" }
+            let page = ReportPage.evaluation(evaluation, modelPath: path, dataDirectory: data, warnings: warnings)
+            let code = TrainCommand.writeReport(page, to: reportPath)
+            guard code == .success else { return code }
         }
         if arguments.has("json") {
             Output.print(TrainCommand.jsonText(evaluation.jsonObject) + "\n")

@@ -2,9 +2,11 @@ import ArgumentParsing
 import BundleFormat
 import Foundation
 import ModelFetch
+import ModelPictures
 import ModelSpec
 import ModelTraining
 import Synchronization
+import SystemIO
 
 /// `modelc train image-classifier DATA_DIR --base MODEL -o OUT.mlmodel [options]`.
 enum TrainCommand {
@@ -41,7 +43,8 @@ enum TrainCommand {
             OptionSpec(name: "description", valueName: "TEXT", help: "The model's description (metadata)."),
             OptionSpec(name: "version", valueName: "TEXT", help: "The model's version (metadata)."),
             OptionSpec(name: "threads", valueName: "N", help: "Threads for feature extraction (default: every core)."),
-            OptionSpec(name: "json", help: "Print the report as JSON."),
+            OptionSpec(name: "report", valueName: "OUT.html", help: "Also write the report as one self-contained HTML page with charts."),
+            OptionSpec(name: "json", help: "Print NDJSON: progress events, then the report."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -55,6 +58,10 @@ enum TrainCommand {
         }
         guard let output = arguments.value("output") else {
             return Modelc.usageFailure(.missingArgument(name: "-o OUT.mlmodel", command: "train"), usage: usage)
+        }
+        let reportPath = arguments.value("report")
+        if let reportPath, let problem = reportProblem(reportPath) {
+            return Modelc.usageFailure(.invalidValue(option: "report", value: reportPath, reason: problem), usage: usage)
         }
         // An ML program's weights stay in its weight file: refused before any work.
         if !output.hasSuffix(".mlpackage"), baseIsProgram(base) {
@@ -109,7 +116,7 @@ enum TrainCommand {
         options.version = arguments.value("version") ?? ""
 
         let json = arguments.has("json")
-        let progress = TrainingProgress(quiet: json)
+        let progress = TrainingProgress(style: json ? .json : .text)
         let trained: TrainedImageClassifier
         do throws(TrainingError) {
             trained = try ImageClassifierTrainer.train(dataDirectory: data, options: options) { event in progress.show(event) }
@@ -120,14 +127,41 @@ enum TrainCommand {
             return failure(error)
         }
         let bytes = writtenSize(output)
+        if let reportPath {
+            let page = ReportPage.training(trained.report, modelPath: output, basePath: base, dataDirectory: data)
+            let code = writeReport(page, to: reportPath)
+            guard code == .success else { return code }
+        }
         if json {
             var object = trained.report.jsonObject()
+            object["event"] = "done"
             object["output"] = output
             object["bytes"] = bytes
+            if let reportPath { object["report"] = reportPath }
             Output.print(jsonText(object) + "\n")
         } else {
             Output.print(trained.report.text + "\(output): written (\(byteCount(bytes)))\n")
         }
+        return .success
+    }
+
+    /// Why `path` cannot take a report page (only .html), or nil.
+    static func reportProblem(_ path: String) -> String? {
+        guard !path.lowercased().hasSuffix(".html") else { return nil }
+        let error = PictureError.unknownFormat(path: path, expected: [".html"])
+        return error.description.split(separator: ": ", maxSplits: 1).last.map(String.init) ?? "expected .html"
+    }
+
+    /// Writes a report page atomically; notes and the result go to standard error.
+    static func writeReport(_ page: ReportPage.Page, to path: String) -> ExitCode {
+        for note in page.notes { Output.error("\(Modelc.toolName): note: \(note)\n") }
+        do {
+            try AtomicFile.write(Array(page.html.utf8), to: path)
+        } catch {
+            Output.error("\(Modelc.toolName): error: cannot write the report: \(error)\n")
+            return .cannotWrite
+        }
+        Output.error("\(Modelc.toolName): report written to \(path)\n")
         return .success
     }
 
@@ -169,21 +203,39 @@ enum TrainCommand {
     }
 }
 
-/// Training's progress on standard error: what the base network gives,
-/// warnings, a bar while features are computed (terminals only), and a line
-/// per iteration (redrawn on a terminal, every tenth otherwise).
+/// Training's progress: on standard error, what the base network gives,
+/// warnings, a line per phase redrawn in place on a terminal (feature
+/// extraction with images/s and ETA, iterations with loss), every tenth
+/// iteration otherwise; with `--json`, NDJSON events on standard output.
 final class TrainingProgress: Sendable {
-    private let quiet: Bool
+    enum Style {
+        case text
+        case json
+        /// Nothing but warnings (`evaluate --json`).
+        case quiet
+    }
+
+    private let style: Style
     private let terminal: Bool
     private let drawn = Mutex(false)
     private let lastPercent = Mutex(-1)
+    private let started = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(quiet: Bool) {
-        self.quiet = quiet
+    init(style: Style) {
+        self.style = style
         terminal = isatty(STDERR_FILENO) == 1
     }
 
+    convenience init(quiet: Bool) {
+        self.init(style: quiet ? .quiet : .text)
+    }
+
     func show(_ event: TrainingEvent) {
+        if style == .json {
+            emit(event)
+            return
+        }
+        let quiet = style == .quiet
         switch event {
         case .warning(let text):
             clear()
@@ -196,17 +248,16 @@ final class TrainingProgress: Sendable {
             Output.error("validation: \(text)\n")
         case .extracting(let done, let total) where !quiet && terminal:
             let percent = done * 100 / max(total, 1)
-            let changed = lastPercent.withLock { last in
-                defer { last = percent }
-                return last != percent
-            }
-            guard changed else { return }
+            guard percentChanged(percent) else { return }
             drawn.withLock { $0 = true }
-            Output.error("\rfeatures \(progressBar(percent: percent, width: 30)) \(done)/\(total)")
+            let (rate, eta) = speed(done: done, total: total)
+            Output.error("\r\u{1B}[Kfeatures \(progressBar(percent: percent, width: 30)) \(done)/\(total) images"
+                         + (rate.map { String(format: ", %.0f images/s", $0) } ?? "") + (eta.map { ", ETA \(clockText($0))" } ?? ""))
         case .extracted(let summary) where !quiet:
             clear()
+            let rate = summary.seconds > 0 && summary.computed > 0 ? String(format: " (%.0f images/s)", Double(summary.computed) / summary.seconds) : ""
             Output.error("features: \(summary.vectors) vectors, \(summary.cacheHits) from the cache, \(summary.computed) computed, "
-                         + String(format: "%.2f s", summary.seconds) + "\n")
+                         + String(format: "%.2f s", summary.seconds) + rate + "\n")
         case .iteration(let iteration) where !quiet:
             let validation = iteration.validationAccuracy.map { ", validation \(String(format: "%.1f%%", $0 * 100))" } ?? ""
             let line = "iteration \(iteration.number): loss \(String(format: "%.5f", iteration.loss)), "
@@ -220,6 +271,62 @@ final class TrainingProgress: Sendable {
         default:
             break
         }
+    }
+
+    /// One NDJSON line per event; extraction progress when the whole percentage changes.
+    private func emit(_ event: TrainingEvent) {
+        var object: [String: Any]
+        switch event {
+        case .warning(let text):
+            Output.error("\(Modelc.toolName): warning: \(text)\n")
+            object = ["event": "warning", "message": text]
+        case .featureNetwork(let network):
+            object = ["event": "base", "path": network.basePath, "featureOutput": network.featureName, "featureCount": network.featureCount,
+                      "automatic": network.isAutomatic, "kept": network.keptLayers, "of": network.baseLayers]
+        case .validationPlan(let text):
+            object = ["event": "validation", "plan": text]
+        case .extracting(let done, let total):
+            guard percentChanged(done * 100 / max(total, 1)) else { return }
+            let (rate, eta) = speed(done: done, total: total)
+            object = ["event": "features", "done": done, "total": total,
+                      "imagesPerSecond": rate.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull(),
+                      "etaSeconds": eta.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull()]
+        case .extracted(let summary):
+            object = ["event": "featuresDone", "vectors": summary.vectors, "cacheHits": summary.cacheHits,
+                      "computed": summary.computed, "seconds": summary.seconds]
+        case .iteration(let iteration):
+            object = ["event": "iteration", "number": iteration.number, "loss": iteration.loss,
+                      "trainingAccuracy": iteration.trainingAccuracy,
+                      "validationAccuracy": iteration.validationAccuracy.map { $0 as Any } ?? NSNull(),
+                      "validationLoss": iteration.validationLoss.map { $0 as Any } ?? NSNull()]
+        }
+        Output.print(TrainCommand.jsonText(object) + "\n")
+    }
+
+    private func percentChanged(_ percent: Int) -> Bool {
+        lastPercent.withLock { last in
+            defer { last = percent }
+            return last != percent
+        }
+    }
+
+    /// Images per second since the first extraction event, and the seconds left at that rate.
+    private func speed(done: Int, total: Int) -> (Double?, Double?) {
+        let now = ContinuousClock.now
+        let start = started.withLock { start in
+            if start == nil { start = now }
+            return start ?? now
+        }
+        let seconds = (now - start).inSeconds
+        guard seconds > 0.05, done > 0 else { return (nil, nil) }
+        let rate = Double(done) / seconds
+        return (rate, Double(total - done) / rate)
+    }
+
+    private func clockText(_ seconds: Double) -> String {
+        let whole = Int(seconds.rounded())
+        return whole >= 3600 ? String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60)
+            : String(format: "%d:%02d", whole / 60, whole % 60)
     }
 
     /// Erases a line drawn in place.

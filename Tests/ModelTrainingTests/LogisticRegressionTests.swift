@@ -33,6 +33,37 @@ import Testing
         #expect(regression.fit(training, classes: 3) == fit)
     }
 
+    /// The validation loss each iteration reports is the mean cross-entropy
+    /// of the validation rows, here recomputed in double from the final
+    /// weights (log-sum-exp written out, not the fit's own code path).
+    @Test func validationLossIsTheValidationCrossEntropy() throws {
+        let training = Self.blobs(count: 120, width: 4, seed: 5)
+        let validation = Self.blobs(count: 60, width: 4, seed: 6)
+        var iterations: [LogisticRegression.Iteration] = []
+        let fit = LogisticRegression(l2: 0.01, maxIterations: 15).fit(training, classes: 3, validation: validation) { iterations.append($0) }
+        let last = try #require(iterations.last)
+        var total = 0.0
+        for row in 0..<validation.count {
+            let x = validation.values[(row * 4)..<((row + 1) * 4)].map(Double.init)
+            let z = (0..<3).map { c in fit.offsets[c] + zip(fit.weights[c], x).reduce(0) { $0 + $1.0 * $1.1 } }
+            let top = z.max() ?? 0
+            total -= z[validation.labels[row]] - top - log(z.reduce(0) { $0 + exp($1 - top) })
+        }
+        let expected = total / Double(validation.count)
+        let reported = try #require(last.validationLoss)
+        #expect(abs(reported - expected) <= 1e-9 * max(1, expected), "\(reported) vs \(expected)")
+        #expect(iterations.allSatisfy { $0.validationLoss != nil })
+        // The probabilities sum to 1 and their argmax is the prediction.
+        let row = validation.values[0..<4]
+        let probabilities = fit.probabilities(row)
+        #expect(abs(probabilities.reduce(0, +) - 1) < 1e-12)
+        #expect(probabilities.indices.max { probabilities[$0] < probabilities[$1] } == fit.predict(row))
+        // Without validation rows there is no validation loss.
+        var plain: [LogisticRegression.Iteration] = []
+        _ = LogisticRegression(l2: 0.01, maxIterations: 3).fit(training, classes: 3) { plain.append($0) }
+        #expect(plain.allSatisfy { $0.validationLoss == nil && $0.validationAccuracy == nil })
+    }
+
     @Test func aStrongerPenaltyGivesSmallerWeights() {
         let training = Self.blobs(count: 120, width: 4, seed: 3)
         let weak = LogisticRegression(l2: 0.0001, maxIterations: 300).fit(training, classes: 3)

@@ -66,7 +66,9 @@ import Testing
         let second = try work.train(["--json", "--validation-split", "0.2"])
         #expect(second.status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.model)) == bytes)
-        let report = try #require(Fixtures.parseJSON(second.standardOutput) as? [String: Any])
+        // NDJSON: progress events, then the report as the "done" event.
+        let report = try #require(Fixtures.parseJSON(String(second.standardOutput.split(separator: "\n").last ?? "")) as? [String: Any])
+        #expect(report["event"] as? String == "done")
         let features = try #require(report["features"] as? [String: Int])
         #expect(features == ["vectors": 20, "cacheHits": 20, "computed": 0])
         #expect(report["validationAccuracy"] as? Double == 1)
@@ -194,7 +196,7 @@ import Testing
         let second = try work.trainOnProgram(["--json", "--seed", "9", "--augment", "flip"])
         #expect(second.status == 0)
         #expect(try Self.tree(work.package) == files)
-        let report = try #require(Fixtures.parseJSON(second.standardOutput) as? [String: Any])
+        let report = try #require(Fixtures.parseJSON(String(second.standardOutput.split(separator: "\n").last ?? "")) as? [String: Any])
         let features = try #require(report["features"] as? [String: Int])
         #expect(features["computed"] == 0)
         // A fresh cache gives the same files too.
