@@ -128,7 +128,6 @@ let package = Package(
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"]),
         .testTarget(name: "ModelServingTests", dependencies: ["ModelServing", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "FixtureSupport"]),
-        .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "SystemIO"], exclude: ["Expected"]),
         .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "ModelTraining", "FixtureSupport"]),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "ImageDecoding", "SystemIO"], exclude: ["Expected"]),
     ],
