@@ -80,56 +80,81 @@ struct LanczosResampler {
     /// The area (`left`, `top`, `width` × `height` of a `stride`-wide image
     /// of `bands` interleaved bytes per pixel) shrunk to `outputWidth` ×
     /// `outputHeight` (each at most the area's), rows packed.
+    ///
+    /// Columns first: each output row is a weighted sum of whole source rows
+    /// (a loop over contiguous floats, which the compiler vectorizes); then
+    /// each of those rows is brought to `outputWidth`, the bands of a pixel
+    /// summed side by side.
     static func shrink(_ pixels: UnsafeBufferPointer<UInt8>, stride: Int, bands: Int, area: PixelArea,
                        outputWidth: Int, outputHeight: Int) -> [UInt8] {
-        // Rows: area.height rows of outputWidth pixels, as floats.
+        let down = cachedTaps(offset: area.top, length: area.height, output: outputHeight)
         let across = cachedTaps(offset: area.left, length: area.width, output: outputWidth)
-        var rows = [Float](repeating: 0, count: area.height * outputWidth * bands)
-        rows.withUnsafeMutableBufferPointer { rows in
-            across.weights.withUnsafeBufferPointer { weights in
-                for y in 0..<area.height {
-                    let line = (area.top + y) * stride
-                    let out = y * outputWidth * bands
-                    for x in 0..<outputWidth {
-                        let first = across.first[x]
-                        let taps = min(across.count, area.left + area.width - first)
-                        for band in 0..<bands {
-                            var sum: Float = 0
-                            var source = line + first * bands + band
-                            for tap in 0..<taps {
-                                sum += weights[x * across.count + tap] * Float(pixels[source])
-                                source += bands
-                            }
-                            rows[out + x * bands + band] = sum
+        let columns = area.width * bands
+        var shrunkDown = [Float](repeating: 0, count: outputHeight * columns)
+        shrunkDown.withUnsafeMutableBufferPointer { shrunkDown in
+            down.weights.withUnsafeBufferPointer { weights in
+                for y in 0..<outputHeight {
+                    let first = down.first[y]
+                    let out = y * columns
+                    for tap in 0..<min(down.count, area.top + area.height - first) {
+                        let weight = weights[y * down.count + tap]
+                        guard weight != 0 else { continue }
+                        let line = (first + tap) * stride + area.left * bands
+                        for column in 0..<columns {
+                            shrunkDown[out + column] += weight * Float(pixels[line + column])
                         }
                     }
                 }
             }
         }
-        // Columns: the rows brought to outputHeight.
-        let down = cachedTaps(offset: 0, length: area.height, output: outputHeight)
         let rowLength = outputWidth * bands
         var output = [UInt8](repeating: 0, count: outputHeight * rowLength)
         output.withUnsafeMutableBufferPointer { output in
-            rows.withUnsafeBufferPointer { rows in
-                down.weights.withUnsafeBufferPointer { weights in
+            shrunkDown.withUnsafeBufferPointer { shrunkDown in
+                across.weights.withUnsafeBufferPointer { weights in
                     for y in 0..<outputHeight {
-                        let first = down.first[y]
-                        let taps = min(down.count, area.height - first)
-                        for column in 0..<rowLength {
-                            var sum: Float = 0
-                            var source = first * rowLength + column
-                            for tap in 0..<taps {
-                                sum += weights[y * down.count + tap] * rows[source]
-                                source += rowLength
+                        let line = y * columns
+                        for x in 0..<outputWidth {
+                            let first = across.first[x] - area.left
+                            let taps = min(across.count, area.width - first)
+                            let kernel = x * across.count
+                            let out = y * rowLength + x * bands
+                            if bands == 3 {
+                                var (red, green, blue): (Float, Float, Float) = (0, 0, 0)
+                                var source = line + first * 3
+                                for tap in 0..<taps {
+                                    let weight = weights[kernel + tap]
+                                    red += weight * shrunkDown[source]
+                                    green += weight * shrunkDown[source + 1]
+                                    blue += weight * shrunkDown[source + 2]
+                                    source += 3
+                                }
+                                output[out] = byte(red)
+                                output[out + 1] = byte(green)
+                                output[out + 2] = byte(blue)
+                            } else {
+                                for band in 0..<bands {
+                                    var sum: Float = 0
+                                    var source = line + first * bands + band
+                                    for tap in 0..<taps {
+                                        sum += weights[kernel + tap] * shrunkDown[source]
+                                        source += bands
+                                    }
+                                    output[out + band] = byte(sum)
+                                }
                             }
-                            let rounded = sum + 0.5
-                            output[y * rowLength + column] = rounded <= 0 ? 0 : rounded >= 255 ? 255 : UInt8(rounded)
                         }
                     }
                 }
             }
         }
         return output
+    }
+
+    /// A sum rounded to the nearest byte value.
+    @inline(__always)
+    private static func byte(_ value: Float) -> UInt8 {
+        let rounded = value + 0.5
+        return rounded <= 0 ? 0 : rounded >= 255 ? 255 : UInt8(rounded)
     }
 }
