@@ -100,8 +100,11 @@ struct LanczosResampler {
                         let weight = weights[y * down.count + tap]
                         guard weight != 0 else { continue }
                         let line = (first + tap) * stride + area.left * bands
+                        // Rebased buffers and a plain index: a loop the compiler vectorizes.
+                        let source = UnsafeBufferPointer(rebasing: pixels[line..<(line + columns)])
+                        let target = UnsafeMutableBufferPointer(rebasing: shrunkDown[out..<(out + columns)])
                         for column in 0..<columns {
-                            shrunkDown[out + column] += weight * Float(pixels[line + column])
+                            target[column] += weight * Float(source[column])
                         }
                     }
                 }
@@ -117,17 +120,17 @@ struct LanczosResampler {
                         for x in 0..<outputWidth {
                             let first = across.first[x] - area.left
                             let taps = min(across.count, area.width - first)
-                            let kernel = x * across.count
+                            let kernel = UnsafeBufferPointer(rebasing: weights[(x * across.count)..<(x * across.count + taps)])
+                            let start = line + first * bands
+                            let source = UnsafeBufferPointer(rebasing: shrunkDown[start..<(start + taps * bands)])
                             let out = y * rowLength + x * bands
                             if bands == 3 {
                                 var (red, green, blue): (Float, Float, Float) = (0, 0, 0)
-                                var source = line + first * 3
                                 for tap in 0..<taps {
-                                    let weight = weights[kernel + tap]
-                                    red += weight * shrunkDown[source]
-                                    green += weight * shrunkDown[source + 1]
-                                    blue += weight * shrunkDown[source + 2]
-                                    source += 3
+                                    let weight = kernel[tap]
+                                    red += weight * source[3 &* tap]
+                                    green += weight * source[3 &* tap &+ 1]
+                                    blue += weight * source[3 &* tap &+ 2]
                                 }
                                 output[out] = byte(red)
                                 output[out + 1] = byte(green)
@@ -135,10 +138,8 @@ struct LanczosResampler {
                             } else {
                                 for band in 0..<bands {
                                     var sum: Float = 0
-                                    var source = line + first * bands + band
                                     for tap in 0..<taps {
-                                        sum += weights[kernel + tap] * shrunkDown[source]
-                                        source += bands
+                                        sum += kernel[tap] * source[bands &* tap &+ band]
                                     }
                                     output[out + band] = byte(sum)
                                 }
