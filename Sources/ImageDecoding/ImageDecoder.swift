@@ -14,7 +14,9 @@ import SystemIO
 /// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs larger than
 /// the target are scaled down while they are decoded (shrink-on-load, ½ to
 /// ⅛, in the DCT domain, itself a low-pass) as far as the target's
-/// resolution is still left, as Pillow's draft mode does.
+/// resolution is still left, as Pillow's draft mode does. Plain upright
+/// JPEGs fitted to a size skip libvips: libjpeg decodes them at that factor
+/// and `LanczosResampler` shrinks them (`decodeJPEGDirectly`).
 ///
 /// A value type, safe to use from many threads at once.
 public struct ImageDecoder: Sendable, Equatable {

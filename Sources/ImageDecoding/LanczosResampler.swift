@@ -3,7 +3,8 @@ import Synchronization
 
 /// Shrinks 8-bit images with the Lanczos 3 kernel widened by the scale
 /// factor (antialiased, as libvips' `vips_resize` and Pillow's `LANCZOS`
-/// shrink), separably: rows, then columns.
+/// shrink), separably: columns, then rows. Used by the direct JPEG path
+/// (`ImageDecoder+JPEG.swift`); everything else is resampled by libvips.
 ///
 /// Pixel centres line up: output pixel `i` of `n` covers source pixels
 /// `offset + i · length / n` to `offset + (i + 1) · length / n`, so a
