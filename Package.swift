@@ -49,6 +49,9 @@ let package = Package(
         // libvips (Debian's libvips42) opened with dlopen at the first image, not linked:
         // commands that decode no image do not load it and its ~60 dependencies.
         .target(name: "CVips", dependencies: ["CSystemShims"]),
+        // libjpeg (Debian's libjpeg62-turbo, libvips' own JPEG library) opened at the first JPEG, the same way:
+        // the direct path for plain JPEGs (headers from libjpeg62-turbo-dev).
+        .target(name: "CJPEG", dependencies: ["CSystemShims"]),
         // libcurl (Debian's libcurl4) opened with dlopen at the first transfer, the same way.
         .target(name: "CCurl", dependencies: ["CSystemShims"]),
         // OpenBLAS (Debian's libopenblas0) opened at the first matrix product, the same way.
@@ -81,7 +84,7 @@ let package = Package(
         // Neural networks: the graph read from the spec, a plan made once, kernels on XNNPACK, OpenBLAS and our own loops.
         .target(name: "NetworkRuntime", dependencies: ["CDNNL", "COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
-        .target(name: "ImageDecoding", dependencies: ["CVips", "ModelFeatures", "SystemIO"]),
+        .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
         .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.

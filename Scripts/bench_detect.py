@@ -16,7 +16,8 @@ Usage:
 The model is Fixtures/Models/Detector.mlmodel: a network measuring the blob (one matrix product
 over the 64x64 gray input and a few element-wise operations) and a NonMaximumSuppression stage.
 The Python program does for each photo what a Python service does: Pillow decodes it (JPEG draft
-mode: shrink-on-load, as modelc), converts it to gray, resizes it to 64x64 with Lanczos (scale to
+mode: shrink-on-load, as modelc), turns it upright by its EXIF orientation (ImageOps.exif_transpose,
+as modelc), converts it to gray, resizes it to 64x64 with Lanczos (scale to
 fill, as `--crop-and-scale scale-fill`), onnxruntime runs the same network (exported here with the
 onnx helper, the same weights), NumPy suppresses overlapping boxes (detection.nms_numpy of the
 fixture script), and the kept boxes are mapped to the image's pixels. Photos are worked on by a
@@ -100,7 +101,7 @@ def run(directory, model, threads):
     from concurrent.futures import ThreadPoolExecutor
     import numpy as np
     import onnxruntime as ort
-    from PIL import Image
+    from PIL import ExifTags, Image, ImageOps
     import detection
 
     files = sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".jpg"))
@@ -112,9 +113,13 @@ def run(directory, model, threads):
 
     def detect(path):
         with Image.open(path) as image:
+            # Upright first, as modelc (and Vision) turn images by their EXIF orientation.
             width, height = image.size
+            if image.getexif().get(ExifTags.Base.Orientation, 1) > 4:
+                width, height = height, width
             image.draft("L", (SIZE, SIZE))
-            gray = image.convert("L").resize((SIZE, SIZE), Image.LANCZOS)
+            upright = ImageOps.exif_transpose(image)
+            gray = upright.convert("L").resize((SIZE, SIZE), Image.LANCZOS)
         tensor = (np.asarray(gray, dtype=np.float32) * np.float32(1 / 255))[None, None]
         confidence, coordinates = session.run(None, {"image": tensor})
         kept = detection.nms_numpy(confidence.astype(np.float64), coordinates.astype(np.float64), 0.5, 0.2)

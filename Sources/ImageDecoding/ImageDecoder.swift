@@ -14,7 +14,9 @@ import SystemIO
 /// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs larger than
 /// the target are scaled down while they are decoded (shrink-on-load, ½ to
 /// ⅛, in the DCT domain, itself a low-pass) as far as the target's
-/// resolution is still left, as Pillow's draft mode does.
+/// resolution is still left, as Pillow's draft mode does. Plain upright
+/// JPEGs fitted to a size skip libvips: libjpeg decodes them at that factor
+/// and `LanczosResampler` shrinks them (`decodeJPEGDirectly`).
 ///
 /// A value type, safe to use from many threads at once.
 public struct ImageDecoder: Sendable, Equatable {
@@ -129,14 +131,19 @@ public struct ImageDecoder: Sendable, Equatable {
     /// - Throws: as `decode(file:)`.
     public func decodeFitted(bytes: UnsafeRawBufferPointer, name: String, orientation: ImageOrientation? = nil,
                              fitting: ImageFitting? = nil) throws(ImageError) -> FittedImage {
-        try Vips.ensureStarted()
         try fitting?.validate()
+        // Plain JPEGs fitted to a model's input (the common case) are decoded
+        // by libjpeg directly, without starting libvips.
+        let isJPEG = bytes.starts(with: [0xFF, 0xD8, 0xFF])
+        if isJPEG, let fitting, let fitted = try decodeJPEGDirectly(bytes: bytes, orientation: orientation, fitting: fitting) {
+            return fitted
+        }
+        try Vips.ensureStarted()
         guard let base = bytes.baseAddress, !bytes.isEmpty else {
             throw .damaged(file: name, reason: "the file is empty")
         }
-        // JPEGs (the common case) go straight to their loader, which reads
-        // the header only until pixels are asked for; other formats are sniffed.
-        let isJPEG = bytes.starts(with: [0xFF, 0xD8, 0xFF])
+        // Other JPEGs go straight to their loader, which reads the header
+        // only until pixels are asked for; other formats are sniffed.
         if !isJPEG, modelc_vips_find_load_buffer(base, bytes.count) == nil {
             _ = Vips.takeError()
             throw .unsupportedFormat(file: name)
