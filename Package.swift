@@ -95,7 +95,9 @@ let package = Package(
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
         .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
         // The C interface over the runtime, loader, compiler and fetcher: opaque handles, status codes, last error.
-        .target(name: "ModelcC", dependencies: ["ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec", "SystemIO"]),
+        // The exit codes of modelc's failures, shared by the CLI and the C interface.
+        .target(name: "ExitCodes", dependencies: ["BundleFormat", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec"]),
+        .target(name: "ModelcC", dependencies: ["ExitCodes", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // Pictures of models: the graph (DOT, Graphviz layout, SVG, HTML) and report pages.
         .target(name: "ModelPictures", dependencies: ["CGraphviz", "ImageDecoding", "ModelSpec", "ModelTraining"]),
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
@@ -108,7 +110,7 @@ let package = Package(
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ImageDecoding", "ImageRequests", "ModelFeatures", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelSpec", "ModelTraining", "SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "FaceDetection", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelServing", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ExitCodes", "FaceDetection", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelServing", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive", "CVips", "ImageDecoding"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),

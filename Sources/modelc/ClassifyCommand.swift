@@ -1,5 +1,6 @@
 import ArgumentParsing
 import Dispatch
+import ExitCodes
 import Foundation
 import ImageDecoding
 import ImageRequests

@@ -1,4 +1,5 @@
 import ArgumentParsing
+import ExitCodes
 import ModelCompiler
 
 /// `modelc decompile BUNDLE OUTPUT`: rebuild the model a bundle came from.

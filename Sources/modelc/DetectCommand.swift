@@ -1,4 +1,5 @@
 import ArgumentParsing
+import ExitCodes
 import FaceDetection
 import Foundation
 import ImageDecoding

@@ -1,3 +1,4 @@
+import ExitCodes
 import Foundation
 import ModelFetch
 import Synchronization

@@ -1,4 +1,5 @@
 import ArgumentParsing
+import ExitCodes
 import Foundation
 import ModelFeatures
 import ModelPictures

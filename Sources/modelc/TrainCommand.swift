@@ -1,5 +1,6 @@
 import ArgumentParsing
 import BundleFormat
+import ExitCodes
 import Foundation
 import ModelFetch
 import ModelPictures

@@ -1,5 +1,6 @@
 import ArgumentParsing
 import BundleFormat
+import ExitCodes
 import ModelLoader
 
 /// `modelc verify BUNDLE`: check a compiled bundle completely.

@@ -1,15 +1,15 @@
 import BundleFormat
-import ImageRequests
 import ModelFetch
 import ModelCompiler
 import ModelFeatures
 import ModelRuntime
 import ModelSpec
-import ModelTraining
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
-/// releases and listed in the README.
-enum ExitCode: Int32, CaseIterable {
+/// releases and listed in the README. The C interface (`ModelcC`) returns the
+/// same numbers as its statuses, so a failure is classed alike whichever door
+/// it came through.
+public enum ExitCode: Int32, CaseIterable, Sendable {
     case success = 0
     /// A bug in modelc.
     case internalError = 1
@@ -94,7 +94,7 @@ enum ExitCode: Int32, CaseIterable {
     /// libdlib19.1) cannot be opened.
     case faceDetectorUnavailable = 105
 
-    init(_ error: ModelSpecError) {
+    public init(_ error: ModelSpecError) {
         self = switch error {
         case .cannotRead: .cannotRead
         case .emptyFile: .emptyFile
@@ -107,7 +107,7 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
-    init(_ error: CompileError) {
+    public init(_ error: CompileError) {
         self = switch error {
         case .source(let error): ExitCode(error)
         case .invalid: .invalidModel
@@ -119,7 +119,7 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
-    init(_ error: BundleError) {
+    public init(_ error: BundleError) {
         self = switch error {
         case .newerFormat: .newerBundleFormat
         case .unreadable: .cannotRead
@@ -127,7 +127,7 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
-    init(_ error: FetchError) {
+    public init(_ error: FetchError) {
         self = switch error {
         case .download(.unsupportedScheme), .download(.badURL): .badURL
         case .download(.http): .httpStatus
@@ -142,7 +142,7 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
-    init(_ error: RuntimeError) {
+    public init(_ error: RuntimeError) {
         self = switch error {
         case .unsupportedModel, .unsupportedLayer: .unsupportedModel
         case .invalidParameters: .invalidModel
@@ -151,44 +151,11 @@ enum ExitCode: Int32, CaseIterable {
         }
     }
 
-    init(_ error: ModelError) {
+    public init(_ error: ModelError) {
         self = switch error {
         case .bundle(let error): ExitCode(error)
         case .source(let error): ExitCode(error)
         case .runtime(let error): ExitCode(error)
-        }
-    }
-
-    init(_ error: ImageRequestError) {
-        self = switch error {
-        case .notAnImageModel, .noSuchImageInput, .missingOtherInputs: .notAnImageModel
-        case .unknownLabel: .unknownLabel
-        case .image(.invalidRegionOfInterest), .image(.invalidSize): .usage
-        case .image: .badImage
-        case .model(let error): ExitCode(error)
-        case .cachedModelNeedsAsync: .internalError
-        case .faces(.libraryUnavailable): .faceDetectorUnavailable
-        case .faces(.failed): .badImage
-        }
-    }
-
-    init(_ error: TrainingError) {
-        self = switch error {
-        case .unreadableDirectory, .tooFewLabels, .tooFewImages: .badTrainingData
-        case .baseModel, .extraction: .badBaseModel
-        case .invalidOption, .outputNeedsPackage: .usage
-        case .invalidExport: .internalError
-        case .model: .notAnImageClassifier
-        case .write: .cannotWrite
-        }
-    }
-
-    init(_ error: DecompileError) {
-        self = switch error {
-        case .bundle(let error): ExitCode(error)
-        case .needsPackage: .usage
-        case .outputExists: .outputExists
-        case .write: .cannotWrite
         }
     }
 }
