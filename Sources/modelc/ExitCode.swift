@@ -82,6 +82,8 @@ enum ExitCode: Int32, CaseIterable {
     case badBaseModel = 99
     /// `evaluate`: the model is not a classifier with an image input.
     case notAnImageClassifier = 100
+    /// `predict --function`: the ML program has no function of that name (or is not a multi-function program).
+    case unknownFunction = 101
 
     init(_ error: ModelSpecError) {
         self = switch error {
@@ -136,6 +138,7 @@ enum ExitCode: Int32, CaseIterable {
         case .unsupportedModel, .unsupportedLayer: .unsupportedModel
         case .invalidParameters: .invalidModel
         case .cannotOpen: .cannotRead
+        case .unknownFunction: .unknownFunction
         case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badInput
         }
     }

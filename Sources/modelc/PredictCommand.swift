@@ -6,7 +6,7 @@ import ModelFetch
 import ModelRuntime
 import ModelSpec
 
-/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K]`.
+/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K] [--function NAME]`.
 enum PredictCommand {
     static let spec = CommandSpec(
         name: "predict",
@@ -20,6 +20,8 @@ enum PredictCommand {
             --inputs FILE (- for standard input) holds one JSON object of NAME: VALUE, or one such
             object per line (.jsonl): one result per line, in order; a line that fails prints its
             error and the others still run.
+            --function NAME runs that function of a multi-function ML program (default: the
+            model's default function).
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [
@@ -28,6 +30,7 @@ enum PredictCommand {
             OptionSpec(name: "json", help: "One JSON object per case: {\"outputs\": {...}} or {\"error\": \"...\"}."),
             OptionSpec(name: "threads", valueName: "N", help: "Threads for a batch of cases (default: every core)."),
             OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
+            OptionSpec(name: "function", valueName: "NAME", help: "The function of a multi-function ML program to run."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -38,6 +41,7 @@ enum PredictCommand {
         do throws(UsageError) {
             configuration.threads = try arguments.positiveInteger("threads") ?? configuration.threads
             top = try arguments.positiveInteger("top") ?? 5
+            configuration.functionName = arguments.value("function")
         } catch {
             return Modelc.usageFailure(error, usage: usage)
         }
