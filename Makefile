@@ -69,6 +69,7 @@ spec-check: venv
 # Regenerate the fixture models and Fixtures/index.json.
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
+	$(VENV)/bin/python Fixtures/tensor_ops.py
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in

@@ -12,13 +12,13 @@ enum ReductionOperations {
             }
         }
         for mode in ["argmax", "argmin"] {
-            all["reduce_" + mode] = OperationDefinition(["x", "axis", "keep_dims"]) { context throws(RuntimeError) in
+            all["reduce_" + mode] = OperationDefinition(["x", "axis", "keep_dims", "output_dtype"]) { context throws(RuntimeError) in
                 try reduce(context, mode: mode)
             }
         }
         all["softmax"] = OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in try softmax(context) }
         all["cumsum"] = OperationDefinition(["x", "axis", "exclusive", "reverse"]) { context throws(RuntimeError) in try cumsum(context) }
-        all["topk"] = OperationDefinition(["x", "k", "axis", "ascending", "sort", "return_indices"]) { context throws(RuntimeError) in
+        all["topk"] = OperationDefinition(["x", "k", "axis", "ascending", "sort", "return_indices", "output_indices_dtype"]) { context throws(RuntimeError) in
             try sortAlong(context, top: true)
         }
         all["argsort"] = OperationDefinition(["x", "axis", "ascending"]) { context throws(RuntimeError) in try sortAlong(context, top: false) }

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Generate the per-operation fixtures of modelc's tensor engine (Fixtures/Parity/TensorOps).
+
+Usage:
+    tensor_ops.py [--out DIR]   write DIR/Parity/TensorOps/ (default DIR: the folder of this script)
+
+Each case is a small ML program built with coremltools' MIL builder (mb.program) and converted
+by ct.convert, and a JSON file in the format of Fixtures/Parity: inputs, and the outputs that a
+NumPy float64 computation written here from the operation definitions of coremltools 9.0
+(coremltools/converters/mil/mil/ops/defs/iOS15..iOS18) gives for them. Booleans are returned
+as int32 (Core ML outputs are fp16, fp32 or int32 arrays). Deterministic: fixed seeds,
+deterministic serialization (see generate.finish_ml_package).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import numpy as np
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic  # noqa: F401
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from generate import save_ml_package  # noqa: E402
+
+SUBDIR = os.path.join("Parity", "TensorOps")
+REFERENCE = "NumPy %s float64, from the MIL operation definitions" % np.__version__
+CASES = []
+
+
+def case(name, tolerance=1e-5, target=ct.target.iOS17):
+    def register(function):
+        CASES.append((name, tolerance, target, function))
+        return function
+    return register
+
+
+def erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+def tolist(value):
+    value = np.asarray(value)
+    if value.dtype == np.bool_:
+        value = value.astype(np.int32)
+    if np.issubdtype(value.dtype, np.integer):
+        return value.astype(int).tolist()
+    return value.astype(float).tolist()
+
+
+def rand(rng, *shape):
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+@case("binary_broadcast")
+def binary_broadcast(rng):
+    a, b = rand(rng, 2, 3, 4), rand(rng, 3, 1) + 2
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.add(x=x, y=y, name="add"), mb.sub(x=x, y=y, name="sub"), mb.mul(x=x, y=y, name="mul"),
+                mb.real_div(x=x, y=y, name="real_div"), mb.maximum(x=x, y=y, name="maximum"),
+                mb.pow(x=y, y=x, name="pow"), mb.floor_div(x=x, y=y, name="floor_div"), mb.mod(x=x, y=y, name="mod"))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return prog, [{"x": a, "y": b}], [{"add": a64 + b64, "sub": a64 - b64, "mul": a64 * b64, "real_div": a64 / b64,
+                                        "maximum": np.maximum(a64, b64), "pow": np.power(b64, a64),
+                                        "floor_div": np.floor(a64 / b64), "mod": np.mod(a64, b64)}]
+
+
+@case("integer_arithmetic")
+def integer_arithmetic(rng):
+    a = rng.integers(-20, 20, (3, 4)).astype(np.int32)
+    b = np.array([3, -4, 5, -7], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.floor_div(x=x, y=b, name="floor_div"), mb.mod(x=x, y=b, name="mod"), mb.mul(x=x, y=b, name="mul"),
+                mb.sub(x=x, y=b, name="sub"), mb.abs(x=x, name="abs"))
+    return prog, [{"x": a}], [{"floor_div": a // b, "mod": np.mod(a, b), "mul": a * b, "sub": a - b, "abs": np.abs(a)}]
+
+
+@case("comparisons_and_logic")
+def comparisons(rng):
+    a, b = rand(rng, 2, 5), rand(rng, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        less, ge = mb.less(x=x, y=y), mb.greater_equal(x=x, y=0.0)
+        out = [mb.cast(x=v, dtype="int32", name=n) for v, n in [
+            (less, "less"), (ge, "greater_equal"), (mb.equal(x=x, y=x), "equal"),
+            (mb.logical_and(x=less, y=ge), "logical_and"), (mb.logical_or(x=less, y=ge), "logical_or"),
+            (mb.logical_xor(x=less, y=ge), "logical_xor"), (mb.logical_not(x=less), "logical_not")]]
+        out.append(mb.select(cond=less, a=x, b=mb.mul(x=y, y=10.0), name="select"))
+        return tuple(out)
+    less, ge = a < b, a >= 0
+    return prog, [{"x": a, "y": b}], [{"less": less, "greater_equal": ge, "equal": np.ones_like(less),
+                                        "logical_and": less & ge, "logical_or": less | ge, "logical_xor": less ^ ge,
+                                        "logical_not": ~less, "select": np.where(less, a.astype(np.float64), b.astype(np.float64) * 10)}]
+
+
+@case("cast")
+def cast(rng):
+    a = np.array([[-2.7, -0.5, 0.0, 0.4, 1.6, 3.2]], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        as_int = mb.cast(x=x, dtype="int32", name="to_int32")
+        as_bool = mb.cast(x=x, dtype="bool")
+        return as_int, mb.cast(x=as_bool, dtype="fp32", name="bool_to_fp32"), mb.cast(x=as_int, dtype="fp32", name="int_to_fp32")
+    return prog, [{"x": a}], [{"to_int32": np.trunc(a).astype(np.int32), "bool_to_fp32": (a != 0).astype(np.float64),
+                                "int_to_fp32": np.trunc(a)}]
+
+
+@case("unary")
+def unary(rng):
+    a = rng.uniform(0.1, 2, (3, 4)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.exp(x=x, name="exp"), mb.log(x=x, name="log"), mb.sqrt(x=x, name="sqrt"), mb.rsqrt(x=x, name="rsqrt"),
+                mb.square(x=x, name="square"), mb.erf(x=x, name="erf"), mb.tanh(x=x, name="tanh"),
+                mb.floor(x=x, name="floor"), mb.round(x=mb.mul(x=x, y=2.0), name="round"), mb.sin(x=x, name="sin"),
+                mb.inverse(x=x, name="inverse"), mb.clip(x=x, alpha=0.5, beta=1.5, name="clip"))
+    d = a.astype(np.float64)
+    return prog, [{"x": a}], [{"exp": np.exp(d), "log": np.log(d), "sqrt": np.sqrt(d), "rsqrt": 1 / np.sqrt(d + 1e-12),
+                                "square": d * d, "erf": erf(d), "tanh": np.tanh(d), "floor": np.floor(d),
+                                "round": np.round(2 * d), "sin": np.sin(d), "inverse": 1 / (d + 1e-4), "clip": np.clip(d, 0.5, 1.5)}]
+
+
+@case("activations")
+def activations(rng):
+    a = rand(rng, 2, 3, 4) * 3
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.gelu(x=x, mode="EXACT", name="gelu_exact"), mb.gelu(x=x, mode="TANH_APPROXIMATION", name="gelu_tanh"),
+                mb.gelu(x=x, mode="SIGMOID_APPROXIMATION", name="gelu_sigmoid"), mb.silu(x=x, name="silu"),
+                mb.clamped_relu(x=x, alpha=0.1, beta=2.0, name="clamped_relu"), mb.elu(x=x, alpha=0.7, name="elu"),
+                mb.leaky_relu(x=x, alpha=0.2, name="leaky_relu"), mb.sigmoid_hard(x=x, alpha=0.3, beta=0.4, name="sigmoid_hard"),
+                mb.softplus(x=x, name="softplus"), mb.sigmoid(x=x, name="sigmoid"), mb.relu6(x=x, name="relu6"))
+    d = a.astype(np.float64)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    return prog, [{"x": a}], [{
+        "gelu_exact": 0.5 * d * (1 + erf(d / math.sqrt(2))),
+        "gelu_tanh": 0.5 * d * (1 + np.tanh(math.sqrt(2 / math.pi) * (d + 0.044715 * d ** 3))),
+        "gelu_sigmoid": d * sig(1.702 * d), "silu": d * sig(d),
+        "clamped_relu": np.minimum(2.0, np.where(d >= 0, d, 0.1 * d)), "elu": np.where(d > 0, d, 0.7 * (np.exp(d) - 1)),
+        "leaky_relu": np.where(d >= 0, d, 0.2 * d), "sigmoid_hard": np.clip(0.3 * d + 0.4, 0, 1),
+        "softplus": np.log1p(np.exp(d)), "sigmoid": sig(d), "relu6": np.clip(d, 0, 6)}]
+
+
+@case("reductions")
+def reductions(rng):
+    a = rng.uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.reduce_sum(x=x, axes=[0, 2], keep_dims=True, name="sum"), mb.reduce_mean(x=x, axes=[-1], name="mean"),
+                mb.reduce_max(x=x, axes=[1], name="max"), mb.reduce_min(x=x, name="min_all"),
+                mb.reduce_prod(x=x, axes=[2], name="prod"), mb.reduce_l2_norm(x=x, axes=[0, 1], name="l2"),
+                mb.reduce_log_sum_exp(x=x, axes=[1], keep_dims=True, name="logsumexp"),
+                mb.reduce_argmax(x=x, axis=1, name="argmax"), mb.reduce_argmin(x=x, axis=-1, keep_dims=True, name="argmin"),
+                mb.softmax(x=x, axis=1, name="softmax"), mb.cumsum(x=x, axis=2, exclusive=True, reverse=True, name="cumsum"))
+    d = a.astype(np.float64)
+    e = np.exp(d - d.max(axis=1, keepdims=True))
+    rev = np.flip(np.cumsum(np.flip(d, 2), 2), 2) - d
+    return prog, [{"x": a}], [{"sum": d.sum(axis=(0, 2), keepdims=True), "mean": d.mean(axis=-1), "max": d.max(axis=1),
+                                "min_all": d.min(), "prod": d.prod(axis=2), "l2": np.sqrt((d * d).sum(axis=(0, 1))),
+                                "logsumexp": np.log(np.exp(d).sum(axis=1, keepdims=True)),
+                                "argmax": d.argmax(axis=1).astype(np.int32), "argmin": d.argmin(axis=-1)[..., None].astype(np.int32),
+                                "softmax": e / e.sum(axis=1, keepdims=True), "cumsum": rev}]
+
+
+@case("matmul_and_linear")
+def matmul(rng):
+    a, b, v = rand(rng, 2, 1, 3, 4), rand(rng, 5, 3, 4), rand(rng, 4)
+    w, bias = rand(rng, 6, 4), rand(rng, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape), mb.TensorSpec(shape=v.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        return (mb.matmul(x=x, y=y, transpose_y=True, name="batched"),
+                mb.matmul(x=z, y=mb.reshape(x=y, shape=[15, 4]), transpose_y=True, name="row"), mb.linear(x=x, weight=w, bias=bias, name="linear"))
+    A, B, V = a.astype(np.float64), b.astype(np.float64), v.astype(np.float64)
+    return prog, [{"x": a, "y": b, "z": v}], [{"batched": A @ np.swapaxes(B, -1, -2),
+                                                "row": V @ B.reshape(15, 4).T, "linear": A @ w.astype(np.float64).T + bias}]
+
+
+@case("normalization")
+def normalization(rng):
+    a = rand(rng, 2, 3, 4, 5)
+    gamma, beta = rand(rng, 4, 5), rand(rng, 4, 5)
+    cg, cb, mean, var = rand(rng, 3), rand(rng, 3), rand(rng, 3), rng.uniform(0.5, 2, 3).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.layer_norm(x=x, axes=[-2, -1], gamma=gamma, beta=beta, epsilon=1e-5, name="layer_norm"),
+                mb.layer_norm(x=x, axes=[1], name="layer_norm_channels"),
+                mb.batch_norm(x=x, mean=mean, variance=var, gamma=cg, beta=cb, epsilon=1e-3, name="batch_norm"),
+                mb.instance_norm(x=x, gamma=cg, beta=cb, epsilon=1e-5, name="instance_norm"),
+                mb.l2_norm(x=x, epsilon=1e-6, name="l2_norm"),
+                mb.local_response_norm(x=x, size=3, alpha=1e-2, beta=0.75, k=1.0, name="lrn"))
+    d = a.astype(np.float64)
+
+    def norm(v, axes, eps):
+        m = v.mean(axis=axes, keepdims=True)
+        return (v - m) / np.sqrt(((v - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+    ch = lambda p: p.astype(np.float64).reshape(1, 3, 1, 1)
+    sq = np.pad(d * d, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    window = sq[:, 0:3] + sq[:, 1:4] + sq[:, 2:5]
+    flat = d.reshape(2, -1)
+    return prog, [{"x": a}], [{
+        "layer_norm": norm(d, (2, 3), 1e-5) * gamma + beta, "layer_norm_channels": norm(d, (1,), 1e-5),
+        "batch_norm": (d - ch(mean)) / np.sqrt(ch(var) + 1e-3) * ch(cg) + ch(cb),
+        "instance_norm": norm(d, (2, 3), 1e-5) * ch(cg) + ch(cb),
+        "l2_norm": (flat / np.sqrt((flat * flat).sum(axis=1, keepdims=True) + 1e-6)).reshape(d.shape),
+        "lrn": d / (1.0 + 1e-2 / 3 * window) ** 0.75}]
+
+
+@case("gathers")
+def gathers(rng):
+    a = rand(rng, 3, 5, 2)
+    idx = np.array([[4, -1, 0], [2, 2, -5]], dtype=np.int32)
+    along = rng.integers(0, 5, (3, 2, 2)).astype(np.int32)
+    nd = np.array([[0, 4], [2, 1]], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=idx.shape, dtype=types.int32),
+                             mb.TensorSpec(shape=along.shape, dtype=types.int32), mb.TensorSpec(shape=nd.shape, dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, i, j, k):
+        return (mb.gather(x=x, indices=i, axis=1, name="gather"),
+                mb.gather_along_axis(x=x, indices=j, axis=1, name="gather_along_axis"),
+                mb.gather_nd(x=x, indices=k, name="gather_nd"),
+                mb.gather(x=mb.reshape(x=x, shape=[3, 10]), indices=mb.slice_by_size(x=i, begin=[0, 0], size=[1, 3]),
+                          axis=1, batch_dims=0, name="gather_flat"),
+                mb.cast(x=mb.one_hot(indices=i, one_hot_vector_size=5, axis=-1), dtype="int32", name="one_hot"))
+    d = a.astype(np.float64)
+    wrapped = np.where(idx < 0, idx + 5, idx)
+    return prog, [{"x": a, "i": idx, "j": along, "k": nd}], [{
+        "gather": np.take(d, wrapped, axis=1), "gather_along_axis": np.take_along_axis(d, along, axis=1),
+        "gather_nd": d[nd[:, 0], nd[:, 1]], "gather_flat": np.take(d.reshape(3, 10), np.where(idx[:1] < 0, idx[:1] + 10, idx[:1]), axis=1),
+        "one_hot": np.eye(5, dtype=np.int32)[wrapped]}]
+
+
+@case("scatters")
+def scatters(rng):
+    a, u = rand(rng, 4, 3), rand(rng, 2, 3)
+    idx = np.array([3, 1], dtype=np.int32)
+    along = np.array([[0, 2, 1], [3, 0, 0]], dtype=np.int32)
+    nd = np.array([[1, 2], [3, 0]], dtype=np.int32)
+    nu = rand(rng, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.scatter(data=x, indices=idx, updates=y, axis=0, mode="add", name="scatter_add"),
+                mb.scatter(data=x, indices=idx, updates=y, axis=0, mode="update", name="scatter_update"),
+                mb.scatter_along_axis(data=x, indices=along, updates=y, axis=0, mode="mul", name="scatter_along_axis"),
+                mb.scatter_nd(data=x, indices=nd, updates=nu, mode="sub", name="scatter_nd"))
+    d, v = a.astype(np.float64), u.astype(np.float64)
+    add = d.copy(); add[idx] += v
+    upd = d.copy(); upd[idx] = v
+    mul = d.copy()
+    for r in range(2):
+        for c in range(3):
+            mul[along[r, c], c] *= v[r, c]
+    sub = d.copy()
+    for n, (r, c) in enumerate(nd):
+        sub[r, c] -= nu[n]
+    return prog, [{"x": a, "y": u}], [{"scatter_add": add, "scatter_update": upd, "scatter_along_axis": mul, "scatter_nd": sub}]
+
+
+@case("shapes")
+def shapes(rng):
+    a = rand(rng, 2, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.reshape(x=x, shape=[0, -1], name="reshape"), mb.transpose(x=x, perm=[-1, 0, -2], name="transpose"),
+                mb.expand_dims(x=x, axes=[1, -1], name="expand_dims"), mb.squeeze(x=mb.expand_dims(x=x, axes=[0]), name="squeeze"),
+                mb.slice_by_index(x=x, begin=[1, 0, 3], end=[2, 3, 0], stride=[1, 2, -2], begin_mask=[False, False, False],
+                                  end_mask=[False, True, True], squeeze_mask=[True, False, False], name="slice_by_index"),
+                mb.slice_by_size(x=x, begin=[0, 1, 1], size=[-1, 2, 2], name="slice_by_size"),
+                mb.concat(values=(x, mb.mul(x=x, y=2.0)), axis=1, interleave=True, name="concat_interleave"),
+                mb.concat(values=(x, x), axis=-1, name="concat"),
+                mb.stack(values=(x, x), axis=1, name="stack"), mb.tile(x=x, reps=[1, 2, 1], name="tile"),
+                mb.pad(x=x, pad=[1, 2, 0, 1], mode="reflect", name="pad_reflect"),
+                mb.pad(x=x, pad=[2, 1], mode="replicate", name="pad_replicate"),
+                mb.pad(x=x, pad=[1, 0, 0, 0, 1, 1], mode="constant", constant_val=0.5, name="pad_constant"),
+                mb.cast(x=mb.shape(x=x), dtype="int32", name="shape"),
+                mb.band_part(x=x, lower=1, upper=0, name="band_part"),
+                mb.reverse(x=x, axes=[0, 2], name="reverse"),
+                mb.fill(shape=mb.shape(x=x), value=3.0, name="fill"),
+                mb.range_1d(start=0, end=mb.gather(x=mb.shape(x=x), indices=2), step=1, name="range"))
+    d = a.astype(np.float64)
+    inter = np.stack([d, 2 * d], axis=2).reshape(2, 6, 4)
+    return prog, [{"x": a}], [{
+        "reshape": d.reshape(2, 12), "transpose": np.transpose(d, (2, 0, 1)), "expand_dims": d.reshape(2, 1, 3, 4, 1),
+        "squeeze": d, "slice_by_index": d[1, 0::2, 3::-2], "slice_by_size": d[:, 1:3, 1:3],
+        "concat_interleave": inter, "concat": np.concatenate([d, d], axis=-1), "stack": np.stack([d, d], axis=1),
+        "tile": np.tile(d, (1, 2, 1)), "pad_reflect": np.pad(d, ((0, 0), (1, 2), (0, 1)), mode="reflect"),
+        "pad_replicate": np.pad(d, ((0, 0), (0, 0), (2, 1)), mode="edge"),
+        "pad_constant": np.pad(d, ((1, 0), (0, 0), (1, 1)), constant_values=0.5), "shape": np.array([2, 3, 4], dtype=np.int32),
+        "band_part": d * np.tril(np.triu(np.ones((3, 4)), -1), 0), "reverse": d[::-1, :, ::-1],
+        "fill": np.full(d.shape, 3.0), "range": np.arange(4, dtype=np.int32)}]
+
+
+@case("split_topk_argsort")
+def split_topk(rng):
+    a = rand(rng, 2, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        s1, s2 = mb.split(x=x, split_sizes=[2, 4], axis=1, name="split")
+        values, indices = mb.topk(x=x, k=3, axis=-1, name="topk")
+        return (mb.identity(x=s1, name="split_0"), mb.identity(x=s2, name="split_1"), mb.identity(x=values, name="topk_values"),
+                mb.identity(x=indices, name="topk_indices"), mb.argsort(x=x, axis=1, ascending=True, name="argsort"))
+    d = a.astype(np.float64)
+    order = np.argsort(-d, axis=-1, kind="stable")[:, :3]
+    return prog, [{"x": a}], [{"split_0": d[:, :2], "split_1": d[:, 2:], "topk_values": np.take_along_axis(d, order, -1),
+                                "topk_indices": order.astype(np.int32), "argsort": np.argsort(d, axis=1, kind="stable").astype(np.int32)}]
+
+
+@case("attention", target=ct.target.iOS18)
+def attention(rng):
+    q, k, v = rand(rng, 2, 3, 4, 8), rand(rng, 2, 3, 5, 8), rand(rng, 2, 3, 5, 6)
+    mask = np.tril(np.ones((4, 5), dtype=bool), 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=q.shape), mb.TensorSpec(shape=k.shape), mb.TensorSpec(shape=v.shape)],
+                opset_version=ct.target.iOS18)
+    def prog(query, key, value):
+        return (mb.scaled_dot_product_attention(query=query, key=key, value=value, name="plain"),
+                mb.scaled_dot_product_attention(query=query, key=key, value=value, attn_mask=mask, name="masked"))
+    Q, K, V = (t.astype(np.float64) for t in (q, k, v))
+
+    def sdpa(m):
+        s = Q @ np.swapaxes(K, -1, -2) / math.sqrt(8)
+        if m is not None:
+            s = np.where(m, s, -np.inf)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ V
+    return prog, [{"query": q, "key": k, "value": v}], [{"plain": sdpa(None), "masked": sdpa(mask)}]
+
+
+@case("convolution_and_pooling", tolerance=1e-4)
+def convolution(rng):
+    a = rand(rng, 1, 4, 7, 6)
+    w = rand(rng, 6, 2, 3, 3)
+    b = rand(rng, 6)
+    w1 = rand(rng, 3, 4, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.conv(x=x, weight=w, bias=b, strides=[2, 1], pad_type="same", dilations=[1, 2], groups=2, name="conv"),
+                mb.conv(x=mb.reshape(x=x, shape=[1, 4, 42]), weight=w1, pad_type="custom", pad=[1, 0], strides=[3], name="conv1d"),
+                mb.max_pool(x=x, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="max_pool_ceil"),
+                mb.avg_pool(x=x, kernel_sizes=[3, 3], strides=[2, 2], pad_type="custom", pad=[1, 1, 1, 1],
+                            exclude_padding_from_average=True, name="avg_pool"))
+    d = a.astype(np.float64)
+
+    def conv2d(x, w, b, stride, pads, dil, groups):
+        x = np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]))
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        oh = (h - (kh - 1) * dil[0] - 1) // stride[0] + 1
+        ow = (wd - (kw - 1) * dil[1] - 1) // stride[1] + 1
+        out = np.zeros((n, o, oh, ow))
+        og = o // groups
+        for oc in range(o):
+            g = oc // og
+            for i in range(oh):
+                for j in range(ow):
+                    patch = x[0, g * cg:(g + 1) * cg, i * stride[0]:i * stride[0] + (kh - 1) * dil[0] + 1:dil[0],
+                              j * stride[1]:j * stride[1] + (kw - 1) * dil[1] + 1:dil[1]]
+                    out[0, oc, i, j] = (patch * w[oc]).sum() + (b[oc] if b is not None else 0)
+        return out
+    # same padding: out = ceil(in / stride); total = (out - 1) * stride + effective kernel - in, the extra after.
+    conv = conv2d(d, w.astype(np.float64), b.astype(np.float64), (2, 1), [(1, 1), (2, 2)], (1, 2), 2)
+    x1 = d.reshape(1, 4, 42)
+    conv1 = conv2d(x1[:, :, None, :], w1.astype(np.float64)[:, :, None, :], None, (1, 3), [(0, 0), (1, 0)], (1, 1), 1)[:, :, 0, :]
+    mp = np.full((1, 4, 4, 3), -np.inf)
+    for i in range(4):
+        for j in range(3):
+            mp[0, :, i, j] = d[0, :, 2 * i:2 * i + 2, 2 * j:2 * j + 2].max(axis=(1, 2))
+    ap = np.zeros((1, 4, 4, 3))
+    for i in range(4):
+        for j in range(3):
+            r0, r1, c0, c1 = max(2 * i - 1, 0), min(2 * i + 2, 7), max(2 * j - 1, 0), min(2 * j + 2, 6)
+            ap[0, :, i, j] = d[0, :, r0:r1, c0:c1].mean(axis=(1, 2))
+    return prog, [{"x": a}], [{"conv": conv, "conv1d": conv1, "max_pool_ceil": mp, "avg_pool": ap}]
+
+
+def write_case(out, name, tolerance, target, build):
+    rng = np.random.default_rng(abs(hash(name)) % (2 ** 32) if False else sum(map(ord, name)))
+    prog, inputs, outputs = build(rng)
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
+                       compute_precision=ct.precision.FLOAT32)
+    package = os.path.join(out, name + ".mlpackage")
+    save_ml_package(model, package)
+    cases = [{"inputs": {k: tolist(v) for k, v in i.items()}, "outputs": {k: tolist(v) for k, v in o.items()}}
+             for i, o in zip(inputs, outputs)]
+    document = {"kind": "mlProgram", "model": name + ".mlpackage", "reference": REFERENCE, "tolerance": tolerance,
+                "note": "Operation outputs are named after the operation; booleans are given as int32.", "cases": cases}
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump(document, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=HERE)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    out = os.path.join(args.out, SUBDIR)
+    os.makedirs(out, exist_ok=True)
+    for name, tolerance, target, build in CASES:
+        if args.only and name != args.only:
+            continue
+        write_case(out, name, tolerance, target, build)
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
