@@ -396,11 +396,33 @@ def convolution(rng):
     return prog, [{"x": a}], [{"conv": conv, "conv1d": conv1, "max_pool_ceil": mp, "avg_pool": ap}]
 
 
+@case("flexible_sequence")
+def flexible(rng):
+    """A [batch 1…4, sequence 1…16, 8] input: a layer norm, a projection and a softmax over the sequence."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w, b = rand(rng, 8, 8), rand(rng, 8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        h = mb.linear(x=mb.layer_norm(x=x, axes=[-1], epsilon=1e-5), weight=w, bias=b)
+        return mb.softmax(x=h, axis=1, name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=(ct.RangeDim(1, 4, default=1), ct.RangeDim(1, 16, default=3), 8))]
+    inputs = [rand(rng, 1, 3, 8), rand(rng, 4, 16, 8), rand(rng, 2, 5, 8)]
+    outputs = []
+    for x in inputs:
+        d = x.astype(np.float64)
+        n = (d - d.mean(-1, keepdims=True)) / np.sqrt(d.var(-1, keepdims=True) + 1e-5)
+        h = n @ w.astype(np.float64).T + b
+        e = np.exp(h - h.max(1, keepdims=True))
+        outputs.append({"y": e / e.sum(1, keepdims=True)})
+    return prog, [{"x": x} for x in inputs], outputs
+
+
 def write_case(out, name, tolerance, target, build):
-    rng = np.random.default_rng(abs(hash(name)) % (2 ** 32) if False else sum(map(ord, name)))
+    rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
     model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
-                       compute_precision=ct.precision.FLOAT32)
+                       compute_precision=ct.precision.FLOAT32, inputs=getattr(prog, "flexible_inputs", None))
     package = os.path.join(out, name + ".mlpackage")
     save_ml_package(model, package)
     cases = [{"inputs": {k: tolist(v) for k, v in i.items()}, "outputs": {k: tolist(v) for k, v in o.items()}}
