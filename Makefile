@@ -14,7 +14,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
 TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv zoo bench fuzz clean
 
 all: build
 
@@ -70,6 +70,21 @@ spec-check: venv
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
 	$(VENV)/bin/python Fixtures/tensor_ops.py
+
+# The model zoo: transformers architectures from tiny configs with seeded
+# weights, converted as fp32 and fp16 ML programs, checked against PyTorch
+# float64 (Scripts/zoo.py). PyTorch is large: its own venv, not part of `make test`,
+# which reads the committed results in Fixtures/Parity/Zoo.
+ZOO_VENV ?= .venv-zoo
+$(ZOO_VENV)/.installed: Scripts/zoo-requirements.txt Scripts/requirements.txt
+	$(PYTHON) -m venv $(ZOO_VENV)
+	$(ZOO_VENV)/bin/pip install --quiet -r Scripts/zoo-requirements.txt
+	touch $@
+
+zoo: deps $(ZOO_VENV)/.installed
+	$(ZOO_VENV)/bin/python Scripts/zoo.py
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --filter 'ZooParityTests'
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in

@@ -257,7 +257,10 @@ enum ShapeOperations {
     }
 
     private static func concat(_ context: OperationContext) throws(RuntimeError) {
-        let values = try context.list("values")
+        // Scalars concatenate as one-element vectors (shape arithmetic does this).
+        let values = try context.list("values").map { value in
+            value.rank == 0 ? PlanValue(id: value.id, type: value.type, shape: [1], constant: value.constant) : value
+        }
         guard let first = values.first else { throw context.invalid("no values") }
         let axis = try context.axis(try context.int("axis", 0), rank: first.rank)
         if try context.bool("interleave", false) {
