@@ -434,6 +434,54 @@ def write_case(out, name, tolerance, target, build):
         f.write("\n")
 
 
+def write_refusals(out):
+    """Programs the tensor engine must refuse, each with the one-line message it gives
+    (Fixtures/Parity/TensorOps/Refused/refusals.json)."""
+    from generate import package_root_model_path, parse_model, read_bytes, save_spec
+    out = os.path.join(out, "Refused")
+    os.makedirs(out, exist_ok=True)
+    expected = {}
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def unsupported(x):
+        return mb.add(x=x, y=mb.random_uniform(shape=[2, 3], low=0.0, high=1.0, seed=1, name="noise"), name="y")
+    expected["unsupported_operation"] = ("load", 'layer "noise" (random_uniform): modelc does not run this ML program operation yet')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def runtime_shape(x, s):
+        return mb.reshape(x=x, shape=s, name="y")
+    expected["runtime_parameter"] = ("load", 'layer "y" (reshape): parameter "shape" computed from the inputs\' values at run time is not supported')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(4, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def bad_index(x, i):
+        return mb.gather(x=x, indices=i, axis=0, name="y")
+    expected["index_out_of_range"] = ("predict", 'feature "y": index 7 is outside an axis of size 4')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def extra_parameter(x):
+        return mb.relu(x=x, name="y")
+    expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
+
+    for name, prog in [("unsupported_operation", unsupported), ("runtime_parameter", runtime_shape),
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter)]:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
+                           compute_precision=ct.precision.FLOAT32)
+        package = os.path.join(out, name + ".mlpackage")
+        save_ml_package(model, package)
+        if name == "unknown_parameter":
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            relu = [op for op in block.operations if op.type == "relu"][0]
+            relu.inputs["bogus"].arguments.add().name = "x"
+            save_spec(spec, path)
+    with open(os.path.join(out, "refusals.json"), "w") as f:
+        json.dump({name: {"when": when, "message": message} for name, (when, message) in expected.items()}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE)
@@ -446,6 +494,8 @@ def main():
             continue
         write_case(out, name, tolerance, target, build)
         print("wrote", name)
+    if args.only is None:
+        write_refusals(out)
 
 
 if __name__ == "__main__":
