@@ -418,6 +418,49 @@ def flexible(rng):
     return prog, [{"x": x} for x in inputs], outputs
 
 
+@case("transposed_convolution_and_resizing", tolerance=1e-4)
+def transposed(rng):
+    a = rand(rng, 1, 4, 3, 5)
+    w = rand(rng, 4, 3, 3, 2)  # [in, out / groups, kH, kW], groups 2 -> 6 outputs
+    b = rand(rng, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.conv_transpose(x=x, weight=w, bias=b, strides=[2, 3], pad_type="custom", pad=[1, 0, 0, 1], groups=2,
+                                  name="conv_transpose"),
+                mb.resize_bilinear(x=x, target_size_height=5, target_size_width=4, sampling_mode="ALIGN_CORNERS", name="align"),
+                mb.resize_bilinear(x=x, target_size_height=6, target_size_width=7, sampling_mode="UNALIGN_CORNERS", name="unalign"),
+                mb.resize_nearest_neighbor(x=x, target_size_height=6, target_size_width=10, name="nearest"),
+                mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=2, align_corners=False, name="upsample"))
+    d = a.astype(np.float64)
+    W = w.astype(np.float64)
+    full = np.zeros((1, 6, (3 - 1) * 2 + 3, (5 - 1) * 3 + 2))
+    for g in range(2):
+        for ci in range(2):
+            c = g * 2 + ci
+            for co in range(3):
+                for i in range(3):
+                    for j in range(5):
+                        full[0, g * 3 + co, 2 * i:2 * i + 3, 3 * j:3 * j + 2] += d[0, c, i, j] * W[c, co]
+    convt = full[:, :, 1:, :-1] + b.astype(np.float64).reshape(1, 6, 1, 1)
+
+    def bilinear(x, ys, xs):
+        out = np.zeros(x.shape[:2] + (len(ys), len(xs)))
+        for a_, y in enumerate(ys):
+            y0 = int(np.floor(y)); y1 = min(y0 + 1, x.shape[2] - 1); fy = y - y0
+            for b_, z in enumerate(xs):
+                x0 = int(np.floor(z)); x1 = min(x0 + 1, x.shape[3] - 1); fx = z - x0
+                top = x[:, :, y0, x0] * (1 - fx) + x[:, :, y0, x1] * fx
+                bottom = x[:, :, y1, x0] * (1 - fx) + x[:, :, y1, x1] * fx
+                out[:, :, a_, b_] = top * (1 - fy) + bottom * fy
+        return out
+    align = bilinear(d, [i * 2 / 4 for i in range(5)], [i * 4 / 3 for i in range(4)])
+    unalign = bilinear(d, [min(2, max(0, i * 0.5 + 0.25 - 0.5)) for i in range(6)], [min(4, max(0, i * 5 / 7 + 2.5 / 7 - 0.5)) for i in range(7)])
+    nearest = d[:, :, [i * 3 // 6 for i in range(6)]][:, :, :, [j * 5 // 10 for j in range(10)]]
+    up = bilinear(d, [min(2, max(0, (i + 0.5) / 2 - 0.5)) for i in range(6)], [min(4, max(0, (j + 0.5) / 2 - 0.5)) for j in range(10)])
+    return prog, [{"x": a}], [{"conv_transpose": convt, "align": align, "unalign": unalign, "nearest": nearest, "upsample": up}]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)

@@ -6,6 +6,7 @@ import Foundation
 //        ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
 //        ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
+//        ModelcBenchmarks programs RUNS CASES.json...
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
@@ -13,6 +14,7 @@ let usage = """
            ModelcBenchmarks classic MODEL ROWS.npy [RUNS]
            ModelcBenchmarks classify MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
+           ModelcBenchmarks programs RUNS CASES.json...
 
     """
 
@@ -43,6 +45,12 @@ do {
             exit(64)
         }
         try TrainingBenchmark.run(base: arguments[1], data: arguments[2], work: arguments[3], l2: l2, maxIterations: iterations)
+    case "programs" where arguments.count >= 3:
+        guard let runs = Int(arguments[1]), runs > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try ProgramBenchmark.run(runs: runs, cases: Array(arguments[2...]))
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)

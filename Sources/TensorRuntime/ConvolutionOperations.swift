@@ -9,6 +9,9 @@ enum ConvolutionOperations {
         "conv": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]) { context throws(RuntimeError) in
             try convolution(context)
         },
+        "conv_transpose": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups", "output_shape"]) { context throws(RuntimeError) in
+            try transposedConvolution(context)
+        },
         "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
             try pool(context, mode: .max)
         },
@@ -126,6 +129,96 @@ enum ConvolutionOperations {
                         }
                         LinearAlgebraOperations.gemm(weights + g * outPerGroup * rows, transposeA: false, matrix, transposeB: false, result,
                                                      m: outPerGroup, n: outCount, k: rows, accumulate: b != nil)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The gradient of a convolution: each input position spreads its
+    /// channels' values over the kernel window (a product, then col2im).
+    private static func transposedConvolution(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input(), weight = try context.input("weight")
+        let spatial = x.rank - 2
+        guard spatial >= 1, spatial <= 3, weight.rank == x.rank else {
+            throw context.invalid("x \(x.shape) and weight \(weight.shape): transposed convolution needs equal ranks 3 to 5")
+        }
+        let groups = try context.int("groups", 1)
+        let inputs = x.shape[1], perGroupOut = weight.shape[1], outputs = perGroupOut * groups
+        guard groups >= 1, weight.shape[0] == inputs, inputs % groups == 0 else {
+            throw context.invalid("\(inputs) input channels, weight \(weight.shape), \(groups) groups")
+        }
+        let perGroupIn = inputs / groups
+        let kernel = Array(weight.shape[2...]), input = Array(x.shape[2...])
+        let strides = try context.ints("strides") ?? Array(repeating: 1, count: spatial)
+        let dilations = try context.ints("dilations") ?? Array(repeating: 1, count: spatial)
+        guard strides.count == spatial, dilations.count == spatial else { throw context.invalid("strides and dilations need \(spatial) values") }
+        let type = try context.string("pad_type", "valid")
+        let pads = try context.ints("pad") ?? Array(repeating: 0, count: 2 * spatial)
+        var output: [Int] = [], begin: [Int] = []
+        for axis in 0..<spatial {
+            let full = (input[axis] - 1) * strides[axis] + (kernel[axis] - 1) * dilations[axis] + 1
+            switch type {
+            case "same":
+                output.append(input[axis] * strides[axis])
+                begin.append(max(full - input[axis] * strides[axis], 0) / 2)
+            case "custom":
+                guard pads.count == 2 * spatial else { throw context.invalid("pad needs \(2 * spatial) values") }
+                output.append(full - pads[2 * axis] - pads[2 * axis + 1])
+                begin.append(pads[2 * axis])
+            case "valid":
+                output.append(full)
+                begin.append(0)
+            default: throw context.unsupported("pad_type \(type) is not supported")
+            }
+        }
+        if let given = try context.ints("output_shape"), given.count == x.rank { output = Array(given[2...]) }
+        let bias = try context.optional("bias")
+        if let bias, bias.count != outputs { throw context.invalid("bias has \(bias.count) values for \(outputs) output channels") }
+        let out = try context.output([x.shape[0], outputs] + output)
+        let kernelCount = kernel.reduce(1, *), inCount = input.reduce(1, *), outCount = output.reduce(1, *)
+        let outStrides = Shapes.strides(output)
+        // For each (kernel position, input position): the output offset, or -1 outside the output.
+        var table: [Int32] = []
+        Shapes.forEachIndex(kernel) { k in
+            Shapes.forEachIndex(input) { i in
+                var offset = 0
+                for axis in 0..<spatial {
+                    let o = i[axis] * strides[axis] + k[axis] * dilations[axis] - begin[axis]
+                    if o < 0 || o >= output[axis] { offset = -1; break }
+                    offset += o * outStrides[axis]
+                }
+                table.append(Int32(offset))
+            }
+        }
+        let positions = table, from = x.id, w = weight.id, b = bias?.id, batch = x.shape[0]
+        let rows = perGroupOut * kernelCount
+        _ = LinearAlgebraOperations.singleThreaded
+        context.run(reads: [x, weight] + (bias.map { [$0] } ?? []), writes: [out]) { buffers in
+            var columns = [Float](repeating: 0, count: rows * inCount)
+            let source = buffers.floats(from), weights = buffers.floats(w), target = buffers.floats(out)
+            for index in 0..<(batch * outputs) {
+                let value: Float = b.map { buffers.floats($0)[index % outputs] } ?? 0
+                for o in 0..<outCount { target[index * outCount + o] = value }
+            }
+            columns.withUnsafeMutableBufferPointer { pointer in
+                guard let cols = pointer.baseAddress else { return }
+                for n in 0..<batch {
+                    for g in 0..<groups {
+                        LinearAlgebraOperations.gemm(weights + g * perGroupIn * rows, transposeA: true,
+                                                     source + (n * inputs + g * perGroupIn) * inCount, transposeB: false, cols,
+                                                     m: rows, n: inCount, k: perGroupIn)
+                        for c in 0..<perGroupOut {
+                            let plane = target + (n * outputs + g * perGroupOut + c) * outCount
+                            for k in 0..<kernelCount {
+                                let row = cols + (c * kernelCount + k) * inCount
+                                let entries = k * inCount
+                                for i in 0..<inCount {
+                                    let p = Int(positions[entries + i])
+                                    if p >= 0 { plane[p] += row[i] }
+                                }
+                            }
+                        }
                     }
                 }
             }
