@@ -461,6 +461,58 @@ def transposed(rng):
     return prog, [{"x": a}], [{"conv_transpose": convt, "align": align, "unalign": unalign, "nearest": nearest, "upsample": up}]
 
 
+@case("rearrangements", target=ct.target.iOS18)
+def rearrangements(rng):
+    a = rand(rng, 2, 8, 4, 6)
+    seq = rand(rng, 3, 5, 2)
+    lengths = np.array([2, 5, 0], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=seq.shape),
+                             mb.TensorSpec(shape=lengths.shape, dtype=types.int32)], opset_version=ct.target.iOS18)
+    def prog(x, s, n):
+        return (mb.depth_to_space(x=x, block_size=2, name="depth_to_space"), mb.space_to_depth(x=x, block_size=2, name="space_to_depth"),
+                mb.pixel_shuffle(x=x, upscale_factor=2, name="pixel_shuffle"), mb.pixel_unshuffle(x=x, downscale_factor=np.uint32(2), name="pixel_unshuffle"),
+                mb.space_to_batch(x=x, block_shape=[2, 3], paddings=[[0, 2], [1, 2]], name="space_to_batch"),
+                mb.batch_to_space(x=x, block_shape=[1, 2], crops=[[1, 0], [0, 1]], name="batch_to_space"),
+                mb.sliding_windows(x=s, axis=1, size=3, stride=2, name="sliding_windows"),
+                mb.slice_update(x=x, update=mb.mul(x=mb.slice_by_index(x=x, begin=[0, 1, 0, 1], end=[2, 8, 4, 6], stride=[1, 3, 2, 2]), y=-1.0),
+                                begin=[0, 1, 0, 1], end=[2, 8, 4, 6], stride=[1, 3, 2, 2], name="slice_update"),
+                mb.reverse_sequence(x=s, lengths=n, seq_axis=1, batch_axis=0, name="reverse_sequence"),
+                mb.crop(x=x, crop_height=[1, 0], crop_width=[2, 1], name="crop"),
+                mb.dequantize(input=mb.quantize(input=x, scale=np.float32(0.05), zero_point=np.int8(3), output_dtype="int8"),
+                              scale=np.float32(0.05), zero_point=np.int8(3), name="quantized"))
+    d, q = a.astype(np.float64), seq.astype(np.float64)
+    n_, c, h, w = d.shape
+
+    def d2s(x, b, dcr):
+        n, c, h, w = x.shape
+        if dcr:
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return y.reshape(n, c // (b * b), h * b, w * b)
+
+    def s2d(x, b, dcr):
+        n, c, h, w = x.shape
+        y = x.reshape(n, c, h // b, b, w // b, b)
+        y = y.transpose(0, 3, 5, 1, 2, 4) if dcr else y.transpose(0, 1, 3, 5, 2, 4)
+        return y.reshape(n, c * b * b, h // b, w // b)
+    padded = np.pad(d, ((0, 0), (0, 0), (0, 2), (1, 2)))
+    ph, pw = padded.shape[2] // 2, padded.shape[3] // 3
+    s2b = padded.reshape(n_, c, ph, 2, pw, 3).transpose(3, 5, 0, 1, 2, 4).reshape(6 * n_, c, ph, pw)
+    b2s = d.reshape(1, 2, 1, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(1, c, h, 2 * w)[:, :, 1:, :-1]
+    windows = np.stack([q[:, i * 2:i * 2 + 3] for i in range(2)], axis=1)
+    updated = d.copy(); updated[:, 1::3, 0::2, 1::2] *= -1
+    rev = q.copy()
+    for b_, length in enumerate(lengths):
+        rev[b_, :length] = q[b_, :length][::-1]
+    quant = (np.clip(np.round(d / 0.05) + 3, -128, 127) - 3) * 0.05
+    return prog, [{"x": a, "s": seq, "n": lengths}], [{
+        "depth_to_space": d2s(d, 2, True), "space_to_depth": s2d(d, 2, True), "pixel_shuffle": d2s(d, 2, False),
+        "pixel_unshuffle": s2d(d, 2, False), "space_to_batch": s2b, "batch_to_space": b2s, "sliding_windows": windows,
+        "slice_update": updated, "reverse_sequence": rev, "crop": d[:, :, 1:, 2:-1], "quantized": quant}]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)

@@ -215,6 +215,14 @@ enum ShapeOperations {
 
     private static func sliceByIndex(_ context: OperationContext) throws(RuntimeError) {
         let x = try context.input()
+        let slice = try slice(context, x)
+        try copy(context, x, offset: slice.offset, strides: slice.strides, shape: slice.shape)
+    }
+
+    /// Where `slice_by_index`'s parameters (begin, end, stride, masks) select
+    /// in `x`: the first element's offset, and the strides and shape of the
+    /// selection (squeezed axes dropped).
+    static func slice(_ context: OperationContext, _ x: PlanValue) throws(RuntimeError) -> (offset: Int, strides: [Int], shape: [Int]) {
         let rank = x.rank
         func list(_ key: String, _ fallback: Int) throws(RuntimeError) -> [Int] {
             let values = try context.ints(key) ?? Array(repeating: fallback, count: rank)
@@ -229,7 +237,7 @@ enum ShapeOperations {
         let begin = try list("begin", 0), end = try list("end", 0), stride = try list("stride", 1)
         let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
         let inStrides = Shapes.strides(x.shape)
-        var offset = 0, shape: [Int] = [], strides: [Int] = [], kept: [Int] = []
+        var offset = 0, shape: [Int] = [], strides: [Int] = []
         for axis in 0..<rank {
             let size = x.shape[axis], step = stride[axis]
             guard step != 0 else { throw context.invalid("stride 0 on axis \(axis)") }
@@ -251,9 +259,8 @@ enum ShapeOperations {
             if length > 0 { offset += start * inStrides[axis] }
             shape.append(length)
             strides.append(inStrides[axis] * step)
-            kept.append(axis)
         }
-        try copy(context, x, offset: offset, strides: strides, shape: shape)
+        return (offset, strides, shape)
     }
 
     private static func concat(_ context: OperationContext) throws(RuntimeError) {
