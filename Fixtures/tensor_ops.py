@@ -513,11 +513,65 @@ def rearrangements(rng):
         "slice_update": updated, "reverse_sequence": rev, "crop": d[:, :, 1:, 2:-1], "quantized": quant}]
 
 
+@case("joint_compression", target=ct.target.iOS18)
+def joint_compression(rng):
+    """Weights pruned then palettized, and pruned then quantized (ct.optimize.coreml, joint
+    compression): constexpr_lut_to_sparse and constexpr_sparse_blockwise_shift_scale feeding
+    constexpr_sparse_to_dense. The reference decompresses with the operations' definitions
+    (their `decompress` static methods in coremltools' iOS18 compression.py)."""
+    import coremltools.optimize.coreml as cto
+    from coremltools.converters.mil.mil.ops.defs.iOS18 import compression as defs
+    w1, w2 = rand(rng, 16, 32), rand(rng, 8, 32)
+    a = rand(rng, 2, 32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS18)
+    def prog(x):
+        return mb.linear(x=x, weight=w1, name="palettized"), mb.linear(x=x, weight=w2, name="quantized")
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS18,
+                       compute_precision=ct.precision.FLOAT32)
+    model = cto.prune_weights(model, cto.OptimizationConfig(global_config=cto.OpMagnitudePrunerConfig(target_sparsity=0.5, weight_threshold=0)))
+    palettize = cto.OptimizationConfig(op_name_configs={"palettized": cto.OpPalettizerConfig(nbits=2, mode="uniform", weight_threshold=0)})
+    model = cto.palettize_weights(model, palettize, joint_compression=True)
+    quantize = cto.OptimizationConfig(op_name_configs={"quantized": cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8", weight_threshold=0)})
+    model = cto.linear_quantize_weights(model, quantize, joint_compression=True)
+    # The weights as the program stores them, decompressed by the operation definitions.
+    from coremltools.converters.mil.frontend.milproto import load as milproto
+    spec = model.get_spec()
+    block = milproto.load(spec, spec.specificationVersion, model.weights_dir).functions["main"]
+    values = {}
+
+    def value(var):
+        return values[var.name] if var.name in values else var.val
+    for op in block.operations:
+        if op.op_type == "constexpr_lut_to_sparse":
+            result = defs.constexpr_lut_to_sparse.decompress(value(op.indices_mask), value(op.indices_nonzero_data), value(op.lut), None)
+        elif op.op_type == "constexpr_sparse_blockwise_shift_scale":
+            result = defs.constexpr_sparse_blockwise_shift_scale.decompress(
+                value(op.data_mask), value(op.nonzero_data), value(op.scale), value(op.offset) if op.offset is not None else None)
+        elif op.op_type == "constexpr_sparse_to_dense":
+            result = (defs.constexpr_sparse_to_dense.decompress(value(op.nonzero_data), value(op.mask)),)
+        else:
+            continue
+        for output, val in zip(op.outputs, result):
+            values[output.name] = val
+    weights = {}
+    for op in block.operations:
+        if op.op_type == "linear":
+            weights[op.outputs[0].name] = value(op.weight).astype(np.float64)
+    kinds = sorted({op.op_type for op in block.operations if op.op_type.startswith("constexpr")})
+    assert "constexpr_lut_to_sparse" in kinds and "constexpr_sparse_blockwise_shift_scale" in kinds, kinds
+    d = a.astype(np.float64)
+    return model, [{"x": a}], [{name: d @ w.T for name, w in weights.items()}]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
-    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
-                       compute_precision=ct.precision.FLOAT32, inputs=getattr(prog, "flexible_inputs", None))
+    if isinstance(prog, ct.models.MLModel):
+        model = prog
+    else:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
+                           compute_precision=ct.precision.FLOAT32, inputs=getattr(prog, "flexible_inputs", None))
     package = os.path.join(out, name + ".mlpackage")
     save_ml_package(model, package)
     cases = [{"inputs": {k: tolist(v) for k, v in i.items()}, "outputs": {k: tolist(v) for k, v in o.items()}}

@@ -20,6 +20,13 @@ enum ConstexprOperations {
         "constexpr_blockwise_shift_scale": OperationDefinition(["data", "scale", "offset"]) { context throws(RuntimeError) in
             try blockwise(context)
         },
+        "constexpr_lut_to_sparse": OperationDefinition(["indices_mask", "indices_nonzero_data", "lut", "vector_axis"]) { context throws(RuntimeError) in
+            guard !context.has("vector_axis") else { throw context.unsupported("vector palettization (tables of vectors) is not supported yet") }
+            try sparseOutputs(context, lookup: true)
+        },
+        "constexpr_sparse_blockwise_shift_scale": OperationDefinition(["data_mask", "nonzero_data", "scale", "offset"]) { context throws(RuntimeError) in
+            try sparseOutputs(context, lookup: false)
+        },
     ]
 
     private static func required(_ context: OperationContext, _ key: String) throws(RuntimeError) -> Tensor {
@@ -69,7 +76,12 @@ enum ConstexprOperations {
             context.output(constant: Tensor(floats: floats, shape: shape.ints))
             return
         }
-        // iOS 18: lut has the indices' rank + 2 dimensions: blocks per axis, entries, vector size.
+        context.output(constant: try lookup(context, indices: indices, table: table))
+    }
+
+    /// iOS 18: each index looked up in its block's table (lut has the indices'
+    /// rank + 2 dimensions: blocks per axis, entries, vector size 1).
+    private static func lookup(_ context: OperationContext, indices: Tensor, table: Tensor) throws(RuntimeError) -> Tensor {
         let rank = indices.shape.count
         guard table.shape.count == rank + 2 else { throw context.invalid("a table of rank \(table.shape.count) for indices of rank \(rank)") }
         guard table.shape[rank + 1] == 1 else { throw context.unsupported("vector palettization (tables of vectors) is not supported yet") }
@@ -81,7 +93,7 @@ enum ConstexprOperations {
             guard codes[index] >= 0, codes[index] < entries else { throw context.invalid("index \(codes[index]) outside a table of \(entries)") }
             floats[index] = values[blocks[index] * entries + codes[index]]
         }
-        context.output(constant: Tensor(floats: floats, shape: indices.shape))
+        return Tensor(floats: floats, shape: indices.shape)
     }
 
     private static func sparse(_ context: OperationContext) throws(RuntimeError) {
@@ -96,6 +108,11 @@ enum ConstexprOperations {
             let bytes = bits
             bits = (0..<count).map { Int(UInt8(truncatingIfNeeded: bytes[$0 / 8]) >> ($0 % 8) & 1) }
         }
+        context.output(constant: try dense(context, values, bits: bits, shape: shape, type: values.type))
+    }
+
+    /// The values placed where `bits` is set (row-major), zeros elsewhere.
+    private static func dense(_ context: OperationContext, _ values: Tensor, bits: [Int], shape: [Int], type: ElementType) throws(RuntimeError) -> Tensor {
         let data = values.floats
         var next = 0
         var floats = [Float](repeating: 0, count: bits.count)
@@ -104,19 +121,42 @@ enum ConstexprOperations {
             floats[index] = data[next]
             next += 1
         }
-        context.output(constant: Tensor(floats: floats, shape: shape))
+        return type.isFloat ? Tensor(floats: floats, shape: shape, type: type) : Tensor(ints: floats.map { Int32($0) }, shape: shape, type: type)
+    }
+
+    /// The elements of `tensor` where `bits` is set, in order.
+    private static func nonzero(_ tensor: Tensor, bits: [Int]) -> Tensor {
+        let floats = tensor.floats
+        let kept = bits.indices.filter { bits[$0] != 0 }.map { floats[$0] }
+        return Tensor(floats: kept, shape: [kept.count])
     }
 
     /// (data − offset) × scale, scale and offset given per block of every axis.
     private static func blockwise(_ context: OperationContext) throws(RuntimeError) {
-        let data = try required(context, "data"), scale = try required(context, "scale")
-        let offset = try context.constant("offset")
+        context.output(constant: try shiftScale(context, data: try required(context, "data"), scale: try required(context, "scale"),
+                                                offset: try context.constant("offset")))
+    }
+
+    private static func shiftScale(_ context: OperationContext, data: Tensor, scale: Tensor, offset: Tensor?) throws(RuntimeError) -> Tensor {
         let rank = data.shape.count
         guard scale.shape.count == rank else { throw context.invalid("scale of rank \(scale.shape.count) for data of rank \(rank)") }
         let blocks = blockIndex(of: data.shape, per: scale.shape)
         let values = data.floats, scales = scale.floats, offsets = offset?.floats
         let floats = values.indices.map { index in (values[index] - (offsets?[blocks[index]] ?? 0)) * scales[blocks[index]] }
-        context.output(constant: Tensor(floats: floats, shape: data.shape))
+        return Tensor(floats: floats, shape: data.shape)
+    }
+
+    /// iOS 18's sparse forms: a mask and the non-zero entries, decompressed
+    /// (looked up, or shifted and scaled) as their dense forms would be.
+    private static func sparseOutputs(_ context: OperationContext, lookup isLookup: Bool) throws(RuntimeError) {
+        let mask = try required(context, isLookup ? "indices_mask" : "data_mask")
+        let bits = mask.ints
+        let data = try required(context, isLookup ? "indices_nonzero_data" : "nonzero_data")
+        let dense = try dense(context, data, bits: bits, shape: mask.shape, type: isLookup ? .int32 : .float32)
+        let decompressed = isLookup ? try lookup(context, indices: dense, table: try required(context, "lut"))
+            : try shiftScale(context, data: dense, scale: try required(context, "scale"), offset: try context.constant("offset"))
+        context.output(constant: mask)
+        context.output(constant: nonzero(decompressed, bits: bits))
     }
 
     /// For each element of `shape` (row-major), the row-major position of its
