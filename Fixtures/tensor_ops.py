@@ -564,6 +564,24 @@ def joint_compression(rng):
     return model, [{"x": a}], [{name: d @ w.T for name, w in weights.items()}]
 
 
+@case("flexible_batch_conv_fp16", tolerance=5e-3)
+def flexible_batch_conv(rng):
+    """An fp16 program taking frames [1…16, 8] through a 1-D convolution over channels, as
+    published models with a flexible batch do: run with batch 1, 8 and 16."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w, b = rand(rng, 4, 8, 1), rand(rng, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        h = mb.conv(x=mb.expand_dims(x=x, axes=[-1]), weight=w, bias=b)
+        return mb.squeeze(x=mb.relu(x=h), axes=[-1], name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=(ct.RangeDim(1, 16, default=1), 8), dtype=np.float16)]
+    prog.compute_precision = ct.precision.FLOAT16
+    inputs = [rand(rng, n, 8) for n in (1, 8, 16)]
+    return prog, [{"x": x} for x in inputs], [{"y": np.maximum(x.astype(np.float64) @ w[:, :, 0].astype(np.float64).T + b, 0)}
+                                              for x in inputs]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
@@ -571,7 +589,8 @@ def write_case(out, name, tolerance, target, build):
         model = prog
     else:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
-                           compute_precision=ct.precision.FLOAT32, inputs=getattr(prog, "flexible_inputs", None))
+                           compute_precision=getattr(prog, "compute_precision", ct.precision.FLOAT32),
+                           inputs=getattr(prog, "flexible_inputs", None))
     package = os.path.join(out, name + ".mlpackage")
     save_ml_package(model, package)
     cases = [{"inputs": {k: tolist(v) for k, v in i.items()}, "outputs": {k: tolist(v) for k, v in o.items()}}

@@ -244,6 +244,9 @@ public final class TensorEngine: PredictionEngine {
         return shapes
     }
 
+    /// The plan for `shapes` (made now, or the cached one).
+    func plan(for shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan { try entry(for: shapes).plan }
+
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
         let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
         if let existing = plans.withLock({ $0[key] }) { return existing }
