@@ -582,6 +582,35 @@ def flexible_batch_conv(rng):
                                               for x in inputs]
 
 
+@case("control_flow")
+def control_flow(rng):
+    a = rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, n):
+        limit = mb.squeeze(x=n)
+        branch = mb.cond(pred=mb.greater(x=mb.reduce_sum(x=x), y=0.0),
+                         _true_fn=lambda: mb.add(x=x, y=1.0), _false_fn=lambda: mb.mul(x=x, y=2.0), name="cond")
+
+        def keep_going(i, total):
+            return mb.less(x=i, y=limit)
+
+        def step(i, total):
+            return mb.add(x=i, y=1), mb.add(x=mb.mul(x=total, y=1.5), y=mb.cast(x=i, dtype="fp32"))
+        count, total = mb.while_loop(_cond=keep_going, _body=step, loop_vars=(np.int32(0), x))
+        return mb.identity(x=branch, name="branch"), mb.identity(x=count, name="count"), mb.identity(x=total, name="total")
+    cases, outputs = [], []
+    for x, n in [(a, 3), (-np.abs(a), 0), (a * 0.5, 5)]:
+        d = x.astype(np.float64)
+        total = d.copy()
+        for i in range(n):
+            total = total * 1.5 + i
+        cases.append({"x": x, "n": np.array([n], dtype=np.int32)})
+        outputs.append({"branch": d + 1 if d.sum() > 0 else d * 2, "count": np.int32(n), "total": total})
+    return prog, cases, outputs
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)

@@ -152,6 +152,23 @@ final class OperationContext {
     func run(reads: [PlanValue], writes: [Int], _ kernel: @escaping Kernel) {
         planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, kernel: kernel))
     }
+
+    /// Adds a control-flow kernel that runs nested blocks: it reads `reads`
+    /// (ids) and writes `outputs`, with `scratch` (the blocks' values) alive for the step.
+    func run(reads: [Int], outputs: [Int], scratch: [Int], _ kernel: @escaping Kernel) {
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads, writes: outputs + scratch, outputs: outputs, kernel: kernel))
+    }
+
+    /// Plans a nested block with its inputs bound to `inputs`.
+    func nested(_ block: GraphBlock, inputs: [PlanValue] = []) throws(RuntimeError) -> Planner.NestedPlan {
+        try planner.nested(block, inputs: inputs)
+    }
+
+    /// A new value of the plan (a loop variable's slot), computed by this operation's kernel.
+    func scratch(_ type: ElementType, shape: [Int]) -> PlanValue {
+        let id = planner.add(type: type, shape: shape, constant: nil)
+        return planner.values[id]
+    }
 }
 
 /// A float as an int32, truncated toward zero and clamped (NaN gives 0).

@@ -123,6 +123,8 @@ final class Planner {
         let table = UnsafeMutablePointer<UnsafeMutableRawPointer>.allocate(capacity: max(values.count, 1))
         defer { table.deallocate() }
         table.initialize(repeating: memory.empty, count: max(values.count, 1))
+        // Every constant (nested blocks read their own), then the step's reads.
+        for (id, pointer) in constantAddresses { table[id] = pointer }
         for id in step.reads { table[id] = address(of: id) }
         var scratch: [UnsafeMutableRawPointer] = []
         defer { for pointer in scratch { pointer.deallocate() } }
@@ -131,8 +133,10 @@ final class Planner {
             scratch.append(pointer)
             table[id] = pointer
         }
+        // Views of written values (inside nested blocks) read their root's bytes.
+        for (id, root) in aliasOf where step.writes.contains(root) { table[id] = table[root] }
         try step.kernel(Buffers(base: table))
-        for (id, pointer) in zip(step.writes, scratch) {
+        for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
             let value = values[id]
             let tensor: Tensor = value.type.isFloat
                 ? Tensor(floats: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: value.count)), shape: value.shape, type: value.type)
@@ -160,7 +164,8 @@ final class Planner {
     func value(named name: String) -> PlanValue? { names[name].map { values[$0] } }
 
     func constantValue(_ tensor: Tensor) -> PlanValue {
-        values[add(type: tensor.type, shape: tensor.shape, constant: tensor)]
+        let id = add(type: tensor.type, shape: tensor.shape, constant: tensor)
+        return values[id]
     }
 
     func addStep(_ step: PlanStep) { steps.append(step) }
@@ -173,6 +178,42 @@ final class Planner {
         let id = add(type: type, shape: shape, constant: nil)
         aliasOf[id] = aliasOf[source.id] ?? source.id
         return id
+    }
+
+    // MARK: Nested blocks
+
+    /// A nested block (a branch of `cond`, a `while_loop`'s condition or
+    /// body) planned for the enclosing step to run: its steps, its outputs,
+    /// the values it computes (which live for the whole enclosing step) and
+    /// the outer values it reads.
+    struct NestedPlan {
+        var steps: [PlanStep]
+        var outputs: [PlanValue]
+        var computed: [Int]
+        var outerReads: [Int]
+    }
+
+    func nested(_ block: GraphBlock, inputs: [PlanValue]) throws(RuntimeError) -> NestedPlan {
+        let savedNames = names
+        defer { names = savedNames }
+        let firstValue = values.count, firstStep = steps.count
+        for (input, value) in zip(block.inputs, inputs) { names[input.name] = value.id }
+        for (name, constant) in block.constants { names[name] = add(type: constant.type, shape: constant.shape, constant: constant) }
+        for op in block.operations {
+            guard op.type != "classify" else { throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "classify inside a nested block") }
+            try plan(op)
+        }
+        var outputs: [PlanValue] = []
+        for name in block.outputs {
+            guard let id = names[name] else { throw .invalidParameters(model: "mlProgram", detail: "a block returns \"\(name)\", which nothing computes") }
+            outputs.append(values[id])
+        }
+        let inner = Array(steps[firstStep...])
+        steps.removeSubrange(firstStep...)
+        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
+        let computed = (firstValue..<values.count).filter { constantAddresses[$0] == nil && aliasOf[$0] == nil }
+        let outer = Set(inner.flatMap(\.reads).map(root)).filter { $0 < firstValue && constantAddresses[$0] == nil }
+        return NestedPlan(steps: inner, outputs: outputs, computed: computed, outerReads: outer.sorted())
     }
 
     // MARK: Classification

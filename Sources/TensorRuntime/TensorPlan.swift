@@ -19,8 +19,21 @@ struct PlanStep: Sendable {
     var operation: String
     var kind: String
     var reads: [Int]
+    /// Every value the step writes: its outputs, and for control flow the
+    /// values its nested blocks compute (alive for the step only).
     var writes: [Int]
     var kernel: Kernel
+    /// The operation's outputs (a subset of `writes`).
+    var outputs: [Int]
+
+    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, kernel: @escaping Kernel) {
+        self.operation = operation
+        self.kind = kind
+        self.reads = reads
+        self.writes = writes
+        self.outputs = outputs ?? writes
+        self.kernel = kernel
+    }
 }
 
 /// What the plan knows of a value: its type and shape, and where it lives.
