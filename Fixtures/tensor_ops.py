@@ -611,6 +611,81 @@ def control_flow(rng):
     return prog, cases, outputs
 
 
+@case("recurrent")
+def recurrent(rng):
+    S, B, I, H = 5, 2, 3, 4
+    x, h0, c0, h2, c2 = rand(rng, S, B, I), rand(rng, B, H), rand(rng, B, H), rand(rng, B, 2 * H), rand(rng, B, 2 * H)
+    rw_ih, rw_hh, rb = rand(rng, H, I), rand(rng, H, H), rand(rng, H)
+    gw_ih, gw_hh, gb = rand(rng, 3 * H, I), rand(rng, 3 * H, H), rand(rng, 3 * H)
+    lw_ih, lw_hh, lb, lp = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H), rand(rng, 3 * H)
+    bw_ih, bw_hh, bb = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=h0.shape), mb.TensorSpec(shape=c0.shape),
+                             mb.TensorSpec(shape=h2.shape), mb.TensorSpec(shape=c2.shape)], opset_version=ct.target.iOS17)
+    def prog(x, h, c, hb, cb):
+        rnn_y, rnn_h = mb.rnn(x=x, initial_h=h, weight_ih=rw_ih, weight_hh=rw_hh, bias=rb, output_sequence=True, activation="tanh")
+        gru_y, gru_h = mb.gru(x=x, initial_h=h, weight_ih=gw_ih, weight_hh=gw_hh, bias=gb, direction="reverse", output_sequence=True)
+        lstm_y, lstm_h, lstm_c = mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb, peephole=lp,
+                                         output_sequence=False, clip=np.float32(0.8))
+        bi_y, bi_h, bi_c = mb.lstm(x=x, initial_h=hb, initial_c=cb, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb,
+                                   weight_ih_back=bw_ih, weight_hh_back=bw_hh, bias_back=bb, direction="bidirectional",
+                                   output_sequence=True)
+        return tuple(mb.identity(x=v, name=n) for v, n in [
+            (rnn_y, "rnn_y"), (rnn_h, "rnn_h"), (gru_y, "gru_y"), (gru_h, "gru_h"), (lstm_y, "lstm_y"), (lstm_h, "lstm_h"),
+            (lstm_c, "lstm_c"), (bi_y, "bi_y"), (bi_h, "bi_h"), (bi_c, "bi_c")])
+    X = x.astype(np.float64)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    f64 = lambda v: v.astype(np.float64)
+
+    def run_rnn(h):
+        ys = []
+        for t in range(S):
+            h = np.tanh(X[t] @ f64(rw_ih).T + h @ f64(rw_hh).T + rb)
+            ys.append(h)
+        return np.stack(ys), h
+
+    def run_gru(h):
+        Wr, Wo, Wz = np.split(f64(gw_ih), 3)
+        Rr, Ro, Rz = np.split(f64(gw_hh), 3)
+        br, bo, bz = np.split(f64(gb), 3)
+        ys = []
+        for t in reversed(range(S)):
+            z = sig(X[t] @ Wz.T + h @ Rz.T + bz)
+            r = sig(X[t] @ Wr.T + h @ Rr.T + br)
+            o = np.tanh(X[t] @ Wo.T + (r * h) @ Ro.T + bo)
+            h = (1 - z) * o + z * h
+            ys.append(h)
+        return np.stack(ys), h
+
+    def run_lstm(h, c, w_ih, w_hh, b, p, order, clip=None):
+        Wi, Wf, Wo, Wg = np.split(f64(w_ih), 4)
+        Ri, Rf, Ro, Rg = np.split(f64(w_hh), 4)
+        bi, bf, bo, bg = np.split(f64(b), 4)
+        pi, pf, po = np.split(f64(p), 3)
+        ys = {}
+        for t in order:
+            i = sig(X[t] @ Wi.T + h @ Ri.T + bi + c * pi)
+            f = sig(X[t] @ Wf.T + h @ Rf.T + bf + c * pf)
+            g = np.tanh(X[t] @ Wg.T + h @ Rg.T + bg)
+            c = f * c + i * g
+            if clip is not None:
+                c = np.clip(c, -clip, clip)
+            o = sig(X[t] @ Wo.T + h @ Ro.T + bo + c * po)
+            h = o * np.tanh(c)
+            ys[t] = h
+        return ys, h, c
+    ry, rh = run_rnn(f64(h0))
+    gy, gh = run_gru(f64(h0))
+    _, lh, lc = run_lstm(f64(h0), f64(c0), lw_ih, lw_hh, lb, lp, range(S), clip=np.float64(np.float32(0.8)))
+    zero = np.zeros(3 * H)
+    fy, fh, fc = run_lstm(f64(h2)[:, :H], f64(c2)[:, :H], lw_ih, lw_hh, lb, zero, range(S))
+    by, bh, bc = run_lstm(f64(h2)[:, H:], f64(c2)[:, H:], bw_ih, bw_hh, bb, zero, reversed(range(S)))
+    bi_y = np.stack([np.concatenate([fy[t], by[t]], axis=-1) for t in range(S)])
+    return prog, [{"x": x, "h": h0, "c": c0, "hb": h2, "cb": c2}], [{
+        "rnn_y": ry, "rnn_h": rh, "gru_y": gy, "gru_h": gh, "lstm_y": lh[None], "lstm_h": lh, "lstm_c": lc,
+        "bi_y": bi_y, "bi_h": np.concatenate([fh, bh], -1), "bi_c": np.concatenate([fc, bc], -1)}]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
