@@ -686,6 +686,25 @@ def recurrent(rng):
         "bi_y": bi_y, "bi_h": np.concatenate([fh, bh], -1), "bi_c": np.concatenate([fc, bc], -1)}]
 
 
+@case("enumerated_shapes")
+def enumerated(rng):
+    """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w = rand(rng, 5, 8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.softmax(x=mb.linear(x=x, weight=w), axis=-1, name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=ct.EnumeratedShapes(shapes=[(1, 8), (3, 8), (6, 8)], default=(1, 8)))]
+    inputs = [rand(rng, n, 8) for n in (1, 3, 6)]
+    outputs = []
+    for x in inputs:
+        h = x.astype(np.float64) @ w.astype(np.float64).T
+        e = np.exp(h - h.max(-1, keepdims=True))
+        outputs.append({"y": e / e.sum(-1, keepdims=True)})
+    return prog, [{"x": x} for x in inputs], outputs
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
