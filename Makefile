@@ -9,11 +9,12 @@ PYTHON      ?= python3
 FIXTURE     ?= Fixtures/Models/ImageClassifier.mlmodel
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # The concurrent code, run a third time under ThreadSanitizer: the tensor
-# engine (two predictions at once on each ML program fixture), the model
+# engine (two predictions at once on each ML program fixture, products split
+# over threads in the zoo), the model
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
 # cache's locks, and parallel builds (the CLI tests run the instrumented modelc).
-TSAN_TESTS  ?= --filter 'TensorEngineParityTests|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
+TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv zoo bench fuzz clean
 

@@ -72,7 +72,7 @@ enum EngineBuilder {
         }
         do {
             return try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
-                                    functionName: context.functionName ?? summary.defaultFunctionName)
+                                    functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
         } catch {
             if layerEngineFirst || context.programEngine == .tensor || summary.functionInterfaces.count > 1 { throw error }
             if let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,

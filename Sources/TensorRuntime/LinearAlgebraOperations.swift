@@ -1,4 +1,5 @@
 import COpenBLAS
+import Dispatch
 import Foundation
 import ModelFeatures
 
@@ -66,6 +67,8 @@ enum LinearAlgebraOperations {
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
         let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
         let a = x.id, b = y.id, biasID = bias?.id, biasCount = bias?.count ?? 0
+        // Work for several threads: the products of a batch, or row blocks of one large product.
+        let workers = min(context.threads, batches > 1 ? batches : (tx ? 1 : max(1, m / 16)))
         _ = singleThreaded
         context.run(reads: [x, y] + (bias.map { [$0] } ?? []), writes: [out]) { buffers in
             let left = buffers.floats(a), right = buffers.floats(b), target = buffers.floats(out)
@@ -75,9 +78,30 @@ enum LinearAlgebraOperations {
                     for column in 0..<n { target[row * n + column] = values[biasCount == 1 ? 0 : column] }
                 }
             }
-            for index in 0..<batches {
-                gemm(left + xOffsets[index] * m * k, transposeA: tx, right + yOffsets[index] * k * n, transposeB: ty,
-                     target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
+            if workers <= 1 {
+                for index in 0..<batches {
+                    gemm(left + xOffsets[index] * m * k, transposeA: tx, right + yOffsets[index] * k * n, transposeB: ty,
+                         target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
+                }
+            } else if batches > 1 {
+                // Each worker writes its own matrices of the output.
+                let shared = SharedPointers(left: left, right: right, target: target)
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    for index in stride(from: worker, to: batches, by: workers) {
+                        gemm(shared.left + xOffsets[index] * m * k, transposeA: tx, shared.right + yOffsets[index] * k * n, transposeB: ty,
+                             shared.target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
+                    }
+                }
+            } else {
+                // Each worker writes its own rows of the output.
+                let shared = SharedPointers(left: left, right: right, target: target)
+                let block = (m + workers - 1) / workers
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    let first = worker * block, rows = min(m, first + block) - first
+                    guard rows > 0 else { return }
+                    gemm(shared.left + first * k, transposeA: false, shared.right, transposeB: ty, shared.target + first * n,
+                         m: rows, n: n, k: k, accumulate: biasID != nil)
+                }
             }
         }
     }
@@ -226,4 +250,12 @@ enum LinearAlgebraOperations {
             }
         }
     }
+}
+
+/// The operands of a product split between threads: each thread writes a
+/// part of `target` no other thread touches, and all only read the rest.
+struct SharedPointers: @unchecked Sendable {
+    let left: UnsafeMutablePointer<Float>
+    let right: UnsafeMutablePointer<Float>
+    let target: UnsafeMutablePointer<Float>
 }

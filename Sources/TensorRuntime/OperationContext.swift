@@ -36,6 +36,9 @@ final class OperationContext {
         }
     }
 
+    /// Threads a kernel may use within one prediction.
+    var threads: Int { planner.threads }
+
     /// Whether the parameter is given.
     func has(_ key: String) -> Bool { !(op.arguments[key] ?? []).isEmpty }
 

@@ -15,10 +15,16 @@ final class Planner {
     private var constantAddresses: [Int: UnsafeMutableRawPointer] = [:]
     private var classification: TensorPlan.Classification?
     private var stateInputs: [String: Int] = [:]
+    /// Threads a kernel may use within one prediction.
+    let threads: Int
+
+    init(threads: Int = 1) {
+        self.threads = max(1, threads)
+    }
 
     /// Plans `function` for `shapes` (one per input; states take their declared shape).
-    static func plan(_ function: GraphFunction, shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan {
-        let planner = Planner()
+    static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1) throws(RuntimeError) -> TensorPlan {
+        let planner = Planner(threads: threads)
         var inputs: [String: Int] = [:]
         for input in function.inputs {
             var shape = shapes[input.name]

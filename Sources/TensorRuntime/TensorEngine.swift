@@ -15,6 +15,8 @@ public final class TensorEngine: PredictionEngine {
     private let plans = Locked<[[Int]: PlanEntry]>([:])
     /// The name of the function this engine runs.
     public let functionName: String
+    /// Threads one prediction's matrix products may use.
+    private let threads: Int
 
     final class PlanEntry: Sendable {
         let plan: TensorPlan
@@ -30,8 +32,10 @@ public final class TensorEngine: PredictionEngine {
     /// - Throws: `RuntimeError.unsupportedLayer` naming the operation, its
     ///   output and the parameter; `.invalidParameters`; `.unsupportedModel`
     ///   when the named function does not exist.
+    ///   - threads: threads one prediction's matrix products may use (batches of products, or row blocks of one).
     public init(program model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, modelDirectory: String?,
-                functionName: String? = nil) throws(RuntimeError) {
+                functionName: String? = nil, threads: Int = 1) throws(RuntimeError) {
+        self.threads = max(1, threads)
         guard let program = model.pointee.mlprogram else { throw .invalidParameters(model: interface.kind, detail: "no program") }
         let declaredDefault = nonEmptyText(model.pointee.description?.pointee.defaultfunctionname)
         let graph = try GraphReader(modelDirectory: modelDirectory).read(program, defaultFunction: declaredDefault)
@@ -250,7 +254,7 @@ public final class TensorEngine: PredictionEngine {
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
         let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
         if let existing = plans.withLock({ $0[key] }) { return existing }
-        let plan = try Planner.plan(function, shapes: shapes)
+        let plan = try Planner.plan(function, shapes: shapes, threads: threads)
         return plans.withLock { plans in
             if let existing = plans[key] { return existing }
             let entry = PlanEntry(plan: plan)

@@ -17,4 +17,9 @@ struct ZooParityTests {
     func automatic(_ file: ParityFile) throws {
         try file.check()
     }
+
+    @Test("matrix products split over 2 and 3 threads", arguments: files.filter { $0.name.hasSuffix("fp32") }, [2, 3])
+    func threaded(_ file: ParityFile, threads: Int) throws {
+        try file.check(threads: threads)
+    }
 }
