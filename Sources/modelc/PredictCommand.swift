@@ -6,7 +6,7 @@ import ModelFetch
 import ModelRuntime
 import ModelSpec
 
-/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K] [--function NAME]`.
+/// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K] [--function NAME] [--engine E]`.
 enum PredictCommand {
     static let spec = CommandSpec(
         name: "predict",
@@ -21,7 +21,8 @@ enum PredictCommand {
             object per line (.jsonl): one result per line, in order; a line that fails prints its
             error and the others still run.
             --function NAME runs that function of a multi-function ML program (default: the
-            model's default function).
+            model's default function). --engine tensor|layer runs an ML program on that engine
+            (default auto: see docs/runtime.md; transitional while there are two).
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [
@@ -31,6 +32,7 @@ enum PredictCommand {
             OptionSpec(name: "threads", valueName: "N", help: "Threads for a batch of cases (default: every core)."),
             OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
             OptionSpec(name: "function", valueName: "NAME", help: "The function of a multi-function ML program to run."),
+            OptionSpec(name: "engine", valueName: "E", help: "ML programs: auto (default), tensor or layer."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -42,6 +44,14 @@ enum PredictCommand {
             configuration.threads = try arguments.positiveInteger("threads") ?? configuration.threads
             top = try arguments.positiveInteger("top") ?? 5
             configuration.functionName = arguments.value("function")
+            if let engine = arguments.value("engine") {
+                switch engine {
+                case "auto": configuration.programEngine = .automatic
+                case "tensor": configuration.programEngine = .tensor
+                case "layer": configuration.programEngine = .layer
+                default: throw UsageError.invalidValue(option: "engine", value: engine, reason: "expected auto, tensor or layer")
+                }
+            }
         } catch {
             return Modelc.usageFailure(error, usage: usage)
         }
