@@ -7,16 +7,14 @@ import CoreMLSchema
 /// (bool as 0 or 1). fp16 values are rounded to fp16 where they enter the
 /// program (inputs, constants, `cast` to fp16) and computed in fp32 between.
 /// Strings exist only as constants (class labels, modes).
-public enum ElementType: String, Sendable, Equatable, Hashable, CaseIterable {
+enum ElementType: String, Sendable, Equatable, Hashable, CaseIterable {
     case float16 = "fp16", float32 = "fp32", float64 = "fp64"
     case int8, uint8, int16, uint16, int32, uint32, int64
     case bool, string
 
     /// Whether the type is held as `Float`.
-    public var isFloat: Bool { self == .float16 || self == .float32 || self == .float64 }
+    var isFloat: Bool { self == .float16 || self == .float32 || self == .float64 }
 
-    /// Whether the type is held as `Int32` (integers and bool).
-    public var isInteger: Bool { !isFloat && self != .string }
 
     /// The type MIL's `dtype` strings name (`"fp16"`, `"int32"`, `"bool"`, …).
     init?(milName: String) {
