@@ -15,7 +15,6 @@ enum ElementType: String, Sendable, Equatable, Hashable, CaseIterable {
     /// Whether the type is held as `Float`.
     var isFloat: Bool { self == .float16 || self == .float32 || self == .float64 }
 
-
     /// The type MIL's `dtype` strings name (`"fp16"`, `"int32"`, `"bool"`, …).
     init?(milName: String) {
         self.init(rawValue: milName)
