@@ -686,6 +686,24 @@ def recurrent(rng):
         "bi_y": bi_y, "bi_h": np.concatenate([fh, bh], -1), "bi_c": np.concatenate([fc, bc], -1)}]
 
 
+@case("seeded_random")
+def seeded_random(rng):
+    """Seeded random sampling with degenerate distributions (the same values whatever the
+    generator): stddev 0, low = high, probabilities 0 and 1, one certain class."""
+    a = rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.add(x=x, y=mb.random_normal(shape=[2, 3], mean=0.5, stddev=0.0, seed=7), name="normal"),
+                mb.random_uniform(shape=[4], low=2.0, high=2.0, seed=3, name="uniform"),
+                mb.random_bernoulli(shape=[3, 2], prob=1.0, seed=5, name="bernoulli"),
+                mb.random_categorical(x=np.array([[-1e4, 0.0, -1e4]], dtype=np.float32), mode="logits", size=5, seed=9,
+                                      name="categorical"))
+    d = a.astype(np.float64)
+    return prog, [{"x": a}], [{"normal": d + 0.5, "uniform": np.full(4, 2.0), "bernoulli": np.ones((3, 2)),
+                                "categorical": np.ones((1, 5))}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
@@ -735,8 +753,14 @@ def write_refusals(out):
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
     def unsupported(x):
-        return mb.add(x=x, y=mb.random_uniform(shape=[2, 3], low=0.0, high=1.0, seed=1, name="noise"), name="y")
-    expected["unsupported_operation"] = ("load", 'layer "noise" (random_uniform): modelc does not run this ML program operation yet')
+        return mb.non_zero(x=x, name="nonzero")
+    expected["unsupported_operation"] = ("load", 'layer "nonzero" (non_zero): modelc does not run this ML program operation yet')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def unseeded(x):
+        return mb.add(x=x, y=mb.random_uniform(shape=[2, 3], low=0.0, high=1.0, name="noise"), name="y")
+    expected["unseeded_random"] = ("load", 'layer "noise" (random_uniform): random sampling without a seed cannot be reproduced; '
+                                           'modelc runs it only with a seed')
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
                 opset_version=ct.target.iOS17)
@@ -755,7 +779,7 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
-    for name, prog in [("unsupported_operation", unsupported), ("runtime_parameter", runtime_shape),
+    for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
                        ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter)]:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
