@@ -704,6 +704,20 @@ def seeded_random(rng):
                                 "categorical": np.ones((1, 5))}]
 
 
+@case("runtime_slice")
+def runtime_slice(rng):
+    """slice_by_size with a begin given at prediction (negative counts from the end)."""
+    a = rand(rng, 4, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, b):
+        return mb.slice_by_size(x=x, begin=b, size=[2, 3], name="y")
+    d = a.astype(np.float64)
+    return prog, [{"x": a, "b": np.array([1, 2], dtype=np.int32)}, {"x": a, "b": np.array([-2, 0], dtype=np.int32)}], \
+        [{"y": d[1:3, 2:5]}, {"y": d[2:4, 0:3]}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""

@@ -67,9 +67,14 @@ enum ShapeOperations {
         },
         "slice_by_size": OperationDefinition(["x", "begin", "size"]) { context throws(RuntimeError) in
             let x = try context.input()
-            guard let begin = try context.ints("begin"), let size = try context.ints("size"), begin.count == x.rank, size.count == x.rank else {
-                throw context.invalid("begin and size need \(x.rank) values each")
+            guard let size = try context.ints("size"), size.count == x.rank else { throw context.invalid("size needs \(x.rank) values") }
+            let beginValue = try context.input("begin")
+            guard let begin = beginValue.constant?.ints else {
+                // A begin computed at run time: the shape is the size's, the offset found at prediction.
+                try sliceAtRunTime(context, x, begin: beginValue, size: size)
+                return
             }
+            guard begin.count == x.rank else { throw context.invalid("begin needs \(x.rank) values") }
             let strides = Shapes.strides(x.shape)
             var offset = 0, shape: [Int] = []
             for axis in 0..<x.rank {
@@ -162,6 +167,36 @@ enum ShapeOperations {
             Shapes.walk(shape, [strides]) { o, offsets, n in
                 let s = source + offsets[0]
                 if step == 1 { (target + o).update(from: s, count: n) } else { for k in 0..<n { target[o + k] = s[k * step] } }
+            }
+        }
+    }
+
+    /// `slice_by_size` with `begin` computed at run time: every size must be
+    /// given (no −1), so the output's shape is known now; a begin that does
+    /// not fit is an error at prediction naming the operation.
+    private static func sliceAtRunTime(_ context: OperationContext, _ x: PlanValue, begin: PlanValue, size: [Int]) throws(RuntimeError) {
+        guard size.allSatisfy({ $0 >= 0 }), begin.count == x.rank, !begin.isFloat else {
+            throw context.unsupported("a begin computed at run time needs every size given (no -1) and \(x.rank) integer values")
+        }
+        for axis in 0..<x.rank where size[axis] > x.shape[axis] {
+            throw context.invalid("size \(size[axis]) on axis \(axis) of size \(x.shape[axis])")
+        }
+        let out = try context.output(size)
+        let strides = Shapes.strides(x.shape), shape = x.shape, from = x.id, at = begin.id, name = context.op.name
+        let step = strides.last ?? 1
+        context.run(reads: [x, begin], writes: [out]) { buffers throws(RuntimeError) in
+            var offset = 0
+            for axis in 0..<shape.count {
+                var start = Int(buffers.ints(at)[axis])
+                if start < 0 { start += shape[axis] }
+                guard start >= 0, start + size[axis] <= shape[axis] else {
+                    throw .invalidValue(feature: name, detail: "begin \(buffers.ints(at)[axis]) with size \(size[axis]) does not fit axis \(axis) of size \(shape[axis])")
+                }
+                offset += start * strides[axis]
+            }
+            let source = buffers.ints(from) + offset, target = buffers.ints(out)
+            Shapes.walk(size, [strides]) { o, offsets, n in
+                for k in 0..<n { target[o + k] = source[offsets[0] + k * step] }
             }
         }
     }
