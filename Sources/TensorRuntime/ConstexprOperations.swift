@@ -21,7 +21,6 @@ enum ConstexprOperations {
             try blockwise(context)
         },
         "constexpr_lut_to_sparse": OperationDefinition(["indices_mask", "indices_nonzero_data", "lut", "vector_axis"]) { context throws(RuntimeError) in
-            guard !context.has("vector_axis") else { throw context.unsupported("vector palettization (tables of vectors) is not supported yet") }
             try sparseOutputs(context, lookup: true)
         },
         "constexpr_sparse_blockwise_shift_scale": OperationDefinition(["data_mask", "nonzero_data", "scale", "offset"]) { context throws(RuntimeError) in
@@ -80,20 +79,36 @@ enum ConstexprOperations {
     }
 
     /// iOS 18: each index looked up in its block's table (lut has the indices'
-    /// rank + 2 dimensions: blocks per axis, entries, vector size 1).
+    /// rank + 2 dimensions: blocks per axis, entries, vector size). With
+    /// vectors of `n` values, each index stands for `n` consecutive elements
+    /// along `vector_axis`.
     private static func lookup(_ context: OperationContext, indices: Tensor, table: Tensor) throws(RuntimeError) -> Tensor {
         let rank = indices.shape.count
         guard table.shape.count == rank + 2 else { throw context.invalid("a table of rank \(table.shape.count) for indices of rank \(rank)") }
-        guard table.shape[rank + 1] == 1 else { throw context.unsupported("vector palettization (tables of vectors) is not supported yet") }
-        let entries = table.shape[rank]
+        let entries = table.shape[rank], vector = table.shape[rank + 1]
+        var axis = 0
+        if vector > 1 {
+            guard context.has("vector_axis") else { throw context.invalid("tables of vectors need a vector_axis") }
+            axis = try context.axis(try context.int("vector_axis", 0), rank: rank, key: "vector_axis")
+        }
         let blocks = blockIndex(of: indices.shape, per: Array(table.shape.prefix(rank)))
         let codes = indices.ints, values = table.floats
-        var floats = [Float](repeating: 0, count: codes.count)
+        var shape = indices.shape
+        if vector > 1 { shape[axis] *= vector }
+        let inner = shape[(axis + 1)...].reduce(1, *), along = indices.shape.isEmpty ? 1 : indices.shape[axis]
+        var floats = [Float](repeating: 0, count: codes.count * vector)
         for index in codes.indices {
             guard codes[index] >= 0, codes[index] < entries else { throw context.invalid("index \(codes[index]) outside a table of \(entries)") }
-            floats[index] = values[blocks[index] * entries + codes[index]]
+            let base = (blocks[index] * entries + codes[index]) * vector
+            if vector == 1 {
+                floats[index] = values[base]
+                continue
+            }
+            // The index's position, and where its vector's elements go along the axis.
+            let o = index / (along * inner), j = index / inner % along, i = index % inner
+            for v in 0..<vector { floats[(o * along * vector + j * vector + v) * inner + i] = values[base + v] }
         }
-        return Tensor(floats: floats, shape: indices.shape)
+        return Tensor(floats: floats, shape: shape)
     }
 
     private static func sparse(_ context: OperationContext) throws(RuntimeError) {
@@ -155,8 +170,22 @@ enum ConstexprOperations {
         let dense = try dense(context, data, bits: bits, shape: mask.shape, type: isLookup ? .int32 : .float32)
         let decompressed = isLookup ? try lookup(context, indices: dense, table: try required(context, "lut"))
             : try shiftScale(context, data: dense, scale: try required(context, "scale"), offset: try context.constant("offset"))
-        context.output(constant: mask)
-        context.output(constant: nonzero(decompressed, bits: bits))
+        guard decompressed.count != mask.count, let axis = decompressed.shape.indices.first(where: { decompressed.shape[$0] != mask.shape[$0] }) else {
+            context.output(constant: mask)
+            context.output(constant: nonzero(decompressed, bits: bits))
+            return
+        }
+        // Tables of vectors: the mask repeated along the vector axis.
+        let vector = decompressed.shape[axis] / max(mask.shape[axis], 1)
+        let inner = mask.shape[(axis + 1)...].reduce(1, *), along = mask.shape[axis]
+        var repeated = [Int32](repeating: 0, count: decompressed.count)
+        for index in bits.indices {
+            let o = index / (along * inner), j = index / inner % along, i = index % inner
+            for v in 0..<vector { repeated[(o * along * vector + j * vector + v) * inner + i] = Int32(bits[index]) }
+        }
+        let expanded = Tensor(ints: repeated, shape: decompressed.shape, type: mask.type)
+        context.output(constant: expanded)
+        context.output(constant: nonzero(decompressed, bits: repeated.map(Int.init)))
     }
 
     /// For each element of `shape` (row-major), the row-major position of its

@@ -79,6 +79,21 @@ final class OperationContext {
 
     func ints(_ key: String) throws(RuntimeError) -> [Int]? { try constant(key)?.ints }
 
+    /// A parameter given as one tensor or as several scalar arguments (a
+    /// tuple), every element as an integer.
+    func integerList(_ key: String) throws(RuntimeError) -> [Int]? {
+        let values = try list(key)
+        guard !values.isEmpty else { return nil }
+        var result: [Int] = []
+        for value in values {
+            guard let constant = value.constant else {
+                throw unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported")
+            }
+            result += constant.ints
+        }
+        return result
+    }
+
     func bool(_ key: String, _ fallback: Bool) throws(RuntimeError) -> Bool {
         guard let value = try constant(key)?.scalar else { return fallback }
         return value != 0

@@ -232,8 +232,8 @@ enum ShapeOperations {
     private static func reshapeLike(_ context: OperationContext) throws(RuntimeError) {
         let x = try context.input()
         let references = try context.list("ref_tensors")
-        let begins = try context.ints("begins") ?? [], ends = try context.ints("ends") ?? []
-        let masks = try context.bools("end_masks") ?? []
+        let begins = try context.integerList("begins") ?? [], ends = try context.integerList("ends") ?? []
+        let masks = (try context.integerList("end_masks") ?? []).map { $0 != 0 }
         guard begins.count == references.count, ends.count == references.count, masks.count == references.count else {
             throw context.invalid("begins, ends and end_masks need one value per reference tensor")
         }
