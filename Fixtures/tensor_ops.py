@@ -718,6 +718,23 @@ def runtime_slice(rng):
         [{"y": d[1:3, 2:5]}, {"y": d[2:4, 0:3]}]
 
 
+@case("runtime_slice_update", target=ct.target.iOS18)
+def runtime_slice_update(rng):
+    """slice_update with begin and end given at prediction."""
+    a, u = rand(rng, 4, 5), rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape), mb.TensorSpec(shape=(2,), dtype=types.int32),
+                             mb.TensorSpec(shape=(2,), dtype=types.int32)], opset_version=ct.target.iOS18)
+    def prog(x, u, b, e):
+        return mb.slice_update(x=x, update=u, begin=b, end=e, name="y")
+    d, v = a.astype(np.float64), u.astype(np.float64)
+    first = d.copy(); first[1:3, 2:5] = v
+    second = d.copy(); second[0:2, 0:3] = v
+    return prog, [{"x": a, "u": u, "b": np.array([1, 2], dtype=np.int32), "e": np.array([3, 5], dtype=np.int32)},
+                  {"x": a, "u": u, "b": np.array([0, 0], dtype=np.int32), "e": np.array([2, -2], dtype=np.int32)}], \
+        [{"y": first}, {"y": second}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""

@@ -35,6 +35,11 @@ enum RearrangementOperations {
         },
         "slice_update": OperationDefinition(["x", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"]) { context throws(RuntimeError) in
             let x = try context.input(), update = try context.input("update")
+            let begin = try context.input("begin"), end = try context.input("end")
+            guard begin.constant != nil, end.constant != nil else {
+                try sliceUpdateAtRunTime(context, x, update: update, begin: begin, end: end)
+                return
+            }
             let slice = try ShapeOperations.slice(context, x)
             guard update.count == slice.shape.reduce(1, *) else { throw context.invalid("update \(update.shape) for a slice of \(slice.shape)") }
             let out = try context.output(x.shape)
@@ -88,6 +93,46 @@ enum RearrangementOperations {
             try quantization(context, quantize: false)
         },
     ]
+
+    /// `slice_update` with `begin`/`end` computed at run time: the slice is
+    /// found at prediction and must have the update's shape (else an error
+    /// naming the operation).
+    private static func sliceUpdateAtRunTime(_ context: OperationContext, _ x: PlanValue, update: PlanValue, begin: PlanValue,
+                                             end: PlanValue) throws(RuntimeError) {
+        let rank = x.rank
+        guard begin.count == rank, end.count == rank, !begin.isFloat, !end.isFloat else {
+            throw context.invalid("begin and end need \(rank) integer values")
+        }
+        let stride = try context.ints("stride") ?? Array(repeating: 1, count: rank)
+        func mask(_ key: String) throws(RuntimeError) -> [Bool] { try context.bools(key) ?? Array(repeating: false, count: rank) }
+        let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
+        guard stride.count == rank, beginMask.count == rank, endMask.count == rank, squeezeMask.count == rank else {
+            throw context.invalid("stride and masks need \(rank) values")
+        }
+        let out = try context.output(x.shape)
+        let from = x.id, values = update.id, count = x.count, shape = x.shape, updateShape = update.shape, name = context.op.name
+        let b = begin.id, e = end.id
+        context.run(reads: [x, update, begin, end], writes: [out]) { buffers throws(RuntimeError) in
+            let starts = (0..<rank).map { Int(buffers.ints(b)[$0]) }, stops = (0..<rank).map { Int(buffers.ints(e)[$0]) }
+            let geometry: (offset: Int, strides: [Int], shape: [Int])
+            switch ShapeOperations.sliceGeometry(shape, begin: starts, end: stops, stride: stride, beginMask: beginMask, endMask: endMask,
+                                                 squeezeMask: squeezeMask) {
+            case .success(let found): geometry = found
+            case .failure(let problem): throw .invalidValue(feature: name, detail: problem.description)
+            }
+            guard geometry.shape.reduce(1, *) == updateShape.reduce(1, *) else {
+                throw .invalidValue(feature: name, detail: "begin \(starts) and end \(stops) select \(geometry.shape), the update is \(updateShape)")
+            }
+            let target = buffers.ints(out), source = buffers.ints(values)
+            target.update(from: buffers.ints(from), count: count)
+            var next = 0
+            let step = geometry.strides.last ?? 0
+            Shapes.walk(geometry.shape, [geometry.strides]) { _, offsets, n in
+                for k in 0..<n { target[geometry.offset + offsets[0] + k * step] = source[next + k] }
+                next += n
+            }
+        }
+    }
 
     /// Depth ↔ space in blocks of `b × b` over the last two axes of [n, C, H, W].
     private static func blocks(_ context: OperationContext, depthFirst: Bool, toSpace: Bool, key: String) throws(RuntimeError) {

@@ -271,14 +271,28 @@ enum ShapeOperations {
         }
         let begin = try list("begin", 0), end = try list("end", 0), stride = try list("stride", 1)
         let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
-        let inStrides = Shapes.strides(x.shape)
-        var offset = 0, shape: [Int] = [], strides: [Int] = []
-        for axis in 0..<rank {
-            let size = x.shape[axis], step = stride[axis]
-            guard step != 0 else { throw context.invalid("stride 0 on axis \(axis)") }
+        switch sliceGeometry(x.shape, begin: begin, end: end, stride: stride, beginMask: beginMask, endMask: endMask, squeezeMask: squeezeMask) {
+        case .success(let geometry): return geometry
+        case .failure(let problem): throw context.invalid(problem.description)
+        }
+    }
+
+    struct SliceProblem: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Where a slice selects in a tensor of `shape`: the first element's
+    /// offset, the strides and shape of the selection (squeezed axes dropped).
+    static func sliceGeometry(_ shape: [Int], begin: [Int], end: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool],
+                              squeezeMask: [Bool]) -> Result<(offset: Int, strides: [Int], shape: [Int]), SliceProblem> {
+        let inStrides = Shapes.strides(shape)
+        var offset = 0, selected: [Int] = [], strides: [Int] = []
+        for axis in shape.indices {
+            let size = shape[axis], step = stride[axis]
+            guard step != 0 else { return .failure(SliceProblem(description: "stride 0 on axis \(axis)")) }
             if squeezeMask[axis] {
                 let index = begin[axis] < 0 ? begin[axis] + size : begin[axis]
-                guard index >= 0, index < size else { throw context.invalid("index \(begin[axis]) outside axis \(axis) of size \(size)") }
+                guard index >= 0, index < size else { return .failure(SliceProblem(description: "index \(begin[axis]) outside axis \(axis) of size \(size)")) }
                 offset += index * inStrides[axis]
                 continue
             }
@@ -292,10 +306,10 @@ enum ShapeOperations {
             }
             let length = step > 0 ? max(0, (stop - start + step - 1) / step) : max(0, (start - stop + (-step) - 1) / (-step))
             if length > 0 { offset += start * inStrides[axis] }
-            shape.append(length)
+            selected.append(length)
             strides.append(inStrides[axis] * step)
         }
-        return (offset, strides, shape)
+        return .success((offset, strides, selected))
     }
 
     private static func concat(_ context: OperationContext) throws(RuntimeError) {
