@@ -13,15 +13,17 @@ KSERVE_VENV ?= .venv-kserve
 SERVE_BENCH_VENV ?= .venv-serve-bench
 MODELC_BIN  ?= .build/release/modelc
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
-# The concurrent code, run a third time under ThreadSanitizer: the model
+# The concurrent code, run a third time under ThreadSanitizer: the tensor
+# engine (two predictions at once on each ML program fixture, products split
+# over threads in the zoo), the model
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
 # cache's locks, parallel builds (the CLI tests run the instrumented modelc),
-# and the server's scheduler and endpoints.
-TSAN_TESTS  ?= --filter 'OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
+# the server's scheduler and endpoints, and the tensor engine's concurrent parity.
+TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean \
-        python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
+        zoo python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
 
 all: build
 
@@ -113,6 +115,22 @@ spec-check: venv
 fixtures: venv
 	$(VENV)/bin/python Fixtures/generate.py
 	$(VENV)/bin/python Fixtures/generate_graph.py
+	$(VENV)/bin/python Fixtures/tensor_ops.py
+
+# The model zoo: transformers architectures from tiny configs with seeded
+# weights, converted as fp32 and fp16 ML programs, checked against PyTorch
+# float64 (Scripts/zoo.py). PyTorch is large: its own venv, not part of `make test`,
+# which reads the committed results in Fixtures/Parity/Zoo.
+ZOO_VENV ?= .venv-zoo
+$(ZOO_VENV)/.installed: Scripts/zoo-requirements.txt Scripts/requirements.txt
+	$(PYTHON) -m venv $(ZOO_VENV)
+	$(ZOO_VENV)/bin/pip install --quiet -r Scripts/zoo-requirements.txt
+	touch $@
+
+zoo: deps $(ZOO_VENV)/.installed
+	$(ZOO_VENV)/bin/python Scripts/zoo.py
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --filter 'ZooParityTests'
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in

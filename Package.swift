@@ -83,10 +83,12 @@ let package = Package(
         .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
         // Neural networks: the graph read from the spec, a plan made once, kernels on XNNPACK, OpenBLAS and our own loops.
         .target(name: "NetworkRuntime", dependencies: ["CDNNL", "COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        // ML programs on a tensor engine: the graph read from the program, a plan per input shape, kernels by operation and type.
+        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "TensorRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.
@@ -128,6 +130,7 @@ let package = Package(
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "SystemIO", "FixtureSupport"]),
+        .testTarget(name: "TensorRuntimeTests", dependencies: ["TensorRuntime", "CoreMLSchema", "ModelFeatures", "ModelRuntime", "ModelSpec", "FixtureSupport"], exclude: ["README.md"]),
         .testTarget(name: "ImageRequestsTests", dependencies: ["FaceDetection", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),

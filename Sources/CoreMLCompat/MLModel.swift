@@ -64,7 +64,7 @@ public struct MLModelError: Error, LocalizedError, CustomStringConvertible, Send
         switch error {
         case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue:
             self.init(.featureType, error.description)
-        case .unsupportedModel, .unsupportedLayer, .invalidParameters:
+        case .unsupportedModel, .unsupportedLayer, .invalidParameters, .unknownFunction:
             self.init(.parameters, error.description)
         case .cannotOpen:
             self.init(.io, error.description)

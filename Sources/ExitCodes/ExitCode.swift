@@ -93,6 +93,8 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
     /// `detect --faces`, `classify --regions faces`: the face detector (libModelcFaces.so, Debian's
     /// libdlib19.1) cannot be opened.
     case faceDetectorUnavailable = 105
+    /// `predict --function`: the ML program has no function of that name (or is not a multi-function program).
+    case unknownFunction = 106
 
     public init(_ error: ModelSpecError) {
         self = switch error {
@@ -147,6 +149,7 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
         case .unsupportedModel, .unsupportedLayer: .unsupportedModel
         case .invalidParameters: .invalidModel
         case .cannotOpen: .cannotRead
+        case .unknownFunction: .unknownFunction
         case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badInput
         }
     }

@@ -21,6 +21,8 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidParameters(model: String, detail: String)
     /// The model could not be opened.
     case cannotOpen(path: String, detail: String)
+    /// A function was named that the ML program does not have.
+    case unknownFunction(name: String, available: [String])
 
     public var description: String {
         switch self {
@@ -42,6 +44,9 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(model): \(detail)"
         case .cannotOpen(let path, let detail):
             "\(path): \(detail)"
+        case .unknownFunction(let name, let available):
+            available.isEmpty ? "the model has no function \"\(name)\" (it is not a multi-function program)"
+                : "the model has no function \"\(name)\" (it has \(available.joined(separator: ", ")))"
         }
     }
 }

@@ -4,6 +4,7 @@ import ModelFeatures
 import ModelLoader
 import NetworkRuntime
 import ModelSpec
+import TensorRuntime
 
 /// Prepares the engine for any model modelc runs, pipelines included, and
 /// refuses the rest at load with the reason.
@@ -15,6 +16,9 @@ enum EngineBuilder {
         /// The directory `@model_path` names in ML programs (the bundle, or a package's model folder).
         var modelDirectory: String?
         var threads: Int
+        /// The function of a multi-function ML program to run; `nil` for its default.
+        var functionName: String?
+        var programEngine: ProgramEngineChoice = .automatic
     }
 
     static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary,
@@ -51,11 +55,52 @@ enum EngineBuilder {
         case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
             return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
         case "mlProgram":
-            return try NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory, threads: context.threads)
+            return try programEngine(for: model, summary: summary, interface: interface, context: context)
         default:
             break
         }
         throw .unsupportedModel(kind: kind, reason: refusalReason(kind))
+    }
+
+    /// The engine for an ML program, by the transitional rule of
+    /// docs/runtime.md: a single-function program with fixed input shapes
+    /// runs on the layer engine (NetworkRuntime) when it takes the program,
+    /// as it did before; every other program, and every program the layer
+    /// engine refuses, runs on the tensor engine (TensorRuntime). A flexible
+    /// program the tensor engine refuses falls back to the layer engine.
+    static func programEngine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary, interface: ModelInterface,
+                              context: Context) throws(RuntimeError) -> any PredictionEngine {
+        if context.programEngine == .layer {
+            return try NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory, threads: context.threads)
+        }
+        let layerEngineFirst = context.programEngine == .automatic && summary.functionInterfaces.count <= 1 && context.functionName == nil
+            && !hasFlexibleInputs(summary)
+        if layerEngineFirst, let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
+                                                              threads: context.threads) {
+            return engine
+        }
+        do {
+            return try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
+                                    functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
+        } catch {
+            if layerEngineFirst || context.programEngine == .tensor || summary.functionInterfaces.count > 1 { throw error }
+            if let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
+                                               threads: context.threads) {
+                return engine
+            }
+            throw error
+        }
+    }
+
+    /// Whether an input takes more than one shape or size.
+    static func hasFlexibleInputs(_ summary: ModelSummary) -> Bool {
+        summary.inputs.contains { input in
+            switch input.type {
+            case .multiArray(let array): array.shapeFlexibility != nil
+            case .image(let image): image.sizeFlexibility != nil
+            default: false
+            }
+        }
     }
 
     /// Why modelc does not run a model kind.

@@ -3,6 +3,7 @@ import CoreMLSchema
 import Dispatch
 import Foundation
 import SystemIO
+import TensorRuntime
 import ModelFeatures
 import ModelLoader
 import ModelSpec
@@ -12,10 +13,28 @@ public struct ModelConfiguration: Sendable, Equatable {
     /// Threads used for a batch of predictions (and, for networks, within one);
     /// at least 1. Defaults to every core.
     public var threads: Int
+    /// The function of a multi-function ML program to run (Core ML's
+    /// `MLModelConfiguration.functionName`); `nil` runs the default function.
+    public var functionName: String?
+    /// Which engine runs ML programs (transitional; see docs/runtime.md).
+    public var programEngine: ProgramEngineChoice
 
-    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil,
+                programEngine: ProgramEngineChoice = .automatic) {
         self.threads = max(1, threads)
+        self.functionName = functionName
+        self.programEngine = programEngine
     }
+}
+
+/// The engine that runs an ML program while two exist (docs/runtime.md).
+public enum ProgramEngineChoice: String, Sendable, Equatable {
+    /// The layer engine for single-function programs with fixed shapes that it takes, else the tensor engine.
+    case automatic
+    /// Always the tensor engine (TensorRuntime).
+    case tensor
+    /// Always the layer engine (NetworkRuntime).
+    case layer
 }
 
 /// A model ready to run: opened, checked, and its engine prepared once.
@@ -71,13 +90,27 @@ public final class Model: Sendable {
         specificationBytes = withExtendedLifetime(specification) {
             Int(clamping: core_ml__specification__model__get_packed_size(specification.root))
         }
-        let summary = ModelSummary(specification, blobs: nil)
+        var summary = ModelSummary(specification, blobs: nil)
+        if summary.functionInterfaces.isEmpty {
+            // A single-function program has only `main`.
+            if let name = configuration.functionName, name != "main" || summary.modelType != "mlProgram" {
+                throw .runtime(.unknownFunction(name: name, available: summary.modelType == "mlProgram" ? ["main"] : []))
+            }
+        } else if let name = configuration.functionName ?? summary.defaultFunctionName ?? summary.functionNames.first {
+            guard let selected = summary.selectingFunction(name) else {
+                throw .runtime(.unknownFunction(name: name, available: summary.functionNames))
+            }
+            summary = selected
+        }
         self.summary = summary
         do {
             engine = try withExtendedLifetime(specification) { () throws(RuntimeError) -> any PredictionEngine in
                 try EngineBuilder.engine(for: specification.root, summary: summary,
                                          context: EngineBuilder.Context(bundle: bundle, modelDirectory: modelDirectory ?? bundle?.path,
-                                                                       threads: configuration.threads))
+                                                                       threads: configuration.threads,
+                                                                       functionName: summary.functionInterfaces.isEmpty ? nil
+                                                                           : configuration.functionName ?? summary.defaultFunctionName,
+                                                                       programEngine: configuration.programEngine))
             }
         } catch {
             throw .runtime(error)
@@ -102,6 +135,26 @@ public final class Model: Sendable {
     public func prediction(from inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
         let checked = try InputChecker.check(inputs, against: summary.inputs)
         return OutputConformer.conform(try engine.predict(checked), to: summary.outputs)
+    }
+
+    /// A new state for a stateful ML program (Core ML's `MLModel.makeState()`):
+    /// every state the program declares, zero-filled; `nil` when the model
+    /// runs on an engine without states.
+    public func makeState() -> ModelState? {
+        (engine as? TensorEngine).map { ModelState(engine: $0, state: $0.makeState()) }
+    }
+
+    /// The outputs for one set of inputs, reading and updating `state`
+    /// (Core ML's `prediction(from:using:)`). One prediction at a time may use a state.
+    ///
+    /// - Throws: `RuntimeError` as `prediction(from:)`, and `.invalidValue`
+    ///   when the state was made by another model.
+    public func prediction(from inputs: [String: FeatureValue], using state: ModelState) throws(RuntimeError) -> [String: FeatureValue] {
+        guard let engine = engine as? TensorEngine, engine === state.engine else {
+            throw .invalidValue(feature: "state", detail: "the state was made by another model")
+        }
+        let checked = try InputChecker.check(inputs, against: summary.inputs)
+        return OutputConformer.conform(try engine.predict(checked, state: state.state), to: summary.outputs)
     }
 
     /// The outputs for one set of inputs, computed off the caller's task.
@@ -150,6 +203,20 @@ public final class Model: Sendable {
         }
         return results.map { $0 ?? .failure(.invalidValue(feature: "batch", detail: "not computed")) }
     }
+}
+
+/// The state of a stateful ML program between predictions (Core ML's `MLState`).
+public final class ModelState: Sendable {
+    let engine: TensorEngine
+    let state: ProgramState
+
+    init(engine: TensorEngine, state: ProgramState) {
+        self.engine = engine
+        self.state = state
+    }
+
+    /// The names of the program's states.
+    public var names: [String] { state.names }
 }
 
 /// One slot per prediction of a batch, each written by exactly one worker.

@@ -36,8 +36,12 @@ public struct RuntimeSupport: Sendable, Equatable {
                 _ = try EngineBuilder.engine(for: model, summary: summary, context: .init(bundle: bundle, modelDirectory: bundle?.path, threads: 1))
                 return []
             } catch {
-                if case .unsupportedModel = error { return [error.description] }
-                return []
+                switch error {
+                case .unsupportedModel: return [error.description]
+                // ML programs are read whole when prepared: the first operation neither engine runs.
+                case .unsupportedLayer where kind == "mlProgram": return [error.description]
+                default: return []
+                }
             }
         }
     }

@@ -31,6 +31,7 @@ extension ModelSummary {
         trainingInputs = features(description?.traininginput, description?.n_traininginput)
         predictedFeatureName = nonEmpty(text(description?.predictedfeaturename))
         predictedProbabilitiesName = nonEmpty(text(description?.predictedprobabilitiesname))
+        (functionInterfaces, defaultFunctionName) = FunctionInterface.read(model)
         metadata = description?.metadata.map { Metadata($0.pointee) }.flatMap { $0.isEmpty ? nil : $0 }
 
         let typeMessage: MessageView? = modelType.flatMap { view.message(named: $0) }

@@ -30,6 +30,10 @@ public struct ModelSummary: Equatable, Sendable {
     public var operations: [String: Int]?
     /// ML programs: the constants stored in the weight file.
     public var blobWeights: [BlobWeight]?
+    /// Multi-function ML programs (specification 9): each function's interface, in the description's order.
+    public var functionInterfaces: [FunctionInterface] = []
+    /// Multi-function ML programs: the function run when none is named.
+    public var defaultFunctionName: String?
 
     /// Neural networks: the number of weight values across all tensors.
     public var parameterCount: Int? { weights.map { $0.reduce(0) { $0 + $1.count } } }

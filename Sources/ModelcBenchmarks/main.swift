@@ -8,6 +8,7 @@ import Foundation
 //        ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 //        ModelcBenchmarks graph MODEL...
+//        ModelcBenchmarks programs RUNS CASES.json...
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
@@ -17,6 +18,7 @@ let usage = """
            ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
            ModelcBenchmarks graph MODEL...
+           ModelcBenchmarks programs RUNS CASES.json...
 
     """
 
@@ -55,6 +57,12 @@ do {
         try TrainingBenchmark.run(base: arguments[1], data: arguments[2], work: arguments[3], l2: l2, maxIterations: iterations)
     case "graph" where arguments.count >= 2:
         try GraphBenchmark.run(models: Array(arguments.dropFirst()))
+    case "programs" where arguments.count >= 3:
+        guard let runs = Int(arguments[1]), runs > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try ProgramBenchmark.run(runs: runs, cases: Array(arguments[2...]))
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)

@@ -9,7 +9,7 @@ import ModelRuntime
 import ModelSpec
 
 /// `modelc predict MODEL [--input NAME=VALUE]... [--inputs FILE] [--json] [--threads N] [--top K]
-/// [--output-dir DIR]`.
+/// [--output-dir DIR] [--function NAME] [--engine E]`.
 enum PredictCommand {
     static let spec = CommandSpec(
         name: "predict",
@@ -25,6 +25,9 @@ enum PredictCommand {
             error and the others still run.
             --output-dir DIR writes each image output as a PNG file: DIR/OUTPUT.png for one case,
             DIR/N-OUTPUT.png for case N (from 1) of several.
+            --function NAME runs that function of a multi-function ML program (default: the
+            model's default function). --engine tensor|layer runs an ML program on that engine
+            (default auto: see docs/runtime.md; transitional while there are two).
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [
@@ -34,6 +37,8 @@ enum PredictCommand {
             OptionSpec(name: "threads", valueName: "N", help: "Threads for a batch of cases (default: every core)."),
             OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
             OptionSpec(name: "output-dir", valueName: "DIR", help: "Write image outputs into DIR as PNG files."),
+            OptionSpec(name: "function", valueName: "NAME", help: "The function of a multi-function ML program to run."),
+            OptionSpec(name: "engine", valueName: "E", help: "ML programs: auto (default), tensor or layer."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -44,6 +49,15 @@ enum PredictCommand {
         do throws(UsageError) {
             configuration.threads = try arguments.positiveInteger("threads") ?? configuration.threads
             top = try arguments.positiveInteger("top") ?? 5
+            configuration.functionName = arguments.value("function")
+            if let engine = arguments.value("engine") {
+                switch engine {
+                case "auto": configuration.programEngine = .automatic
+                case "tensor": configuration.programEngine = .tensor
+                case "layer": configuration.programEngine = .layer
+                default: throw UsageError.invalidValue(option: "engine", value: engine, reason: "expected auto, tensor or layer")
+                }
+            }
         } catch {
             return Modelc.usageFailure(error, usage: usage)
         }

@@ -1,0 +1,848 @@
+#!/usr/bin/env python3
+"""Generate the per-operation fixtures of modelc's tensor engine (Fixtures/Parity/TensorOps).
+
+Usage:
+    tensor_ops.py [--out DIR]   write DIR/Parity/TensorOps/ (default DIR: the folder of this script)
+
+Each case is a small ML program built with coremltools' MIL builder (mb.program) and converted
+by ct.convert, and a JSON file in the format of Fixtures/Parity: inputs, and the outputs that a
+NumPy float64 computation written here from the operation definitions of coremltools 9.0
+(coremltools/converters/mil/mil/ops/defs/iOS15..iOS18) gives for them. Booleans are returned
+as int32 (Core ML outputs are fp16, fp32 or int32 arrays). Deterministic: fixed seeds,
+deterministic serialization (see generate.finish_ml_package).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import numpy as np
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic  # noqa: F401
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from generate import save_ml_package  # noqa: E402
+
+SUBDIR = os.path.join("Parity", "TensorOps")
+REFERENCE = "NumPy %s float64, from the MIL operation definitions" % np.__version__
+CASES = []
+
+
+def case(name, tolerance=1e-5, target=ct.target.iOS17):
+    def register(function):
+        CASES.append((name, tolerance, target, function))
+        return function
+    return register
+
+
+def erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+def tolist(value):
+    value = np.asarray(value)
+    if value.dtype == np.bool_:
+        value = value.astype(np.int32)
+    if np.issubdtype(value.dtype, np.integer):
+        return value.astype(int).tolist()
+    return value.astype(float).tolist()
+
+
+def rand(rng, *shape):
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+@case("binary_broadcast")
+def binary_broadcast(rng):
+    a, b = rand(rng, 2, 3, 4), rand(rng, 3, 1) + 2
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.add(x=x, y=y, name="add"), mb.sub(x=x, y=y, name="sub"), mb.mul(x=x, y=y, name="mul"),
+                mb.real_div(x=x, y=y, name="real_div"), mb.maximum(x=x, y=y, name="maximum"),
+                mb.pow(x=y, y=x, name="pow"), mb.floor_div(x=x, y=y, name="floor_div"), mb.mod(x=x, y=y, name="mod"))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return prog, [{"x": a, "y": b}], [{"add": a64 + b64, "sub": a64 - b64, "mul": a64 * b64, "real_div": a64 / b64,
+                                        "maximum": np.maximum(a64, b64), "pow": np.power(b64, a64),
+                                        "floor_div": np.floor(a64 / b64), "mod": np.mod(a64, b64)}]
+
+
+@case("integer_arithmetic")
+def integer_arithmetic(rng):
+    a = rng.integers(-20, 20, (3, 4)).astype(np.int32)
+    b = np.array([3, -4, 5, -7], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.floor_div(x=x, y=b, name="floor_div"), mb.mod(x=x, y=b, name="mod"), mb.mul(x=x, y=b, name="mul"),
+                mb.sub(x=x, y=b, name="sub"), mb.abs(x=x, name="abs"))
+    return prog, [{"x": a}], [{"floor_div": a // b, "mod": np.mod(a, b), "mul": a * b, "sub": a - b, "abs": np.abs(a)}]
+
+
+@case("comparisons_and_logic")
+def comparisons(rng):
+    a, b = rand(rng, 2, 5), rand(rng, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        less, ge = mb.less(x=x, y=y), mb.greater_equal(x=x, y=0.0)
+        out = [mb.cast(x=v, dtype="int32", name=n) for v, n in [
+            (less, "less"), (ge, "greater_equal"), (mb.equal(x=x, y=x), "equal"),
+            (mb.logical_and(x=less, y=ge), "logical_and"), (mb.logical_or(x=less, y=ge), "logical_or"),
+            (mb.logical_xor(x=less, y=ge), "logical_xor"), (mb.logical_not(x=less), "logical_not")]]
+        out.append(mb.select(cond=less, a=x, b=mb.mul(x=y, y=10.0), name="select"))
+        return tuple(out)
+    less, ge = a < b, a >= 0
+    return prog, [{"x": a, "y": b}], [{"less": less, "greater_equal": ge, "equal": np.ones_like(less),
+                                        "logical_and": less & ge, "logical_or": less | ge, "logical_xor": less ^ ge,
+                                        "logical_not": ~less, "select": np.where(less, a.astype(np.float64), b.astype(np.float64) * 10)}]
+
+
+@case("cast")
+def cast(rng):
+    a = np.array([[-2.7, -0.5, 0.0, 0.4, 1.6, 3.2]], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        as_int = mb.cast(x=x, dtype="int32", name="to_int32")
+        as_bool = mb.cast(x=x, dtype="bool")
+        return as_int, mb.cast(x=as_bool, dtype="fp32", name="bool_to_fp32"), mb.cast(x=as_int, dtype="fp32", name="int_to_fp32")
+    return prog, [{"x": a}], [{"to_int32": np.trunc(a).astype(np.int32), "bool_to_fp32": (a != 0).astype(np.float64),
+                                "int_to_fp32": np.trunc(a)}]
+
+
+@case("unary")
+def unary(rng):
+    a = rng.uniform(0.1, 2, (3, 4)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.exp(x=x, name="exp"), mb.log(x=x, name="log"), mb.sqrt(x=x, name="sqrt"), mb.rsqrt(x=x, name="rsqrt"),
+                mb.square(x=x, name="square"), mb.erf(x=x, name="erf"), mb.tanh(x=x, name="tanh"),
+                mb.floor(x=x, name="floor"), mb.round(x=mb.mul(x=x, y=2.0), name="round"), mb.sin(x=x, name="sin"),
+                mb.inverse(x=x, name="inverse"), mb.clip(x=x, alpha=0.5, beta=1.5, name="clip"))
+    d = a.astype(np.float64)
+    return prog, [{"x": a}], [{"exp": np.exp(d), "log": np.log(d), "sqrt": np.sqrt(d), "rsqrt": 1 / np.sqrt(d + 1e-12),
+                                "square": d * d, "erf": erf(d), "tanh": np.tanh(d), "floor": np.floor(d),
+                                "round": np.round(2 * d), "sin": np.sin(d), "inverse": 1 / (d + 1e-4), "clip": np.clip(d, 0.5, 1.5)}]
+
+
+@case("activations")
+def activations(rng):
+    a = rand(rng, 2, 3, 4) * 3
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.gelu(x=x, mode="EXACT", name="gelu_exact"), mb.gelu(x=x, mode="TANH_APPROXIMATION", name="gelu_tanh"),
+                mb.gelu(x=x, mode="SIGMOID_APPROXIMATION", name="gelu_sigmoid"), mb.silu(x=x, name="silu"),
+                mb.clamped_relu(x=x, alpha=0.1, beta=2.0, name="clamped_relu"), mb.elu(x=x, alpha=0.7, name="elu"),
+                mb.leaky_relu(x=x, alpha=0.2, name="leaky_relu"), mb.sigmoid_hard(x=x, alpha=0.3, beta=0.4, name="sigmoid_hard"),
+                mb.softplus(x=x, name="softplus"), mb.sigmoid(x=x, name="sigmoid"), mb.relu6(x=x, name="relu6"))
+    d = a.astype(np.float64)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    return prog, [{"x": a}], [{
+        "gelu_exact": 0.5 * d * (1 + erf(d / math.sqrt(2))),
+        "gelu_tanh": 0.5 * d * (1 + np.tanh(math.sqrt(2 / math.pi) * (d + 0.044715 * d ** 3))),
+        "gelu_sigmoid": d * sig(1.702 * d), "silu": d * sig(d),
+        "clamped_relu": np.minimum(2.0, np.where(d >= 0, d, 0.1 * d)), "elu": np.where(d > 0, d, 0.7 * (np.exp(d) - 1)),
+        "leaky_relu": np.where(d >= 0, d, 0.2 * d), "sigmoid_hard": np.clip(0.3 * d + 0.4, 0, 1),
+        "softplus": np.log1p(np.exp(d)), "sigmoid": sig(d), "relu6": np.clip(d, 0, 6)}]
+
+
+@case("reductions")
+def reductions(rng):
+    a = rng.uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.reduce_sum(x=x, axes=[0, 2], keep_dims=True, name="sum"), mb.reduce_mean(x=x, axes=[-1], name="mean"),
+                mb.reduce_max(x=x, axes=[1], name="max"), mb.reduce_min(x=x, name="min_all"),
+                mb.reduce_prod(x=x, axes=[2], name="prod"), mb.reduce_l2_norm(x=x, axes=[0, 1], name="l2"),
+                mb.reduce_log_sum_exp(x=x, axes=[1], keep_dims=True, name="logsumexp"),
+                mb.reduce_argmax(x=x, axis=1, name="argmax"), mb.reduce_argmin(x=x, axis=-1, keep_dims=True, name="argmin"),
+                mb.softmax(x=x, axis=1, name="softmax"), mb.cumsum(x=x, axis=2, exclusive=True, reverse=True, name="cumsum"))
+    d = a.astype(np.float64)
+    e = np.exp(d - d.max(axis=1, keepdims=True))
+    rev = np.flip(np.cumsum(np.flip(d, 2), 2), 2) - d
+    return prog, [{"x": a}], [{"sum": d.sum(axis=(0, 2), keepdims=True), "mean": d.mean(axis=-1), "max": d.max(axis=1),
+                                "min_all": d.min(), "prod": d.prod(axis=2), "l2": np.sqrt((d * d).sum(axis=(0, 1))),
+                                "logsumexp": np.log(np.exp(d).sum(axis=1, keepdims=True)),
+                                "argmax": d.argmax(axis=1).astype(np.int32), "argmin": d.argmin(axis=-1)[..., None].astype(np.int32),
+                                "softmax": e / e.sum(axis=1, keepdims=True), "cumsum": rev}]
+
+
+@case("matmul_and_linear")
+def matmul(rng):
+    a, b, v = rand(rng, 2, 1, 3, 4), rand(rng, 5, 3, 4), rand(rng, 4)
+    w, bias = rand(rng, 6, 4), rand(rng, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape), mb.TensorSpec(shape=v.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        return (mb.matmul(x=x, y=y, transpose_y=True, name="batched"),
+                mb.matmul(x=z, y=mb.reshape(x=y, shape=[15, 4]), transpose_y=True, name="row"), mb.linear(x=x, weight=w, bias=bias, name="linear"))
+    A, B, V = a.astype(np.float64), b.astype(np.float64), v.astype(np.float64)
+    return prog, [{"x": a, "y": b, "z": v}], [{"batched": A @ np.swapaxes(B, -1, -2),
+                                                "row": V @ B.reshape(15, 4).T, "linear": A @ w.astype(np.float64).T + bias}]
+
+
+@case("normalization")
+def normalization(rng):
+    a = rand(rng, 2, 3, 4, 5)
+    gamma, beta = rand(rng, 4, 5), rand(rng, 4, 5)
+    cg, cb, mean, var = rand(rng, 3), rand(rng, 3), rand(rng, 3), rng.uniform(0.5, 2, 3).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.layer_norm(x=x, axes=[-2, -1], gamma=gamma, beta=beta, epsilon=1e-5, name="layer_norm"),
+                mb.layer_norm(x=x, axes=[1], name="layer_norm_channels"),
+                mb.batch_norm(x=x, mean=mean, variance=var, gamma=cg, beta=cb, epsilon=1e-3, name="batch_norm"),
+                mb.instance_norm(x=x, gamma=cg, beta=cb, epsilon=1e-5, name="instance_norm"),
+                mb.l2_norm(x=x, epsilon=1e-6, name="l2_norm"),
+                mb.local_response_norm(x=x, size=3, alpha=1e-2, beta=0.75, k=1.0, name="lrn"))
+    d = a.astype(np.float64)
+
+    def norm(v, axes, eps):
+        m = v.mean(axis=axes, keepdims=True)
+        return (v - m) / np.sqrt(((v - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+    ch = lambda p: p.astype(np.float64).reshape(1, 3, 1, 1)
+    sq = np.pad(d * d, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    window = sq[:, 0:3] + sq[:, 1:4] + sq[:, 2:5]
+    flat = d.reshape(2, -1)
+    return prog, [{"x": a}], [{
+        "layer_norm": norm(d, (2, 3), 1e-5) * gamma + beta, "layer_norm_channels": norm(d, (1,), 1e-5),
+        "batch_norm": (d - ch(mean)) / np.sqrt(ch(var) + 1e-3) * ch(cg) + ch(cb),
+        "instance_norm": norm(d, (2, 3), 1e-5) * ch(cg) + ch(cb),
+        "l2_norm": (flat / np.sqrt((flat * flat).sum(axis=1, keepdims=True) + 1e-6)).reshape(d.shape),
+        "lrn": d / (1.0 + 1e-2 / 3 * window) ** 0.75}]
+
+
+@case("gathers")
+def gathers(rng):
+    a = rand(rng, 3, 5, 2)
+    idx = np.array([[4, -1, 0], [2, 2, -5]], dtype=np.int32)
+    along = rng.integers(0, 5, (3, 2, 2)).astype(np.int32)
+    nd = np.array([[0, 4], [2, 1]], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=idx.shape, dtype=types.int32),
+                             mb.TensorSpec(shape=along.shape, dtype=types.int32), mb.TensorSpec(shape=nd.shape, dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, i, j, k):
+        return (mb.gather(x=x, indices=i, axis=1, name="gather"),
+                mb.gather_along_axis(x=x, indices=j, axis=1, name="gather_along_axis"),
+                mb.gather_nd(x=x, indices=k, name="gather_nd"),
+                mb.gather(x=mb.reshape(x=x, shape=[3, 10]), indices=mb.slice_by_size(x=i, begin=[0, 0], size=[1, 3]),
+                          axis=1, batch_dims=0, name="gather_flat"),
+                mb.cast(x=mb.one_hot(indices=i, one_hot_vector_size=5, axis=-1), dtype="int32", name="one_hot"))
+    d = a.astype(np.float64)
+    wrapped = np.where(idx < 0, idx + 5, idx)
+    return prog, [{"x": a, "i": idx, "j": along, "k": nd}], [{
+        "gather": np.take(d, wrapped, axis=1), "gather_along_axis": np.take_along_axis(d, along, axis=1),
+        "gather_nd": d[nd[:, 0], nd[:, 1]], "gather_flat": np.take(d.reshape(3, 10), np.where(idx[:1] < 0, idx[:1] + 10, idx[:1]), axis=1),
+        "one_hot": np.eye(5, dtype=np.int32)[wrapped]}]
+
+
+@case("scatters")
+def scatters(rng):
+    a, u = rand(rng, 4, 3), rand(rng, 2, 3)
+    idx = np.array([3, 1], dtype=np.int32)
+    along = np.array([[0, 2, 1], [3, 0, 0]], dtype=np.int32)
+    nd = np.array([[1, 2], [3, 0]], dtype=np.int32)
+    nu = rand(rng, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.scatter(data=x, indices=idx, updates=y, axis=0, mode="add", name="scatter_add"),
+                mb.scatter(data=x, indices=idx, updates=y, axis=0, mode="update", name="scatter_update"),
+                mb.scatter_along_axis(data=x, indices=along, updates=y, axis=0, mode="mul", name="scatter_along_axis"),
+                mb.scatter_nd(data=x, indices=nd, updates=nu, mode="sub", name="scatter_nd"))
+    d, v = a.astype(np.float64), u.astype(np.float64)
+    add = d.copy(); add[idx] += v
+    upd = d.copy(); upd[idx] = v
+    mul = d.copy()
+    for r in range(2):
+        for c in range(3):
+            mul[along[r, c], c] *= v[r, c]
+    sub = d.copy()
+    for n, (r, c) in enumerate(nd):
+        sub[r, c] -= nu[n]
+    return prog, [{"x": a, "y": u}], [{"scatter_add": add, "scatter_update": upd, "scatter_along_axis": mul, "scatter_nd": sub}]
+
+
+@case("shapes")
+def shapes(rng):
+    a = rand(rng, 2, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.reshape(x=x, shape=[0, -1], name="reshape"), mb.transpose(x=x, perm=[-1, 0, -2], name="transpose"),
+                mb.expand_dims(x=x, axes=[1, -1], name="expand_dims"), mb.squeeze(x=mb.expand_dims(x=x, axes=[0]), name="squeeze"),
+                mb.slice_by_index(x=x, begin=[1, 0, 3], end=[2, 3, 0], stride=[1, 2, -2], begin_mask=[False, False, False],
+                                  end_mask=[False, True, True], squeeze_mask=[True, False, False], name="slice_by_index"),
+                mb.slice_by_size(x=x, begin=[0, 1, 1], size=[-1, 2, 2], name="slice_by_size"),
+                mb.concat(values=(x, mb.mul(x=x, y=2.0)), axis=1, interleave=True, name="concat_interleave"),
+                mb.concat(values=(x, x), axis=-1, name="concat"),
+                mb.stack(values=(x, x), axis=1, name="stack"), mb.tile(x=x, reps=[1, 2, 1], name="tile"),
+                mb.pad(x=x, pad=[1, 2, 0, 1], mode="reflect", name="pad_reflect"),
+                mb.pad(x=x, pad=[2, 1], mode="replicate", name="pad_replicate"),
+                mb.pad(x=x, pad=[1, 0, 0, 0, 1, 1], mode="constant", constant_val=0.5, name="pad_constant"),
+                mb.cast(x=mb.shape(x=x), dtype="int32", name="shape"),
+                mb.band_part(x=x, lower=1, upper=0, name="band_part"),
+                mb.reverse(x=x, axes=[0, 2], name="reverse"),
+                mb.fill(shape=mb.shape(x=x), value=3.0, name="fill"),
+                mb.range_1d(start=0, end=mb.gather(x=mb.shape(x=x), indices=2), step=1, name="range"))
+    d = a.astype(np.float64)
+    inter = np.stack([d, 2 * d], axis=2).reshape(2, 6, 4)
+    return prog, [{"x": a}], [{
+        "reshape": d.reshape(2, 12), "transpose": np.transpose(d, (2, 0, 1)), "expand_dims": d.reshape(2, 1, 3, 4, 1),
+        "squeeze": d, "slice_by_index": d[1, 0::2, 3::-2], "slice_by_size": d[:, 1:3, 1:3],
+        "concat_interleave": inter, "concat": np.concatenate([d, d], axis=-1), "stack": np.stack([d, d], axis=1),
+        "tile": np.tile(d, (1, 2, 1)), "pad_reflect": np.pad(d, ((0, 0), (1, 2), (0, 1)), mode="reflect"),
+        "pad_replicate": np.pad(d, ((0, 0), (0, 0), (2, 1)), mode="edge"),
+        "pad_constant": np.pad(d, ((1, 0), (0, 0), (1, 1)), constant_values=0.5), "shape": np.array([2, 3, 4], dtype=np.int32),
+        "band_part": d * np.tril(np.triu(np.ones((3, 4)), -1), 0), "reverse": d[::-1, :, ::-1],
+        "fill": np.full(d.shape, 3.0), "range": np.arange(4, dtype=np.int32)}]
+
+
+@case("split_topk_argsort")
+def split_topk(rng):
+    a = rand(rng, 2, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        s1, s2 = mb.split(x=x, split_sizes=[2, 4], axis=1, name="split")
+        values, indices = mb.topk(x=x, k=3, axis=-1, name="topk")
+        return (mb.identity(x=s1, name="split_0"), mb.identity(x=s2, name="split_1"), mb.identity(x=values, name="topk_values"),
+                mb.identity(x=indices, name="topk_indices"), mb.argsort(x=x, axis=1, ascending=True, name="argsort"))
+    d = a.astype(np.float64)
+    order = np.argsort(-d, axis=-1, kind="stable")[:, :3]
+    return prog, [{"x": a}], [{"split_0": d[:, :2], "split_1": d[:, 2:], "topk_values": np.take_along_axis(d, order, -1),
+                                "topk_indices": order.astype(np.int32), "argsort": np.argsort(d, axis=1, kind="stable").astype(np.int32)}]
+
+
+@case("attention", target=ct.target.iOS18)
+def attention(rng):
+    q, k, v = rand(rng, 2, 3, 4, 8), rand(rng, 2, 3, 5, 8), rand(rng, 2, 3, 5, 6)
+    mask = np.tril(np.ones((4, 5), dtype=bool), 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=q.shape), mb.TensorSpec(shape=k.shape), mb.TensorSpec(shape=v.shape)],
+                opset_version=ct.target.iOS18)
+    def prog(query, key, value):
+        return (mb.scaled_dot_product_attention(query=query, key=key, value=value, name="plain"),
+                mb.scaled_dot_product_attention(query=query, key=key, value=value, attn_mask=mask, name="masked"))
+    Q, K, V = (t.astype(np.float64) for t in (q, k, v))
+
+    def sdpa(m):
+        s = Q @ np.swapaxes(K, -1, -2) / math.sqrt(8)
+        if m is not None:
+            s = np.where(m, s, -np.inf)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ V
+    return prog, [{"query": q, "key": k, "value": v}], [{"plain": sdpa(None), "masked": sdpa(mask)}]
+
+
+@case("convolution_and_pooling", tolerance=1e-4)
+def convolution(rng):
+    a = rand(rng, 1, 4, 7, 6)
+    w = rand(rng, 6, 2, 3, 3)
+    b = rand(rng, 6)
+    w1 = rand(rng, 3, 4, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.conv(x=x, weight=w, bias=b, strides=[2, 1], pad_type="same", dilations=[1, 2], groups=2, name="conv"),
+                mb.conv(x=mb.reshape(x=x, shape=[1, 4, 42]), weight=w1, pad_type="custom", pad=[1, 0], strides=[3], name="conv1d"),
+                mb.max_pool(x=x, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="max_pool_ceil"),
+                mb.avg_pool(x=x, kernel_sizes=[3, 3], strides=[2, 2], pad_type="custom", pad=[1, 1, 1, 1],
+                            exclude_padding_from_average=True, name="avg_pool"))
+    d = a.astype(np.float64)
+
+    def conv2d(x, w, b, stride, pads, dil, groups):
+        x = np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]))
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        oh = (h - (kh - 1) * dil[0] - 1) // stride[0] + 1
+        ow = (wd - (kw - 1) * dil[1] - 1) // stride[1] + 1
+        out = np.zeros((n, o, oh, ow))
+        og = o // groups
+        for oc in range(o):
+            g = oc // og
+            for i in range(oh):
+                for j in range(ow):
+                    patch = x[0, g * cg:(g + 1) * cg, i * stride[0]:i * stride[0] + (kh - 1) * dil[0] + 1:dil[0],
+                              j * stride[1]:j * stride[1] + (kw - 1) * dil[1] + 1:dil[1]]
+                    out[0, oc, i, j] = (patch * w[oc]).sum() + (b[oc] if b is not None else 0)
+        return out
+    # same padding: out = ceil(in / stride); total = (out - 1) * stride + effective kernel - in, the extra after.
+    conv = conv2d(d, w.astype(np.float64), b.astype(np.float64), (2, 1), [(1, 1), (2, 2)], (1, 2), 2)
+    x1 = d.reshape(1, 4, 42)
+    conv1 = conv2d(x1[:, :, None, :], w1.astype(np.float64)[:, :, None, :], None, (1, 3), [(0, 0), (1, 0)], (1, 1), 1)[:, :, 0, :]
+    mp = np.full((1, 4, 4, 3), -np.inf)
+    for i in range(4):
+        for j in range(3):
+            mp[0, :, i, j] = d[0, :, 2 * i:2 * i + 2, 2 * j:2 * j + 2].max(axis=(1, 2))
+    ap = np.zeros((1, 4, 4, 3))
+    for i in range(4):
+        for j in range(3):
+            r0, r1, c0, c1 = max(2 * i - 1, 0), min(2 * i + 2, 7), max(2 * j - 1, 0), min(2 * j + 2, 6)
+            ap[0, :, i, j] = d[0, :, r0:r1, c0:c1].mean(axis=(1, 2))
+    return prog, [{"x": a}], [{"conv": conv, "conv1d": conv1, "max_pool_ceil": mp, "avg_pool": ap}]
+
+
+@case("flexible_sequence")
+def flexible(rng):
+    """A [batch 1…4, sequence 1…16, 8] input: a layer norm, a projection and a softmax over the sequence."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w, b = rand(rng, 8, 8), rand(rng, 8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        h = mb.linear(x=mb.layer_norm(x=x, axes=[-1], epsilon=1e-5), weight=w, bias=b)
+        return mb.softmax(x=h, axis=1, name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=(ct.RangeDim(1, 4, default=1), ct.RangeDim(1, 16, default=3), 8))]
+    inputs = [rand(rng, 1, 3, 8), rand(rng, 4, 16, 8), rand(rng, 2, 5, 8)]
+    outputs = []
+    for x in inputs:
+        d = x.astype(np.float64)
+        n = (d - d.mean(-1, keepdims=True)) / np.sqrt(d.var(-1, keepdims=True) + 1e-5)
+        h = n @ w.astype(np.float64).T + b
+        e = np.exp(h - h.max(1, keepdims=True))
+        outputs.append({"y": e / e.sum(1, keepdims=True)})
+    return prog, [{"x": x} for x in inputs], outputs
+
+
+@case("transposed_convolution_and_resizing", tolerance=1e-4)
+def transposed(rng):
+    a = rand(rng, 1, 4, 3, 5)
+    w = rand(rng, 4, 3, 3, 2)  # [in, out / groups, kH, kW], groups 2 -> 6 outputs
+    b = rand(rng, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.conv_transpose(x=x, weight=w, bias=b, strides=[2, 3], pad_type="custom", pad=[1, 0, 0, 1], groups=2,
+                                  name="conv_transpose"),
+                mb.resize_bilinear(x=x, target_size_height=5, target_size_width=4, sampling_mode="ALIGN_CORNERS", name="align"),
+                mb.resize_bilinear(x=x, target_size_height=6, target_size_width=7, sampling_mode="UNALIGN_CORNERS", name="unalign"),
+                mb.resize_nearest_neighbor(x=x, target_size_height=6, target_size_width=10, name="nearest"),
+                mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=2, align_corners=False, name="upsample"))
+    d = a.astype(np.float64)
+    W = w.astype(np.float64)
+    full = np.zeros((1, 6, (3 - 1) * 2 + 3, (5 - 1) * 3 + 2))
+    for g in range(2):
+        for ci in range(2):
+            c = g * 2 + ci
+            for co in range(3):
+                for i in range(3):
+                    for j in range(5):
+                        full[0, g * 3 + co, 2 * i:2 * i + 3, 3 * j:3 * j + 2] += d[0, c, i, j] * W[c, co]
+    convt = full[:, :, 1:, :-1] + b.astype(np.float64).reshape(1, 6, 1, 1)
+
+    def bilinear(x, ys, xs):
+        out = np.zeros(x.shape[:2] + (len(ys), len(xs)))
+        for a_, y in enumerate(ys):
+            y0 = int(np.floor(y)); y1 = min(y0 + 1, x.shape[2] - 1); fy = y - y0
+            for b_, z in enumerate(xs):
+                x0 = int(np.floor(z)); x1 = min(x0 + 1, x.shape[3] - 1); fx = z - x0
+                top = x[:, :, y0, x0] * (1 - fx) + x[:, :, y0, x1] * fx
+                bottom = x[:, :, y1, x0] * (1 - fx) + x[:, :, y1, x1] * fx
+                out[:, :, a_, b_] = top * (1 - fy) + bottom * fy
+        return out
+    align = bilinear(d, [i * 2 / 4 for i in range(5)], [i * 4 / 3 for i in range(4)])
+    unalign = bilinear(d, [min(2, max(0, i * 0.5 + 0.25 - 0.5)) for i in range(6)], [min(4, max(0, i * 5 / 7 + 2.5 / 7 - 0.5)) for i in range(7)])
+    nearest = d[:, :, [i * 3 // 6 for i in range(6)]][:, :, :, [j * 5 // 10 for j in range(10)]]
+    up = bilinear(d, [min(2, max(0, (i + 0.5) / 2 - 0.5)) for i in range(6)], [min(4, max(0, (j + 0.5) / 2 - 0.5)) for j in range(10)])
+    return prog, [{"x": a}], [{"conv_transpose": convt, "align": align, "unalign": unalign, "nearest": nearest, "upsample": up}]
+
+
+@case("rearrangements", target=ct.target.iOS18)
+def rearrangements(rng):
+    a = rand(rng, 2, 8, 4, 6)
+    seq = rand(rng, 3, 5, 2)
+    lengths = np.array([2, 5, 0], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=seq.shape),
+                             mb.TensorSpec(shape=lengths.shape, dtype=types.int32)], opset_version=ct.target.iOS18)
+    def prog(x, s, n):
+        return (mb.depth_to_space(x=x, block_size=2, name="depth_to_space"), mb.space_to_depth(x=x, block_size=2, name="space_to_depth"),
+                mb.pixel_shuffle(x=x, upscale_factor=2, name="pixel_shuffle"), mb.pixel_unshuffle(x=x, downscale_factor=np.uint32(2), name="pixel_unshuffle"),
+                mb.space_to_batch(x=x, block_shape=[2, 3], paddings=[[0, 2], [1, 2]], name="space_to_batch"),
+                mb.batch_to_space(x=x, block_shape=[1, 2], crops=[[1, 0], [0, 1]], name="batch_to_space"),
+                mb.sliding_windows(x=s, axis=1, size=3, stride=2, name="sliding_windows"),
+                mb.slice_update(x=x, update=mb.mul(x=mb.slice_by_index(x=x, begin=[0, 1, 0, 1], end=[2, 8, 4, 6], stride=[1, 3, 2, 2]), y=-1.0),
+                                begin=[0, 1, 0, 1], end=[2, 8, 4, 6], stride=[1, 3, 2, 2], name="slice_update"),
+                mb.reverse_sequence(x=s, lengths=n, seq_axis=1, batch_axis=0, name="reverse_sequence"),
+                mb.crop(x=x, crop_height=[1, 0], crop_width=[2, 1], name="crop"),
+                mb.dequantize(input=mb.quantize(input=x, scale=np.float32(0.05), zero_point=np.int8(3), output_dtype="int8"),
+                              scale=np.float32(0.05), zero_point=np.int8(3), name="quantized"))
+    d, q = a.astype(np.float64), seq.astype(np.float64)
+    n_, c, h, w = d.shape
+
+    def d2s(x, b, dcr):
+        n, c, h, w = x.shape
+        if dcr:
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return y.reshape(n, c // (b * b), h * b, w * b)
+
+    def s2d(x, b, dcr):
+        n, c, h, w = x.shape
+        y = x.reshape(n, c, h // b, b, w // b, b)
+        y = y.transpose(0, 3, 5, 1, 2, 4) if dcr else y.transpose(0, 1, 3, 5, 2, 4)
+        return y.reshape(n, c * b * b, h // b, w // b)
+    padded = np.pad(d, ((0, 0), (0, 0), (0, 2), (1, 2)))
+    ph, pw = padded.shape[2] // 2, padded.shape[3] // 3
+    s2b = padded.reshape(n_, c, ph, 2, pw, 3).transpose(3, 5, 0, 1, 2, 4).reshape(6 * n_, c, ph, pw)
+    b2s = d.reshape(1, 2, 1, c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(1, c, h, 2 * w)[:, :, 1:, :-1]
+    windows = np.stack([q[:, i * 2:i * 2 + 3] for i in range(2)], axis=1)
+    updated = d.copy(); updated[:, 1::3, 0::2, 1::2] *= -1
+    rev = q.copy()
+    for b_, length in enumerate(lengths):
+        rev[b_, :length] = q[b_, :length][::-1]
+    quant = (np.clip(np.round(d / 0.05) + 3, -128, 127) - 3) * 0.05
+    return prog, [{"x": a, "s": seq, "n": lengths}], [{
+        "depth_to_space": d2s(d, 2, True), "space_to_depth": s2d(d, 2, True), "pixel_shuffle": d2s(d, 2, False),
+        "pixel_unshuffle": s2d(d, 2, False), "space_to_batch": s2b, "batch_to_space": b2s, "sliding_windows": windows,
+        "slice_update": updated, "reverse_sequence": rev, "crop": d[:, :, 1:, 2:-1], "quantized": quant}]
+
+
+@case("joint_compression", target=ct.target.iOS18)
+def joint_compression(rng):
+    """Weights pruned then palettized, and pruned then quantized (ct.optimize.coreml, joint
+    compression): constexpr_lut_to_sparse and constexpr_sparse_blockwise_shift_scale feeding
+    constexpr_sparse_to_dense. The reference decompresses with the operations' definitions
+    (their `decompress` static methods in coremltools' iOS18 compression.py)."""
+    import coremltools.optimize.coreml as cto
+    from coremltools.converters.mil.mil.ops.defs.iOS18 import compression as defs
+    w1, w2 = rand(rng, 16, 32), rand(rng, 8, 32)
+    a = rand(rng, 2, 32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS18)
+    def prog(x):
+        return mb.linear(x=x, weight=w1, name="palettized"), mb.linear(x=x, weight=w2, name="quantized")
+    model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS18,
+                       compute_precision=ct.precision.FLOAT32)
+    model = cto.prune_weights(model, cto.OptimizationConfig(global_config=cto.OpMagnitudePrunerConfig(target_sparsity=0.5, weight_threshold=0)))
+    palettize = cto.OptimizationConfig(op_name_configs={"palettized": cto.OpPalettizerConfig(nbits=2, mode="uniform", weight_threshold=0)})
+    model = cto.palettize_weights(model, palettize, joint_compression=True)
+    quantize = cto.OptimizationConfig(op_name_configs={"quantized": cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8", weight_threshold=0)})
+    model = cto.linear_quantize_weights(model, quantize, joint_compression=True)
+    # The weights as the program stores them, decompressed by the operation definitions.
+    from coremltools.converters.mil.frontend.milproto import load as milproto
+    spec = model.get_spec()
+    block = milproto.load(spec, spec.specificationVersion, model.weights_dir).functions["main"]
+    values = {}
+
+    def value(var):
+        return values[var.name] if var.name in values else var.val
+    for op in block.operations:
+        if op.op_type == "constexpr_lut_to_sparse":
+            result = defs.constexpr_lut_to_sparse.decompress(value(op.indices_mask), value(op.indices_nonzero_data), value(op.lut), None)
+        elif op.op_type == "constexpr_sparse_blockwise_shift_scale":
+            result = defs.constexpr_sparse_blockwise_shift_scale.decompress(
+                value(op.data_mask), value(op.nonzero_data), value(op.scale), value(op.offset) if op.offset is not None else None)
+        elif op.op_type == "constexpr_sparse_to_dense":
+            result = (defs.constexpr_sparse_to_dense.decompress(value(op.nonzero_data), value(op.mask)),)
+        else:
+            continue
+        for output, val in zip(op.outputs, result):
+            values[output.name] = val
+    weights = {}
+    for op in block.operations:
+        if op.op_type == "linear":
+            weights[op.outputs[0].name] = value(op.weight).astype(np.float64)
+    kinds = sorted({op.op_type for op in block.operations if op.op_type.startswith("constexpr")})
+    assert "constexpr_lut_to_sparse" in kinds and "constexpr_sparse_blockwise_shift_scale" in kinds, kinds
+    d = a.astype(np.float64)
+    return model, [{"x": a}], [{name: d @ w.T for name, w in weights.items()}]
+
+
+@case("flexible_batch_conv_fp16", tolerance=5e-3)
+def flexible_batch_conv(rng):
+    """An fp16 program taking frames [1…16, 8] through a 1-D convolution over channels, as
+    published models with a flexible batch do: run with batch 1, 8 and 16."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w, b = rand(rng, 4, 8, 1), rand(rng, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        h = mb.conv(x=mb.expand_dims(x=x, axes=[-1]), weight=w, bias=b)
+        return mb.squeeze(x=mb.relu(x=h), axes=[-1], name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=(ct.RangeDim(1, 16, default=1), 8), dtype=np.float16)]
+    prog.compute_precision = ct.precision.FLOAT16
+    inputs = [rand(rng, n, 8) for n in (1, 8, 16)]
+    return prog, [{"x": x} for x in inputs], [{"y": np.maximum(x.astype(np.float64) @ w[:, :, 0].astype(np.float64).T + b, 0)}
+                                              for x in inputs]
+
+
+@case("control_flow")
+def control_flow(rng):
+    a = rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, n):
+        limit = mb.squeeze(x=n)
+        branch = mb.cond(pred=mb.greater(x=mb.reduce_sum(x=x), y=0.0),
+                         _true_fn=lambda: mb.add(x=x, y=1.0), _false_fn=lambda: mb.mul(x=x, y=2.0), name="cond")
+
+        def keep_going(i, total):
+            return mb.less(x=i, y=limit)
+
+        def step(i, total):
+            return mb.add(x=i, y=1), mb.add(x=mb.mul(x=total, y=1.5), y=mb.cast(x=i, dtype="fp32"))
+        count, total = mb.while_loop(_cond=keep_going, _body=step, loop_vars=(np.int32(0), x))
+        return mb.identity(x=branch, name="branch"), mb.identity(x=count, name="count"), mb.identity(x=total, name="total")
+    cases, outputs = [], []
+    for x, n in [(a, 3), (-np.abs(a), 0), (a * 0.5, 5)]:
+        d = x.astype(np.float64)
+        total = d.copy()
+        for i in range(n):
+            total = total * 1.5 + i
+        cases.append({"x": x, "n": np.array([n], dtype=np.int32)})
+        outputs.append({"branch": d + 1 if d.sum() > 0 else d * 2, "count": np.int32(n), "total": total})
+    return prog, cases, outputs
+
+
+@case("recurrent")
+def recurrent(rng):
+    S, B, I, H = 5, 2, 3, 4
+    x, h0, c0, h2, c2 = rand(rng, S, B, I), rand(rng, B, H), rand(rng, B, H), rand(rng, B, 2 * H), rand(rng, B, 2 * H)
+    rw_ih, rw_hh, rb = rand(rng, H, I), rand(rng, H, H), rand(rng, H)
+    gw_ih, gw_hh, gb = rand(rng, 3 * H, I), rand(rng, 3 * H, H), rand(rng, 3 * H)
+    lw_ih, lw_hh, lb, lp = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H), rand(rng, 3 * H)
+    bw_ih, bw_hh, bb = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=h0.shape), mb.TensorSpec(shape=c0.shape),
+                             mb.TensorSpec(shape=h2.shape), mb.TensorSpec(shape=c2.shape)], opset_version=ct.target.iOS17)
+    def prog(x, h, c, hb, cb):
+        rnn_y, rnn_h = mb.rnn(x=x, initial_h=h, weight_ih=rw_ih, weight_hh=rw_hh, bias=rb, output_sequence=True, activation="tanh")
+        gru_y, gru_h = mb.gru(x=x, initial_h=h, weight_ih=gw_ih, weight_hh=gw_hh, bias=gb, direction="reverse", output_sequence=True)
+        lstm_y, lstm_h, lstm_c = mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb, peephole=lp,
+                                         output_sequence=False, clip=np.float32(0.8))
+        bi_y, bi_h, bi_c = mb.lstm(x=x, initial_h=hb, initial_c=cb, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb,
+                                   weight_ih_back=bw_ih, weight_hh_back=bw_hh, bias_back=bb, direction="bidirectional",
+                                   output_sequence=True)
+        return tuple(mb.identity(x=v, name=n) for v, n in [
+            (rnn_y, "rnn_y"), (rnn_h, "rnn_h"), (gru_y, "gru_y"), (gru_h, "gru_h"), (lstm_y, "lstm_y"), (lstm_h, "lstm_h"),
+            (lstm_c, "lstm_c"), (bi_y, "bi_y"), (bi_h, "bi_h"), (bi_c, "bi_c")])
+    X = x.astype(np.float64)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    f64 = lambda v: v.astype(np.float64)
+
+    def run_rnn(h):
+        ys = []
+        for t in range(S):
+            h = np.tanh(X[t] @ f64(rw_ih).T + h @ f64(rw_hh).T + rb)
+            ys.append(h)
+        return np.stack(ys), h
+
+    def run_gru(h):
+        Wr, Wo, Wz = np.split(f64(gw_ih), 3)
+        Rr, Ro, Rz = np.split(f64(gw_hh), 3)
+        br, bo, bz = np.split(f64(gb), 3)
+        ys = []
+        for t in reversed(range(S)):
+            z = sig(X[t] @ Wz.T + h @ Rz.T + bz)
+            r = sig(X[t] @ Wr.T + h @ Rr.T + br)
+            o = np.tanh(X[t] @ Wo.T + (r * h) @ Ro.T + bo)
+            h = (1 - z) * o + z * h
+            ys.append(h)
+        return np.stack(ys), h
+
+    def run_lstm(h, c, w_ih, w_hh, b, p, order, clip=None):
+        Wi, Wf, Wo, Wg = np.split(f64(w_ih), 4)
+        Ri, Rf, Ro, Rg = np.split(f64(w_hh), 4)
+        bi, bf, bo, bg = np.split(f64(b), 4)
+        pi, pf, po = np.split(f64(p), 3)
+        ys = {}
+        for t in order:
+            i = sig(X[t] @ Wi.T + h @ Ri.T + bi + c * pi)
+            f = sig(X[t] @ Wf.T + h @ Rf.T + bf + c * pf)
+            g = np.tanh(X[t] @ Wg.T + h @ Rg.T + bg)
+            c = f * c + i * g
+            if clip is not None:
+                c = np.clip(c, -clip, clip)
+            o = sig(X[t] @ Wo.T + h @ Ro.T + bo + c * po)
+            h = o * np.tanh(c)
+            ys[t] = h
+        return ys, h, c
+    ry, rh = run_rnn(f64(h0))
+    gy, gh = run_gru(f64(h0))
+    _, lh, lc = run_lstm(f64(h0), f64(c0), lw_ih, lw_hh, lb, lp, range(S), clip=np.float64(np.float32(0.8)))
+    zero = np.zeros(3 * H)
+    fy, fh, fc = run_lstm(f64(h2)[:, :H], f64(c2)[:, :H], lw_ih, lw_hh, lb, zero, range(S))
+    by, bh, bc = run_lstm(f64(h2)[:, H:], f64(c2)[:, H:], bw_ih, bw_hh, bb, zero, reversed(range(S)))
+    bi_y = np.stack([np.concatenate([fy[t], by[t]], axis=-1) for t in range(S)])
+    return prog, [{"x": x, "h": h0, "c": c0, "hb": h2, "cb": c2}], [{
+        "rnn_y": ry, "rnn_h": rh, "gru_y": gy, "gru_h": gh, "lstm_y": lh[None], "lstm_h": lh, "lstm_c": lc,
+        "bi_y": bi_y, "bi_h": np.concatenate([fh, bh], -1), "bi_c": np.concatenate([fc, bc], -1)}]
+
+
+@case("seeded_random")
+def seeded_random(rng):
+    """Seeded random sampling with degenerate distributions (the same values whatever the
+    generator): stddev 0, low = high, probabilities 0 and 1, one certain class."""
+    a = rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.add(x=x, y=mb.random_normal(shape=[2, 3], mean=0.5, stddev=0.0, seed=7), name="normal"),
+                mb.random_uniform(shape=[4], low=2.0, high=2.0, seed=3, name="uniform"),
+                mb.random_bernoulli(shape=[3, 2], prob=1.0, seed=5, name="bernoulli"),
+                mb.random_categorical(x=np.array([[-1e4, 0.0, -1e4]], dtype=np.float32), mode="logits", size=5, seed=9,
+                                      name="categorical"))
+    d = a.astype(np.float64)
+    return prog, [{"x": a}], [{"normal": d + 0.5, "uniform": np.full(4, 2.0), "bernoulli": np.ones((3, 2)),
+                                "categorical": np.ones((1, 5))}]
+
+
+@case("runtime_slice")
+def runtime_slice(rng):
+    """slice_by_size with a begin given at prediction (negative counts from the end)."""
+    a = rand(rng, 4, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, b):
+        return mb.slice_by_size(x=x, begin=b, size=[2, 3], name="y")
+    d = a.astype(np.float64)
+    return prog, [{"x": a, "b": np.array([1, 2], dtype=np.int32)}, {"x": a, "b": np.array([-2, 0], dtype=np.int32)}], \
+        [{"y": d[1:3, 2:5]}, {"y": d[2:4, 0:3]}]
+
+
+@case("runtime_slice_update", target=ct.target.iOS18)
+def runtime_slice_update(rng):
+    """slice_update with begin and end given at prediction."""
+    a, u = rand(rng, 4, 5), rand(rng, 2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape), mb.TensorSpec(shape=(2,), dtype=types.int32),
+                             mb.TensorSpec(shape=(2,), dtype=types.int32)], opset_version=ct.target.iOS18)
+    def prog(x, u, b, e):
+        return mb.slice_update(x=x, update=u, begin=b, end=e, name="y")
+    d, v = a.astype(np.float64), u.astype(np.float64)
+    first = d.copy(); first[1:3, 2:5] = v
+    second = d.copy(); second[0:2, 0:3] = v
+    return prog, [{"x": a, "u": u, "b": np.array([1, 2], dtype=np.int32), "e": np.array([3, 5], dtype=np.int32)},
+                  {"x": a, "u": u, "b": np.array([0, 0], dtype=np.int32), "e": np.array([2, -2], dtype=np.int32)}], \
+        [{"y": first}, {"y": second}]
+
+
+@case("enumerated_shapes")
+def enumerated(rng):
+    """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
+    from coremltools.converters.mil.mil import get_new_symbol
+    w = rand(rng, 5, 8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.softmax(x=mb.linear(x=x, weight=w), axis=-1, name="y")
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=ct.EnumeratedShapes(shapes=[(1, 8), (3, 8), (6, 8)], default=(1, 8)))]
+    inputs = [rand(rng, n, 8) for n in (1, 3, 6)]
+    outputs = []
+    for x in inputs:
+        h = x.astype(np.float64) @ w.astype(np.float64).T
+        e = np.exp(h - h.max(-1, keepdims=True))
+        outputs.append({"y": e / e.sum(-1, keepdims=True)})
+    return prog, [{"x": x} for x in inputs], outputs
+
+
+def write_case(out, name, tolerance, target, build):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    prog, inputs, outputs = build(rng)
+    if isinstance(prog, ct.models.MLModel):
+        model = prog
+    else:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
+                           compute_precision=getattr(prog, "compute_precision", ct.precision.FLOAT32),
+                           inputs=getattr(prog, "flexible_inputs", None))
+    package = os.path.join(out, name + ".mlpackage")
+    save_ml_package(model, package)
+    cases = [{"inputs": {k: tolist(v) for k, v in i.items()}, "outputs": {k: tolist(v) for k, v in o.items()}}
+             for i, o in zip(inputs, outputs)]
+    document = {"kind": "mlProgram", "model": name + ".mlpackage", "reference": REFERENCE, "tolerance": tolerance,
+                "note": "Operation outputs are named after the operation; booleans are given as int32.", "cases": cases}
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump(document, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def write_refusals(out):
+    """Programs the tensor engine must refuse, each with the one-line message it gives
+    (Fixtures/Parity/TensorOps/Refused/refusals.json)."""
+    from generate import package_root_model_path, parse_model, read_bytes, save_spec
+    out = os.path.join(out, "Refused")
+    os.makedirs(out, exist_ok=True)
+    expected = {}
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def unsupported(x):
+        return mb.non_zero(x=x, name="nonzero")
+    expected["unsupported_operation"] = ("load", 'layer "nonzero" (non_zero): modelc does not run this ML program operation yet')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def unseeded(x):
+        return mb.add(x=x, y=mb.random_uniform(shape=[2, 3], low=0.0, high=1.0, name="noise"), name="y")
+    expected["unseeded_random"] = ("load", 'layer "noise" (random_uniform): random sampling without a seed cannot be reproduced; '
+                                           'modelc runs it only with a seed')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def runtime_shape(x, s):
+        return mb.reshape(x=x, shape=s, name="y")
+    expected["runtime_parameter"] = ("load", 'layer "y" (reshape): parameter "shape" computed from the inputs\' values at run time is not supported')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(4, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def bad_index(x, i):
+        return mb.gather(x=x, indices=i, axis=0, name="y")
+    expected["index_out_of_range"] = ("predict", 'feature "y": index 7 is outside an axis of size 4')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def extra_parameter(x):
+        return mb.relu(x=x, name="y")
+    expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
+
+    for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter)]:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
+                           compute_precision=ct.precision.FLOAT32)
+        package = os.path.join(out, name + ".mlpackage")
+        save_ml_package(model, package)
+        if name == "unknown_parameter":
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            relu = [op for op in block.operations if op.type == "relu"][0]
+            relu.inputs["bogus"].arguments.add().name = "x"
+            save_spec(spec, path)
+    with open(os.path.join(out, "refusals.json"), "w") as f:
+        json.dump({name: {"when": when, "message": message} for name, (when, message) in expected.items()}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=HERE)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    out = os.path.join(args.out, SUBDIR)
+    os.makedirs(out, exist_ok=True)
+    for name, tolerance, target, build in CASES:
+        if args.only and name != args.only:
+            continue
+        write_case(out, name, tolerance, target, build)
+        print("wrote", name)
+    if args.only is None:
+        write_refusals(out)
+
+
+if __name__ == "__main__":
+    main()

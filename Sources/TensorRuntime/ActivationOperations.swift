@@ -1,0 +1,74 @@
+import Foundation
+import ModelFeatures
+
+/// Activation functions: elementwise with scalar parameters, and the two
+/// with a parameter per channel (`prelu`, `softplus_parametric`).
+enum ActivationOperations {
+    static let definitions: [String: OperationDefinition] = {
+        var all: [String: OperationDefinition] = [:]
+        func define(_ name: String, _ make: @escaping @Sendable (Float, Float) -> @Sendable (Float) -> Float,
+                    alpha: Float = 0, beta: Float = 0) {
+            all[name] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
+                let function = make(try context.float("alpha", alpha), try context.float("beta", beta))
+                try ElementwiseOperations.unary(context, integer: nil, function)
+            }
+        }
+        define("relu") { _, _ in { max($0, 0) } }
+        define("relu6") { _, _ in { min(max($0, 0), 6) } }
+        define("sigmoid") { _, _ in { 1 / (1 + exp(-$0)) } }
+        define("silu") { _, _ in { $0 / (1 + exp(-$0)) } }
+        define("softplus") { _, _ in { x in x > 20 ? x : log1p(exp(x)) } }
+        define("softsign") { _, _ in { $0 / (1 + abs($0)) } }
+        define("leaky_relu", { a, _ in { $0 >= 0 ? $0 : a * $0 } }, alpha: 0.01)
+        define("elu", { a, _ in { $0 > 0 ? $0 : a * (exp($0) - 1) } }, alpha: 1)
+        define("thresholded_relu", { a, _ in { $0 > a ? $0 : 0 } }, alpha: 1)
+        define("clamped_relu", { a, b in { min(b, $0 >= 0 ? $0 : a * $0) } }, alpha: 0, beta: 6)
+        define("sigmoid_hard", { a, b in { min(max(a * $0 + b, 0), 1) } }, alpha: 0.2, beta: 0.5)
+        define("linear_activation", { a, b in { a * $0 + b } }, alpha: 1, beta: 0)
+        define("scaled_tanh", { a, b in { a * tanh(b * $0) } }, alpha: 1, beta: 1)
+        all["gelu"] = OperationDefinition(["x", "mode"]) { context throws(RuntimeError) in
+            let mode = try context.string("mode", "EXACT")
+            let function: @Sendable (Float) -> Float
+            switch mode {
+            case "EXACT": function = { x in Float(0.5 * Double(x) * (1 + erf(Double(x) / 2.0.squareRoot()))) }
+            case "TANH_APPROXIMATION":
+                function = { x in
+                    let d = Double(x)
+                    return Float(0.5 * d * (1 + tanh((2 / Double.pi).squareRoot() * (d + 0.044715 * d * d * d))))
+                }
+            case "SIGMOID_APPROXIMATION": function = { x in x / (1 + exp(-1.702 * x)) }
+            default: throw context.unsupported("gelu mode \(mode) is not one MIL defines")
+            }
+            try ElementwiseOperations.unary(context, integer: nil, function)
+        }
+        all["prelu"] = OperationDefinition(["x", "alpha"]) { context throws(RuntimeError) in
+            try perChannel(context, parameters: ["alpha"]) { x, p in x >= 0 ? x : p[0] * x }
+        }
+        all["softplus_parametric"] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
+            try perChannel(context, parameters: ["alpha", "beta"]) { x, p in p[0] * log1p(exp(p[1] * x)) }
+        }
+        return all
+    }()
+
+    /// f(x, parameters of x's channel) with channels on axis 1 (rank ≥ 3).
+    private static func perChannel(_ context: OperationContext, parameters keys: [String],
+                                   _ function: @escaping @Sendable (Float, [Float]) -> Float) throws(RuntimeError) {
+        let x = try context.input()
+        guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
+        let channels = x.shape[1]
+        var parameters: [[Float]] = []
+        for key in keys {
+            guard let values = try context.constant(key)?.floats, values.count == channels || values.count == 1 else {
+                throw context.invalid("\(key) needs \(channels) values, one per channel")
+            }
+            parameters.append(values.count == 1 ? Array(repeating: values[0], count: channels) : values)
+        }
+        let out = try context.output(x.shape)
+        let inner = x.shape[2...].reduce(1, *), count = x.count, from = x.id
+        let table = (0..<channels).map { c in parameters.map { $0[c] } }
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out)
+            for index in 0..<count { target[index] = function(source[index], table[(index / inner) % channels]) }
+        }
+    }
+}

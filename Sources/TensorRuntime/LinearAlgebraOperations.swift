@@ -1,0 +1,261 @@
+import COpenBLAS
+import Dispatch
+import Foundation
+import ModelFeatures
+
+/// Matrix products on OpenBLAS (`matmul` with NumPy batch broadcasting,
+/// `linear`, `einsum` of two operands) and scaled dot-product attention.
+enum LinearAlgebraOperations {
+    static let definitions: [String: OperationDefinition] = [
+        "matmul": OperationDefinition(["x", "y", "transpose_x", "transpose_y"]) { context throws(RuntimeError) in
+            try matmul(context, x: try context.input("x"), y: try context.input("y"),
+                       transposeX: try context.bool("transpose_x", false), transposeY: try context.bool("transpose_y", false), bias: nil)
+        },
+        "linear": OperationDefinition(["x", "weight", "bias"]) { context throws(RuntimeError) in
+            let x = try context.input(), weight = try context.input("weight")
+            guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
+            try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
+        },
+        "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
+        "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
+            try attention(context)
+        },
+    ]
+
+    /// Runs OpenBLAS on the calling thread only (set once per process).
+    static let singleThreaded: Bool = {
+        openblas_set_num_threads(1)
+        return true
+    }()
+
+    /// C[m×n] = op(A) · op(B), row-major, leading dimensions as stored.
+    @inline(__always)
+    static func gemm(_ a: UnsafePointer<Float>, transposeA: Bool, _ b: UnsafePointer<Float>, transposeB: Bool,
+                     _ c: UnsafeMutablePointer<Float>, m: Int, n: Int, k: Int, accumulate: Bool = false) {
+        guard m > 0, n > 0 else { return }
+        guard k > 0 else {
+            if !accumulate { for index in 0..<(m * n) { c[index] = 0 } }
+            return
+        }
+        cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans, transposeB ? CblasTrans : CblasNoTrans,
+                    Int32(m), Int32(n), Int32(k), 1, a, Int32(transposeA ? m : k), b, Int32(transposeB ? k : n),
+                    accumulate ? 1 : 0, c, Int32(n))
+    }
+
+    /// x · y with MIL's matmul rules: rank-1 operands become a row (x) or a
+    /// column (y) and lose that axis again; batch axes broadcast.
+    static func matmul(_ context: OperationContext, x: PlanValue, y: PlanValue, transposeX: Bool, transposeY: Bool,
+                       bias: PlanValue?) throws(RuntimeError) {
+        guard x.rank >= 1, y.rank >= 1 else { throw context.invalid("matmul needs operands of rank 1 or more") }
+        let xShape = x.rank == 1 ? [1, x.shape[0]] : x.shape
+        let yShape = y.rank == 1 ? [y.shape[0], 1] : y.shape
+        let tx = x.rank == 1 ? false : transposeX, ty = y.rank == 1 ? false : transposeY
+        let m = tx ? xShape[xShape.count - 1] : xShape[xShape.count - 2]
+        let k = tx ? xShape[xShape.count - 2] : xShape[xShape.count - 1]
+        let k2 = ty ? yShape[yShape.count - 1] : yShape[yShape.count - 2]
+        let n = ty ? yShape[yShape.count - 2] : yShape[yShape.count - 1]
+        guard k == k2 else { throw context.invalid("cannot multiply \(x.shape) by \(y.shape): inner sizes \(k) and \(k2)") }
+        let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
+        guard let batch = Shapes.broadcast(xBatch, yBatch) else { throw context.invalid("batch shapes \(xBatch) and \(yBatch) do not broadcast") }
+        var shape = batch + [m, n]
+        if x.rank == 1 { shape.remove(at: shape.count - 2) }
+        if y.rank == 1 { shape.removeLast() }
+        if let bias, bias.count != n, bias.count != 1 { throw context.invalid("bias has \(bias.count) values for \(n) outputs") }
+        guard x.isFloat, y.isFloat else { throw context.unsupported("integer matrix products are not supported") }
+        let out = try context.output(shape)
+        let batches = batch.reduce(1, *)
+        let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
+        let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
+        let a = x.id, b = y.id, biasID = bias?.id, biasCount = bias?.count ?? 0
+        // Work for several threads: the products of a batch, or row blocks of one large product.
+        let workers = min(context.threads, batches > 1 ? batches : (tx ? 1 : max(1, m / 16)))
+        _ = singleThreaded
+        context.run(reads: [x, y] + (bias.map { [$0] } ?? []), writes: [out]) { buffers in
+            let left = buffers.floats(a), right = buffers.floats(b), target = buffers.floats(out)
+            if let biasID {
+                let values = buffers.floats(biasID)
+                for row in 0..<(batches * m) {
+                    for column in 0..<n { target[row * n + column] = values[biasCount == 1 ? 0 : column] }
+                }
+            }
+            if workers <= 1 {
+                for index in 0..<batches {
+                    gemm(left + xOffsets[index] * m * k, transposeA: tx, right + yOffsets[index] * k * n, transposeB: ty,
+                         target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
+                }
+            } else if batches > 1 {
+                // Each worker writes its own matrices of the output.
+                let shared = SharedPointers(left: left, right: right, target: target)
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    for index in stride(from: worker, to: batches, by: workers) {
+                        gemm(shared.left + xOffsets[index] * m * k, transposeA: tx, shared.right + yOffsets[index] * k * n, transposeB: ty,
+                             shared.target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
+                    }
+                }
+            } else {
+                // Each worker writes its own rows of the output.
+                let shared = SharedPointers(left: left, right: right, target: target)
+                let block = (m + workers - 1) / workers
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    let first = worker * block, rows = min(m, first + block) - first
+                    guard rows > 0 else { return }
+                    gemm(shared.left + first * k, transposeA: false, shared.right, transposeB: ty, shared.target + first * n,
+                         m: rows, n: n, k: k, accumulate: biasID != nil)
+                }
+            }
+        }
+    }
+
+    /// The element offset (in matrices) of each batch index for broadcast strides.
+    private static func offsets(_ batch: [Int], _ strides: [Int]) -> [Int] {
+        var result: [Int] = []
+        Shapes.forEachIndex(batch) { index in result.append(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 }) }
+        return result.isEmpty ? [0] : result
+    }
+
+    /// Two-operand einsum: operands transposed so that batch, free and
+    /// summed letters are grouped, then batched products.
+    private static func einsum(_ context: OperationContext) throws(RuntimeError) {
+        let values = try context.list("values")
+        let equation = try context.string("equation", "").replacingOccurrences(of: " ", with: "")
+        let sides = equation.components(separatedBy: "->")
+        let terms = sides.first?.components(separatedBy: ",") ?? []
+        guard values.count == 2, terms.count == 2, sides.count == 2, !equation.contains(".") else {
+            throw context.unsupported("einsum \"\(equation)\" is not supported (two operands with an explicit output only)")
+        }
+        let a = Array(terms[0]), b = Array(terms[1]), output = Array(sides[1])
+        guard a.count == values[0].rank, b.count == values[1].rank else { throw context.invalid("equation \(equation) does not match ranks") }
+        var sizes: [Character: Int] = [:]
+        for (letters, value) in [(a, values[0]), (b, values[1])] {
+            for (letter, size) in zip(letters, value.shape) {
+                if let known = sizes[letter], known != size { throw context.invalid("letter \(letter) has sizes \(known) and \(size)") }
+                sizes[letter] = size
+            }
+        }
+        let batchLetters = output.filter { a.contains($0) && b.contains($0) }
+        let aFree = output.filter { a.contains($0) && !b.contains($0) }
+        let bFree = output.filter { b.contains($0) && !a.contains($0) }
+        let summed = a.filter { b.contains($0) && !output.contains($0) }
+        guard batchLetters.count + aFree.count + bFree.count == output.count,
+              a.allSatisfy({ output.contains($0) || b.contains($0) }), b.allSatisfy({ output.contains($0) || a.contains($0) }) else {
+            throw context.unsupported("einsum \"\(equation)\" is not supported")
+        }
+        func size(_ letters: [Character]) -> Int { letters.reduce(1) { $0 * (sizes[$1] ?? 1) } }
+        let batches = size(batchLetters), m = size(aFree), n = size(bFree), k = size(summed)
+        // Element positions of A as [batch, m, k] and B as [batch, k, n].
+        func table(_ letters: [Character], _ order: [Character], shape: [Int]) -> [Int32] {
+            let strides = Shapes.strides(shape)
+            let own = order.map { letter in letters.firstIndex(of: letter).map { strides[$0] } ?? 0 }
+            var result: [Int32] = []
+            Shapes.forEachIndex(order.map { sizes[$0] ?? 1 }) { index in result.append(Int32(zip(index, own).reduce(0) { $0 + $1.0 * $1.1 })) }
+            return result
+        }
+        let aTable = table(a, batchLetters + aFree + summed, shape: values[0].shape)
+        let bTable = table(b, batchLetters + summed + bFree, shape: values[1].shape)
+        // The product is [batch, m, n]; the output's letter order may differ.
+        let productOrder = batchLetters + aFree + bFree
+        let outShape = output.map { sizes[$0] ?? 1 }
+        let outTable = table(productOrder, output, shape: productOrder.map { sizes[$0] ?? 1 })
+        let out = try context.output(outShape)
+        let left = values[0].id, right = values[1].id
+        context.run(reads: values, writes: [out]) { buffers in
+            let total = batches * m * n
+            var packedA = [Float](repeating: 0, count: aTable.count), packedB = [Float](repeating: 0, count: bTable.count)
+            var product = [Float](repeating: 0, count: total)
+            let x = buffers.floats(left), y = buffers.floats(right)
+            for index in aTable.indices { packedA[index] = x[Int(aTable[index])] }
+            for index in bTable.indices { packedB[index] = y[Int(bTable[index])] }
+            packedA.withUnsafeBufferPointer { pa in
+                packedB.withUnsafeBufferPointer { pb in
+                    product.withUnsafeMutableBufferPointer { pc in
+                        guard let ba = pa.baseAddress, let bb = pb.baseAddress, let bc = pc.baseAddress else { return }
+                        for batch in 0..<batches {
+                            gemm(ba + batch * m * k, transposeA: false, bb + batch * k * n, transposeB: false, bc + batch * m * n, m: m, n: n, k: k)
+                        }
+                    }
+                }
+            }
+            let target = buffers.floats(out)
+            for index in outTable.indices { target[index] = product[Int(outTable[index])] }
+        }
+    }
+
+    /// softmax(Q·Kᵀ / √d + mask) · V over the last two axes, batch axes broadcast;
+    /// a bool mask keeps where true (−∞ elsewhere), a float mask is added.
+    private static func attention(_ context: OperationContext) throws(RuntimeError) {
+        let query = try context.input("query"), key = try context.input("key"), value = try context.input("value")
+        let mask = try context.optional("attn_mask")
+        guard query.rank >= 3, key.rank == query.rank, value.rank == query.rank else {
+            throw context.invalid("query, key and value need one rank of at least 3")
+        }
+        let l = query.shape[query.rank - 2], e = query.shape[query.rank - 1]
+        let s = key.shape[key.rank - 2], ev = value.shape[value.rank - 1]
+        guard key.shape[key.rank - 1] == e, value.shape[value.rank - 2] == s else {
+            throw context.invalid("key \(key.shape) and value \(value.shape) do not fit query \(query.shape)")
+        }
+        guard let batch = Shapes.broadcast(Array(query.shape.dropLast(2)), Array(key.shape.dropLast(2))),
+              Shapes.broadcast(batch, Array(value.shape.dropLast(2))) == batch else {
+            throw context.invalid("batch shapes of query, key and value do not broadcast")
+        }
+        let out = try context.output(batch + [l, ev])
+        let batches = batch.reduce(1, *)
+        let qOffsets = offsets(batch, Shapes.broadcastStrides(Array(query.shape.dropLast(2)), to: batch))
+        let kOffsets = offsets(batch, Shapes.broadcastStrides(Array(key.shape.dropLast(2)), to: batch))
+        let vOffsets = offsets(batch, Shapes.broadcastStrides(Array(value.shape.dropLast(2)), to: batch))
+        var maskTable: [Int32] = []
+        if let mask {
+            guard let maskShape = Shapes.broadcast(mask.shape, batch + [l, s]), maskShape == batch + [l, s] else {
+                throw context.invalid("attn_mask \(mask.shape) does not broadcast to \(batch + [l, s])")
+            }
+            let strides = Shapes.broadcastStrides(mask.shape, to: maskShape)
+            Shapes.forEachIndex(maskShape) { index in maskTable.append(Int32(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 })) }
+        }
+        let positions = maskTable, maskID = mask?.id, maskIsBool = mask.map { !$0.isFloat } ?? false
+        let q = query.id, kk = key.id, v = value.id
+        let scale = 1 / Float(e).squareRoot()
+        _ = singleThreaded
+        context.run(reads: [query, key, value] + (mask.map { [$0] } ?? []), writes: [out]) { buffers in
+            var scores = [Float](repeating: 0, count: l * s)
+            scores.withUnsafeMutableBufferPointer { pointer in
+                guard let weights = pointer.baseAddress else { return }
+                for index in 0..<batches {
+                    gemm(buffers.floats(q) + qOffsets[index] * l * e, transposeA: false, buffers.floats(kk) + kOffsets[index] * s * e,
+                         transposeB: true, weights, m: l, n: s, k: e)
+                    for row in 0..<l {
+                        let line = weights + row * s
+                        for column in 0..<s {
+                            line[column] *= scale
+                            if let maskID {
+                                let position = Int(positions[(index * l + row) * s + column])
+                                if maskIsBool {
+                                    if buffers.ints(maskID)[position] == 0 { line[column] = -.infinity }
+                                } else {
+                                    line[column] += buffers.floats(maskID)[position]
+                                }
+                            }
+                        }
+                        var largest = -Float.infinity
+                        for column in 0..<s { largest = max(largest, line[column]) }
+                        var sum: Double = 0
+                        for column in 0..<s {
+                            line[column] = largest == -.infinity ? 0 : exp(line[column] - largest)
+                            sum += Double(line[column])
+                        }
+                        let inverse = sum > 0 ? Float(1 / sum) : 0
+                        for column in 0..<s { line[column] *= inverse }
+                    }
+                    gemm(weights, transposeA: false, buffers.floats(v) + vOffsets[index] * s * ev, transposeB: false,
+                         buffers.floats(out) + index * l * ev, m: l, n: ev, k: s)
+                }
+            }
+        }
+    }
+}
+
+/// The operands of a product split between threads: each thread writes a
+/// part of `target` no other thread touches, and all only read the rest.
+struct SharedPointers: @unchecked Sendable {
+    let left: UnsafeMutablePointer<Float>
+    let right: UnsafeMutablePointer<Float>
+    let target: UnsafeMutablePointer<Float>
+}

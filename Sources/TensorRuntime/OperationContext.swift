@@ -1,0 +1,199 @@
+import ModelFeatures
+
+/// What an operation's definition sees while it is planned: its arguments
+/// (with types, concrete shapes, and values when known), its declared
+/// outputs, and the means to add outputs and its kernel.
+final class OperationContext {
+    let op: GraphOperation
+    private let planner: Planner
+    private(set) var outputIDs: [Int] = []
+
+    init(op: GraphOperation, planner: Planner) {
+        self.op = op
+        self.planner = planner
+    }
+
+    // MARK: Errors
+
+    /// The operation cannot run as given (exit 94 at load): names the operation and what.
+    func unsupported(_ reason: String) -> RuntimeError {
+        .unsupportedLayer(layer: op.name, kind: op.type, reason: reason)
+    }
+
+    /// The operation's parameters contradict each other or its inputs.
+    func invalid(_ detail: String) -> RuntimeError {
+        .invalidParameters(model: "operation \"\(op.name)\" (\(op.type))", detail: detail)
+    }
+
+    // MARK: Arguments
+
+    private func resolve(_ argument: GraphArgument) throws(RuntimeError) -> PlanValue {
+        switch argument {
+        case .constant(let tensor): return planner.constantValue(tensor)
+        case .value(let name):
+            guard let value = planner.value(named: name) else { throw invalid("reads \"\(name)\", which nothing computes before it") }
+            return value
+        }
+    }
+
+    /// Threads a kernel may use within one prediction.
+    var threads: Int { planner.threads }
+
+    /// Whether the parameter is given.
+    func has(_ key: String) -> Bool { !(op.arguments[key] ?? []).isEmpty }
+
+    /// A tensor argument, if given.
+    func optional(_ key: String) throws(RuntimeError) -> PlanValue? {
+        guard let argument = op.arguments[key]?.first else { return nil }
+        return try resolve(argument)
+    }
+
+    /// A tensor argument the operation requires.
+    func input(_ key: String = "x") throws(RuntimeError) -> PlanValue {
+        guard let value = try optional(key) else { throw invalid("input \(key) is missing") }
+        return value
+    }
+
+    /// A variadic argument (`concat`'s values).
+    func list(_ key: String) throws(RuntimeError) -> [PlanValue] {
+        var result: [PlanValue] = []
+        for argument in op.arguments[key] ?? [] { result.append(try resolve(argument)) }
+        return result
+    }
+
+    /// A parameter that must be known when the plan is made (a constant, or
+    /// computed from constants and shapes).
+    func constant(_ key: String) throws(RuntimeError) -> Tensor? {
+        guard let value = try optional(key) else { return nil }
+        guard let constant = value.constant else {
+            throw unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported")
+        }
+        return constant
+    }
+
+    func int(_ key: String, _ fallback: Int) throws(RuntimeError) -> Int {
+        guard let value = try constant(key) else { return fallback }
+        guard let scalar = value.scalar else { throw invalid("\(key) must be a scalar, got \(value.count) values") }
+        return Int(scalar)
+    }
+
+    func ints(_ key: String) throws(RuntimeError) -> [Int]? { try constant(key)?.ints }
+
+    /// A parameter given as one tensor or as several scalar arguments (a
+    /// tuple), every element as an integer.
+    func integerList(_ key: String) throws(RuntimeError) -> [Int]? {
+        let values = try list(key)
+        guard !values.isEmpty else { return nil }
+        var result: [Int] = []
+        for value in values {
+            guard let constant = value.constant else {
+                throw unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported")
+            }
+            result += constant.ints
+        }
+        return result
+    }
+
+    func bool(_ key: String, _ fallback: Bool) throws(RuntimeError) -> Bool {
+        guard let value = try constant(key)?.scalar else { return fallback }
+        return value != 0
+    }
+
+    func bools(_ key: String) throws(RuntimeError) -> [Bool]? { try constant(key)?.ints.map { $0 != 0 } }
+
+    func float(_ key: String, _ fallback: Float) throws(RuntimeError) -> Float {
+        guard let value = try constant(key) else { return fallback }
+        guard let scalar = value.scalar else { throw invalid("\(key) must be a scalar, got \(value.count) values") }
+        return Float(scalar)
+    }
+
+    func string(_ key: String, _ fallback: String) throws(RuntimeError) -> String {
+        guard let value = try constant(key) else { return fallback }
+        return value.strings.first ?? fallback
+    }
+
+    /// An axis in `0..<rank` from a possibly negative one.
+    func axis(_ axis: Int, rank: Int, key: String = "axis") throws(RuntimeError) -> Int {
+        let resolved = axis < 0 ? axis + rank : axis
+        guard resolved >= 0, resolved < max(rank, 1) else { throw invalid("\(key) \(axis) is outside a rank-\(rank) tensor") }
+        return resolved
+    }
+
+    // MARK: Outputs
+
+    /// The declared element type of output `index`.
+    func outputType(_ index: Int = 0) -> ElementType {
+        index < op.outputs.count ? op.outputs[index].type.element : .float32
+    }
+
+    /// Adds the next output with `shape` (and the declared type unless given); its value id.
+    @discardableResult
+    func output(_ shape: [Int], type: ElementType? = nil) throws(RuntimeError) -> Int {
+        let index = outputIDs.count
+        guard shape.allSatisfy({ $0 >= 0 }) else { throw invalid("computed a negative dimension in \(shape)") }
+        if index < op.outputs.count, let declared = op.outputs[index].type.shape {
+            let consistent = declared.count == shape.count && zip(declared, shape).allSatisfy { $0 == nil || $0 == $1 }
+            guard consistent else {
+                throw invalid("output \"\(op.outputs[index].name)\" computes shape \(shape), the program declares \(declared.map { $0.map(String.init) ?? "?" })")
+            }
+        }
+        let id = planner.add(type: type ?? outputType(index), shape: shape, constant: nil)
+        outputIDs.append(id)
+        return id
+    }
+
+    /// Adds the next output as a value known now (shape arithmetic, decompressed weights).
+    func output(constant tensor: Tensor) {
+        let type = outputType(outputIDs.count)
+        let value = type == .string || tensor.type == .string ? tensor : tensor.converted(to: type)
+        outputIDs.append(planner.add(type: value.type, shape: value.shape, constant: value))
+    }
+
+    /// Adds the next output as `source`'s bytes under `shape` (no copy).
+    func alias(_ source: PlanValue, shape: [Int]) throws(RuntimeError) {
+        guard shape.reduce(1, *) == source.count else { throw invalid("cannot view \(source.count) elements as shape \(shape)") }
+        let type = outputType(outputIDs.count)
+        guard type.isFloat == source.type.isFloat else {
+            let to = try output(shape)
+            let from = source.id, count = source.count
+            let toFloat = type.isFloat
+            run(reads: [source], writes: [to]) { buffers in
+                if toFloat { for i in 0..<count { buffers.floats(to)[i] = Float(buffers.ints(from)[i]) } }
+                else { for i in 0..<count { buffers.ints(to)[i] = truncatedInt32(buffers.floats(from)[i]) } }
+            }
+            return
+        }
+        outputIDs.append(planner.alias(source, shape: shape, type: type))
+    }
+
+    /// Adds the kernel computing the outputs.
+    func run(reads: [PlanValue], writes: [Int], _ kernel: @escaping Kernel) {
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, kernel: kernel))
+    }
+
+    /// Adds a control-flow kernel that runs nested blocks: it reads `reads`
+    /// (ids) and writes `outputs`, with `scratch` (the blocks' values) alive for the step.
+    func run(reads: [Int], outputs: [Int], scratch: [Int], _ kernel: @escaping Kernel) {
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads, writes: outputs + scratch, outputs: outputs, kernel: kernel))
+    }
+
+    /// Plans a nested block with its inputs bound to `inputs`.
+    func nested(_ block: GraphBlock, inputs: [PlanValue] = []) throws(RuntimeError) -> Planner.NestedPlan {
+        try planner.nested(block, inputs: inputs)
+    }
+
+    /// A new value of the plan (a loop variable's slot), computed by this operation's kernel.
+    func scratch(_ type: ElementType, shape: [Int]) -> PlanValue {
+        let id = planner.add(type: type, shape: shape, constant: nil)
+        return planner.values[id]
+    }
+}
+
+/// A float as an int32, truncated toward zero and clamped (NaN gives 0).
+@inline(__always)
+func truncatedInt32(_ value: Float) -> Int32 {
+    guard value.isFinite else { return value.isNaN ? 0 : (value > 0 ? .max : .min) }
+    if value >= 2_147_483_648 { return .max }
+    if value <= -2_147_483_648 { return .min }
+    return Int32(value)
+}

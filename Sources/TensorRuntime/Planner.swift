@@ -1,0 +1,314 @@
+import ModelFeatures
+import ModelSpec
+
+/// Makes a `TensorPlan`: walks a function's operations in order with the
+/// inputs' concrete shapes, lets each operation's definition state its
+/// outputs and add its kernel, folds steps whose inputs are all known,
+/// then lays out the arena from every value's last use.
+final class Planner {
+    private(set) var values: [PlanValue] = []
+    private var steps: [PlanStep] = []
+    /// Values that are another value's bytes under another shape (reshape, squeeze, …).
+    private var aliasOf: [Int: Int] = [:]
+    private var names: [String: Int] = [:]
+    let memory = ConstantMemory()
+    private var constantAddresses: [Int: UnsafeMutableRawPointer] = [:]
+    private var classification: TensorPlan.Classification?
+    private var stateInputs: [String: Int] = [:]
+    /// Threads a kernel may use within one prediction.
+    let threads: Int
+
+    init(threads: Int = 1) {
+        self.threads = max(1, threads)
+    }
+
+    /// Plans `function` for `shapes` (one per input; states take their declared shape).
+    static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1) throws(RuntimeError) -> TensorPlan {
+        let planner = Planner(threads: threads)
+        var inputs: [String: Int] = [:]
+        for input in function.inputs {
+            var shape = shapes[input.name]
+            if shape == nil, let declared = input.type.shape, declared.allSatisfy({ $0 != nil }) { shape = declared.map { $0 ?? 0 } }
+            guard let shape else {
+                throw .missingInput(feature: input.name, expected: "a tensor")
+            }
+            let id = planner.add(type: input.type.element, shape: shape, constant: nil)
+            planner.names[input.name] = id
+            inputs[input.name] = id
+            if input.type.isState { planner.stateInputs[input.name] = id }
+        }
+        try planner.run(function.block)
+        var outputs: [String: Int] = [:]
+        for name in function.block.outputs {
+            guard let id = planner.names[name] else {
+                throw .invalidParameters(model: "mlProgram", detail: "function \(function.name) returns \"\(name)\", which nothing computes")
+            }
+            outputs[name] = id
+        }
+        return planner.finish(inputs: inputs, outputs: outputs)
+    }
+
+    /// Folds the operations of `block` whose arguments are all constants
+    /// (weight decompression, shape-free arithmetic on constants) into
+    /// constants, once, before any plan: the block returned runs the rest.
+    static func foldConstants(_ block: GraphBlock) -> GraphBlock {
+        var result = block
+        result.operations = []
+        for op in block.operations {
+            let known = op.arguments.values.allSatisfy { arguments in
+                arguments.allSatisfy { argument in
+                    if case .value(let name) = argument { return result.constants[name] != nil }
+                    return true
+                }
+            }
+            guard known, op.blocks.isEmpty, op.type != "classify", OperationRegistry.definitions[op.type]?.hasEffects == false else {
+                result.operations.append(op)
+                continue
+            }
+            let planner = Planner()
+            guard (try? planner.operation(op, constants: result.constants)) != nil else {
+                result.operations.append(op)
+                continue
+            }
+            var folded: [String: Tensor] = [:]
+            for output in op.outputs {
+                guard let id = planner.names[output.name], let value = planner.values[id].constant else { break }
+                folded[output.name] = value
+            }
+            if folded.count == op.outputs.count {
+                result.constants.merge(folded) { _, new in new }
+            } else {
+                result.operations.append(op)
+            }
+        }
+        return result
+    }
+
+    private func operation(_ op: GraphOperation, constants: [String: Tensor]) throws(RuntimeError) {
+        for arguments in op.arguments.values {
+            for case .value(let name) in arguments where names[name] == nil {
+                if let constant = constants[name] { names[name] = add(type: constant.type, shape: constant.shape, constant: constant) }
+            }
+        }
+        try plan(op)
+    }
+
+    private func run(_ block: GraphBlock) throws(RuntimeError) {
+        for (name, constant) in block.constants where names[name] == nil {
+            names[name] = add(type: constant.type, shape: constant.shape, constant: constant)
+        }
+        for op in block.operations {
+            if op.type == "classify" {
+                try classify(op)
+                continue
+            }
+            try plan(op)
+        }
+    }
+
+    private func plan(_ op: GraphOperation) throws(RuntimeError) {
+        guard let definition = OperationRegistry.definitions[op.type] else {
+            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "modelc does not run this ML program operation yet")
+        }
+        let context = OperationContext(op: op, planner: self)
+        let first = steps.count
+        try definition.plan(context)
+        guard context.outputIDs.count == op.outputs.count else {
+            throw .invalidParameters(model: "operation \"\(op.name)\" (\(op.type))", detail: "made \(context.outputIDs.count) of \(op.outputs.count) outputs")
+        }
+        for (output, id) in zip(op.outputs, context.outputIDs) { names[output.name] = id }
+        // Fold: a step that reads only constants runs now, and its outputs become constants.
+        if !definition.hasEffects, steps.count == first + 1, let step = steps.last,
+           step.reads.allSatisfy({ values[$0].constant != nil }) {
+            steps.removeLast()
+            try fold(step)
+        }
+    }
+
+    private func fold(_ step: PlanStep) throws(RuntimeError) {
+        let table = UnsafeMutablePointer<UnsafeMutableRawPointer>.allocate(capacity: max(values.count, 1))
+        defer { table.deallocate() }
+        table.initialize(repeating: memory.empty, count: max(values.count, 1))
+        // Every constant (nested blocks read their own), then the step's reads.
+        for (id, pointer) in constantAddresses { table[id] = pointer }
+        for id in step.reads { table[id] = address(of: id) }
+        var scratch: [UnsafeMutableRawPointer] = []
+        defer { for pointer in scratch { pointer.deallocate() } }
+        for id in step.writes {
+            let pointer = UnsafeMutableRawPointer.allocate(byteCount: max(values[id].count * 4, 4), alignment: 64)
+            scratch.append(pointer)
+            table[id] = pointer
+        }
+        // Views of written values (inside nested blocks) read their root's bytes.
+        for (id, root) in aliasOf where step.writes.contains(root) { table[id] = table[root] }
+        try step.kernel(Buffers(base: table))
+        for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
+            let value = values[id]
+            let tensor: Tensor = value.type.isFloat
+                ? Tensor(floats: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: value.count)), shape: value.shape, type: value.type)
+                : Tensor(ints: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Int32.self), count: value.count)), shape: value.shape, type: value.type)
+            values[id] = PlanValue(id: id, type: value.type, shape: value.shape, constant: tensor)
+            constantAddresses[id] = memory.store(tensor)
+        }
+    }
+
+    private func address(of id: Int) -> UnsafeMutableRawPointer {
+        if let pointer = constantAddresses[id] { return pointer }
+        if let root = aliasOf[id] { return address(of: root) }
+        return memory.empty
+    }
+
+    // MARK: For operation contexts
+
+    func add(type: ElementType, shape: [Int], constant: Tensor?) -> Int {
+        let id = values.count
+        values.append(PlanValue(id: id, type: type, shape: shape, constant: constant))
+        if let constant { constantAddresses[id] = memory.store(constant) }
+        return id
+    }
+
+    func value(named name: String) -> PlanValue? { names[name].map { values[$0] } }
+
+    func constantValue(_ tensor: Tensor) -> PlanValue {
+        let id = add(type: tensor.type, shape: tensor.shape, constant: tensor)
+        return values[id]
+    }
+
+    func addStep(_ step: PlanStep) { steps.append(step) }
+
+    /// A value holding `source`'s bytes under another shape.
+    func alias(_ source: PlanValue, shape: [Int], type: ElementType) -> Int {
+        if let constant = source.constant {
+            return add(type: type, shape: shape, constant: Tensor(type: constant.type, shape: shape, storage: constant.storage).converted(to: type))
+        }
+        let id = add(type: type, shape: shape, constant: nil)
+        aliasOf[id] = aliasOf[source.id] ?? source.id
+        return id
+    }
+
+    // MARK: Nested blocks
+
+    /// A nested block (a branch of `cond`, a `while_loop`'s condition or
+    /// body) planned for the enclosing step to run: its steps, its outputs,
+    /// the values it computes (which live for the whole enclosing step) and
+    /// the outer values it reads.
+    struct NestedPlan {
+        var steps: [PlanStep]
+        var outputs: [PlanValue]
+        var computed: [Int]
+        var outerReads: [Int]
+    }
+
+    func nested(_ block: GraphBlock, inputs: [PlanValue]) throws(RuntimeError) -> NestedPlan {
+        let savedNames = names
+        defer { names = savedNames }
+        let firstValue = values.count, firstStep = steps.count
+        for (input, value) in zip(block.inputs, inputs) { names[input.name] = value.id }
+        for (name, constant) in block.constants { names[name] = add(type: constant.type, shape: constant.shape, constant: constant) }
+        for op in block.operations {
+            guard op.type != "classify" else { throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "classify inside a nested block") }
+            try plan(op)
+        }
+        var outputs: [PlanValue] = []
+        for name in block.outputs {
+            guard let id = names[name] else { throw .invalidParameters(model: "mlProgram", detail: "a block returns \"\(name)\", which nothing computes") }
+            outputs.append(values[id])
+        }
+        let inner = Array(steps[firstStep...])
+        steps.removeSubrange(firstStep...)
+        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
+        let computed = (firstValue..<values.count).filter { constantAddresses[$0] == nil && aliasOf[$0] == nil }
+        let outer = Set(inner.flatMap(\.reads).map(root)).filter { $0 < firstValue && constantAddresses[$0] == nil }
+        return NestedPlan(steps: inner, outputs: outputs, computed: computed, outerReads: outer.sorted())
+    }
+
+    // MARK: Classification
+
+    private func classify(_ op: GraphOperation) throws(RuntimeError) {
+        guard op.outputs.count == 2, case .value(let probabilitiesName)? = op.arguments["probabilities"]?.first,
+              let probabilities = names[probabilitiesName] else {
+            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "classify needs computed probabilities")
+        }
+        let classes: Tensor
+        switch op.arguments["classes"]?.first {
+        case .constant(let tensor)?: classes = tensor
+        case .value(let name)?:
+            guard let id = names[name], let tensor = values[id].constant else { fallthrough }
+            classes = tensor
+        case nil: throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "classify needs constant classes")
+        }
+        let labels: ClassLabels = classes.type == .string ? .strings(classes.strings) : .int64s(classes.ints.map(Int64.init))
+        classification = TensorPlan.Classification(probabilities: probabilities, labels: labels,
+                                                   labelOutput: op.outputs[0].name, probabilitiesOutput: op.outputs[1].name)
+        // The outputs name the probabilities, so that a function returning them finds a value.
+        names[op.outputs[0].name] = probabilities
+        names[op.outputs[1].name] = probabilities
+    }
+
+    // MARK: Liveness and the arena
+
+    private func finish(inputs: [String: Int], outputs: [String: Int]) -> TensorPlan {
+        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
+        let end = steps.count
+        var lastUse = [Int](repeating: -1, count: values.count)
+        var firstDefinition = [Int](repeating: end, count: values.count)
+        for id in inputs.values { firstDefinition[root(id)] = -1; lastUse[root(id)] = end }
+        for (index, step) in steps.enumerated() {
+            for id in step.reads { lastUse[root(id)] = max(lastUse[root(id)], index) }
+            for id in step.writes {
+                firstDefinition[root(id)] = min(firstDefinition[root(id)], index)
+                lastUse[root(id)] = max(lastUse[root(id)], index)
+            }
+        }
+        for id in outputs.values { lastUse[root(id)] = end }
+        if let classification { lastUse[root(classification.probabilities)] = end }
+        // Values in the arena: not constants, roots of their aliases.
+        var offsets = [Int?](repeating: nil, count: values.count)
+        var free: [(offset: Int, size: Int)] = []
+        var top = 0
+        func allocate(_ size: Int) -> Int {
+            if let index = free.firstIndex(where: { $0.size >= size }) {
+                let block = free.remove(at: index)
+                if block.size > size { free.append((block.offset + size, block.size - size)) }
+                return block.offset
+            }
+            defer { top += size }
+            return top
+        }
+        func release(_ offset: Int, _ size: Int) {
+            free.append((offset, size))
+            free.sort { $0.offset < $1.offset }
+            var merged: [(offset: Int, size: Int)] = []
+            for block in free {
+                if let last = merged.last, last.offset + last.size == block.offset {
+                    merged[merged.count - 1].size += block.size
+                } else {
+                    merged.append(block)
+                }
+            }
+            free = merged
+        }
+        func size(_ id: Int) -> Int { (max(values[id].count, 1) * 4 + 63) / 64 * 64 }
+        let inArena = values.indices.filter { constantAddresses[$0] == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 }
+        var born: [Int: [Int]] = [:], dies: [Int: [Int]] = [:]
+        for id in inArena {
+            born[firstDefinition[id], default: []].append(id)
+            dies[lastUse[id], default: []].append(id)
+        }
+        for id in born[-1] ?? [] { offsets[id] = allocate(size(id)) }
+        for index in 0..<end {
+            for id in born[index] ?? [] { offsets[id] = allocate(size(id)) }
+            for id in dies[index] ?? [] { if let offset = offsets[id] { release(offset, size(id)) } }
+        }
+        for id in values.indices where offsets[id] == nil {
+            if let source = aliasOf[id] { offsets[id] = offsets[source] }
+        }
+        var addresses: [Int: UnsafeMutableRawPointerBox] = [:]
+        for (id, pointer) in constantAddresses { addresses[id] = UnsafeMutableRawPointerBox(pointer: pointer) }
+        for (id, source) in aliasOf where offsets[source] == nil {
+            addresses[id] = addresses[source]
+        }
+        return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64),
+                          memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs)
+    }
+}

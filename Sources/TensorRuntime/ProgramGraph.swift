@@ -1,0 +1,45 @@
+/// An ML program read into plain values: what to compute, not how.
+///
+/// Functions hold a block of operations; values are named, typed tensors
+/// whose dimensions may be unknown until a plan is made for concrete input
+/// shapes. Constants (`const` operations and immediate arguments) are kept as
+/// `Tensor`s beside the operations.
+struct ProgramGraph: Sendable {
+    var functions: [String: GraphFunction]
+    /// The function run when none is named (`main`, or the model's default).
+    var defaultFunction: String
+}
+
+struct GraphFunction: Sendable {
+    var name: String
+    /// The inputs in declaration order, with their declared types.
+    var inputs: [(name: String, type: ValueType)]
+    var block: GraphBlock
+}
+
+struct GraphBlock: Sendable {
+    /// Values a nested block receives (loop variables).
+    var inputs: [(name: String, type: ValueType)] = []
+    var operations: [GraphOperation]
+    /// The names of the values the block returns.
+    var outputs: [String]
+    /// Constants by name: `const` operations and folded `constexpr_*` results.
+    var constants: [String: Tensor]
+}
+
+/// One argument of an operation: a named value, or a constant given inline.
+enum GraphArgument: Sendable {
+    case value(String)
+    case constant(Tensor)
+}
+
+struct GraphOperation: Sendable {
+    var type: String
+    /// Arguments by parameter name; variadic parameters (`concat`'s `values`) hold several.
+    var arguments: [String: [GraphArgument]]
+    var outputs: [(name: String, type: ValueType)]
+    var blocks: [GraphBlock]
+
+    /// The operation's name in messages: its first output.
+    var name: String { outputs.first?.name ?? type }
+}

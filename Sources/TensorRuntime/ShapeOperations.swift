@@ -1,0 +1,462 @@
+import ModelFeatures
+
+/// Operations that move elements without computing on them: reshapes
+/// (no copy), transposes, slices, concatenation, splits, tiles, pads, and
+/// the operations that make tensors from shapes (`shape`, `fill`, `range_1d`).
+/// They copy 4-byte elements, so one kernel serves every data type.
+enum ShapeOperations {
+    static let definitions: [String: OperationDefinition] = [
+        "reshape": OperationDefinition(["x", "shape"]) { context throws(RuntimeError) in try reshape(context) },
+        "reshape_like": OperationDefinition(["x", "ref_tensors", "begins", "ends", "end_masks"]) { context throws(RuntimeError) in
+            try reshapeLike(context)
+        },
+        "expand_dims": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            let axes = try context.ints("axes") ?? [0]
+            let rank = x.rank + axes.count
+            var resolved: [Int] = []
+            for axis in axes { resolved.append(try context.axis(axis, rank: rank, key: "axes")) }
+            var shape = x.shape
+            for axis in resolved.sorted() { shape.insert(1, at: min(axis, shape.count)) }
+            try context.alias(x, shape: shape)
+        },
+        "squeeze": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            var drop = Set<Int>()
+            if let axes = try context.ints("axes") {
+                for axis in axes {
+                    let resolved = try context.axis(axis, rank: x.rank, key: "axes")
+                    guard x.shape[resolved] == 1 else { throw context.invalid("axis \(axis) has size \(x.shape[resolved]), not 1") }
+                    drop.insert(resolved)
+                }
+            } else {
+                drop = Set(x.shape.indices.filter { x.shape[$0] == 1 })
+            }
+            try context.alias(x, shape: x.shape.indices.filter { !drop.contains($0) }.map { x.shape[$0] })
+        },
+        "flatten2d": OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            let axis = try context.int("axis", 1)
+            let split = axis < 0 ? axis + x.rank : axis
+            guard split >= 0, split <= x.rank else { throw context.invalid("axis \(axis) of a rank-\(x.rank) tensor") }
+            try context.alias(x, shape: [x.shape[..<split].reduce(1, *), x.shape[split...].reduce(1, *)])
+        },
+        "transpose": OperationDefinition(["x", "perm"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            let given = try context.ints("perm") ?? Array(x.shape.indices.reversed())
+            var perm: [Int] = []
+            for axis in given { perm.append(try context.axis(axis, rank: x.rank, key: "perm")) }
+            guard perm.count == x.rank, Set(perm).count == x.rank else { throw context.invalid("perm \(given) is not a permutation of \(x.rank) axes") }
+            let strides = Shapes.strides(x.shape)
+            try copy(context, x, offset: 0, strides: perm.map { strides[$0] }, shape: perm.map { x.shape[$0] })
+        },
+        "reverse": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            var strides = Shapes.strides(x.shape)
+            var offset = 0
+            let axes = try context.ints("axes") ?? Array(x.shape.indices)
+            for axis in axes {
+                let resolved = try context.axis(axis, rank: x.rank, key: "axes")
+                offset += (x.shape[resolved] - 1) * strides[resolved]
+                strides[resolved] = -strides[resolved]
+            }
+            try copy(context, x, offset: offset, strides: strides, shape: x.shape)
+        },
+        "slice_by_index": OperationDefinition(["x", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"]) { context throws(RuntimeError) in
+            try sliceByIndex(context)
+        },
+        "slice_by_size": OperationDefinition(["x", "begin", "size"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            guard let size = try context.ints("size"), size.count == x.rank else { throw context.invalid("size needs \(x.rank) values") }
+            let beginValue = try context.input("begin")
+            guard let begin = beginValue.constant?.ints else {
+                // A begin computed at run time: the shape is the size's, the offset found at prediction.
+                try sliceAtRunTime(context, x, begin: beginValue, size: size)
+                return
+            }
+            guard begin.count == x.rank else { throw context.invalid("begin needs \(x.rank) values") }
+            let strides = Shapes.strides(x.shape)
+            var offset = 0, shape: [Int] = []
+            for axis in 0..<x.rank {
+                let start = begin[axis] < 0 ? begin[axis] + x.shape[axis] : begin[axis]
+                let length = size[axis] == -1 ? x.shape[axis] - start : size[axis]
+                guard start >= 0, length >= 0, start + length <= x.shape[axis] else {
+                    throw context.invalid("begin \(begin[axis]) size \(size[axis]) do not fit axis \(axis) of size \(x.shape[axis])")
+                }
+                offset += start * strides[axis]
+                shape.append(length)
+            }
+            try copy(context, x, offset: offset, strides: strides, shape: shape)
+        },
+        "concat": OperationDefinition(["values", "axis", "interleave"]) { context throws(RuntimeError) in try concat(context) },
+        "stack": OperationDefinition(["values", "axis"]) { context throws(RuntimeError) in
+            let values = try context.list("values")
+            guard let first = values.first, values.allSatisfy({ $0.shape == first.shape }) else {
+                throw context.invalid("stack needs values of one shape")
+            }
+            let axis = try context.axis(try context.int("axis", 0), rank: first.rank + 1)
+            var shape = first.shape
+            shape.insert(values.count, at: axis)
+            try stack(context, values, outer: first.shape[..<axis].reduce(1, *), inner: first.shape[axis...].reduce(1, *), shape: shape)
+        },
+        "split": OperationDefinition(["x", "num_splits", "split_sizes", "axis"]) { context throws(RuntimeError) in try split(context) },
+        "tile": OperationDefinition(["x", "reps"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            guard let reps = try context.ints("reps"), reps.count == x.rank, reps.allSatisfy({ $0 >= 0 }) else {
+                throw context.invalid("reps needs \(x.rank) non-negative values")
+            }
+            try indexed(context, x, shape: zip(x.shape, reps).map { $0 * $1 }) { index in
+                var source = 0
+                for axis in index.indices { source = source * x.shape[axis] + index[axis] % x.shape[axis] }
+                return source
+            }
+        },
+        "pad": OperationDefinition(["x", "pad", "mode", "constant_val"]) { context throws(RuntimeError) in try pad(context) },
+        "shape": OperationDefinition(["x"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            context.output(constant: Tensor(ints: x.shape.map { Int32($0) }, shape: [x.rank]))
+        },
+        "fill": OperationDefinition(["shape", "value"]) { context throws(RuntimeError) in
+            guard let shape = try context.ints("shape") else { throw context.invalid("no shape") }
+            try fill(context, shape: shape)
+        },
+        "fill_like": OperationDefinition(["ref_tensor", "value"]) { context throws(RuntimeError) in
+            try fill(context, shape: try context.input("ref_tensor").shape)
+        },
+        "range_1d": OperationDefinition(["start", "end", "step"]) { context throws(RuntimeError) in
+            guard let start = try context.constant("start")?.scalar, let end = try context.constant("end")?.scalar,
+                  let step = try context.constant("step")?.scalar, step != 0 else {
+                throw context.invalid("start, end and a non-zero step are required")
+            }
+            let count = max(0, Int(((end - start) / step).rounded(.up)))
+            let values = (0..<count).map { start + Double($0) * step }
+            context.output(constant: context.outputType().isFloat ? Tensor(floats: values.map(Float.init), shape: [count])
+                : Tensor(ints: values.map { Int32(clamping: Int($0)) }, shape: [count]))
+        },
+        "band_part": OperationDefinition(["x", "lower", "upper"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            guard x.rank >= 2 else { throw context.invalid("x has rank \(x.rank); band_part needs 2 or more") }
+            let lower = try context.int("lower", -1), upper = try context.int("upper", -1)
+            let rows = x.shape[x.rank - 2], columns = x.shape[x.rank - 1], count = x.count, from = x.id
+            let out = try context.output(x.shape)
+            context.run(reads: [x], writes: [out]) { buffers in
+                let source = buffers.ints(from), target = buffers.ints(out)
+                for index in 0..<count {
+                    let i = index / columns % rows, j = index % columns
+                    let keep = (lower < 0 || i - j <= lower) && (upper < 0 || j - i <= upper)
+                    target[index] = keep ? source[index] : 0
+                }
+            }
+        },
+    ]
+
+    // MARK: Kernels shared by the operations
+
+    /// Copies `x` read at `offset` with `strides` (in elements, any sign) into a new `shape` output.
+    static func copy(_ context: OperationContext, _ x: PlanValue, offset: Int, strides: [Int], shape: [Int]) throws(RuntimeError) {
+        let out = try context.output(shape)
+        let from = x.id, step = strides.last ?? 0
+        let contiguous = strides == Shapes.strides(shape)
+        let count = shape.reduce(1, *)
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.ints(from) + offset, target = buffers.ints(out)
+            if contiguous {
+                target.update(from: source, count: count)
+                return
+            }
+            Shapes.walk(shape, [strides]) { o, offsets, n in
+                let s = source + offsets[0]
+                if step == 1 { (target + o).update(from: s, count: n) } else { for k in 0..<n { target[o + k] = s[k * step] } }
+            }
+        }
+    }
+
+    /// `slice_by_size` with `begin` computed at run time: every size must be
+    /// given (no −1), so the output's shape is known now; a begin that does
+    /// not fit is an error at prediction naming the operation.
+    private static func sliceAtRunTime(_ context: OperationContext, _ x: PlanValue, begin: PlanValue, size: [Int]) throws(RuntimeError) {
+        guard size.allSatisfy({ $0 >= 0 }), begin.count == x.rank, !begin.isFloat else {
+            throw context.unsupported("a begin computed at run time needs every size given (no -1) and \(x.rank) integer values")
+        }
+        for axis in 0..<x.rank where size[axis] > x.shape[axis] {
+            throw context.invalid("size \(size[axis]) on axis \(axis) of size \(x.shape[axis])")
+        }
+        let out = try context.output(size)
+        let strides = Shapes.strides(x.shape), shape = x.shape, from = x.id, at = begin.id, name = context.op.name
+        let step = strides.last ?? 1
+        context.run(reads: [x, begin], writes: [out]) { buffers throws(RuntimeError) in
+            var offset = 0
+            for axis in 0..<shape.count {
+                var start = Int(buffers.ints(at)[axis])
+                if start < 0 { start += shape[axis] }
+                guard start >= 0, start + size[axis] <= shape[axis] else {
+                    throw .invalidValue(feature: name, detail: "begin \(buffers.ints(at)[axis]) with size \(size[axis]) does not fit axis \(axis) of size \(shape[axis])")
+                }
+                offset += start * strides[axis]
+            }
+            let source = buffers.ints(from) + offset, target = buffers.ints(out)
+            Shapes.walk(size, [strides]) { o, offsets, n in
+                for k in 0..<n { target[o + k] = source[offsets[0] + k * step] }
+            }
+        }
+    }
+
+    /// A `shape` output whose element at each multi-index is `x`'s element at `source(index)`.
+    static func indexed(_ context: OperationContext, _ x: PlanValue, shape: [Int], _ source: @escaping @Sendable ([Int]) -> Int) throws(RuntimeError) {
+        let out = try context.output(shape)
+        let from = x.id
+        // The source positions are the same every run: computed once, now.
+        var table: [Int32] = []
+        table.reserveCapacity(shape.reduce(1, *))
+        Shapes.forEachIndex(shape) { table.append(Int32(source($0))) }
+        let positions = table
+        context.run(reads: [x], writes: [out]) { buffers in
+            let values = buffers.ints(from), target = buffers.ints(out)
+            for index in positions.indices { target[index] = values[Int(positions[index])] }
+        }
+    }
+
+    private static func reshape(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        guard let requested = try context.ints("shape") else { throw context.invalid("no shape") }
+        var shape = requested.enumerated().map { axis, size in size == 0 && axis < x.rank ? x.shape[axis] : size }
+        if let unknown = shape.firstIndex(of: -1) {
+            let known = shape.enumerated().filter { $0.offset != unknown }.reduce(1) { $0 * $1.element }
+            guard known > 0, x.count % known == 0 else { throw context.invalid("cannot reshape \(x.shape) to \(requested)") }
+            shape[unknown] = x.count / known
+        }
+        guard shape.reduce(1, *) == x.count else { throw context.invalid("cannot reshape \(x.shape) (\(x.count) elements) to \(requested)") }
+        try context.alias(x, shape: shape)
+    }
+
+    private static func reshapeLike(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        let references = try context.list("ref_tensors")
+        let begins = try context.integerList("begins") ?? [], ends = try context.integerList("ends") ?? []
+        let masks = (try context.integerList("end_masks") ?? []).map { $0 != 0 }
+        guard begins.count == references.count, ends.count == references.count, masks.count == references.count else {
+            throw context.invalid("begins, ends and end_masks need one value per reference tensor")
+        }
+        var shape: [Int] = []
+        for (index, reference) in references.enumerated() {
+            let begin = begins[index] < 0 ? begins[index] + reference.rank : begins[index]
+            let end = masks[index] ? reference.rank : (ends[index] < 0 ? ends[index] + reference.rank : ends[index])
+            guard begin >= 0, begin <= end, end <= reference.rank else { throw context.invalid("begin \(begins[index]) end \(ends[index]) outside rank \(reference.rank)") }
+            shape += reference.shape[begin..<end]
+        }
+        guard shape.reduce(1, *) == x.count else { throw context.invalid("cannot reshape \(x.shape) to \(shape)") }
+        try context.alias(x, shape: shape)
+    }
+
+    private static func sliceByIndex(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        let slice = try slice(context, x)
+        try copy(context, x, offset: slice.offset, strides: slice.strides, shape: slice.shape)
+    }
+
+    /// Where `slice_by_index`'s parameters (begin, end, stride, masks) select
+    /// in `x`: the first element's offset, and the strides and shape of the
+    /// selection (squeezed axes dropped).
+    static func slice(_ context: OperationContext, _ x: PlanValue) throws(RuntimeError) -> (offset: Int, strides: [Int], shape: [Int]) {
+        let rank = x.rank
+        func list(_ key: String, _ fallback: Int) throws(RuntimeError) -> [Int] {
+            let values = try context.ints(key) ?? Array(repeating: fallback, count: rank)
+            guard values.count == rank else { throw context.invalid("\(key) has \(values.count) values for rank \(rank)") }
+            return values
+        }
+        func mask(_ key: String) throws(RuntimeError) -> [Bool] {
+            let values = try context.bools(key) ?? Array(repeating: false, count: rank)
+            guard values.count == rank else { throw context.invalid("\(key) has \(values.count) values for rank \(rank)") }
+            return values
+        }
+        let begin = try list("begin", 0), end = try list("end", 0), stride = try list("stride", 1)
+        let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
+        switch sliceGeometry(x.shape, begin: begin, end: end, stride: stride, beginMask: beginMask, endMask: endMask, squeezeMask: squeezeMask) {
+        case .success(let geometry): return geometry
+        case .failure(let problem): throw context.invalid(problem.description)
+        }
+    }
+
+    struct SliceProblem: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Where a slice selects in a tensor of `shape`: the first element's
+    /// offset, the strides and shape of the selection (squeezed axes dropped).
+    static func sliceGeometry(_ shape: [Int], begin: [Int], end: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool],
+                              squeezeMask: [Bool]) -> Result<(offset: Int, strides: [Int], shape: [Int]), SliceProblem> {
+        let inStrides = Shapes.strides(shape)
+        var offset = 0, selected: [Int] = [], strides: [Int] = []
+        for axis in shape.indices {
+            let size = shape[axis], step = stride[axis]
+            guard step != 0 else { return .failure(SliceProblem(description: "stride 0 on axis \(axis)")) }
+            if squeezeMask[axis] {
+                let index = begin[axis] < 0 ? begin[axis] + size : begin[axis]
+                guard index >= 0, index < size else { return .failure(SliceProblem(description: "index \(begin[axis]) outside axis \(axis) of size \(size)")) }
+                offset += index * inStrides[axis]
+                continue
+            }
+            var start: Int, stop: Int
+            if step > 0 {
+                start = beginMask[axis] ? 0 : min(max(begin[axis] < 0 ? begin[axis] + size : begin[axis], 0), size)
+                stop = endMask[axis] ? size : min(max(end[axis] < 0 ? end[axis] + size : end[axis], 0), size)
+            } else {
+                start = beginMask[axis] ? size - 1 : min(max(begin[axis] < 0 ? begin[axis] + size : begin[axis], -1), size - 1)
+                stop = endMask[axis] ? -1 : min(max(end[axis] < 0 ? end[axis] + size : end[axis], -1), size - 1)
+            }
+            let length = step > 0 ? max(0, (stop - start + step - 1) / step) : max(0, (start - stop + (-step) - 1) / (-step))
+            if length > 0 { offset += start * inStrides[axis] }
+            selected.append(length)
+            strides.append(inStrides[axis] * step)
+        }
+        return .success((offset, strides, selected))
+    }
+
+    private static func concat(_ context: OperationContext) throws(RuntimeError) {
+        // Scalars concatenate as one-element vectors (shape arithmetic does this).
+        let values = try context.list("values").map { value in
+            value.rank == 0 ? PlanValue(id: value.id, type: value.type, shape: [1], constant: value.constant) : value
+        }
+        guard let first = values.first else { throw context.invalid("no values") }
+        let axis = try context.axis(try context.int("axis", 0), rank: first.rank)
+        if try context.bool("interleave", false) {
+            guard values.allSatisfy({ $0.shape == first.shape }) else { throw context.invalid("interleaving needs values of one shape") }
+            var shape = first.shape
+            shape[axis] *= values.count
+            try stack(context, values, outer: first.shape[...axis].reduce(1, *), inner: first.shape[(axis + 1)...].reduce(1, *), shape: shape)
+            return
+        }
+        var shape = first.shape
+        shape[axis] = 0
+        for value in values {
+            guard value.rank == first.rank, value.shape.indices.allSatisfy({ $0 == axis || value.shape[$0] == first.shape[$0] }) else {
+                throw context.invalid("cannot concatenate shapes \(first.shape) and \(value.shape) on axis \(axis)")
+            }
+            shape[axis] += value.shape[axis]
+        }
+        let outer = first.shape[..<axis].reduce(1, *)
+        let parts = values.map { (id: $0.id, inner: $0.shape[axis...].reduce(1, *)) }
+        let total = shape[axis...].reduce(1, *)
+        let out = try context.output(shape)
+        context.run(reads: values, writes: [out]) { buffers in
+            let target = buffers.ints(out)
+            var start = 0
+            for part in parts {
+                let source = buffers.ints(part.id)
+                for o in 0..<outer { (target + o * total + start).update(from: source + o * part.inner, count: part.inner) }
+                start += part.inner
+            }
+        }
+    }
+
+    /// out[o][j][i] = values[j][o][i], for `outer` × count × `inner` elements.
+    private static func stack(_ context: OperationContext, _ values: [PlanValue], outer: Int, inner: Int, shape: [Int]) throws(RuntimeError) {
+        let out = try context.output(shape)
+        let ids = values.map(\.id), count = values.count
+        context.run(reads: values, writes: [out]) { buffers in
+            let target = buffers.ints(out)
+            for (j, id) in ids.enumerated() {
+                let source = buffers.ints(id)
+                for o in 0..<outer { (target + (o * count + j) * inner).update(from: source + o * inner, count: inner) }
+            }
+        }
+    }
+
+    private static func split(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        let axis = try context.axis(try context.int("axis", 0), rank: x.rank)
+        let size = x.shape[axis]
+        var sizes: [Int]
+        if let given = try context.ints("split_sizes") {
+            sizes = given
+        } else {
+            let parts = try context.int("num_splits", context.op.outputs.count)
+            guard parts > 0 else { throw context.invalid("num_splits \(parts)") }
+            let each = (size + parts - 1) / parts
+            sizes = (0..<parts).map { min(each, max(0, size - $0 * each)) }
+        }
+        guard sizes.reduce(0, +) == size, sizes.count == context.op.outputs.count else {
+            throw context.invalid("split sizes \(sizes) for axis \(axis) of size \(size) into \(context.op.outputs.count) outputs")
+        }
+        let strides = Shapes.strides(x.shape)
+        var start = 0
+        for part in sizes {
+            var shape = x.shape
+            shape[axis] = part
+            try copy(context, x, offset: start * strides[axis], strides: strides, shape: shape)
+            start += part
+        }
+    }
+
+    private static func pad(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        guard let pads = try context.ints("pad"), pads.count % 2 == 0, pads.count / 2 <= x.rank else {
+            throw context.invalid("pad needs two values for each of up to \(x.rank) axes")
+        }
+        let mode = try context.string("mode", "constant")
+        let value = try context.float("constant_val", 0)
+        let padded = pads.count / 2
+        var before = [Int](repeating: 0, count: x.rank), after = before
+        for index in 0..<padded {
+            before[x.rank - padded + index] = pads[2 * index]
+            after[x.rank - padded + index] = pads[2 * index + 1]
+        }
+        let shape = x.shape.indices.map { x.shape[$0] + before[$0] + after[$0] }
+        guard ["constant", "reflect", "replicate"].contains(mode) else { throw context.unsupported("pad mode \(mode) is not supported") }
+        if mode == "reflect" {
+            for axis in x.shape.indices where before[axis] >= x.shape[axis] || after[axis] >= x.shape[axis] {
+                throw context.invalid("reflect padding of \(max(before[axis], after[axis])) on axis \(axis) of size \(x.shape[axis])")
+            }
+        }
+        // Positions into x, or -1 for the constant.
+        var table: [Int32] = []
+        table.reserveCapacity(shape.reduce(1, *))
+        Shapes.forEachIndex(shape) { index in
+            var source = 0
+            for axis in index.indices {
+                var i = index[axis] - before[axis]
+                let size = x.shape[axis]
+                if i < 0 || i >= size {
+                    switch mode {
+                    case "reflect": i = i < 0 ? -i : 2 * (size - 1) - i
+                    case "replicate": i = min(max(i, 0), size - 1)
+                    default: source = -1
+                    }
+                }
+                if source < 0 { break }
+                source = source * size + i
+            }
+            table.append(Int32(source))
+        }
+        let positions = table, from = x.id
+        let isFloat = x.isFloat
+        let fillBits: Int32 = isFloat ? Int32(bitPattern: value.bitPattern) : truncatedInt32(value)
+        let out = try context.output(shape)
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.ints(from), target = buffers.ints(out)
+            for index in positions.indices { target[index] = positions[index] < 0 ? fillBits : source[Int(positions[index])] }
+        }
+    }
+
+    private static func fill(_ context: OperationContext, shape: [Int]) throws(RuntimeError) {
+        let value = try context.optional("value")
+        guard shape.allSatisfy({ $0 >= 0 }) else { throw context.invalid("shape \(shape) has a negative dimension") }
+        let isFloat = context.outputType().isFloat
+        if let constant = value?.constant ?? (value == nil ? Tensor(floats: [0], shape: []) : nil) {
+            let count = shape.reduce(1, *)
+            let scalar = constant.scalar ?? 0
+            context.output(constant: isFloat ? Tensor(floats: Array(repeating: Float(scalar), count: count), shape: shape)
+                : Tensor(ints: Array(repeating: Int32(clamping: Int(scalar)), count: count), shape: shape))
+            return
+        }
+        guard let value else { return }
+        let out = try context.output(shape)
+        let count = shape.reduce(1, *), from = value.id, valueFloat = value.isFloat
+        context.run(reads: [value], writes: [out]) { buffers in
+            let bits: Int32 = valueFloat == isFloat ? buffers.ints(from)[0]
+                : (isFloat ? Int32(bitPattern: Float(buffers.ints(from)[0]).bitPattern) : truncatedInt32(buffers.floats(from)[0]))
+            let target = buffers.ints(out)
+            for index in 0..<count { target[index] = bits }
+        }
+    }
+}

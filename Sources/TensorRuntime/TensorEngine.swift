@@ -1,0 +1,297 @@
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+import SystemIO
+
+/// Runs an ML program on the tensor engine: the program read into a graph
+/// once (constants decoded, weight decompression folded), a plan made per
+/// distinct set of input shapes and cached, prediction states pooled per plan.
+///
+/// Immutable after `init` apart from its locked caches: one engine serves
+/// concurrent predictions.
+public final class TensorEngine: PredictionEngine {
+    private let interface: ModelInterface
+    private let function: GraphFunction
+    private let plans = Locked<[[Int]: PlanEntry]>([:])
+    /// The name of the function this engine runs.
+    public let functionName: String
+    /// Threads one prediction's matrix products may use.
+    private let threads: Int
+
+    final class PlanEntry: Sendable {
+        let plan: TensorPlan
+        let idle = Locked<[TensorStateBox]>([])
+        init(plan: TensorPlan) { self.plan = plan }
+    }
+
+    /// Reads the program of `model` and plans the declared input shapes, so
+    /// that an operation or parameter modelc cannot run is refused now.
+    ///
+    /// - Parameters:
+    ///   - functionName: the function to run; `nil` for the model's default (or `main`).
+    /// - Throws: `RuntimeError.unsupportedLayer` naming the operation, its
+    ///   output and the parameter; `.invalidParameters`; `.unsupportedModel`
+    ///   when the named function does not exist.
+    ///   - threads: threads one prediction's matrix products may use (batches of products, or row blocks of one).
+    public init(program model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, modelDirectory: String?,
+                functionName: String? = nil, threads: Int = 1) throws(RuntimeError) {
+        self.threads = max(1, threads)
+        guard let program = model.pointee.mlprogram else { throw .invalidParameters(model: interface.kind, detail: "no program") }
+        let declaredDefault = nonEmptyText(model.pointee.description?.pointee.defaultfunctionname)
+        let graph = try GraphReader(modelDirectory: modelDirectory).read(program, defaultFunction: declaredDefault)
+        let name = functionName ?? graph.defaultFunction
+        guard var function = graph.functions[name] else {
+            throw .unsupportedModel(kind: "mlProgram", reason: "the program has no function \"\(name)\" (it has \(graph.functions.keys.sorted().joined(separator: ", ")))")
+        }
+        function.block = Planner.foldConstants(function.block)
+        self.function = function
+        self.functionName = name
+        var interface = interface
+        if let classify = function.block.operations.last(where: { $0.type == "classify" }), classify.outputs.count == 2 {
+            interface.predictedFeatureName = interface.predictedFeatureName ?? classify.outputs[0].name
+            interface.predictedProbabilitiesName = interface.predictedProbabilitiesName ?? classify.outputs[1].name
+        }
+        self.interface = interface
+        _ = try entry(for: declaredShapes())
+    }
+
+    public var residentBytes: Int {
+        plans.withLock { plans in
+            plans.values.reduce(0) { total, entry in
+                total + entry.plan.memory.bytes + entry.idle.withLock { $0.reduce(0) { $0 + $1.state.bytes } }
+            }
+        }
+    }
+
+    /// The state of a stateful program, kept between predictions (Core ML's `MLState`):
+    /// every state the function declares, zero-filled at first.
+    public func makeState() -> ProgramState {
+        var values: [String: [UInt32]] = [:]
+        for input in function.inputs where input.type.isState {
+            let count = (input.type.shape ?? []).reduce(1) { $0 * ($1 ?? 1) }
+            values[input.name] = [UInt32](repeating: 0, count: count)
+        }
+        return ProgramState(values: values)
+    }
+
+    public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        try predict(inputs, state: makeState())
+    }
+
+    /// The outputs for `inputs`, reading and updating `state`.
+    public func predict(_ inputs: [String: FeatureValue], state: ProgramState) throws(RuntimeError) -> [String: FeatureValue] {
+        var shapes: [String: [Int]] = [:]
+        for input in function.inputs where !input.type.isState {
+            guard let value = inputs[input.name] else {
+                throw .missingInput(feature: input.name, expected: "a tensor")
+            }
+            shapes[input.name] = try shape(of: value, input: input)
+        }
+        let entry = try entry(for: shapes)
+        let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan))
+        defer { entry.idle.withLock { $0.append(box) } }
+        let run = box.state
+        let plan = entry.plan
+        for input in function.inputs {
+            guard let id = plan.inputs[input.name] else { continue }
+            let target = run.table[id]
+            let count = plan.values[id].count
+            if input.type.isState {
+                state.read(input.name, into: target, count: count)
+                continue
+            }
+            guard let value = inputs[input.name] else { continue }
+            write(value, type: input.type.element, into: target, count: count)
+        }
+        try run.run()
+        for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
+        var outputs: [String: FeatureValue] = [:]
+        if let classification = plan.classification {
+            let probabilities = plan.values[classification.probabilities]
+            let values = (0..<probabilities.count).map { Double(run.buffers.floats(probabilities.id)[$0]) }
+            guard values.count == classification.labels.count else {
+                throw .invalidParameters(model: interface.kind, detail: "\(values.count) probabilities for \(classification.labels.count) class labels")
+            }
+            outputs = interface.classifierOutputs(labels: classification.labels, probabilities: values)
+        }
+        for description in interface.outputs where outputs[description.name] == nil {
+            guard let id = plan.outputs[description.name] else {
+                throw .invalidParameters(model: interface.kind, detail: "the function returns no value \"\(description.name)\"")
+            }
+            outputs[description.name] = .multiArray(Self.array(plan.values[id], at: run.table[id]))
+        }
+        return outputs
+    }
+
+    // MARK: Inputs and outputs
+
+    private func shape(of value: FeatureValue, input: (name: String, type: ValueType)) throws(RuntimeError) -> [Int] {
+        switch value {
+        case .multiArray(let array): return array.shape
+        case .image(let image):
+            let gray: Bool = if case .image(let type)? = interface.inputs.first(where: { $0.name == input.name })?.type {
+                type.colorSpace.hasPrefix("GRAYSCALE")
+            } else { false }
+            return [1, gray ? 1 : 3, image.height, image.width]
+        case .double, .int64:
+            if let declared = input.type.shape, declared.allSatisfy({ $0 == 1 }) { return declared.map { _ in 1 } }
+            return [1]
+        default:
+            throw .wrongType(feature: input.name, expected: "a multi-array or an image", got: value.kindText)
+        }
+    }
+
+    private func write(_ value: FeatureValue, type: ElementType, into target: UnsafeMutableRawPointer, count: Int) {
+        switch value {
+        case .multiArray(let array):
+            let doubles = array.dataType == .float32 ? nil : array.doubles
+            if type.isFloat {
+                let floats = target.assumingMemoryBound(to: Float.self)
+                if let doubles {
+                    for index in 0..<min(count, doubles.count) { floats[index] = Float(doubles[index]) }
+                } else {
+                    array.withUnsafeBytes { raw in
+                        let source = raw.bindMemory(to: Float.self)
+                        for index in 0..<min(count, source.count) { floats[index] = source[index] }
+                    }
+                }
+                if type == .float16 { for index in 0..<count { floats[index] = Float(Float16(floats[index])) } }
+            } else {
+                let ints = target.assumingMemoryBound(to: Int32.self)
+                let values = doubles ?? array.doubles
+                for index in 0..<min(count, values.count) {
+                    ints[index] = type == .bool ? (values[index] != 0 ? 1 : 0) : truncatedInt32(Float(values[index]))
+                    if type != .bool, abs(values[index]) < 2_147_483_648 { ints[index] = Int32(values[index].rounded(.towardZero)) }
+                }
+            }
+        case .image(let image):
+            let floats = target.assumingMemoryBound(to: Float.self)
+            let colorSpace: String = interface.inputs.lazy.compactMap { description -> String? in
+                if case .image(let type) = description.type { return type.colorSpace } else { return nil }
+            }.first ?? "RGB"
+            Self.writeImage(image, colorSpace: colorSpace, into: floats, count: count)
+        case .double(let number):
+            if type.isFloat { target.assumingMemoryBound(to: Float.self)[0] = Float(number) }
+            else { target.assumingMemoryBound(to: Int32.self)[0] = truncatedInt32(Float(number)) }
+        case .int64(let number):
+            if type.isFloat { target.assumingMemoryBound(to: Float.self)[0] = Float(number) }
+            else { target.assumingMemoryBound(to: Int32.self)[0] = Int32(clamping: number) }
+        default:
+            break
+        }
+    }
+
+    /// The pixels as [C, H, W] floats 0…255 in the model's color order.
+    static func writeImage(_ image: PixelBuffer, colorSpace: String, into values: UnsafeMutablePointer<Float>, count: Int) {
+        let width = image.width, height = image.height, plane = width * height
+        let format = image.pixelFormat
+        let gray = colorSpace.hasPrefix("GRAYSCALE")
+        guard count >= (gray ? 1 : 3) * plane else { return }
+        let (r, g, b) = format.rgbOffsets
+        let step = format.bytesPerPixel
+        let bgr = colorSpace == "BGR"
+        image.bytes.withUnsafeBufferPointer { bytes in
+            for y in 0..<height {
+                for x in 0..<width {
+                    let pixel = y * image.bytesPerRow + x * step
+                    let p = y * width + x
+                    if gray {
+                        values[p] = format == .gray ? Float(bytes[pixel])
+                            : (0.299 * Float(bytes[pixel + r]) + 0.587 * Float(bytes[pixel + g]) + 0.114 * Float(bytes[pixel + b])).rounded()
+                    } else {
+                        let red = Float(bytes[pixel + r]), green = Float(bytes[pixel + g]), blue = Float(bytes[pixel + b])
+                        values[p] = bgr ? blue : red
+                        values[plane + p] = green
+                        values[2 * plane + p] = bgr ? red : blue
+                    }
+                }
+            }
+        }
+    }
+
+    /// A computed value as a multi-array: fp16 as float16, other floats as
+    /// float32, integers and bool as int32.
+    static func array(_ value: PlanValue, at pointer: UnsafeMutableRawPointer) -> MultiArray {
+        let count = value.count
+        if value.type == .float32 || value.type == .float64 {
+            return MultiArray(Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: count)), shape: value.shape)
+        }
+        var array = MultiArray(shape: value.shape, dataType: value.type == .float16 ? .float16 : .int32)
+        array.withUnsafeMutableBytes { raw in
+            if value.type == .float16 {
+                let target = raw.bindMemory(to: Float16.self), source = pointer.assumingMemoryBound(to: Float.self)
+                for index in 0..<count { target[index] = Float16(source[index]) }
+            } else {
+                raw.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: count * 4))
+            }
+        }
+        return array
+    }
+
+    // MARK: Plans
+
+    /// The input shapes the description declares (its default for flexible ones).
+    private func declaredShapes() -> [String: [Int]] {
+        var shapes: [String: [Int]] = [:]
+        for input in function.inputs where !input.type.isState {
+            let description = interface.inputs.first { $0.name == input.name }
+            switch description?.type {
+            case .image(let image)?:
+                shapes[input.name] = [1, image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
+            case .multiArray(let array)? where !array.shape.isEmpty:
+                shapes[input.name] = array.shape.map(Int.init)
+            default:
+                if let declared = input.type.shape, declared.allSatisfy({ $0 != nil }) { shapes[input.name] = declared.map { $0 ?? 1 } }
+                else { shapes[input.name] = [1] }
+            }
+        }
+        return shapes
+    }
+
+    /// The plan for `shapes` (made now, or the cached one).
+    func plan(for shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan { try entry(for: shapes).plan }
+
+    private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
+        let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
+        if let existing = plans.withLock({ $0[key] }) { return existing }
+        let plan = try Planner.plan(function, shapes: shapes, threads: threads)
+        return plans.withLock { plans in
+            if let existing = plans[key] { return existing }
+            let entry = PlanEntry(plan: plan)
+            plans[key] = entry
+            return entry
+        }
+    }
+}
+
+/// The persistent state of a stateful program (Core ML's `MLState`): the
+/// values `read_state` reads and `coreml_update_state` writes, kept between
+/// predictions. One prediction at a time may use a state.
+public final class ProgramState: @unchecked Sendable {
+    private let lock = Locked<[String: [UInt32]]>([:])
+
+    init(values: [String: [UInt32]]) {
+        lock.withLock { $0 = values }
+    }
+
+    /// The names of the states.
+    public var names: [String] { lock.withLock { $0.keys.sorted() } }
+
+    func read(_ name: String, into target: UnsafeMutableRawPointer, count: Int) {
+        lock.withLock { values in
+            guard let stored = values[name] else { return }
+            stored.withUnsafeBytes { target.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(target), byteCount: min(count, stored.count) * 4) }
+        }
+    }
+
+    func write(_ name: String, from source: UnsafeMutableRawPointer, count: Int) {
+        lock.withLock { values in
+            values[name] = Array(UnsafeBufferPointer(start: source.assumingMemoryBound(to: UInt32.self), count: count))
+        }
+    }
+}
+
+private func nonEmptyText(_ pointer: UnsafeMutablePointer<CChar>?) -> String? {
+    let value = text(pointer)
+    return value.isEmpty ? nil : value
+}

@@ -1,0 +1,112 @@
+import ModelSpec
+import ModelFeatures
+
+/// The addresses of a plan's values for one run: constants in the plan's
+/// memory, the rest in a state's arena. What a kernel reads and writes.
+struct Buffers {
+    let base: UnsafeMutablePointer<UnsafeMutableRawPointer>
+
+    func raw(_ id: Int) -> UnsafeMutableRawPointer { base[id] }
+    func floats(_ id: Int) -> UnsafeMutablePointer<Float> { base[id].assumingMemoryBound(to: Float.self) }
+    func ints(_ id: Int) -> UnsafeMutablePointer<Int32> { base[id].assumingMemoryBound(to: Int32.self) }
+}
+
+/// Computes one operation's outputs from its inputs, by value id.
+typealias Kernel = @Sendable (Buffers) throws(RuntimeError) -> Void
+
+/// One step of a plan: the kernel and the values it reads and writes.
+struct PlanStep: Sendable {
+    var operation: String
+    var kind: String
+    var reads: [Int]
+    /// Every value the step writes: its outputs, and for control flow the
+    /// values its nested blocks compute (alive for the step only).
+    var writes: [Int]
+    var kernel: Kernel
+    /// The operation's outputs (a subset of `writes`).
+    var outputs: [Int]
+
+    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, kernel: @escaping Kernel) {
+        self.operation = operation
+        self.kind = kind
+        self.reads = reads
+        self.writes = writes
+        self.outputs = outputs ?? writes
+        self.kernel = kernel
+    }
+}
+
+/// What the plan knows of a value: its type and shape, and where it lives.
+struct PlanValue: Sendable {
+    let id: Int
+    let type: ElementType
+    let shape: [Int]
+    /// The value when known at plan time (a constant or a folded result).
+    let constant: Tensor?
+
+    var count: Int { shape.reduce(1, *) }
+    var rank: Int { shape.count }
+    var isFloat: Bool { type.isFloat }
+}
+
+/// Memory the plan owns: constants, in 4-byte elements. Immutable once the
+/// plan is made.
+final class ConstantMemory: @unchecked Sendable {
+    private var blocks: [UnsafeMutableRawPointer] = []
+    /// Where a value with no bytes (a string, an empty tensor) points.
+    let empty: UnsafeMutableRawPointer = .allocate(byteCount: 64, alignment: 64)
+    private(set) var bytes = 0
+
+    func store(_ tensor: Tensor) -> UnsafeMutableRawPointer {
+        let count = tensor.count
+        guard count > 0, tensor.type != .string else { return empty }
+        let pointer = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64)
+        switch tensor.storage {
+        case .floats(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
+        case .ints(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
+        case .strings: break
+        }
+        blocks.append(pointer)
+        bytes += count * 4
+        return pointer
+    }
+
+    deinit {
+        for block in blocks { block.deallocate() }
+        empty.deallocate()
+    }
+}
+
+/// A function of a program planned for concrete input shapes: every value's
+/// type and shape, constants folded, the steps in order, and where each
+/// value lives in the arena (values whose lives do not overlap share bytes).
+/// Immutable and shared by every prediction with these input shapes.
+struct TensorPlan: Sendable {
+    /// Every value: type, shape.
+    let values: [PlanValue]
+    let steps: [PlanStep]
+    /// For each value: its byte offset in the arena, or `nil` for a constant (see `constantAddresses`).
+    let offsets: [Int?]
+    let constantAddresses: [Int: UnsafeMutableRawPointerBox]
+    let arenaBytes: Int
+    let memory: ConstantMemory
+    /// The function's inputs and outputs by name.
+    let inputs: [String: Int]
+    let outputs: [String: Int]
+    /// A `classify` ending the program: the probabilities' value and the labels.
+    let classification: Classification?
+    /// State inputs by name: written before the run, read back after it.
+    let states: [String: Int]
+
+    struct Classification: Sendable {
+        var probabilities: Int
+        var labels: ClassLabels
+        var labelOutput: String
+        var probabilitiesOutput: String
+    }
+}
+
+/// A raw pointer into memory a plan owns, immutable after planning.
+struct UnsafeMutableRawPointerBox: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+}

@@ -1,0 +1,46 @@
+import ModelFeatures
+
+/// One prediction's memory for a plan: the arena every computed value lives
+/// in, and the table of every value's address that kernels read. Taken from
+/// a pool, so a steady stream of predictions allocates no arena.
+final class TensorState {
+    let plan: TensorPlan
+    private let arena: UnsafeMutableRawPointer
+    let table: UnsafeMutablePointer<UnsafeMutableRawPointer>
+
+    init(plan: TensorPlan) {
+        self.plan = plan
+        arena = .allocate(byteCount: plan.arenaBytes, alignment: 64)
+        arena.initializeMemory(as: UInt8.self, repeating: 0, count: plan.arenaBytes)
+        table = .allocate(capacity: max(plan.values.count, 1))
+        table.initialize(repeating: plan.memory.empty, count: max(plan.values.count, 1))
+        for id in plan.values.indices {
+            if let offset = plan.offsets[id] {
+                table[id] = arena + offset
+            } else if let constant = plan.constantAddresses[id] {
+                table[id] = constant.pointer
+            }
+        }
+    }
+
+    deinit {
+        arena.deallocate()
+        table.deallocate()
+    }
+
+    var buffers: Buffers { Buffers(base: table) }
+
+    /// Runs every step in order.
+    func run() throws(RuntimeError) {
+        let buffers = self.buffers
+        for step in plan.steps { try step.kernel(buffers) }
+    }
+
+    var bytes: Int { plan.arenaBytes + plan.values.count * 8 }
+}
+
+/// A state handed between threads through a pool's lock: one prediction uses it at a time.
+final class TensorStateBox: @unchecked Sendable {
+    let state: TensorState
+    init(_ state: TensorState) { self.state = state }
+}

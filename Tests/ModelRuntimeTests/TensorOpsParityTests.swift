@@ -1,0 +1,20 @@
+import ModelRuntime
+import Testing
+
+/// One small ML program per family of operations (Fixtures/Parity/TensorOps,
+/// made by Fixtures/tensor_ops.py with coremltools' MIL builder), run on the
+/// tensor engine against NumPy float64 computed from the operation definitions.
+@Suite("Tensor engine operations agree with NumPy float64")
+struct TensorOpsParityTests {
+    static let files = ParityFile.all(in: "TensorOps")
+
+    @Test("the operation fixtures are there")
+    func fixturesExist() {
+        #expect(Self.files.count >= 15)
+    }
+
+    @Test("each family of operations", arguments: files)
+    func operations(_ file: ParityFile) throws {
+        try file.check(engine: .tensor)
+    }
+}

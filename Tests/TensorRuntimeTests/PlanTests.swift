@@ -1,0 +1,60 @@
+import FixtureSupport
+import ModelFeatures
+import ModelSpec
+import Testing
+@testable import TensorRuntime
+
+/// What a plan holds: values sharing arena bytes when their lives do not
+/// overlap, shape arithmetic folded, one plan per input shape.
+@Suite("Plans of the tensor engine")
+struct PlanTests {
+    static func engine(_ path: String) throws -> TensorEngine {
+        let file = try ModelFile.open(Fixtures.path(path))
+        return try withExtendedLifetime(file) {
+            try TensorEngine(program: file.specification.root, interface: ModelInterface(ModelSummary(file)),
+                             modelDirectory: file.modelDirectory)
+        }
+    }
+
+    @Test("values whose lives do not overlap share the arena", arguments: [4, 31, 64])
+    func arenaIsReused(length: Int) throws {
+        let engine = try Self.engine("Parity/Zoo/bert_fp32.mlpackage")
+        let plan = try engine.plan(for: ["input_ids": [1, length]])
+        let computed = plan.values.indices.filter { plan.offsets[$0] != nil }
+        let total = computed.reduce(0) { $0 + plan.values[$1].count * 4 }
+        let largest = computed.map { plan.values[$0].count * 4 }.max() ?? 0
+        #expect(plan.arenaBytes >= largest)
+        #expect(plan.arenaBytes * 3 < total, "arena \(plan.arenaBytes) bytes for \(total) bytes of values")
+        // Two values alive at once never overlap: check every step's reads and writes.
+        func range(_ id: Int) -> Range<Int>? {
+            plan.offsets[id].map { $0..<($0 + max(plan.values[id].count, 1) * 4) }
+        }
+        for step in plan.steps {
+            for write in step.writes {
+                for read in step.reads where read != write {
+                    guard let a = range(write), let b = range(read), a != b || plan.values[write].count == 0 else { continue }
+                    #expect(!a.overlaps(b), "\(step.operation): output \(write) overlaps input \(read)")
+                }
+            }
+        }
+    }
+
+    @Test("shape arithmetic is folded: no shape, gather of shapes or fill runs at prediction")
+    func shapeArithmeticFolds() throws {
+        let engine = try Self.engine("Parity/Zoo/bert_fp32.mlpackage")
+        let plan = try engine.plan(for: ["input_ids": [1, 9]])
+        #expect(!plan.steps.contains { $0.kind == "shape" || $0.kind == "fill" })
+        #expect(plan.steps.allSatisfy { step in step.kind != "concat" || step.reads.contains { plan.values[$0].constant == nil } })
+    }
+
+    @Test("one plan per input shape, cached")
+    func plansAreCached() throws {
+        let engine = try Self.engine("Parity/Zoo/gpt2_fp32.mlpackage")
+        let first = try engine.plan(for: ["input_ids": [1, 5]])
+        let again = try engine.plan(for: ["input_ids": [1, 5]])
+        let other = try engine.plan(for: ["input_ids": [1, 7]])
+        #expect(first.memory === again.memory)
+        #expect(first.memory !== other.memory)
+        #expect(other.values.contains { $0.shape == [1, 7, 96] })
+    }
+}
