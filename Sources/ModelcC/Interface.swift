@@ -27,14 +27,16 @@ final class ModelHandle: Sendable {
 }
 
 /// A `modelc_state`: the persistent tensors of one stream of predictions of a
-/// stateful program, zero when made.
+/// stateful program (Core ML's `MLState`), zero when made. One prediction at
+/// a time reads and updates it: callers on several threads take turns.
 final class StateHandle {
     let owner: ObjectIdentifier
-    var values: [String: MultiArray]
+    let state: ModelState
+    let turn = NSLock()
 
-    init(owner: ModelHandle, values: [String: MultiArray]) {
+    init(owner: ModelHandle, state: ModelState) {
         self.owner = ObjectIdentifier(owner)
-        self.values = values
+        self.state = state
     }
 }
 
@@ -367,7 +369,15 @@ public func modelc_predict(_ model: OpaquePointer?, _ features: OpaquePointer?, 
             guard stateHandle.owner == ObjectIdentifier(handle) else {
                 throw Failure(.badInput, "the state was made by another model")
             }
-            throw Failure(.unsupportedModel, "\(handle.model.path): stateful predictions are not run yet (the runtime keeps no state between predictions)")
+            let values = try inputs(of: set, model: handle)
+            stateHandle.turn.lock()
+            defer { stateHandle.turn.unlock() }
+            do throws(RuntimeError) {
+                out.pointee = retained(FeatureSet(outputs: try handle.model.prediction(from: values, using: stateHandle.state)))
+            } catch {
+                throw Failure(error)
+            }
+            return
         }
         let values = try inputs(of: set, model: handle)
         do throws(RuntimeError) {
@@ -480,13 +490,10 @@ public func modelc_make_state(_ model: OpaquePointer?, _ state: UnsafeMutablePoi
         guard !states.isEmpty else {
             throw Failure(.badInput, "\(handle.model.path): the model declares no state")
         }
-        var values: [String: MultiArray] = [:]
-        for description in states {
-            guard case .state(let type) = description.type else { continue }
-            let shape = type.shape.map { Int(max(0, $0)) }
-            values[description.name] = MultiArray(shape: shape, dataType: MultiArray.DataType(schemaName: type.dataType) ?? .float32)
+        guard let state = handle.model.makeState() else {
+            throw Failure(.unsupportedModel, "\(handle.model.path): the model declares states but its engine keeps none")
         }
-        out.pointee = retained(StateHandle(owner: handle, values: values))
+        out.pointee = retained(StateHandle(owner: handle, state: state))
     }
 }
 

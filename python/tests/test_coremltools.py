@@ -66,3 +66,40 @@ def test_image_in_and_image_out(tmp_path):
         got = model.predict({"x": Image.fromarray(pixels)})["y"]
     assert isinstance(got, Image.Image) and got.mode == "RGB" and got.size == (6, 4)
     np.testing.assert_array_equal(np.asarray(got), 255 - pixels)
+
+
+STATEFUL = FIXTURES / "Models" / "StatefulProgram.mlpackage"
+
+
+def _accumulates_as_numpy(predict):
+    """StatefulProgram (Fixtures/generate.py): total = state x decay + x in
+    float16, state <- total, y = total / 2. Checked against the same
+    recurrence in float64, with the decay read back from the first two steps."""
+    ones = np.ones((1, 16), dtype=np.float32)
+    y1 = predict(ones)
+    np.testing.assert_array_equal(y1, np.full((1, 16), 0.5))
+    y2 = predict(ones).astype(np.float64)
+    decay = 2 * y2 - 1
+    assert ((decay >= 0.499) & (decay < 1.0)).all()
+    total = 2 * y2
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        x = rng.uniform(-1, 1, (1, 16)).astype(np.float32)
+        total = total * decay + x
+        np.testing.assert_allclose(predict(x), total / 2, rtol=0, atol=1e-2)  # float16 steps
+    return y1
+
+
+def test_state_carries_between_predictions_and_a_new_state_starts_at_zero():
+    with modelc.Model(STATEFUL) as model:
+        with model.make_state() as state:
+            first = _accumulates_as_numpy(lambda x: model.predict({"x": x}, state=state)["y"])
+        with model.make_state() as fresh:
+            np.testing.assert_array_equal(model.predict({"x": np.ones((1, 16), np.float32)}, state=fresh)["y"], first)
+
+
+def test_coremltools_make_state_and_predict_with_state():
+    modelc.coremltools.enable()
+    mlmodel = ct.models.MLModel(str(STATEFUL))
+    state = mlmodel.make_state()
+    _accumulates_as_numpy(lambda x: mlmodel.predict({"x": x}, state=state)["y"])

@@ -74,19 +74,17 @@ def test_state_of_a_model_without_state(glm):
         glm.make_state()
 
 
-def test_stateful_program_is_refused_or_its_freed_state_raises():
-    try:
-        model = modelc.Model(FIXTURES / "Models" / "StatefulProgram.mlpackage")
-    except modelc.UnsupportedModelError as error:
-        # Until the tensor engine runs read_state/write_state.
-        assert "read_state" in str(error) or "state" in str(error)
-        return
-    with model:
+def test_freed_state_raises_and_a_state_serves_only_its_model():
+    with modelc.Model(FIXTURES / "Models" / "StatefulProgram.mlpackage") as model, \
+            modelc.Model(FIXTURES / "Models" / "StatefulProgram.mlpackage") as other:
+        ones = {"x": np.ones((1, 16), dtype=np.float32)}
         state = model.make_state()
+        with pytest.raises(modelc.InputError, match="another model"):
+            other.predict(ones, state=state)
+        state.close()
         state.close()
         with pytest.raises(modelc.ClosedError):
-            model.predict({name: np.zeros(d.get("shape", [1]), dtype=np.float32)
-                           for name, d in model.input_description.items()}, state=state)
+            model.predict(ones, state=state)
 
 
 def test_model_file_deleted_under_an_open_model(tmp_path):
