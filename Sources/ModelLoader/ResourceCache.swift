@@ -74,7 +74,8 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
         var lastUse: UInt64 = 0
         /// Evict when the last lease comes back (`evict(at:)` while leased).
         var evictWhenReturned = false
-        var waiters: [CheckedContinuation<Resource, any Error>] = []
+        /// Requests waiting for the load under way, told its outcome.
+        var waiters: [@Sendable (Result<Resource, Failure>) -> Void] = []
     }
 
     private struct State {
@@ -127,18 +128,11 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             case .join:
                 do {
                     let model = try await withCheckedThrowingContinuation { continuation in
-                        let outcome: Resource?? = state.withLock { state in
-                            guard state.entries[key] != nil else { return .some(nil) }
-                            if let model = state.entries[key]?.model {
-                                state.clock += 1
-                                state.entries[key]?.lastUse = state.clock
-                                state.entries[key]?.leases += 1
-                                state.statistics.hits += 1
-                                return .some(model)
+                        let outcome = join(key) { result in
+                            switch result {
+                            case .success(let model): continuation.resume(returning: model)
+                            case .failure(let error): continuation.resume(throwing: error)
                             }
-                            state.entries[key]?.waiters.append(continuation)
-                            state.statistics.waiting += 1
-                            return nil
                         }
                         switch outcome {
                         case .some(.some(let model)): continuation.resume(returning: model)
@@ -153,6 +147,61 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
                     continue  // the load ended, and its model went, before this request joined; not counted yet
                 }
             }
+        }
+    }
+
+    /// `model(at:)` for a thread that may block — a server's connection or
+    /// worker thread, never one of Swift's cooperative pool: a load runs on
+    /// the calling thread, and a request joining a load under way waits for it
+    /// on a semaphore. No other thread is needed, so a request is never held
+    /// up by a thread pool (cooperative or Dispatch's) that unrelated work
+    /// keeps busy. Shares loads, counters and leases with `model(at:)`.
+    public func modelBlocking(at path: String) throws(Failure) -> ResourceLease<Resource> {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        while true {
+            switch begin(key) {
+            case .loaded(let model):
+                return lease(model, key)
+            case .load:
+                return try finish(key, Result { () throws(Failure) in try loader(key) })
+            case .join:
+                let handoff = Locked<Result<Resource, Failure>?>(nil)
+                let done = DispatchSemaphore(value: 0)
+                let outcome = join(key) { result in
+                    handoff.withLock { $0 = result }
+                    done.signal()
+                }
+                switch outcome {
+                case .some(.some(let model)):
+                    return lease(model, key)
+                case .some(.none):
+                    continue  // the load ended, and its model went, before this request joined; not counted yet
+                case .none:
+                    done.wait()
+                    guard let result = handoff.withLock({ $0 }) else { preconditionFailure("a load finished without a result") }
+                    return lease(try result.get(), key)
+                }
+            }
+        }
+    }
+
+    /// Joins the load under way for `key`: the model when it has come in the
+    /// meantime (leased and counted), no entry (`.some(nil)`) when the load
+    /// ended without a model before this request joined, or `nil` when
+    /// `waiter` was queued and will be told the load's outcome.
+    private func join(_ key: String, _ waiter: @escaping @Sendable (Result<Resource, Failure>) -> Void) -> Resource?? {
+        state.withLock { state in
+            guard state.entries[key] != nil else { return .some(nil) }
+            if let model = state.entries[key]?.model {
+                state.clock += 1
+                state.entries[key]?.lastUse = state.clock
+                state.entries[key]?.leases += 1
+                state.statistics.hits += 1
+                return .some(model)
+            }
+            state.entries[key]?.waiters.append(waiter)
+            state.statistics.waiting += 1
+            return nil
         }
     }
 
@@ -204,6 +253,12 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             }
         }
         guard let outcome = handoff.withLock({ $0 }) else { preconditionFailure("load finished without a result") }
+        return try finish(key, outcome)
+    }
+
+    /// Records a load's outcome, tells the requests that joined it, and
+    /// leases the model to the request that loaded it.
+    private func finish(_ key: String, _ outcome: Result<Resource, Failure>) throws(Failure) -> ResourceLease<Resource> {
         let model: Resource
         switch outcome {
         case .success(let loaded):
@@ -216,7 +271,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
                 return waiters
             }
             eventSink.yield(.loadFailed(path: key, error: error))
-            for waiter in waiters { waiter.resume(throwing: error) }
+            for waiter in waiters { waiter(.failure(error)) }
             throw error
         }
         let bytes = model.residentBytes
@@ -232,7 +287,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             return waiters
         }
         eventSink.yield(.loaded(path: key, bytes: bytes))
-        for waiter in waiters { waiter.resume(returning: model) }
+        for waiter in waiters { waiter(.success(model)) }
         evict(toAtMost: budget, reason: .budget)
         return lease(model, key)
     }

@@ -226,21 +226,12 @@ public final class InferenceService: Sendable {
         }
     }
 
-    /// A lease on the model at `path`, from a thread that may block.
+    /// A lease on the model at `path`, loaded on this thread when it is not
+    /// in (connection and worker threads may block). It needs no thread of a
+    /// shared pool: a request waiting on a task or Dispatch job would wait
+    /// for as long as unrelated work keeps that pool busy.
     static func lease(_ path: String, in cache: Cache) -> Result<ResourceLease<Model>, ModelLoadError> {
-        let box = Locked<Result<ResourceLease<Model>, ModelLoadError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do throws(ModelLoadError) {
-                let lease = try await cache.model(at: path)
-                box.withLock { $0 = .success(lease) }
-            } catch {
-                box.withLock { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
-        return box.withLock { $0 } ?? .failure(.build("the load ended without a result"))
+        Result { () throws(ModelLoadError) in try cache.modelBlocking(at: path) }
     }
 
     static func name(of path: String) -> String {

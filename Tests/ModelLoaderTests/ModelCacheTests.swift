@@ -81,6 +81,61 @@ final class CountingLoader: Sendable {
         #expect(cache.statistics.failedLoads >= 2)
     }
 
+    /// `modelBlocking(at:)` from threads of their own (as a server's workers
+    /// call it) and `model(at:)` from tasks share one load, and a load's error
+    /// reaches the blocked threads too; no thread pool is needed to answer them.
+    @Test(.timeLimit(.minutes(1))) func blockingAndAsyncRequestsShareOneLoad() async throws {
+        let path = try TestBundles.make([1000], label: "cache-blocking")[0]
+        let missing = "/nonexistent/blocking.mlmodelc"
+        let threads = 8
+        let tasks = 8
+        let loader = CountingLoader(waitForWaiters: threads + tasks - 1, failing: [missing])
+        let cache = loader.makeCache(budget: 1 << 30)
+        func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+            await withCheckedContinuation { continuation in Thread { continuation.resume(returning: body()) }.start() }
+        }
+        let models = try await withThrowingTaskGroup(of: ObjectIdentifier.self) { group in
+            for _ in 0..<threads {
+                group.addTask {
+                    let lease = try await onThread { Result { () throws(BundleError) in try cache.modelBlocking(at: path) } }.get()
+                    defer { lease.release() }
+                    return ObjectIdentifier(lease.model)
+                }
+            }
+            for _ in 0..<tasks {
+                group.addTask {
+                    let lease = try await cache.model(at: path)
+                    defer { lease.release() }
+                    return ObjectIdentifier(lease.model)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(models.count == threads + tasks && Set(models).count == 1)
+        #expect(loader.loads.load(ordering: .relaxed) == 1)
+        #expect(cache.statistics.loads == 1 && cache.statistics.misses == 1 && cache.statistics.hits == threads + tasks - 1)
+        #expect(cache.statistics.waiting == 0)
+
+        loader.waitForWaiters.store(threads - 1, ordering: .relaxed)
+        let failures = await withTaskGroup(of: BundleError?.self) { group in
+            for _ in 0..<threads {
+                group.addTask {
+                    await onThread {
+                        do throws(BundleError) {
+                            try cache.modelBlocking(at: missing).release()
+                            return nil
+                        } catch {
+                            return error
+                        }
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(failures.count == threads && failures.allSatisfy { $0 == .notABundle(path: missing) })
+        #expect(loader.loads.load(ordering: .relaxed) == 2 && cache.statistics.failedLoads == 1 && cache.statistics.waiting == 0)
+    }
+
     /// Sizes and budgets swept: after every request (each released at once)
     /// the cache holds exactly what a plain least-recently-used list within
     /// the budget holds.

@@ -22,6 +22,15 @@ import Testing
         }
     }
 
+    /// Runs `body`, which blocks (it waits for threads and for the
+    /// scheduler), on a thread of its own rather than one of Swift's
+    /// cooperative threads, which the rest of the suite needs.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: body()) }.start()
+        }
+    }
+
     static func submitConcurrently(_ scheduler: InferenceScheduler, count: Int, timeoutMilliseconds: Int = 10_000) -> [JobOutcome] {
         let outcomes = Locked<[Int: JobOutcome]>([:])
         // A thread per request, as the HTTP server has one per connection.
@@ -41,12 +50,14 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: [2, 4, 8])
-    func concurrentRequestsAreBatchedUpToMaxBatch(maxBatch: Int) throws {
+    func concurrentRequestsAreBatchedUpToMaxBatch(maxBatch: Int) async throws {
         let batches = Locked<[Int]>([])
         let scheduler = InferenceScheduler(workers: 1, maxBatch: maxBatch, batchDelayNanoseconds: 50_000_000, capacity: 64,
                                            execute: Self.echo(delay: 0.01, batches: batches))
-        let outcomes = Self.submitConcurrently(scheduler, count: 16)
-        scheduler.shutdown()
+        let outcomes = await Self.offPool {
+            defer { scheduler.shutdown() }
+            return Self.submitConcurrently(scheduler, count: 16)
+        }
         for (index, outcome) in outcomes.enumerated() {
             #expect(try outcome.result.get()["i"] == .int64(Int64(index)), "each request gets its own answer")
         }
@@ -55,43 +66,52 @@ import Testing
         #expect(sizes.count < 16, "some requests were computed together: \(sizes)")
     }
 
-    @Test(.timeLimit(.minutes(1))) func aFullQueueAnswers503AtOnce() {
+    @Test(.timeLimit(.minutes(1))) func aFullQueueAnswers503AtOnce() async {
         let batches = Locked<[Int]>([])
         let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 2,
                                            execute: Self.echo(delay: 0.2, batches: batches))
-        let outcomes = Self.submitConcurrently(scheduler, count: 8)
-        scheduler.shutdown()
+        let outcomes = await Self.offPool {
+            defer { scheduler.shutdown() }
+            return Self.submitConcurrently(scheduler, count: 8)
+        }
         let refused = outcomes.filter { if case .failure(.overloaded) = $0.result { true } else { false } }
         let served = outcomes.filter { (try? $0.result.get()) != nil }
         #expect(refused.count >= 1 && served.count >= 2 && refused.count + served.count == 8)
         #expect(RequestError.overloaded(queued: 2).status == 503)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aRequestPastItsDeadlineTimesOut() {
+    @Test(.timeLimit(.minutes(1))) func aRequestPastItsDeadlineTimesOut() async {
         let batches = Locked<[Int]>([])
         let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 8,
                                            execute: Self.echo(delay: 0.3, batches: batches))
-        let outcomes = Self.submitConcurrently(scheduler, count: 3, timeoutMilliseconds: 100)
-        scheduler.shutdown()
+        let outcomes = await Self.offPool {
+            defer { scheduler.shutdown() }
+            return Self.submitConcurrently(scheduler, count: 3, timeoutMilliseconds: 100)
+        }
         #expect(outcomes.allSatisfy { $0.result == .failure(.timedOut(milliseconds: 100)) || (try? $0.result.get()) != nil })
         #expect(outcomes.contains { $0.result == .failure(.timedOut(milliseconds: 100)) })
     }
 
-    @Test(.timeLimit(.minutes(1))) func shutdownFinishesWhatIsQueued() {
+    @Test(.timeLimit(.minutes(1))) func shutdownFinishesWhatIsQueued() async {
         let batches = Locked<[Int]>([])
         let scheduler = InferenceScheduler(workers: 2, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 64,
                                            execute: Self.echo(delay: 0.02, batches: batches))
         let done = Locked(0)
-        let group = DispatchGroup()
-        for index in 0..<12 {
-            DispatchQueue.global().async(group: group) {
-                let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: .distantFuture, timeoutMilliseconds: 0)
-                if (try? outcome.result.get()) != nil { done.withLock { $0 += 1 } }
+        await Self.offPool {
+            // A thread per request, as the HTTP server has one per connection (not Dispatch's shared pool).
+            let group = DispatchGroup()
+            for index in 0..<12 {
+                group.enter()
+                Thread {
+                    let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: .distantFuture, timeoutMilliseconds: 0)
+                    if (try? outcome.result.get()) != nil { done.withLock { $0 += 1 } }
+                    group.leave()
+                }.start()
             }
+            Thread.sleep(forTimeInterval: 0.05)
+            scheduler.shutdown()
+            group.wait()
         }
-        Thread.sleep(forTimeInterval: 0.05)
-        scheduler.shutdown()
-        group.wait()
         let submittedBeforeShutdown = batches.withLock { $0.count }
         #expect(done.withLock { $0 } == submittedBeforeShutdown)
     }

@@ -38,47 +38,71 @@ import Testing
         }
     }
 
+    /// Shuts the service down on a thread of its own: `shutdown()` waits for the
+    /// workers, which must not hold one of Swift's cooperative threads.
+    static func stop(_ service: InferenceService) async {
+        await withCheckedContinuation { continuation in
+            Thread {
+                service.shutdown()
+                continuation.resume()
+            }.start()
+        }
+    }
+
+    /// Runs `body` on a fresh service, then shuts it down (whether `body` threw or not).
+    static func withService(_ configure: (inout ServerOptions) -> Void = { _ in },
+                            _ body: (InferenceService, String) async throws -> Void) async throws {
+        let (service, directory) = try Self.service(configure)
+        do {
+            try await body(service, directory)
+        } catch {
+            await stop(service)
+            throw error
+        }
+        await stop(service)
+    }
+
     static let iris = #"{"inputs":[{"name":"features","datatype":"FP64","shape":[4],"data":[5.1,3.5,1.4,0.2]}]}"#
 
     @Test func healthMetadataAndInference() async throws {
-        let (service, _) = try Self.service()
-        defer { service.shutdown() }
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/live")).status == 200)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/ready")).status == 200)
-        let metadata = Self.object(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier")))
-        #expect(metadata["platform"] as? String == "coreml" && metadata["versions"] as? [String] == ["1"])
-        let inputs = try #require(metadata["inputs"] as? [[String: Any]])
-        #expect(inputs.first?["datatype"] as? String == "FP64" && inputs.first?["shape"] as? [Int] == [4])
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier/versions/1/ready")).status == 200)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier/versions/2/ready")).status == 404)
+        try await Self.withService { service, _ in
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/live")).status == 200)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/ready")).status == 200)
+            let metadata = Self.object(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier")))
+            #expect(metadata["platform"] as? String == "coreml" && metadata["versions"] as? [String] == ["1"])
+            let inputs = try #require(metadata["inputs"] as? [[String: Any]])
+            #expect(inputs.first?["datatype"] as? String == "FP64" && inputs.first?["shape"] as? [Int] == [4])
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier/versions/1/ready")).status == 200)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/models/GLMClassifier/versions/2/ready")).status == 404)
 
-        let response = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris))
-        #expect(response.status == 200)
-        let outputs = try #require(Self.object(response)["outputs"] as? [[String: Any]])
-        let byName = Dictionary(uniqueKeysWithValues: outputs.map { ($0["name"] as? String ?? "", $0) })
-        #expect(byName["species"]?["datatype"] as? String == "INT64")
-        let probabilities = try #require(byName["classProbability"]?["data"] as? [Double])
-        #expect(probabilities.count == 3 && abs(probabilities.reduce(0, +) - 1) < 1e-9)
-        // The label is the class of highest probability, as the model's own prediction says.
-        let label = try #require((byName["species"]?["data"] as? [Int])?.first)
-        #expect(probabilities.firstIndex(of: probabilities.max() ?? 0) == label)
+            let response = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris))
+            #expect(response.status == 200)
+            let outputs = try #require(Self.object(response)["outputs"] as? [[String: Any]])
+            let byName = Dictionary(uniqueKeysWithValues: outputs.map { ($0["name"] as? String ?? "", $0) })
+            #expect(byName["species"]?["datatype"] as? String == "INT64")
+            let probabilities = try #require(byName["classProbability"]?["data"] as? [Double])
+            #expect(probabilities.count == 3 && abs(probabilities.reduce(0, +) - 1) < 1e-9)
+            // The label is the class of highest probability, as the model's own prediction says.
+            let label = try #require((byName["species"]?["data"] as? [Int])?.first)
+            #expect(probabilities.firstIndex(of: probabilities.max() ?? 0) == label)
+        }
     }
 
     @Test func classificationGivesTopKScoreIndexLabel() async throws {
-        let (service, _) = try Self.service()
-        defer { service.shutdown() }
-        let json = #"{"inputs":[{"name":"features","datatype":"FP64","shape":[4],"data":[6.7,3.0,5.2,2.3]}],"#
-            + #""outputs":[{"name":"classProbability","parameters":{"classification":2}},{"name":"classProbability"}]}"#
-        let response = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", json))
-        let outputs = try #require(Self.object(response)["outputs"] as? [[String: Any]])
-        let top = try #require(outputs[0]["data"] as? [String])
-        let scores = try #require(outputs[1]["data"] as? [Double])
-        #expect(outputs[0]["datatype"] as? String == "BYTES" && top.count == 2)
-        let ranked = scores.enumerated().sorted { $0.element > $1.element }
-        for (entry, expected) in zip(top, ranked) {
-            let fields = entry.split(separator: ":").map(String.init)
-            #expect(fields.count == 3)
-            #expect(Int(fields[1]) == expected.offset && abs((Double(fields[0]) ?? -1) - expected.element) < 1e-5)
+        try await Self.withService { service, _ in
+            let json = #"{"inputs":[{"name":"features","datatype":"FP64","shape":[4],"data":[6.7,3.0,5.2,2.3]}],"#
+                + #""outputs":[{"name":"classProbability","parameters":{"classification":2}},{"name":"classProbability"}]}"#
+            let response = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", json))
+            let outputs = try #require(Self.object(response)["outputs"] as? [[String: Any]])
+            let top = try #require(outputs[0]["data"] as? [String])
+            let scores = try #require(outputs[1]["data"] as? [Double])
+            #expect(outputs[0]["datatype"] as? String == "BYTES" && top.count == 2)
+            let ranked = scores.enumerated().sorted { $0.element > $1.element }
+            for (entry, expected) in zip(top, ranked) {
+                let fields = entry.split(separator: ":").map(String.init)
+                #expect(fields.count == 3)
+                #expect(Int(fields[1]) == expected.offset && abs((Double(fields[0]) ?? -1) - expected.element) < 1e-5)
+            }
         }
     }
 
@@ -96,93 +120,93 @@ import Testing
         ("/v3", "", 404, "no endpoint"),
     ])
     func faultsAnswerWithStatusAndError(path: String, json: String, status: Int, fault: String) async throws {
-        let (service, _) = try Self.service()
-        defer { service.shutdown() }
-        let response = await Self.call(service, Self.post(path, json))
-        #expect(response.status == status)
-        let message = try #require(Self.object(response)["error"] as? String)
-        #expect(message.contains(fault), "\(message)")
-        // The server still answers.
-        #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
+        try await Self.withService { service, _ in
+            let response = await Self.call(service, Self.post(path, json))
+            #expect(response.status == status)
+            let message = try #require(Self.object(response)["error"] as? String)
+            #expect(message.contains(fault), "\(message)")
+            // The server still answers.
+            #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
+        }
     }
 
     @Test func apiKeyIsRequiredExceptOnHealth() async throws {
-        let (service, _) = try Self.service { $0.apiKey = "s3cret" }
-        defer { service.shutdown() }
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/ready")).status == 200)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2")).status == 401)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2", headers: ["Authorization": "Bearer s3cre"])).status == 401)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2", headers: ["Authorization": "Bearer s3cret"])).status == 200)
-        #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/metrics", headers: ["X-API-Key": "s3cret"])).status == 200)
-        #expect(InferenceService.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
-        #expect(!InferenceService.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
-        #expect(!InferenceService.constantTimeEqual([], Array("a".utf8)))
+        try await Self.withService({ $0.apiKey = "s3cret" }) { service, _ in
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/ready")).status == 200)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2")).status == 401)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2", headers: ["Authorization": "Bearer s3cre"])).status == 401)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2", headers: ["Authorization": "Bearer s3cret"])).status == 200)
+            #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/metrics", headers: ["X-API-Key": "s3cret"])).status == 200)
+            #expect(InferenceService.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
+            #expect(!InferenceService.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
+            #expect(!InferenceService.constantTimeEqual([], Array("a".utf8)))
+        }
     }
 
     @Test func repositoryIndexLoadAndUnload() async throws {
-        let (service, _) = try Self.service()
-        defer { service.shutdown() }
-        func index(_ readyOnly: Bool = false) async -> [String: String] {
-            let response = await Self.call(service, Self.post("/v2/repository/index", readyOnly ? #"{"ready":true}"# : ""))
-            let entries = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [[String: Any]] ?? []
-            return Dictionary(uniqueKeysWithValues: entries.map { ($0["name"] as? String ?? "", $0["state"] as? String ?? "") })
+        try await Self.withService { service, _ in
+            func index(_ readyOnly: Bool = false) async -> [String: String] {
+                let response = await Self.call(service, Self.post("/v2/repository/index", readyOnly ? #"{"ready":true}"# : ""))
+                let entries = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [[String: Any]] ?? []
+                return Dictionary(uniqueKeysWithValues: entries.map { ($0["name"] as? String ?? "", $0["state"] as? String ?? "") })
+            }
+            #expect(await index().count == Self.models.count)
+            #expect(await index(true).isEmpty)
+            #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/load", "")).status == 200)
+            #expect(await index(true) == ["GLMClassifier": "READY"])
+            #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/unload", "")).status == 200)
+            #expect(await index()["GLMClassifier"] == "UNAVAILABLE")
+            #expect(service.cache.statistics.modelsResident == 0)
+            let refused = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris))
+            #expect(refused.status == 400 && (Self.object(refused)["error"] as? String ?? "").contains("unloaded"))
+            #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/load", "")).status == 200)
+            #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
+            #expect(await Self.call(service, Self.post("/v2/repository/models/Nope/load", "")).status == 404)
         }
-        #expect(await index().count == Self.models.count)
-        #expect(await index(true).isEmpty)
-        #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/load", "")).status == 200)
-        #expect(await index(true) == ["GLMClassifier": "READY"])
-        #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/unload", "")).status == 200)
-        #expect(await index()["GLMClassifier"] == "UNAVAILABLE")
-        #expect(service.cache.statistics.modelsResident == 0)
-        let refused = await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris))
-        #expect(refused.status == 400 && (Self.object(refused)["error"] as? String ?? "").contains("unloaded"))
-        #expect(await Self.call(service, Self.post("/v2/repository/models/GLMClassifier/load", "")).status == 200)
-        #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
-        #expect(await Self.call(service, Self.post("/v2/repository/models/Nope/load", "")).status == 404)
     }
 
     @Test func aModelDeletedWhileLoadedIsDroppedAndOthersServe() async throws {
-        let (service, directory) = try Self.service()
-        defer { service.shutdown() }
-        #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
-        try FileManager.default.removeItem(atPath: directory + "/GLMClassifier.mlmodel")
-        #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 404)
-        #expect(service.cache.statistics.evictions == 1)
-        #expect(await Self.call(service, Self.post("/v2/models/TreeEnsembleClassifier/infer", Self.iris)).status == 200)
+        try await Self.withService { service, directory in
+            #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 200)
+            try FileManager.default.removeItem(atPath: directory + "/GLMClassifier.mlmodel")
+            #expect(await Self.call(service, Self.post("/v2/models/GLMClassifier/infer", Self.iris)).status == 404)
+            #expect(service.cache.statistics.evictions == 1)
+            #expect(await Self.call(service, Self.post("/v2/models/TreeEnsembleClassifier/infer", Self.iris)).status == 200)
+        }
     }
 
     @Test(arguments: [1, 2])
     func budgetOfOneModelEvictsAndReloadsTransparently(threads: Int) async throws {
-        let (service, _) = try Self.service {
+        try await Self.withService {
             $0.memoryBudget = 1
             $0.threads = threads
-        }
-        defer { service.shutdown() }
-        for _ in 0..<3 {
-            for model in ["GLMClassifier", "TreeEnsembleClassifier"] {
-                #expect(await Self.call(service, Self.post("/v2/models/\(model)/infer", Self.iris)).status == 200)
+        } _: { service, _ in
+            for _ in 0..<3 {
+                for model in ["GLMClassifier", "TreeEnsembleClassifier"] {
+                    #expect(await Self.call(service, Self.post("/v2/models/\(model)/infer", Self.iris)).status == 200)
+                }
             }
+            let statistics = service.cache.statistics
+            #expect(statistics.modelsResident <= 1 && statistics.evictions >= 5 && statistics.loads >= 6)
+            let metrics = String(decoding: await Self.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains("nv_inference_request_success{model=\"GLMClassifier\",version=\"1\"} 3"))
+            #expect(metrics.contains("modelc_model_evictions_total \(statistics.evictions)"))
         }
-        let statistics = service.cache.statistics
-        #expect(statistics.modelsResident <= 1 && statistics.evictions >= 5 && statistics.loads >= 6)
-        let metrics = String(decoding: await Self.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
-        #expect(metrics.contains("nv_inference_request_success{model=\"GLMClassifier\",version=\"1\"} 3"))
-        #expect(metrics.contains("modelc_model_evictions_total \(statistics.evictions)"))
     }
 
     @Test func imagesAsEncodedBytesAndAsPixels() async throws {
-        let (service, _) = try Self.service()
-        defer { service.shutdown() }
-        let png = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Images/top-red-bottom-blue.png")))
-        let encoded = #"{"inputs":[{"name":"image","datatype":"BYTES","shape":[1],"data":["\#(png.base64EncodedString())"]}],"#
-            + #""outputs":[{"name":"classLabel"}]}"#
-        let response = await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", encoded))
-        #expect(response.status == 200)
-        let pixels = (0..<(16 * 16 * 3)).map { String($0 % 251) }.joined(separator: ",")
-        let raw = #"{"inputs":[{"name":"image","datatype":"UINT8","shape":[16,16,3],"data":[\#(pixels)]}]}"#
-        #expect(await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", raw)).status == 200)
-        let notImage = #"{"inputs":[{"name":"image","datatype":"BYTES","shape":[1],"data":["bm90IGFuIGltYWdl"]}]}"#
-        #expect(await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", notImage)).status == 400)
+        try await Self.withService { service, _ in
+            let png = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Images/top-red-bottom-blue.png")))
+            let encoded = #"{"inputs":[{"name":"image","datatype":"BYTES","shape":[1],"data":["\#(png.base64EncodedString())"]}],"#
+                + #""outputs":[{"name":"classLabel"}]}"#
+            let response = await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", encoded))
+            #expect(response.status == 200)
+            let pixels = (0..<(16 * 16 * 3)).map { String($0 % 251) }.joined(separator: ",")
+            let raw = #"{"inputs":[{"name":"image","datatype":"UINT8","shape":[16,16,3],"data":[\#(pixels)]}]}"#
+            #expect(await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", raw)).status == 200)
+            let notImage = #"{"inputs":[{"name":"image","datatype":"BYTES","shape":[1],"data":["bm90IGFuIGltYWdl"]}]}"#
+            #expect(await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", notImage)).status == 400)
+        }
     }
 }
 
