@@ -102,13 +102,12 @@ struct GraphReader {
 
 /// Decodes MIL values: immediate tensors and blobs of the weight file.
 struct ConstantReader {
-    /// The directory `@model_path` names (a bundle or the package's model folder).
-    let modelDirectory: String?
-    private let files = BlobFiles()
+    /// Weight files, each opened once per model.
+    private let files: MILWeightFiles
 
-    /// Weight files opened once per model.
-    private final class BlobFiles {
-        var open: [String: MILBlobFile] = [:]
+    /// `modelDirectory`: the directory `@model_path` names (a bundle or the package's model folder).
+    init(modelDirectory: String?) {
+        files = MILWeightFiles(modelDirectory: modelDirectory)
     }
 
     func tensor(_ value: CoreML__Specification__MILSpec__Value, owner: String) throws(RuntimeError) -> Tensor {
@@ -190,27 +189,8 @@ struct ConstantReader {
     }
 
     private func blobBytes(_ reference: String, offset: UInt64, owner: String) throws(RuntimeError) -> UnsafeRawBufferPointer {
-        guard let modelDirectory else {
-            throw .invalidParameters(model: "operation \"\(owner)\"", detail: "a weight file reference without a model directory")
-        }
-        let prefix = "@model_path/"
-        guard reference.hasPrefix(prefix), !reference.contains("..") else {
-            throw .invalidParameters(model: "operation \"\(owner)\"", detail: "weight file \"\(reference)\" is not inside the model")
-        }
-        let path = modelDirectory + "/" + reference.dropFirst(prefix.count)
-        let file: MILBlobFile
-        if let open = files.open[path] {
-            file = open
-        } else {
-            do {
-                file = try MILBlobFile(path: path)
-            } catch {
-                throw .invalidParameters(model: "operation \"\(owner)\"", detail: error.description)
-            }
-            files.open[path] = file
-        }
         do {
-            return try file.data(at: offset)
+            return try files.bytes(reference: reference, offset: offset)
         } catch {
             throw .invalidParameters(model: "operation \"\(owner)\"", detail: error.description)
         }
