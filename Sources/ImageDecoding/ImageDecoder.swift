@@ -69,19 +69,7 @@ public struct ImageDecoder: Sendable, Equatable {
     ///   or an invalid `fitting`.
     public func decode(file path: String, orientation: ImageOrientation? = nil,
                        fitting: ImageFitting? = nil) throws(ImageError) -> PixelBuffer {
-        try fitting?.validate()
-        let file: MappedFile
-        do {
-            file = try MappedFile(path: path)
-        } catch {
-            switch error {
-            case .system(let failure): throw .unreadable(file: path, reason: failure.reason)
-            case .notRegularFile: throw .unreadable(file: path, reason: "not a regular file")
-            }
-        }
-        return try withExtendedLifetime(file) { () throws(ImageError) -> PixelBuffer in
-            try decode(bytes: file.bytes, name: path, orientation: orientation, fitting: fitting)
-        }
+        try decodeFitted(file: path, orientation: orientation, fitting: fitting).image
     }
 
     /// Decodes an image held in memory; `name` stands for it in errors.

@@ -108,50 +108,15 @@ enum ClassifyCommand {
                 return .cannotWrite
             }
         }
-        let progress = options.json ? nil : ProgressLine.forTerminal(label: "classifying")
-        var failures: [ImageRequestError] = []
         // Images are decoded and run in parallel and printed in order, each as
         // soon as it and those before it are done.
-        OrderedParallelWork.run(count: images.count, threads: options.threads, window: max(1, options.threads) * 8) { index in
-            let image = images[index]
-            return Result { () throws(ImageRequestError) -> ImageRequestResult in
-                if let problem = image.problem { throw .image(problem) }
-                let result = try ImageRequestHandler(file: image.path).perform(request)
-                if let directory = options.drawDirectory {
-                    if case .recognizedObjects = result.observations {
-                        try DetectCommand.draw(result, image: image.path, into: directory)
-                    } else {
-                        try ImageOutputs.drawMask(result, image: image.path, into: directory)
-                    }
-                }
-                if let directory = options.outputDirectory {
-                    try ImageOutputs.write(result, image: image.path, into: directory)
-                }
-                return result
-            }
-        } deliver: { index, result in
-            let image = images[index]
-            switch result {
-            case .success(let found):
-                progress?.finish()
-                Output.print(report.text(image: image.path, found))
-            case .failure(let error):
-                failures.append(error)
-                progress?.finish()
-                if options.json {
-                    Output.print("{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n")
-                } else {
-                    Output.error("\(Modelc.toolName): error: \(error)\n")
-                }
-            }
-            progress?.update(items: index + 1, of: images.count, unit: "images")
+        return ImageBatch.run(images, threads: options.threads, json: options.json, label: "classifying") { path throws(ImageRequestError) in
+            let result = try ImageRequestHandler(file: path).perform(request)
+            try ImageBatch.writeFiles(result, image: path, draw: options.drawDirectory, outputs: options.outputDirectory)
+            return result
+        } text: { path, found in
+            report.text(image: path, found)
         }
-        progress?.finish()
-        guard let first = failures.first else { return .success }
-        if images.count > 1, !options.json {
-            Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
-        }
-        return ExitCode(first)
     }
 
     /// `--regions faces`: the model on each face of each image.

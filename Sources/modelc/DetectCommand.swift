@@ -133,48 +133,14 @@ enum DetectCommand {
         }
 
         let report = DetectionReport(json: options.json, values: PredictionReport(model: model, top: 5))
-        var failures: [ImageRequestError] = []
-        let progress = options.json ? nil : ProgressLine.forTerminal(label: "detecting")
-        OrderedParallelWork.run(count: images.count, threads: options.threads, window: max(1, options.threads) * 8) { index in
-            let image = images[index]
-            return Result { () throws(ImageRequestError) -> ImageRequestResult in
-                if let problem = image.problem { throw .image(problem) }
-                var result = try ImageRequestHandler(file: image.path).perform(request)
-                result = Self.refiltered(result, confidence: refilter.confidence, iou: refilter.iou)
-                if let directory = options.drawDirectory {
-                    if case .recognizedObjects = result.observations {
-                        try Self.draw(result, image: image.path, into: directory)
-                    } else {
-                        try ImageOutputs.drawMask(result, image: image.path, into: directory)
-                    }
-                }
-                if let directory = options.outputDirectory {
-                    try ImageOutputs.write(result, image: image.path, into: directory)
-                }
-                return result
-            }
-        } deliver: { index, result in
-            let image = images[index]
-            progress?.finish()
-            switch result {
-            case .success(let found):
-                Output.print(report.text(image: image.path, found))
-            case .failure(let error):
-                failures.append(error)
-                if options.json {
-                    Output.print("{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n")
-                } else {
-                    Output.error("\(Modelc.toolName): error: \(error)\n")
-                }
-            }
-            progress?.update(items: index + 1, of: images.count, unit: "images")
+        return ImageBatch.run(images, threads: options.threads, json: options.json, label: "detecting") { path throws(ImageRequestError) in
+            var result = try ImageRequestHandler(file: path).perform(request)
+            result = Self.refiltered(result, confidence: refilter.confidence, iou: refilter.iou)
+            try ImageBatch.writeFiles(result, image: path, draw: options.drawDirectory, outputs: options.outputDirectory)
+            return result
+        } text: { path, found in
+            report.text(image: path, found)
         }
-        progress?.finish()
-        guard let first = failures.first else { return .success }
-        if images.count > 1, !options.json {
-            Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
-        }
-        return ExitCode(first)
     }
 
     /// `detect --faces`: the faces in each image.
@@ -192,45 +158,16 @@ enum DetectCommand {
         }
     }
 
-    /// Runs `work` on each image in parallel, printing its text in order; an
-    /// image that fails is named (or a JSON error line) and the others go on.
-    /// A detector that cannot be opened stops the run at the first image.
+    /// Runs `work` on each image in parallel, printing its text in order (see
+    /// `ImageBatch`). A detector that cannot be opened stops the run before the
+    /// first image.
     static func eachImage(_ images: [ImageFiles.Entry], options: Options, label: String,
                           _ work: @escaping @Sendable (String) throws(ImageRequestError) -> String) -> ExitCode {
         if let unavailable = FaceDetector.availability() {
             Output.error("\(Modelc.toolName): error: \(unavailable)\n")
             return ExitCode(ImageRequestError.faces(unavailable))
         }
-        var failures: [ImageRequestError] = []
-        let progress = options.json ? nil : ProgressLine.forTerminal(label: label)
-        OrderedParallelWork.run(count: images.count, threads: options.threads, window: max(1, options.threads) * 8) { index in
-            let image = images[index]
-            return Result { () throws(ImageRequestError) -> String in
-                if let problem = image.problem { throw .image(problem) }
-                return try work(image.path)
-            }
-        } deliver: { index, result in
-            let image = images[index]
-            progress?.finish()
-            switch result {
-            case .success(let text):
-                Output.print(text)
-            case .failure(let error):
-                failures.append(error)
-                if options.json {
-                    Output.print("{\"image\": \(FeatureJSON.quoted(image.path)), \"error\": \(FeatureJSON.quoted(error.description))}\n")
-                } else {
-                    Output.error("\(Modelc.toolName): error: \(error)\n")
-                }
-            }
-            progress?.update(items: index + 1, of: images.count, unit: "images")
-        }
-        progress?.finish()
-        guard let first = failures.first else { return .success }
-        if images.count > 1, !options.json {
-            Output.error("\(Modelc.toolName): \(failures.count) of \(images.count) images failed\n")
-        }
-        return ExitCode(first)
+        return ImageBatch.run(images, threads: options.threads, json: options.json, label: label, work: work) { _, text in text }
     }
 
     /// The thresholds the model did not take as inputs, applied to what it found.
