@@ -120,7 +120,10 @@ int32_t modelc_predict_many(const modelc_model *model, const modelc_features *co
  * string labels as MODELC_KIND_STRINGS. */
 int32_t modelc_predict_columns(const modelc_model *model, const modelc_features *columns, modelc_features **outputs);
 
-/* States of stateful programs. */
+/* States of stateful programs (Core ML's MLState): the program's state
+ * tensors, zero when made, read and updated by each modelc_predict given
+ * the state. One prediction at a time uses a state: callers on several
+ * threads take turns. A state serves only the model that made it (93). */
 int32_t modelc_make_state(const modelc_model *model, modelc_state **state);
 void modelc_state_free(modelc_state *state);
 
