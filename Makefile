@@ -44,7 +44,8 @@ run: build
 
 # The suite runs twice: as built for debugging, and optimized (bugs such as a
 # pointer that outlives what it points to often show only when optimized);
-# then the cache's concurrency tests run under ThreadSanitizer.
+# then `modelc serve` end to end with real protocol clients, the concurrent
+# code under ThreadSanitizer, and the Python package's tests.
 test: deps check-generated
 	@Scripts/install-deps.sh nginx openssl python3 chromium
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
