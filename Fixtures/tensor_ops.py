@@ -1015,9 +1015,16 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS16)
+    def padded_crop(x):
+        return mb.crop_resize(x=x, roi=np.array([0, 0, 2, 2], dtype=np.float32).reshape(1, 1, 4, 1, 1), target_height=2,
+                              target_width=2, pad_value=1.5, name="y")
+    expected["unsupported_mode"] = ("load", 'layer "y" (crop_resize): pad_value 1.5 is not supported (0 only)')
+
     for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
-                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter)]:
-        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", padded_crop)]:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                           minimum_deployment_target=ct.target.iOS16 if name == "unsupported_mode" else ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
         package = os.path.join(out, name + ".mlpackage")
         save_ml_package(model, package)

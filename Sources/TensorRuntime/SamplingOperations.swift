@@ -169,6 +169,10 @@ enum SamplingOperations {
         if let roi = try context.optional("roi") {
             guard roi.rank == 5, roi.shape[2] == 4 || roi.shape[2] == 5 else { throw context.invalid("roi \(roi.shape) must be [N, 1, 4 or 5, 1, 1]") }
             boxes = roi; indices = nil; count = roi.shape[0]; withIndex = roi.shape[2] == 5
+            // coremltools declares [N, B, C, h, w] for an indexed roi where its definition documents [N, 1, C, h, w].
+            guard !withIndex || batch == 1 else {
+                throw context.unsupported("roi with a batch index (5 coordinates) on a batch of \(batch) images is not supported")
+            }
             outShape = [count, withIndex ? 1 : batch, channels, height, width]
         } else {
             boxes = try context.input("boxes")
