@@ -862,7 +862,7 @@ def crop_positions(mode, start, end, n, size):
             p = start + (i + 0.5) * length / n
         else:
             p = start + (i + 0.5) * length / n - 0.5
-        out.append(min(size - 1, max(0, p)))
+        out.append(p if 0 <= p <= size - 1 else None)
     return out
 
 
@@ -880,11 +880,12 @@ def crop_box(box, box_mode, normalized, scale, h, w):
     return y0 * sy, x0 * sx, y1 * sy, x1 * sx
 
 
-def crop_one(img, box, th, tw, box_mode, normalized, scale, sampling):
+def crop_one(img, box, th, tw, box_mode, normalized, scale, sampling, pad=0.0):
+    """A box resized by bilinear interpolation; samples outside the image are the pad value."""
     h, w = img.shape
     y0, x0, y1, x1 = crop_box(box, box_mode, normalized, scale, h, w)
     ys, xs = crop_positions(sampling, y0, y1, th, h), crop_positions(sampling, x0, x1, tw, w)
-    return np.array([[sample_plane(img, y, x, False, "border", 0.0) for x in xs] for y in ys])
+    return np.array([[pad if y is None or x is None else sample_plane(img, y, x, False, "border", 0.0) for x in xs] for y in ys])
 
 
 CROP_MODES = [("CORNERS_HEIGHT_FIRST", False, 1.0, "ALIGN_CORNERS", 3, 4),
@@ -940,12 +941,15 @@ def crop_resize_ios17(rng):
     boxes = crop_boxes("CORNERS_HEIGHT_FIRST", False, 1.0)
     indices = np.array([1, 1], dtype=np.int32)
     sized = [crop_boxes(m[0], m[1], m[2]) for m in CROP_MODES]
+    outside = np.array([[0.1, 0.3, 1.3, 1.0], [0.5, 1.8, 1.0, 0.3]], dtype=np.float32)
 
     @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=boxes.shape),
                              mb.TensorSpec(shape=indices.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
     def prog(x, b, i):
         outs = [mb.crop_resize(x=x, boxes=b, box_indices=i, target_height=3, target_width=2, sampling_mode="UNALIGN_CORNERS", name="indexed"),
-                mb.crop_resize(x=x, boxes=b, target_height=2, target_width=3, sampling_mode="DEFAULT", name="arange")]
+                mb.crop_resize(x=x, boxes=b, target_height=2, target_width=3, sampling_mode="DEFAULT", name="arange"),
+                mb.crop_resize(x=x, boxes=outside, target_height=3, target_width=3, normalized_coordinates=True,
+                               sampling_mode="ALIGN_CORNERS", pad_value=2.5, name="padded")]
         outs += [mb.crop_resize(x=x, boxes=s, target_height=m[4], target_width=m[5], normalized_coordinates=m[1], spatial_scale=m[2],
                                 box_coordinate_mode=m[0], sampling_mode=m[3], name="c%d" % k) for k, (m, s) in enumerate(zip(CROP_MODES, sized))]
         return tuple(outs)
@@ -954,6 +958,8 @@ def crop_resize_ios17(rng):
                                       for c in range(3)] for n in range(2)]),
                 "arange": np.array([[crop_one(x64[n, c], boxes[n], 2, 3, "CORNERS_HEIGHT_FIRST", False, 1.0, "DEFAULT")
                                      for c in range(3)] for n in range(2)])}
+    expected["padded"] = np.array([[crop_one(x64[n, c], outside[n], 3, 3, "CORNERS_HEIGHT_FIRST", True, 1.0, "ALIGN_CORNERS", 2.5)
+                                     for c in range(3)] for n in range(2)])
     for k, (m, s) in enumerate(zip(CROP_MODES, sized)):
         expected["c%d" % k] = np.array([[crop_one(x64[n, c], s[n], m[4], m[5], m[0], m[1], m[2], m[3]) for c in range(3)] for n in range(2)])
     return prog, [{"x": x, "b": boxes, "i": indices}], [expected]
@@ -1015,16 +1021,17 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
-    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS16)
-    def padded_crop(x):
-        return mb.crop_resize(x=x, roi=np.array([0, 0, 2, 2], dtype=np.float32).reshape(1, 1, 4, 1, 1), target_height=2,
-                              target_width=2, pad_value=1.5, name="y")
-    expected["unsupported_mode"] = ("load", 'layer "y" (crop_resize): pad_value 1.5 is not supported (0 only)')
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS17)
+    def affine_unnormalized(x):
+        return mb.affine(x=x, transform_matrix=np.array([[1, 0, 0, 0, 1, 0]], dtype=np.float32), output_height=2, output_width=2,
+                         sampling_mode="bilinear", padding_mode="constant", padding_value=0.0,
+                         coordinates_mode="normalized_minus_one_to_one", align_corners=True, name="y")
+    expected["unsupported_mode"] = ("load", 'layer "y" (affine): coordinates_mode "unnormalized" is not supported (the output grid is normalized)')
 
     for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
-                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", padded_crop)]:
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized)]:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
-                           minimum_deployment_target=ct.target.iOS16 if name == "unsupported_mode" else ct.target.iOS17,
+                           minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
         package = os.path.join(out, name + ".mlpackage")
         save_ml_package(model, package)
@@ -1034,6 +1041,20 @@ def write_refusals(out):
             block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
             relu = [op for op in block.operations if op.type == "relu"][0]
             relu.inputs["bogus"].arguments.add().name = "x"
+            save_spec(spec, path)
+        if name == "unsupported_mode":
+            # coremltools' builder accepts only normalized_minus_one_to_one; the mode MIL names is written into the file.
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            affine = [op for op in block.operations if op.type == "affine"][0]
+            argument = affine.inputs["coordinates_mode"].arguments[0]
+            if argument.name:
+                const = [op for op in block.operations if op.outputs and op.outputs[0].name == argument.name][0]
+                strings = const.attributes["val"].immediateValue.tensor.strings.values
+            else:
+                strings = argument.value.immediateValue.tensor.strings.values
+            strings[0] = "unnormalized"
             save_spec(spec, path)
     with open(os.path.join(out, "refusals.json"), "w") as f:
         json.dump({name: {"when": when, "message": message} for name, (when, message) in expected.items()}, f, indent=1, sort_keys=True)

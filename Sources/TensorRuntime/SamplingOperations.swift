@@ -161,9 +161,7 @@ enum SamplingOperations {
         guard ["STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"].contains(mode) else {
             throw context.unsupported("sampling_mode \"\(mode)\" is not one MIL defines")
         }
-        if let pad = try context.constant("pad_value"), let value = pad.scalar, value != 0 {
-            throw context.unsupported("pad_value \(value) is not supported (0 only)")
-        }
+        let pad = Double(try context.float("pad_value", 0))
         let batch = x.shape[0], channels = x.shape[1], rows = x.shape[2], columns = x.shape[3]
         let boxes: PlanValue, indices: PlanValue?, count: Int, withIndex: Bool, outShape: [Int]
         if let roi = try context.optional("roi") {
@@ -211,6 +209,7 @@ enum SamplingOperations {
                         let plane = input + (source * channels + c) * rows * columns
                         for (i, y) in ys.enumerated() {
                             for (j, px) in xs.enumerated() {
+                                guard let y, let px else { target[written + i * width + j] = Float(pad); continue }
                                 let top = Double(plane[y.0 * columns + px.0]) * (1 - px.2) + Double(plane[y.0 * columns + px.1]) * px.2
                                 let bottom = Double(plane[y.1 * columns + px.0]) * (1 - px.2) + Double(plane[y.1 * columns + px.1]) * px.2
                                 target[written + i * width + j] = Float(top * (1 - y.2) + bottom * y.2)
@@ -224,9 +223,9 @@ enum SamplingOperations {
     }
 
     /// Source positions of `output` samples in the box `[start, end]` of an
-    /// axis of `size` pixels under a `resize_bilinear` sampling mode, clamped
-    /// to the image: (low index, high index, weight of the high one).
-    static func grid(_ mode: String, _ start: Double, _ end: Double, _ output: Int, _ size: Int) -> [(Int, Int, Double)] {
+    /// axis of `size` pixels under a `resize_bilinear` sampling mode:
+    /// (low index, high index, weight of the high one); nil outside the image (the pad value).
+    static func grid(_ mode: String, _ start: Double, _ end: Double, _ output: Int, _ size: Int) -> [(Int, Int, Double)?] {
         let length = end - start, n = Double(output)
         return (0..<output).map { index in
             let i = Double(index)
@@ -238,7 +237,7 @@ enum SamplingOperations {
             case "OFFSET_CORNERS": point = start + (i + 0.5) * length / n
             default: point = start + (i + 0.5) * length / n - 0.5
             }
-            point = min(Double(size - 1), max(0, point))
+            guard point >= 0, point <= Double(size - 1) else { return nil }
             let low = min(Int(point.rounded(.down)), size - 1), high = min(low + 1, size - 1)
             return (low, high, point - Double(low))
         }
