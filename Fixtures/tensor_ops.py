@@ -754,6 +754,217 @@ def enumerated(rng):
     return prog, [{"x": x} for x in inputs], outputs
 
 
+def sample_plane(img, y, x, nearest, padding, value):
+    """One sample of a 2-D image at pixel position (y, x): bilinear or nearest, out-of-image
+    indices read through the padding mode (constant, border = edge, reflection = reflect
+    without the edge, symmetric = reflect with the edge, as np.pad names them)."""
+    rows, cols = img.shape
+
+    def at(r, c):
+        if padding == "constant":
+            return value if not (0 <= r < rows and 0 <= c < cols) else img[r, c]
+        mode = {"border": "edge", "reflection": "reflect", "symmetric": "symmetric"}[padding]
+        padded = np.pad(img, 40, mode=mode)
+        return padded[r + 40, c + 40]
+    if nearest:
+        return at(int(math.floor(y + 0.5)), int(math.floor(x + 0.5)))
+    r0, c0 = int(math.floor(y)), int(math.floor(x))
+    fy, fx = y - r0, x - c0
+    return ((at(r0, c0) * (1 - fx) + at(r0, c0 + 1) * fx) * (1 - fy)
+            + (at(r0 + 1, c0) * (1 - fx) + at(r0 + 1, c0 + 1) * fx) * fy)
+
+
+def unnormalize(v, n, mode, align):
+    if mode == "unnormalized":
+        return v
+    if mode == "normalized_zero_to_one":
+        return v * (n - 1) if align else v * n - 0.5
+    return (v + 1) / 2 * (n - 1) if align else ((v + 1) * n - 1) / 2
+
+
+def resample_reference(x, coords, sampling, padding, value, mode, align):
+    b_, c_, h, w = x.shape
+    out = np.zeros((b_, c_, coords.shape[1], coords.shape[2]))
+    for b in range(b_):
+        for i in range(coords.shape[1]):
+            for j in range(coords.shape[2]):
+                px = unnormalize(float(coords[b, i, j, 0]), w, mode, align)
+                py = unnormalize(float(coords[b, i, j, 1]), h, mode, align)
+                for c in range(c_):
+                    out[b, c, i, j] = sample_plane(x[b, c], py, px, sampling == "nearest", padding, value)
+    return out
+
+
+@case("resample", target=ct.target.iOS15)
+def resample(rng):
+    x = rand(rng, 2, 2, 3, 4)
+    coords = rng.uniform(-1.6, 1.6, (2, 3, 5, 2)).astype(np.float32)
+    coords[0, 0, 0] = [-1, -1]
+    coords[1, 2, 4] = [1, 1]
+    modes = [("bilinear", "constant", 0.5, "normalized_minus_one_to_one", True),
+             ("bilinear", "border", 0.0, "normalized_minus_one_to_one", False),
+             ("nearest", "reflection", 0.0, "normalized_zero_to_one", True),
+             ("bilinear", "symmetric", 0.0, "normalized_zero_to_one", False),
+             ("bilinear", "reflection", 0.0, "unnormalized", False),
+             ("nearest", "constant", -2.0, "unnormalized", True),
+             ("nearest", "border", 0.0, "normalized_minus_one_to_one", True),
+             ("nearest", "symmetric", 0.0, "normalized_minus_one_to_one", False)]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=coords.shape)], opset_version=ct.target.iOS15)
+    def prog(x, g):
+        scaled = [mb.mul(x=g, y=3.0) if m[3] == "unnormalized" else g for m in modes]
+        return tuple(mb.resample(x=x, coordinates=s, sampling_mode=m[0], padding_mode=m[1], padding_value=m[2],
+                                 coordinates_mode=m[3], align_corners=m[4], name="r%d" % k)
+                     for k, (m, s) in enumerate(zip(modes, scaled)))
+    x64, g64 = x.astype(np.float64), coords.astype(np.float64)
+    return prog, [{"x": x, "g": coords}], [{"r%d" % k: resample_reference(x64, g64 * 3 if m[3] == "unnormalized" else g64, *m)
+                                            for k, m in enumerate(modes)}]
+
+
+@case("affine", target=ct.target.iOS15)
+def affine(rng):
+    x = rand(rng, 2, 2, 4, 5)
+    one = np.array([[0.8, -0.3, 0.1, 0.2, 1.1, -0.2]], dtype=np.float32)
+    each = np.array([[1.2, 0.4, -0.3, -0.1, 0.9, 0.25], [-0.7, 0.2, 0.1, 0.5, -1.3, 0.05]], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=each.shape)], opset_version=ct.target.iOS15)
+    def prog(x, m):
+        kw = dict(sampling_mode="bilinear", padding_mode="constant", padding_value=0.0,
+                  coordinates_mode="normalized_minus_one_to_one", align_corners=True)
+        return (mb.affine(x=x, transform_matrix=one, output_height=3, output_width=6, name="shared", **kw),
+                mb.affine(x=x, transform_matrix=m, output_height=5, output_width=4, name="per_batch", **kw))
+
+    def reference(x, matrix, h, w):
+        out = np.zeros((x.shape[0], x.shape[1], h, w))
+        for b in range(x.shape[0]):
+            a0, a1, a2, b0, b1, b2 = matrix[b if matrix.shape[0] > 1 else 0].astype(np.float64)
+            for i, oy in enumerate(np.linspace(-1, 1, h)):
+                for j, ox in enumerate(np.linspace(-1, 1, w)):
+                    px = unnormalize(a0 * ox + a1 * oy + a2, x.shape[3], "normalized_minus_one_to_one", True)
+                    py = unnormalize(b0 * ox + b1 * oy + b2, x.shape[2], "normalized_minus_one_to_one", True)
+                    for c in range(x.shape[1]):
+                        out[b, c, i, j] = sample_plane(x[b, c], py, px, False, "constant", 0.0)
+        return out
+    x64 = x.astype(np.float64)
+    return prog, [{"x": x, "m": each}], [{"shared": reference(x64, one, 3, 6), "per_batch": reference(x64, each, 5, 4)}]
+
+
+def crop_positions(mode, start, end, n, size):
+    """Sample positions in the box [start, end] under a resize_bilinear sampling mode, clamped to the image."""
+    length = end - start
+    out = []
+    for i in range(n):
+        if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+            p = (start + length / 2 if mode == "ALIGN_CORNERS" else start) if n == 1 else start + i * length / (n - 1)
+        elif mode == "DEFAULT":
+            p = start + i * length / n
+        elif mode == "OFFSET_CORNERS":
+            p = start + (i + 0.5) * length / n
+        else:
+            p = start + (i + 0.5) * length / n - 0.5
+        out.append(p if 0 <= p <= size - 1 else None)
+    return out
+
+
+def crop_box(box, box_mode, normalized, scale, h, w):
+    b = [float(v) for v in box]
+    if box_mode == "CORNERS_WIDTH_FIRST":
+        y0, x0, y1, x1 = b[1], b[0], b[3], b[2]
+    elif box_mode == "CENTER_SIZE_HEIGHT_FIRST":
+        y0, x0, y1, x1 = b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2
+    elif box_mode == "CENTER_SIZE_WIDTH_FIRST":
+        y0, x0, y1, x1 = b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2
+    else:
+        y0, x0, y1, x1 = b
+    sy, sx = ((h - 1) if normalized else 1) * scale, ((w - 1) if normalized else 1) * scale
+    return y0 * sy, x0 * sx, y1 * sy, x1 * sx
+
+
+def crop_one(img, box, th, tw, box_mode, normalized, scale, sampling, pad=0.0):
+    """A box resized by bilinear interpolation; samples outside the image are the pad value."""
+    h, w = img.shape
+    y0, x0, y1, x1 = crop_box(box, box_mode, normalized, scale, h, w)
+    ys, xs = crop_positions(sampling, y0, y1, th, h), crop_positions(sampling, x0, x1, tw, w)
+    return np.array([[pad if y is None or x is None else sample_plane(img, y, x, False, "border", 0.0) for x in xs] for y in ys])
+
+
+CROP_MODES = [("CORNERS_HEIGHT_FIRST", False, 1.0, "ALIGN_CORNERS", 3, 4),
+              ("CORNERS_WIDTH_FIRST", False, 1.0, "STRICT_ALIGN_CORNERS", 1, 3),
+              ("CORNERS_HEIGHT_FIRST", True, 1.0, "DEFAULT", 4, 3),
+              ("CENTER_SIZE_HEIGHT_FIRST", False, 0.5, "OFFSET_CORNERS", 2, 2),
+              ("CENTER_SIZE_WIDTH_FIRST", False, 1.0, "UNALIGN_CORNERS", 3, 3),
+              ("CORNERS_HEIGHT_FIRST", False, 1.0, "ALIGN_CORNERS", 1, 1)]
+
+
+def crop_boxes(box_mode, normalized, scale):
+    """Two boxes inside a 6 x 7 image, written in the box mode's convention."""
+    corners = [(1.2, 1.5, 4.1, 5.3), (2.0, 1.0, 3.6, 2.4)]
+    boxes = []
+    for y0, x0, y1, x1 in corners:
+        y0, x0, y1, x1 = y0 / scale, x0 / scale, y1 / scale, x1 / scale
+        if normalized:
+            y0, y1, x0, x1 = y0 / 5, y1 / 5, x0 / 6, x1 / 6
+        boxes.append({"CORNERS_HEIGHT_FIRST": [y0, x0, y1, x1], "CORNERS_WIDTH_FIRST": [x0, y0, x1, y1],
+                      "CENTER_SIZE_HEIGHT_FIRST": [(y0 + y1) / 2, (x0 + x1) / 2, y1 - y0, x1 - x0],
+                      "CENTER_SIZE_WIDTH_FIRST": [(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0]}[box_mode])
+    return np.array(boxes, dtype=np.float32)
+
+
+@case("crop_resize_ios15", target=ct.target.iOS15)
+def crop_resize_ios15(rng):
+    x = rand(rng, 2, 3, 6, 7)
+    rois = [crop_boxes(m[0], m[1], m[2]).reshape(2, 1, 4, 1, 1) for m in CROP_MODES]
+    single = rand(rng, 1, 3, 6, 7)
+    indexed = np.concatenate([np.array([[0], [0]], dtype=np.float32), crop_boxes("CORNERS_HEIGHT_FIRST", False, 1.0)], axis=1)
+    indexed = indexed.reshape(2, 1, 5, 1, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=single.shape), mb.TensorSpec(shape=indexed.shape)],
+                opset_version=ct.target.iOS15)
+    def prog(x, y, r):
+        outs = [mb.crop_resize(x=x, roi=roi, target_height=m[4], target_width=m[5], normalized_coordinates=m[1], spatial_scale=m[2],
+                               box_coordinate_mode=m[0], sampling_mode=m[3], name="c%d" % k) for k, (m, roi) in enumerate(zip(CROP_MODES, rois))]
+        outs.append(mb.crop_resize(x=y, roi=r, target_height=2, target_width=5, sampling_mode="ALIGN_CORNERS", name="indexed"))
+        return tuple(outs)
+    x64 = x.astype(np.float64)
+    expected = {}
+    for k, (m, roi) in enumerate(zip(CROP_MODES, rois)):
+        expected["c%d" % k] = np.array([[[crop_one(x64[b, c], roi[n, 0, :, 0, 0], m[4], m[5], m[0], m[1], m[2], m[3])
+                                          for c in range(3)] for b in range(2)] for n in range(2)])
+    expected["indexed"] = np.array([[[crop_one(single.astype(np.float64)[int(indexed[n, 0, 0, 0, 0]), c], indexed[n, 0, 1:, 0, 0], 2, 5, "CORNERS_HEIGHT_FIRST",
+                                                False, 1.0, "ALIGN_CORNERS") for c in range(3)]] for n in range(2)])
+    return prog, [{"x": x, "y": single, "r": indexed}], [expected]
+
+
+@case("crop_resize_ios17")
+def crop_resize_ios17(rng):
+    x = rand(rng, 2, 3, 6, 7)
+    boxes = crop_boxes("CORNERS_HEIGHT_FIRST", False, 1.0)
+    indices = np.array([1, 1], dtype=np.int32)
+    sized = [crop_boxes(m[0], m[1], m[2]) for m in CROP_MODES]
+    outside = np.array([[0.1, 0.3, 1.3, 1.0], [0.5, 1.8, 1.0, 0.3]], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=boxes.shape),
+                             mb.TensorSpec(shape=indices.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x, b, i):
+        outs = [mb.crop_resize(x=x, boxes=b, box_indices=i, target_height=3, target_width=2, sampling_mode="UNALIGN_CORNERS", name="indexed"),
+                mb.crop_resize(x=x, boxes=b, target_height=2, target_width=3, sampling_mode="DEFAULT", name="arange"),
+                mb.crop_resize(x=x, boxes=outside, target_height=3, target_width=3, normalized_coordinates=True,
+                               sampling_mode="ALIGN_CORNERS", pad_value=2.5, name="padded")]
+        outs += [mb.crop_resize(x=x, boxes=s, target_height=m[4], target_width=m[5], normalized_coordinates=m[1], spatial_scale=m[2],
+                                box_coordinate_mode=m[0], sampling_mode=m[3], name="c%d" % k) for k, (m, s) in enumerate(zip(CROP_MODES, sized))]
+        return tuple(outs)
+    x64 = x.astype(np.float64)
+    expected = {"indexed": np.array([[crop_one(x64[indices[n], c], boxes[n], 3, 2, "CORNERS_HEIGHT_FIRST", False, 1.0, "UNALIGN_CORNERS")
+                                      for c in range(3)] for n in range(2)]),
+                "arange": np.array([[crop_one(x64[n, c], boxes[n], 2, 3, "CORNERS_HEIGHT_FIRST", False, 1.0, "DEFAULT")
+                                     for c in range(3)] for n in range(2)])}
+    expected["padded"] = np.array([[crop_one(x64[n, c], outside[n], 3, 3, "CORNERS_HEIGHT_FIRST", True, 1.0, "ALIGN_CORNERS", 2.5)
+                                     for c in range(3)] for n in range(2)])
+    for k, (m, s) in enumerate(zip(CROP_MODES, sized)):
+        expected["c%d" % k] = np.array([[crop_one(x64[n, c], s[n], m[4], m[5], m[0], m[1], m[2], m[3]) for c in range(3)] for n in range(2)])
+    return prog, [{"x": x, "b": boxes, "i": indices}], [expected]
+
+
 def write_case(out, name, tolerance, target, build):
     rng = np.random.default_rng(sum(map(ord, name)))
     prog, inputs, outputs = build(rng)
@@ -810,9 +1021,17 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS17)
+    def affine_unnormalized(x):
+        return mb.affine(x=x, transform_matrix=np.array([[1, 0, 0, 0, 1, 0]], dtype=np.float32), output_height=2, output_width=2,
+                         sampling_mode="bilinear", padding_mode="constant", padding_value=0.0,
+                         coordinates_mode="normalized_minus_one_to_one", align_corners=True, name="y")
+    expected["unsupported_mode"] = ("load", 'layer "y" (affine): coordinates_mode "unnormalized" is not supported (the output grid is normalized)')
+
     for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
-                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter)]:
-        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized)]:
+        model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
+                           minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
         package = os.path.join(out, name + ".mlpackage")
         save_ml_package(model, package)
@@ -822,6 +1041,20 @@ def write_refusals(out):
             block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
             relu = [op for op in block.operations if op.type == "relu"][0]
             relu.inputs["bogus"].arguments.add().name = "x"
+            save_spec(spec, path)
+        if name == "unsupported_mode":
+            # coremltools' builder accepts only normalized_minus_one_to_one; the mode MIL names is written into the file.
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            affine = [op for op in block.operations if op.type == "affine"][0]
+            argument = affine.inputs["coordinates_mode"].arguments[0]
+            if argument.name:
+                const = [op for op in block.operations if op.outputs and op.outputs[0].name == argument.name][0]
+                strings = const.attributes["val"].immediateValue.tensor.strings.values
+            else:
+                strings = argument.value.immediateValue.tensor.strings.values
+            strings[0] = "unnormalized"
             save_spec(spec, path)
     with open(os.path.join(out, "refusals.json"), "w") as f:
         json.dump({name: {"when": when, "message": message} for name, (when, message) in expected.items()}, f, indent=1, sort_keys=True)

@@ -11,6 +11,8 @@ struct TensorOpsParityTests {
     @Test("the operation fixtures are there")
     func fixturesExist() {
         #expect(Self.files.count >= 15)
+        let sampling = ["resample", "affine", "crop_resize_ios15", "crop_resize_ios17"].map { "TensorOps/\($0)" }
+        #expect(Set(sampling).isSubset(of: Set(Self.files.map(\.name))))
     }
 
     @Test("each family of operations", arguments: files)
