@@ -33,7 +33,7 @@ import numpy as np
 # Outputs must agree within this, relative to max(1, |onnxruntime|): two fp32 engines summing in
 # different orders over 12 layers.
 TOLERANCE = 1e-3
-VERSION = "1"  # bump to rebuild cached models when the builders change
+VERSION = "2"  # bump to rebuild cached models when the builders change
 
 
 def builders():
@@ -85,12 +85,18 @@ def build(out):
         module, x, input_name, output_name = table[name](rng)
         module.eval()
         example = torch.from_numpy(x.astype(np.int64) if x.dtype == np.int32 else x)
+        traced = torch.jit.trace(module, example, strict=False)
         with torch.no_grad():
-            traced = torch.jit.trace(module, example, strict=False)
             torch.onnx.export(module, (example,), os.path.join(out, name + ".onnx"), input_names=[input_name],
                               output_names=[output_name], opset_version=17, dynamo=False)
-        dtype = np.int32 if x.dtype == np.int32 else np.float32
-        converted = ct.convert(traced, inputs=[ct.TensorType(name=input_name, shape=x.shape, dtype=dtype)],
+        if x.dtype == np.int32:
+            # Token inputs are flexible, as the zoo converts them (with a fixed length coremltools
+            # 9.0 folds the attention mask's shape arithmetic into a cast it cannot make).
+            shape = (1, ct.RangeDim(1, 512, default=x.shape[1]))
+            spec = ct.TensorType(name=input_name, shape=shape, dtype=np.int32)
+        else:
+            spec = ct.TensorType(name=input_name, shape=x.shape)
+        converted = ct.convert(traced, inputs=[spec],
                                outputs=[ct.TensorType(name=output_name)], convert_to="mlprogram",
                                compute_precision=ct.precision.FLOAT32, minimum_deployment_target=ct.target.iOS17,
                                skip_model_load=True)
