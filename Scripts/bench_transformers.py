@@ -150,6 +150,8 @@ def run(out, benchmarks, runs):
     build(out)
     print("transformers: modelc tensor engine (fp32 ML program) against onnxruntime (torch.onnx export), "
           "same weights; median of %d inputs after 3 warm-up, peak RSS per process" % runs)
+    # OpenBLAS (modelc's matrix products) picks its kernels by CPU unless this forces a core type.
+    print("OPENBLAS_CORETYPE=%s" % os.environ.get("OPENBLAS_CORETYPE", "(unset: chosen by CPU)"))
     print("%-15s %3s %11s %11s %7s %10s %10s %6s %9s" % ("model", "thr", "modelc_ms", "ort_ms", "ratio",
                                                         "modelc_MB", "ort_MB", "ratio", "max_diff"))
     failed = False
