@@ -136,12 +136,13 @@ zoo: deps $(ZOO_VENV)/.installed
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
-bench: deps venv $(SERVE_BENCH_VENV)/.installed
+bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed
 	@Scripts/install-deps.sh time curl nginx graphviz
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
 	Scripts/bench.sh
 	Scripts/serve-bench.sh
+	ZOO_VENV=$(ZOO_VENV) Scripts/bench-transformers.sh
 
 # MLServer and its friends for the serving bench only, never for make test.
 $(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt

@@ -9,6 +9,7 @@ import Foundation
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 //        ModelcBenchmarks graph MODEL...
 //        ModelcBenchmarks programs RUNS CASES.json...
+//        ModelcBenchmarks transformer MODEL INPUTS.json THREADS RUNS [--output FILE]
 
 let usage = """
     usage: ModelcBenchmarks open SMALL.mlmodelc LARGE.mlmodelc LARGE.mlmodel
@@ -19,6 +20,7 @@ let usage = """
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
            ModelcBenchmarks graph MODEL...
            ModelcBenchmarks programs RUNS CASES.json...
+           ModelcBenchmarks transformer MODEL INPUTS.json THREADS RUNS [--output FILE]
 
     """
 
@@ -63,6 +65,13 @@ do {
             exit(64)
         }
         try ProgramBenchmark.run(runs: runs, cases: Array(arguments[2...]))
+    case "transformer" where arguments.count == 5 || (arguments.count == 7 && arguments[5] == "--output"):
+        guard let threads = Int(arguments[3]), threads > 0, let runs = Int(arguments[4]), runs > 0 else {
+            FileHandle.standardError.write(Data(usage.utf8))
+            exit(64)
+        }
+        try TransformerBenchmark.run(model: arguments[1], inputs: arguments[2], threads: threads, runs: runs,
+                                     outputFile: arguments.count == 7 ? arguments[6] : nil)
     default:
         FileHandle.standardError.write(Data(usage.utf8))
         exit(64)

@@ -30,12 +30,11 @@ enum ActivationOperations {
             let mode = try context.string("mode", "EXACT")
             let function: @Sendable (Float) -> Float
             switch mode {
-            case "EXACT": function = { x in Float(0.5 * Double(x) * (1 + erf(Double(x) / 2.0.squareRoot()))) }
+            // In Float (libm's erff/tanhf): the Double versions were a quarter of
+            // GPT-2's prediction time (docs/runtime.md, transformer bench).
+            case "EXACT": function = { x in 0.5 * x * (1 + erf(x * Float(0.5).squareRoot())) }
             case "TANH_APPROXIMATION":
-                function = { x in
-                    let d = Double(x)
-                    return Float(0.5 * d * (1 + tanh((2 / Double.pi).squareRoot() * (d + 0.044715 * d * d * d))))
-                }
+                function = { x in 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x))) }
             case "SIGMOID_APPROXIMATION": function = { x in x / (1 + exp(-1.702 * x)) }
             default: throw context.unsupported("gelu mode \(mode) is not one MIL defines")
             }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make bench, transformers section (also runnable alone): modelc's tensor
+# engine against onnxruntime on a BERT-base-shaped encoder (sequence 128), a
+# GPT-2-small-shaped decoder (64 tokens) and a ViT-S/16-shaped classifier, all
+# from transformers configs with seeded weights (Scripts/bench_transformers.py).
+# Latency per input at 1 and 2 threads and peak RSS, as ratios measured in
+# this run. Exits non-zero only when the two engines' outputs disagree.
+#
+# Needs the zoo venv (torch, transformers, coremltools, onnxruntime; `make
+# zoo` makes it) and a release ModelcBenchmarks; the models are built once into
+# .build/bench-transformers (several minutes; reruns reuse them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=${ZOO_VENV:-.venv-zoo}
+work=.build/bench-transformers
+runs=${BENCH_TRANSFORMER_RUNS:-10}
+if [ ! -x "$venv/bin/python" ]; then
+    echo "bench-transformers: $venv is missing; run make bench (or make zoo) first" >&2
+    exit 1
+fi
+bin=$(swift build -c release --show-bin-path)
+if [ ! -x "$bin/ModelcBenchmarks" ]; then
+    swift build -c release --product ModelcBenchmarks
+fi
+mkdir -p "$work"
+nice "$venv/bin/python" Scripts/bench_transformers.py build "$work"
+"$venv/bin/python" Scripts/bench_transformers.py run "$work" "$bin/ModelcBenchmarks" "$runs"

@@ -1,0 +1,59 @@
+import Foundation
+import ModelFeatures
+import ModelRuntime
+
+/// One transformer ML program on the tensor engine (forced through
+/// `ModelConfiguration.programEngine`), predicting the way an application
+/// does: opened from its package, inputs parsed from JSON, then
+/// predictions through the public API.
+///
+/// Prints `key value` lines for Scripts/bench-transformers.sh: `latency_ms`
+/// (median of `runs` predictions after 3 warm-up ones), `first_ms` (opening
+/// and the first prediction) and `peak_rss_kb` (the process's high-water
+/// resident memory, VmHWM). With `outputFile`, writes the first output
+/// of the first prediction there as little-endian float32 so the caller can
+/// compare it with onnxruntime's.
+enum TransformerBenchmark {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func run(model path: String, inputs file: String, threads: Int, runs: Int, outputFile: String?) throws {
+        guard let data = FileManager.default.contents(atPath: file) else { throw Failure(description: "cannot read \(file)") }
+        let object = try JSONSerialization.jsonObject(with: data)
+
+        let start = DispatchTime.now().uptimeNanoseconds
+        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: .tensor))
+        let inputs = try PredictionInputs(model: model).parse(object: object)
+        let outputs = try model.prediction(from: inputs)
+        let first = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+
+        if let outputFile {
+            guard let name = model.summary.outputs.first?.name, let array = outputs[name]?.multiArrayValue else {
+                throw Failure(description: "\(path) gives no multi-array output")
+            }
+            let bytes = array.floats.withUnsafeBufferPointer { Data(buffer: $0) }
+            guard FileManager.default.createFile(atPath: outputFile, contents: bytes) else {
+                throw Failure(description: "cannot write \(outputFile)")
+            }
+        }
+        for _ in 0..<3 { _ = try model.prediction(from: inputs) }
+        let latency = try median(runs: runs) { _ = try model.prediction(from: inputs) }
+
+        print("engine modelc-tensor")
+        print("threads \(threads)")
+        print(String(format: "latency_ms %.3f", latency * 1000))
+        print(String(format: "first_ms %.3f", first * 1000))
+        print("peak_rss_kb \(peakResidentKilobytes())")
+    }
+
+    /// VmHWM (peak resident memory) of this process, in kilobytes (0 where
+    /// /proc is missing); the same number as getrusage's ru_maxrss.
+    static func peakResidentKilobytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return 0
+    }
+}
