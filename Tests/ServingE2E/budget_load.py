@@ -24,7 +24,7 @@ def main():
         probe = conftest.Server(model_dir, tmp)
         status, answer = probe.request("POST", requests[0][0], body)
         assert status == 200, answer
-        size = int(re.search(r"model loaded model=\w+ bytes=(\d+)", probe.log_text()).group(1))
+        size = int(re.search(r"model loaded model=\w+ bytes=(\d+)", probe.wait_for_log(r"model loaded model=")).group(1))
         assert probe.stop() == 0
         # The same clients on one model first: the process's peak with one model and every request's
         # buffers (64 JSON images in flight are ~200 MB by themselves), the reference for the rotation.

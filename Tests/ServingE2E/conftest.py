@@ -2,6 +2,7 @@
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -97,6 +98,16 @@ class Server:
         if not self.log.closed:
             self.log.flush()
         return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, pattern, count=1, timeout=20):
+        """The log once `pattern` is in it `count` times: the cache reports loads and
+        evictions as events, possibly after the request that caused them was answered."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.log_text()
+            if len(re.findall(pattern, text)) >= count or time.monotonic() > deadline:
+                return text
+            time.sleep(0.05)
 
 
 @pytest.fixture

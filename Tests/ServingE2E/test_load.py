@@ -31,8 +31,10 @@ def test_a_budget_of_one_model_while_clients_rotate_over_five(model_dir, tmp_pat
     probe = Server(model_dir, tmp_path)
     for name in names:
         assert probe.request("POST", f"/v2/models/{name}/infer", dict(loadgen.FIXTURE_REQUESTS)[name])[0] == 200
-    sizes = {name: int(bytes_) for name, bytes_ in re.findall(r"model loaded model=(\w+) bytes=(\d+)", probe.log_text())}
+    log = probe.wait_for_log(r"model loaded model=", count=len(names))
+    sizes = {name: int(bytes_) for name, bytes_ in re.findall(r"model loaded model=(\w+) bytes=(\d+)", log)}
     assert probe.stop() == 0
+    assert set(names) <= set(sizes), f"loads logged: {sorted(sizes)}"
     largest = max(sizes[name] for name in names)
     server = Server(model_dir, tmp_path, "--memory-budget", str(largest))
     try:
