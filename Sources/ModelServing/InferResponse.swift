@@ -1,4 +1,5 @@
 import Foundation
+import ModelFeatures
 
 /// Writes an inference response: JSON, or the JSON header followed by binary
 /// tensor data (with `Inference-Header-Content-Length`) when any output is binary.
@@ -15,14 +16,14 @@ public enum InferResponseEncoder {
 
     /// The response body and its extra headers.
     public static func encode(model: String, version: String, id: String?, outputs: [Output]) -> HTTPResponse {
-        var header = "{\"model_name\":" + jsonString(model) + ",\"model_version\":" + jsonString(version)
-        if let id { header += ",\"id\":" + jsonString(id) }
+        var header = "{\"model_name\":" + FeatureJSON.quoted(model) + ",\"model_version\":" + FeatureJSON.quoted(version)
+        if let id { header += ",\"id\":" + FeatureJSON.quoted(id) }
         header += ",\"outputs\":["
         var binary: [UInt8] = []
         for (index, output) in outputs.enumerated() {
             if index > 0 { header += "," }
             let tensor = output.tensor
-            header += "{\"name\":" + jsonString(tensor.name) + ",\"datatype\":\"" + tensor.datatype.rawValue + "\",\"shape\":["
+            header += "{\"name\":" + FeatureJSON.quoted(tensor.name) + ",\"datatype\":\"" + tensor.datatype.rawValue + "\",\"shape\":["
                 + tensor.shape.map(String.init).joined(separator: ",") + "]"
             if output.binary {
                 let start = binary.count
@@ -54,7 +55,7 @@ public enum InferResponseEncoder {
     static func jsonData(_ tensor: InferTensor) -> String {
         switch tensor.data {
         case .bytes(let elements):
-            return "[" + elements.map { jsonString(String(decoding: $0, as: UTF8.self)) }.joined(separator: ",") + "]"
+            return "[" + elements.map { FeatureJSON.quoted(String(decoding: $0, as: UTF8.self)) }.joined(separator: ",") + "]"
         case .raw:
             var text = "["
             text.reserveCapacity(tensor.elementCount * 12)
@@ -74,26 +75,5 @@ public enum InferResponseEncoder {
             }
             return text + "]"
         }
-    }
-
-    /// A JSON string literal.
-    static func jsonString(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
     }
 }
