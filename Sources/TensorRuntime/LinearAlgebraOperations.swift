@@ -127,9 +127,12 @@ enum LinearAlgebraOperations {
         guard a.count == values[0].rank, b.count == values[1].rank else { throw context.invalid("equation \(equation) does not match ranks") }
         var sizes: [Character: Int] = [:]
         for (letters, value) in [(a, values[0]), (b, values[1])] {
+            // A letter of size 1 in one operand broadcasts to its size in the other (NumPy's einsum).
             for (letter, size) in zip(letters, value.shape) {
-                if let known = sizes[letter], known != size { throw context.invalid("letter \(letter) has sizes \(known) and \(size)") }
-                sizes[letter] = size
+                if let known = sizes[letter], known != size, known != 1, size != 1 {
+                    throw context.invalid("letter \(letter) has sizes \(known) and \(size)")
+                }
+                if sizes[letter] == nil || sizes[letter] == 1 { sizes[letter] = size }
             }
         }
         let batchLetters = output.filter { a.contains($0) && b.contains($0) }
@@ -145,7 +148,7 @@ enum LinearAlgebraOperations {
         // Element positions of A as [batch, m, k] and B as [batch, k, n].
         func table(_ letters: [Character], _ order: [Character], shape: [Int]) -> [Int32] {
             let strides = Shapes.strides(shape)
-            let own = order.map { letter in letters.firstIndex(of: letter).map { strides[$0] } ?? 0 }
+            let own = order.map { letter in letters.firstIndex(of: letter).map { shape[$0] == 1 ? 0 : strides[$0] } ?? 0 }
             var result: [Int32] = []
             Shapes.forEachIndex(order.map { sizes[$0] ?? 1 }) { index in result.append(Int32(zip(index, own).reduce(0) { $0 + $1.0 * $1.1 })) }
             return result

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""More per-operation fixtures of modelc's tensor engine (Fixtures/Parity/TensorOps, files op_*):
+the MIL operations Fixtures/tensor_ops.py does not exercise, and more shapes, data types,
+broadcasting and edge cases for the ones it does; and programs with bad parameters the engine
+must refuse (Fixtures/Parity/TensorOps/BadParameters).
+
+Usage:
+    tensor_op_cases.py [--out DIR] [--only NAME]   (default DIR: the folder of this script)
+
+Same format and helpers as tensor_ops.py (imported, not copied): small ML programs built with
+coremltools' MIL builder, NumPy float64 references written here from the operation definitions
+of coremltools 9.0 (coremltools/converters/mil/mil/ops/defs/iOS15..iOS18). Each case names the
+operation types its converted program must still hold (coremltools folds constant-only
+operations such as `shape` of a fixed shape away): generation fails otherwise, so that
+OperationCoverageTests' count of exercised operations is real.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import numpy as np
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types, get_new_symbol
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tensor_ops  # noqa: E402
+from tensor_ops import SUBDIR, erf, rand, write_case  # noqa: E402
+from generate import package_root_model_path, parse_model, read_bytes, save_ml_package, save_spec  # noqa: E402
+
+CASES = []
+
+
+def case(name, ops, tolerance=1e-5, target=ct.target.iOS17):
+    """A fixture op_NAME whose converted program must hold every operation type in `ops`."""
+    def register(function):
+        CASES.append(("op_" + name, set(ops), tolerance, target, function))
+        return function
+    return register
+
+
+def program_operations(package):
+    spec = parse_model(read_bytes(package_root_model_path(package)))
+    found = set()
+
+    def visit(block):
+        for op in block.operations:
+            found.add(op.type)
+            for inner in op.blocks:
+                visit(inner)
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            visit(block)
+    return found
+
+
+def f64(v):
+    return np.asarray(v).astype(np.float64)
+
+
+@case("unary_float", ["acos", "asin", "atan", "atanh", "ceil", "cos", "cosh", "exp2", "sign", "sinh", "tan", "threshold",
+                      "softsign", "scaled_tanh", "linear_activation", "thresholded_relu"])
+def unary_float(rng):
+    """Unary operations on fp32 with a size-1 axis; sign and ceil at exact zeros and integers."""
+    a = rng.uniform(-0.9, 0.9, (2, 1, 6)).astype(np.float32)
+    a[0, 0, :3] = [0.0, -0.0, 0.5]
+    a[1, 0, :2] = [-1.0 + 2 ** -20, 0.75]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.acos(x=x, name="acos"), mb.asin(x=x, name="asin"), mb.atan(x=mb.mul(x=x, y=4.0), name="atan"),
+                mb.atanh(x=x, name="atanh"), mb.ceil(x=mb.mul(x=x, y=3.0), name="ceil"), mb.cos(x=mb.mul(x=x, y=5.0), name="cos"),
+                mb.cosh(x=mb.mul(x=x, y=3.0), name="cosh"), mb.exp2(x=mb.mul(x=x, y=6.0), name="exp2"), mb.sign(x=x, name="sign"),
+                mb.sinh(x=mb.mul(x=x, y=3.0), name="sinh"), mb.tan(x=x, name="tan"), mb.threshold(x=x, alpha=0.2, name="threshold"),
+                mb.softsign(x=mb.mul(x=x, y=5.0), name="softsign"), mb.scaled_tanh(x=x, alpha=1.5, beta=-0.7, name="scaled_tanh"),
+                mb.linear_activation(x=x, alpha=-2.0, beta=0.5, name="linear_activation"),
+                mb.thresholded_relu(x=x, alpha=0.3, name="thresholded_relu"))
+    d = f64(a)
+    return prog, [{"x": a}], [{
+        "acos": np.arccos(d), "asin": np.arcsin(d), "atan": np.arctan(4 * d), "atanh": np.arctanh(d), "ceil": np.ceil(3 * d),
+        "cos": np.cos(5 * d), "cosh": np.cosh(3 * d), "exp2": np.exp2(6 * d), "sign": np.sign(d), "sinh": np.sinh(3 * d),
+        "tan": np.tan(d), "threshold": np.maximum(d, 0.2), "softsign": 5 * d / (1 + np.abs(5 * d)),
+        "scaled_tanh": 1.5 * np.tanh(-0.7 * d), "linear_activation": -2 * d + 0.5, "thresholded_relu": np.where(d > 0.3, d, 0)}]
+
+
+@case("unary_int32", ["abs", "sign", "square", "exp2", "threshold"])
+def unary_int32(rng):
+    """The unary operations MIL defines on int32 (abs, sign, square, exp2, threshold): exact."""
+    a = np.array([[-7, -1, 0, 1, 3, 12], [5, -3, 2, 0, -12, 9]], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.abs(x=x, name="abs"), mb.sign(x=x, name="sign"), mb.square(x=x, name="square"),
+                mb.exp2(x=mb.abs(x=x), name="exp2"), mb.threshold(x=x, alpha=2, name="threshold"))
+    return prog, [{"x": a}], [{"abs": np.abs(a), "sign": np.sign(a), "square": a * a, "exp2": 2 ** np.abs(a).astype(np.int64),
+                                "threshold": np.maximum(a, 2)}]
+
+
+@case("unary_fp16", ["acos", "cosh", "exp2", "softsign", "sign", "tan"], tolerance=2e-3)
+def unary_fp16(rng):
+    """An fp16 program (fp16 input and output): within fp16 rounding of float64 on the fp16 input."""
+    a = rng.uniform(-0.9, 0.9, (3, 4)).astype(np.float16)
+    a[0, 0] = 0
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.fp16)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.acos(x=x, name="acos"), mb.cosh(x=x, name="cosh"), mb.exp2(x=x, name="exp2"),
+                mb.softsign(x=x, name="softsign"), mb.sign(x=x, name="sign"), mb.tan(x=x, name="tan"))
+    prog.compute_precision = ct.precision.FLOAT16
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=a.shape, dtype=np.float16)]
+    d = f64(a)
+    return prog, [{"x": a}], [{"acos": np.arccos(d), "cosh": np.cosh(d), "exp2": np.exp2(d), "softsign": d / (1 + np.abs(d)),
+                                "sign": np.sign(d), "tan": np.tan(d)}]
+
+
+@case("per_channel_activations", ["prelu", "softplus_parametric"])
+def per_channel(rng):
+    """prelu and softplus_parametric: a parameter per channel (axis 1 of ranks 3, 4 and 5)."""
+    a, b, c = rand(rng, 2, 3, 4) * 3, rand(rng, 2, 3, 2, 2) * 3, rand(rng, 1, 3, 1, 2, 2) * 3
+    alpha, beta = np.array([0.1, -0.5, 2.0], dtype=np.float32), np.array([1.5, 0.5, -1.0], dtype=np.float32)
+    same = np.full(3, 0.3, dtype=np.float32)  # coremltools takes one alpha for all channels at ranks 3 and 5
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape), mb.TensorSpec(shape=c.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        return (mb.prelu(x=x, alpha=same, name="prelu3"), mb.prelu(x=y, alpha=alpha, name="prelu4"),
+                mb.prelu(x=z, alpha=same, name="prelu5"),
+                mb.softplus_parametric(x=y, alpha=alpha, beta=beta, name="softplus4"),
+                mb.softplus_parametric(x=x, alpha=alpha, beta=beta, name="softplus3"))
+    al, be = f64(alpha), f64(beta)
+
+    def prelu(v, shape, a=al):
+        return np.where(v >= 0, v, a.reshape(shape) * v)
+
+    def softplus(v, shape):
+        return al.reshape(shape) * np.log1p(np.exp(be.reshape(shape) * v))
+    A, B, C = f64(a), f64(b), f64(c)
+    return prog, [{"x": a, "y": b, "z": c}], [{
+        "prelu3": prelu(A, (1, 3, 1), f64(same)), "prelu4": prelu(B, (1, 3, 1, 1)), "prelu5": prelu(C, (1, 3, 1, 1, 1), f64(same)),
+        "softplus4": softplus(B, (1, 3, 1, 1)), "softplus3": softplus(A, (1, 3, 1))}]
+
+
+@case("binary_more", ["minimum", "not_equal", "less_equal", "greater", "equal", "pow", "maximum"])
+def binary_more(rng):
+    """minimum, not_equal, less_equal and friends: broadcasting [2,3,1,4] with [3,5,1], with a
+    rank-0 operand, on int32 (comparisons of bool are not defined: equal takes fp16, fp32, int32)."""
+    a, b = rand(rng, 2, 3, 1, 4), rand(rng, 3, 5, 1)
+    a[0, 0, 0, :2] = b[0, :2, 0]
+    i, j = rng.integers(-5, 5, (4, 3)).astype(np.int32), rng.integers(-5, 5, (3,)).astype(np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape),
+                             mb.TensorSpec(shape=i.shape, dtype=types.int32), mb.TensorSpec(shape=j.shape, dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, m, n):
+        to_int = lambda v, name: mb.cast(x=v, dtype="int32", name=name)
+        return (mb.minimum(x=x, y=y, name="minimum"), to_int(mb.not_equal(x=x, y=y), "not_equal"),
+                to_int(mb.less_equal(x=x, y=y), "less_equal"), mb.minimum(x=x, y=np.float32(0.25), name="minimum_scalar"),
+                mb.minimum(x=m, y=n, name="minimum_int"), mb.maximum(x=m, y=np.int32(-1), name="maximum_int"),
+                to_int(mb.not_equal(x=m, y=n), "not_equal_int"), to_int(mb.less_equal(x=m, y=n), "less_equal_int"),
+                to_int(mb.equal(x=m, y=n), "equal_int"), to_int(mb.greater(x=m, y=np.int32(0)), "greater_int"),
+                mb.pow(x=mb.abs(x=x), y=np.float32(0.5), name="pow_scalar"))
+    A, B = f64(a), f64(b)
+    return prog, [{"x": a, "y": b, "m": i, "n": j}], [{
+        "minimum": np.minimum(A, B), "not_equal": A != B, "less_equal": A <= B, "minimum_scalar": np.minimum(A, 0.25),
+        "minimum_int": np.minimum(i, j), "maximum_int": np.maximum(i, -1), "not_equal_int": i != j, "less_equal_int": i <= j,
+        "equal_int": i == j, "greater_int": i > 0, "pow_scalar": np.sqrt(np.abs(A))}]
+
+
+@case("reductions_more", ["reduce_l1_norm", "reduce_log_sum", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_argmax",
+                          "reduce_prod", "reduce_min", "reduce_mean"])
+def reductions_more(rng):
+    """reduce_l1_norm, reduce_log_sum, reduce_sum_square; negative and repeated-sign axes, keep_dims,
+    every axis; int32 sums, maxima and argmax (first of equal values); a size-1 axis."""
+    a = rng.uniform(0.2, 1.5, (2, 1, 3, 4)).astype(np.float32)
+    a[1, 0, 2, :] *= -1
+    i = np.array([[3, -2, 7, 7], [0, 5, -9, 5], [1, 1, 1, 1]], dtype=np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=i.shape, dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, m):
+        return (mb.reduce_l1_norm(x=x, axes=[-1, 0], keep_dims=True, name="l1"),
+                mb.reduce_log_sum(x=mb.abs(x=x), axes=[2], name="log_sum"),
+                mb.reduce_sum_square(x=x, name="sum_square_all"), mb.reduce_sum_square(x=x, axes=[1], keep_dims=False, name="sum_square_unit"),
+                mb.reduce_mean(x=x, axes=[-3, -1], keep_dims=True, name="mean_neg"),
+                mb.reduce_sum(x=m, axes=[1], name="sum_int"), mb.reduce_max(x=m, axes=[0], keep_dims=True, name="max_int"),
+                mb.reduce_min(x=m, name="min_int"), mb.reduce_prod(x=m, axes=[-1], name="prod_int"),
+                mb.reduce_argmax(x=m, axis=1, name="argmax_int"), mb.reduce_argmax(x=x, axis=-2, keep_dims=True, name="argmax"))
+    d = f64(a)
+    return prog, [{"x": a, "m": i}], [{
+        "l1": np.abs(d).sum(axis=(0, 3), keepdims=True), "log_sum": np.log(np.abs(d).sum(axis=2)),
+        "sum_square_all": (d * d).sum(), "sum_square_unit": (d * d).sum(axis=1), "mean_neg": d.mean(axis=(1, 3), keepdims=True),
+        "sum_int": i.sum(axis=1), "max_int": i.max(axis=0, keepdims=True), "min_int": i.min(), "prod_int": i.prod(axis=-1),
+        "argmax_int": i.argmax(axis=1).astype(np.int32), "argmax": d.argmax(axis=-2)[:, :, None, :].astype(np.int32)}]
+
+
+@case("shape_ops_flexible", ["shape", "fill", "fill_like", "range_1d", "flatten2d"])
+def shape_ops(rng):
+    """shape, fill, fill_like, range_1d, flatten2d on an input of a flexible first
+    dimension (1…4), so that coremltools cannot fold them away; run with 1 and 3."""
+    n = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(n, 3, 4)), mb.TensorSpec(shape=(n, 12, 2))], opset_version=ct.target.iOS17)
+    def prog(x, r):
+        shape = mb.shape(x=x)
+        count = mb.gather(x=shape, indices=0)
+        return (mb.cast(x=shape, dtype="int32", name="shape"), mb.fill(shape=shape, value=2.5, name="fill"),
+                mb.fill_like(ref_tensor=x, value=-1.0, name="fill_like"),
+                mb.range_1d(start=0, end=mb.mul(x=count, y=3), step=2, name="range"),
+                mb.range_1d(start=mb.cast(x=count, dtype="fp32"), end=-1.0, step=-0.75, name="range_float"),
+                mb.flatten2d(x=x, axis=1, name="flatten_1"), mb.flatten2d(x=x, axis=-1, name="flatten_neg"),
+                mb.flatten2d(x=x, axis=0, name="flatten_0"), mb.mul(x=r, y=2.0, name="doubled"))
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=(ct.RangeDim(1, 4, default=1), 3, 4)),
+                            ct.TensorType(name="r", shape=(ct.RangeDim(1, 4, default=1), 12, 2))]
+    inputs, outputs = [], []
+    for count in (1, 3):
+        x, r = rand(rng, count, 3, 4), rand(rng, count, 12, 2)
+        d = f64(x)
+        inputs.append({"x": x, "r": r})
+        outputs.append({"shape": np.array([count, 3, 4], dtype=np.int32), "fill": np.full((count, 3, 4), 2.5),
+                        "fill_like": np.full((count, 3, 4), -1.0), "range": np.arange(0, 3 * count, 2, dtype=np.int32),
+                        "range_float": np.arange(float(count), -1.0, -0.75), "flatten_1": d.reshape(count, 12),
+                        "flatten_neg": d.reshape(count * 3, 4), "flatten_0": d.reshape(1, -1), "doubled": 2 * f64(r)})
+    return prog, inputs, outputs
+
+
+@case("reshape_like", ["reshape_like"], target=ct.target.iOS16)
+def reshape_like(rng):
+    """reshape_like to slices of one and of two reference tensors' shapes (end_masks)."""
+    x, r, q = rand(rng, 2, 3, 4), rand(rng, 6, 4, 5), rand(rng, 1, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=t.shape) for t in (x, r, q)], opset_version=ct.target.iOS16)
+    def prog(x, r, q):
+        return (mb.reshape_like(x=x, ref_tensors=(r,), begins=(0,), ends=(2,), end_masks=(False,), name="one"),
+                mb.reshape_like(x=x, ref_tensors=(q, r), begins=(1, 0), ends=(0, 1), end_masks=(True, False), name="two"))
+    d = f64(x)
+    return prog, [{"x": x, "r": r, "q": q}], [{"one": d.reshape(6, 4), "two": d.reshape(4, 6)}]
+
+
+@case("einsum", ["einsum"], tolerance=1e-5, target=ct.target.iOS15)
+def einsum(rng):
+    """einsum in the forms MIL defines: rank 4 (nchw,nwhu->nchu, and with B or H of 1 broadcast)
+    and rank 3 (chw,whr->chr), and an equivalent equation with other letters."""
+    a, b = rand(rng, 2, 3, 4, 5), rand(rng, 2, 5, 4, 6)
+    c, d_ = rand(rng, 3, 4, 5), rand(rng, 5, 1, 2)
+    e = rand(rng, 1, 5, 4, 6)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=t.shape) for t in (a, b, c, d_, e)], opset_version=ct.target.iOS15)
+    def prog(x, y, z, w, v):
+        return (mb.einsum(values=(x, y), equation="nchw,nwhu->nchu", name="rank4"),
+                mb.einsum(values=(z, w), equation="chw,whr->chr", name="rank3_broadcast"),
+                mb.einsum(values=(x, v), equation="abcd,adce->abce", name="rank4_broadcast"))
+    A, B, C, D, E = (f64(t) for t in (a, b, c, d_, e))
+    return prog, [{"x": a, "y": b, "z": c, "w": d_, "v": e}], [{
+        "rank4": np.einsum("nchw,nwhu->nchu", A, B), "rank3_broadcast": np.einsum("chw,whr->chr", C, np.broadcast_to(D, (5, 4, 2))),
+        "rank4_broadcast": np.einsum("abcd,adce->abce", A, np.broadcast_to(E, (2, 5, 4, 6)))}]
+
+
+@case("pooling_and_upsampling", ["l2_pool", "upsample_nearest_neighbor", "max_pool", "avg_pool"], tolerance=1e-5)
+def pooling(rng):
+    """l2_pool (2-D, custom pads; 1-D, ceil_mode), upsample_nearest_neighbor (integer and
+    fractional scales), max_pool 1-D with negative inputs only, avg_pool 3-D counting pads."""
+    a = rand(rng, 1, 2, 5, 6)
+    s = rand(rng, 2, 3, 7) - 2
+    v = rand(rng, 1, 2, 3, 4, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=s.shape), mb.TensorSpec(shape=v.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        return (mb.l2_pool(x=x, kernel_sizes=[2, 3], strides=[2, 2], pad_type="custom", pad=[1, 0, 1, 1], name="l2_pool"),
+                mb.l2_pool(x=y, kernel_sizes=[3], strides=[2], pad_type="valid", ceil_mode=True, name="l2_pool_1d"),
+                mb.upsample_nearest_neighbor(x=x, scale_factor_height=2, scale_factor_width=3, name="upsample"),
+                mb.upsample_nearest_neighbor(x=x, scale_factor_height=1.5, scale_factor_width=0.5, name="upsample_fraction"),
+                mb.max_pool(x=y, kernel_sizes=[2], strides=[3], pad_type="valid", name="max_pool_1d"),
+                mb.avg_pool(x=z, kernel_sizes=[2, 3, 3], strides=[1, 2, 2], pad_type="same", exclude_padding_from_average=False,
+                            name="avg_pool_3d"))
+    d, S, V = f64(a), f64(s), f64(v)
+    # l2_pool 2-D: rows padded 1 above, 0 below; columns 1 each side; windows 2x3 at stride 2.
+    p = np.pad(d, ((0, 0), (0, 0), (1, 0), (1, 1)))
+    oh, ow = (p.shape[2] - 2) // 2 + 1, (p.shape[3] - 3) // 2 + 1
+    l2 = np.array([[[[np.sqrt((p[0, c, 2 * i:2 * i + 2, 2 * j:2 * j + 3] ** 2).sum()) for j in range(ow)] for i in range(oh)]
+                    for c in range(2)]])
+    # 1-D with ceil_mode: out = ceil((7 - 3) / 2) + 1 = 3, the last window clipped to the input.
+    l21 = np.stack([np.sqrt((S[:, :, 2 * k:min(2 * k + 3, 7)] ** 2).sum(-1)) for k in range(3)], axis=-1)
+    up = d.repeat(2, axis=2).repeat(3, axis=3)
+    rows, cols = [int(math.floor(i / 1.5)) for i in range(7)], [int(math.floor(j / 0.5)) for j in range(3)]
+    frac = d[:, :, rows][:, :, :, cols]
+    mp = np.stack([S[:, :, 3 * k:3 * k + 2].max(-1) for k in range(2)], axis=-1)
+    # same padding, counting pads: depth pads (0, 1), rows and columns (1, 1) for kernel 3 at stride 2 on 4.
+    pv = np.pad(V, ((0, 0), (0, 0), (0, 1), (0, 1), (0, 1)))
+    ap = np.zeros((1, 2, 3, 2, 2))
+    for dd in range(3):
+        for i in range(2):
+            for j in range(2):
+                ap[0, :, dd, i, j] = pv[0, :, dd:dd + 2, 2 * i:2 * i + 3, 2 * j:2 * j + 3].sum(axis=(1, 2, 3)) / 18
+    return prog, [{"x": a, "y": s, "z": v}], [{"l2_pool": l2, "l2_pool_1d": l21, "upsample": up, "upsample_fraction": frac,
+                                               "max_pool_1d": mp, "avg_pool_3d": ap}]
+
+
+def pack_bits(values, nbits):
+    """Indices packed into bytes, lowest bits first (constexpr_lut_to_dense of iOS16)."""
+    bits = []
+    for v in values:
+        bits += [(int(v) >> k) & 1 for k in range(nbits)]
+    bits += [0] * (-len(bits) % 8)
+    return np.array([sum(bits[i + k] << k for k in range(8)) for i in range(0, len(bits), 8)], dtype=np.uint8)
+
+
+@case("constexpr_ios16", ["constexpr_affine_dequantize", "constexpr_cast", "constexpr_lut_to_dense"], target=ct.target.iOS16)
+def constexpr_ios16(rng):
+    """Weights stored compressed in the iOS16 forms: affine dequantization per output channel
+    (uint8 with zero points) and one scale for all (int8), an fp16 weight cast to fp32, and a
+    2-bit look-up table; each feeding a linear layer."""
+    x = rand(rng, 2, 6)
+    q8 = rng.integers(0, 256, (4, 6)).astype(np.uint8)
+    zp, scale = np.array([128, 120, 135, 127], dtype=np.uint8), np.array([0.01, 0.02, 0.015, 0.03], dtype=np.float32)
+    qi = rng.integers(-128, 128, (3, 6)).astype(np.int8)
+    half = rand(rng, 5, 6).astype(np.float16)
+    codes = rng.integers(0, 4, 3 * 6)
+    lut = np.array([-0.5, -0.1, 0.2, 0.7], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS16)
+    def prog(x):
+        w1 = mb.constexpr_affine_dequantize(quantized_data=q8, zero_point=zp, scale=scale, axis=0)
+        w2 = mb.constexpr_affine_dequantize(quantized_data=qi, zero_point=np.int8(-3), scale=np.float32(0.02), axis=1)
+        w3 = mb.constexpr_cast(source_val=half, output_dtype="fp32")
+        w4 = mb.constexpr_lut_to_dense(indices=pack_bits(codes, 2), lut=lut, shape=np.array([3, 6], dtype=np.uint32))
+        return (mb.linear(x=x, weight=w1, name="affine_per_channel"), mb.linear(x=x, weight=w2, name="affine_scalar"),
+                mb.linear(x=x, weight=w3, name="cast"), mb.linear(x=x, weight=w4, name="lut"))
+    X = f64(x)
+    W1 = (f64(q8) - f64(zp)[:, None]) * f64(scale)[:, None]
+    W2 = (f64(qi) + 3) * np.float64(np.float32(0.02))
+    W4 = f64(lut)[codes].reshape(3, 6)
+    return prog, [{"x": x}], [{"affine_per_channel": X @ W1.T, "affine_scalar": X @ W2.T, "cast": X @ f64(half).T, "lut": X @ W4.T}]
+
+
+@case("constexpr_ios18", ["constexpr_blockwise_shift_scale", "constexpr_lut_to_dense"], target=ct.target.iOS18)
+def constexpr_ios18(rng):
+    """iOS18 weight forms: blockwise int8 data with a scale and offset per block of 3 input
+    columns, and a 4-bit look-up table per group of 2 output rows (uint4 indices)."""
+    x = rand(rng, 2, 6)
+    data = rng.integers(-8, 8, (4, 6)).astype(np.int8)
+    scale = rng.uniform(0.05, 0.2, (4, 2)).astype(np.float32)
+    offset = rng.integers(-2, 3, (4, 2)).astype(np.int8)
+    idx = rng.integers(0, 16, (4, 6)).astype(types.np_uint4_dtype)
+    lut = rand(rng, 2, 1, 16, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS18)
+    def prog(x):
+        w1 = mb.constexpr_blockwise_shift_scale(data=data, scale=scale, offset=offset)
+        w2 = mb.constexpr_lut_to_dense(indices=idx, lut=lut)
+        return mb.linear(x=x, weight=w1, name="blockwise"), mb.linear(x=x, weight=w2, name="lut")
+    X = f64(x)
+    W1 = (f64(data) - f64(offset).repeat(3, axis=1)) * f64(scale).repeat(3, axis=1)
+    table = f64(lut)[:, 0, :, 0]
+    W2 = np.array([[table[r // 2, int(idx[r, c])] for c in range(6)] for r in range(4)])
+    return prog, [{"x": x}], [{"blockwise": X @ W1.T, "lut": X @ W2.T}]
+
+
+@case("state", ["read_state", "write_state"], tolerance=1e-3, target=ct.target.iOS18)
+def state(rng):
+    """A stateful fp16 program (states are fp16) run with a fresh (zero) state: read_state before
+    and after an update (coreml_update_state, which coremltools writes as write_state + read_state)."""
+    a = rand(rng, 2, 3).astype(np.float16)
+
+    @mb.program(input_specs=[mb.StateTensorSpec(shape=a.shape, dtype=types.fp16), mb.TensorSpec(shape=a.shape, dtype=types.fp16)],
+                opset_version=ct.target.iOS18)
+    def prog(s, x):
+        before = mb.read_state(input=s)
+        updated = mb.coreml_update_state(state=s, value=mb.add(x=before, y=x))
+        # (A second read_state(s) would be merged into the first by coremltools' passes.)
+        return mb.add(x=before, y=np.float16(1), name="before"), mb.mul(x=updated, y=np.float16(2), name="after"), mb.identity(x=updated, name="updated")
+    prog.compute_precision = ct.precision.FLOAT16
+    d = f64(a)
+    return prog, [{"x": a}], [{"before": np.ones((2, 3)), "after": 2 * d, "updated": d}]
+
+
+@case("classify", ["classify", "softmax"])
+def classify(rng):
+    """A classifier program: softmax probabilities over three string labels, ended by classify."""
+    w = rand(rng, 3, 4) * 3
+    inputs = [rand(rng, 1, 4) for _ in range(3)]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.softmax(x=mb.linear(x=x, weight=w), axis=-1, name="probabilities")
+    prog.classifier_config = ct.ClassifierConfig(["cat", "dog", "emu"])
+    outputs = []
+    for x in inputs:
+        h = f64(x) @ f64(w).T
+        e = np.exp(h - h.max())
+        p = (e / e.sum())[0]
+        outputs.append({"classLabel": ["cat", "dog", "emu"][int(p.argmax())], "classLabel_probs": {k: float(v) for k, v in zip(["cat", "dog", "emu"], p)}})
+    return prog, [{"x": x} for x in inputs], outputs
+
+
+def convert(prog, target):
+    return ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
+                      compute_precision=getattr(prog, "compute_precision", ct.precision.FLOAT32),
+                      inputs=getattr(prog, "flexible_inputs", None),
+                      classifier_config=getattr(prog, "classifier_config", None))
+
+
+def write(out, name, ops, tolerance, target, build):
+    labelled = []
+
+    def built(rng):
+        prog, inputs, outputs = build(rng)
+        if hasattr(prog, "classifier_config"):
+            prog = convert(prog, target)
+        if any(isinstance(v, (str, dict)) for o in outputs for v in o.values()):
+            # A classifier's label and probabilities: written below as a string and an object.
+            labelled.extend(outputs)
+            outputs = [{} for _ in outputs]
+        return prog, inputs, outputs
+    write_case(out, name, tolerance, target, built)
+    missing = ops - program_operations(os.path.join(out, name + ".mlpackage"))
+    if missing:
+        raise SystemExit("%s: the converted program lacks %s" % (name, sorted(missing)))
+    if labelled:
+        path = os.path.join(out, name + ".json")
+        with open(path) as f:
+            document = json.load(f)
+        for entry, outputs in zip(document["cases"], labelled):
+            entry["outputs"] = outputs
+        with open(path, "w") as f:
+            json.dump(document, f, indent=1, sort_keys=True)
+            f.write("\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=HERE)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    out = os.path.join(args.out, SUBDIR)
+    os.makedirs(out, exist_ok=True)
+    for name, ops, tolerance, target, build in CASES:
+        if args.only and name != args.only:
+            continue
+        write(out, name, ops, tolerance, target, build)
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
