@@ -118,6 +118,7 @@ fixtures: venv
 	$(VENV)/bin/python Fixtures/generate_graph.py
 	$(VENV)/bin/python Fixtures/tensor_ops.py
 	$(VENV)/bin/python Fixtures/tensor_op_cases.py
+	$(VENV)/bin/python Fixtures/mil_operations.py
 
 # The model zoo: transformers architectures from tiny configs with seeded
 # weights, converted as fp32 and fp16 ML programs, checked against PyTorch

@@ -1,0 +1,136 @@
+import FixtureSupport
+import Foundation
+import ModelSpec
+import Testing
+@testable import TensorRuntime
+
+/// Every MIL operation of coremltools 9.0's ML-program opsets is either run by
+/// the tensor engine and exercised by a per-operation fixture, or named in
+/// docs/runtime.md with the reason it is not run.
+///
+/// The list (Fixtures/mil_operations.json) is written by
+/// Fixtures/mil_operations.py from coremltools' operation registry
+/// (`SSAOpRegistry.core_ops`, opsets iOS15–iOS18). Only names in that list are
+/// checked: operations the engine registers under other names (`write_state`,
+/// the form `coreml_update_state` takes in a file; internal operations a plan
+/// fuses; `classify`'s helpers) are outside both rules. The operations a
+/// fixture exercises are read from the committed per-operation programs
+/// (Fixtures/Parity/TensorOps, each checked against NumPy float64 by
+/// `TensorOpsParityTests`) through the engine's own graph reader, nested
+/// blocks included; `const` is read by the graph reader itself.
+@Suite("Every MIL operation is run and tested, or documented as not run")
+struct OperationCoverageTests {
+    /// Operations of the list the graph reader consumes itself instead of planning them.
+    static let readByGraphReader: Set<String> = ["const"]
+
+    static func coremltoolsOperations() throws -> [String] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("mil_operations.json")))
+        let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let operations = try #require(document["operations"] as? [[String: Any]])
+        let names = operations.compactMap { $0["name"] as? String }
+        #expect(names.count == document["count"] as? Int)
+        return names
+    }
+
+    /// The "Not run yet by the tensor engine" section of docs/runtime.md:
+    /// bullets `- \`op\`, \`op\`: why`, by operation name, each with its reason;
+    /// a bullet of another form is recorded as an issue.
+    static func documentedAsNotRun() throws -> [String: String] {
+        let text = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/runtime.md"), encoding: .utf8)
+        var inSection = false
+        var reasons: [String: String] = [:]
+        var bullet = ""
+        func finish() {
+            defer { bullet = "" }
+            guard bullet.hasPrefix("- ") else { return }
+            guard let colon = bullet.range(of: "`: ") else {
+                Issue.record("docs/runtime.md, \"Not run yet\": a bullet not of the form - `op`, `op`: why: \(bullet)")
+                return
+            }
+            let names = bullet[bullet.index(bullet.startIndex, offsetBy: 2)..<colon.lowerBound]
+            let reason = bullet[colon.upperBound...].trimmingCharacters(in: .whitespaces)
+            for name in names.split(separator: ",") {
+                let trimmed = name.trimmingCharacters(in: CharacterSet(charactersIn: " `"))
+                reasons[trimmed] = reason
+            }
+        }
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("## ") || line.hasPrefix("# ") {
+                finish()
+                inSection = line == "## Not run yet by the tensor engine"
+                continue
+            }
+            guard inSection else { continue }
+            if line.hasPrefix("- ") {
+                finish()
+                bullet = String(line)
+            } else if line.hasPrefix("  "), !bullet.isEmpty {
+                bullet += " " + line.trimmingCharacters(in: .whitespaces)
+            } else {
+                finish()
+            }
+        }
+        finish()
+        return reasons
+    }
+
+    /// The operation types of every per-operation fixture program, read by `GraphReader`.
+    static func exercisedOperations() throws -> [String: Set<String>] {
+        let folder = Fixtures.path("Parity/TensorOps")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+        var exercised: [String: Set<String>] = [:]
+        for name in names {
+            let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+            let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            guard document["kind"] as? String == "mlProgram", let model = document["model"] as? String else { continue }
+            let file = try ModelFile.open(folder + "/" + model)
+            let graph = try withExtendedLifetime(file) { () throws -> ProgramGraph in
+                let program = try #require(file.specification.root.pointee.mlprogram)
+                return try GraphReader(modelDirectory: file.modelDirectory).read(program, defaultFunction: nil)
+            }
+            func visit(_ block: GraphBlock) {
+                for operation in block.operations {
+                    exercised[operation.type, default: []].insert(String(name.dropLast(5)))
+                    operation.blocks.forEach(visit)
+                }
+            }
+            graph.functions.values.forEach { visit($0.block) }
+        }
+        return exercised
+    }
+
+    @Test("the list of coremltools' operations is there")
+    func listExists() throws {
+        let names = try Self.coremltoolsOperations()
+        #expect(names.count >= 160)
+        #expect(names.contains("scaled_dot_product_attention") && names.contains("conv"))
+    }
+
+    @Test("every operation of the list is run or documented as not run, with why")
+    func everyOperationRunOrDocumented() throws {
+        let registered = Set(OperationRegistry.definitions.keys)
+        let documented = try Self.documentedAsNotRun()
+        let missing = try Self.coremltoolsOperations().filter { name in
+            !registered.contains(name) && !Self.readByGraphReader.contains(name) && (documented[name] ?? "").isEmpty
+        }
+        #expect(missing == [], "neither run by the tensor engine nor listed with a reason under \"Not run yet\" in docs/runtime.md")
+    }
+
+    @Test("the documented list names only operations of the list that are not run")
+    func documentedListIsExact() throws {
+        let registered = Set(OperationRegistry.definitions.keys)
+        let all = Set(try Self.coremltoolsOperations())
+        let documented = try Self.documentedAsNotRun()
+        #expect(!documented.isEmpty)
+        #expect(documented.keys.filter { !all.contains($0) }.sorted() == [], "not operations of coremltools' list")
+        #expect(documented.keys.filter { registered.contains($0) }.sorted() == [], "run by the tensor engine, yet listed as not run")
+    }
+
+    @Test("every operation of the list the engine runs is exercised by a fixture program")
+    func everyRunOperationTested() throws {
+        let exercised = try Self.exercisedOperations()
+        let registered = Set(OperationRegistry.definitions.keys)
+        let untested = try Self.coremltoolsOperations().filter { registered.contains($0) && exercised[$0] == nil }
+        #expect(untested == [], "run by the tensor engine but in no program of Fixtures/Parity/TensorOps")
+    }
+}
