@@ -5,7 +5,8 @@ broadcasting and edge cases for the ones it does; and programs with bad paramete
 must refuse (Fixtures/Parity/TensorOps/BadParameters).
 
 Usage:
-    tensor_op_cases.py [--out DIR] [--only NAME]   (default DIR: the folder of this script)
+    tensor_op_cases.py [--out DIR] [--only NAME]   (default DIR: the folder of this script;
+                                                   NAME: op_… or bad_parameters)
 
 Same format and helpers as tensor_ops.py (imported, not copied): small ML programs built with
 coremltools' MIL builder, NumPy float64 references written here from the operation definitions
@@ -399,6 +400,156 @@ def classify(rng):
     return prog, [{"x": x} for x in inputs], outputs
 
 
+BAD_PARAMETERS = []
+
+
+def bad_parameter(name, op, parameter, value, exit_code, message):
+    """A program whose operation `op` (named by its output) gets `value` for `parameter` in the
+    file: the engine must refuse it at load with `message` (exit 94: a mode or value modelc does not
+    run; 76: a value the definition does not allow)."""
+    def register(function):
+        BAD_PARAMETERS.append((name, op, parameter, value, exit_code, message, function))
+        return function
+    return register
+
+
+def rank3(function):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return function(x)
+    return prog
+
+
+@bad_parameter("transpose_perm_repeats", "y", "perm", [0, 0, 2], 76, 'operation "y" (transpose): perm [0, 0, 2] is not a permutation of 3 axes')
+def bad_transpose():
+    return rank3(lambda x: mb.transpose(x=x, perm=[0, 2, 1], name="y"))
+
+
+@bad_parameter("reduce_axis_outside", "y", "axes", [3], 76, 'operation "y" (reduce_sum): axes 3 is outside a rank-3 tensor')
+def bad_reduce():
+    return rank3(lambda x: mb.reduce_sum(x=x, axes=[1], name="y"))
+
+
+@bad_parameter("softmax_axis_outside", "y", "axis", -4, 76, 'operation "y" (softmax): axis -4 is outside a rank-3 tensor')
+def bad_softmax():
+    return rank3(lambda x: mb.softmax(x=x, axis=-1, name="y"))
+
+
+@bad_parameter("concat_axis_outside", "y", "axis", 3, 76, 'operation "y" (concat): axis 3 is outside a rank-3 tensor')
+def bad_concat():
+    return rank3(lambda x: mb.concat(values=(x, x), axis=2, name="y"))
+
+
+@bad_parameter("gelu_mode_unknown", "y", "mode", "CUBIC", 94, 'layer "y" (gelu): gelu mode CUBIC is not one MIL defines')
+def bad_gelu():
+    return rank3(lambda x: mb.gelu(x=x, mode="EXACT", name="y"))
+
+
+@bad_parameter("pad_mode_unknown", "y", "mode", "circular", 94, 'layer "y" (pad): pad mode circular is not supported')
+def bad_pad():
+    return rank3(lambda x: mb.pad(x=x, pad=[1, 1], mode="reflect", name="y"))
+
+
+@bad_parameter("reshape_two_unknown", "y", "shape", [-1, -1], 76, 'operation "y" (reshape): shape [-1, -1] has more than one -1')
+def bad_reshape():
+    return rank3(lambda x: mb.reshape(x=x, shape=[6, 4], name="y"))
+
+
+@bad_parameter("gather_axis_outside", "y", "axis", 5, 76, 'operation "y" (gather): axis 5 is outside a rank-3 tensor')
+def bad_gather():
+    return rank3(lambda x: mb.gather(x=x, indices=np.array([1, 0], dtype=np.int32), axis=1, name="y"))
+
+
+@bad_parameter("split_sizes_do_not_add_up", "y", "split_sizes", [1, 2], 76, 'operation "y_0" (split): split_sizes [1, 2] for axis 2 of size 4 into 2 outputs')
+def bad_split():
+    return rank3(lambda x: mb.split(x=x, split_sizes=[1, 3], axis=2, name="y")[0])
+
+
+@bad_parameter("tile_reps_wrong_length", "y", "reps", [2, 2], 76, 'operation "y" (tile): reps needs 3 non-negative values')
+def bad_tile():
+    return rank3(lambda x: mb.tile(x=x, reps=[1, 2, 1], name="y"))
+
+
+@bad_parameter("slice_stride_zero", "y", "stride", [1, 0, 1], 76, 'operation "y" (slice_by_index): stride 0 on axis 1')
+def bad_slice():
+    return rank3(lambda x: mb.slice_by_index(x=x, begin=[0, 0, 0], end=[2, 3, 4], stride=[1, 2, 1], name="y"))
+
+
+@bad_parameter("topk_k_too_large", "y", "k", 9, 76, 'operation "y_0" (topk): k 9 for an axis of size 4')
+def bad_topk():
+    return rank3(lambda x: mb.topk(x=x, k=2, axis=-1, name="y")[0])
+
+
+@bad_parameter("cast_dtype_unknown", "y", "dtype", "complex64", 94, 'layer "y" (cast): dtype "complex64" is not supported')
+def bad_cast():
+    return rank3(lambda x: mb.cast(x=x, dtype="int32", name="y"))
+
+
+@bad_parameter("conv_groups_do_not_divide", "y", "groups", 3, 76, 'operation "y" (conv): 4 input channels, weight [4, 2, 1, 1], 3 groups')
+def bad_conv():
+    w = np.ones((4, 2, 1, 1), dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4, 3, 3))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.conv(x=x, weight=w, groups=2, name="y")
+    return prog
+
+
+@bad_parameter("expand_dims_axis_outside", "y", "axes", [5], 76, 'operation "y" (expand_dims): axes 5 is outside a rank-4 tensor')
+def bad_expand():
+    return rank3(lambda x: mb.expand_dims(x=x, axes=[0], name="y"))
+
+
+@bad_parameter("layer_norm_axis_outside", "y", "axes", [3], 76, 'operation "y" (layer_norm): axes 3 is outside a rank-3 tensor')
+def bad_layer_norm():
+    return rank3(lambda x: mb.layer_norm(x=x, axes=[2], name="y"))
+
+
+def set_parameter(spec, output, parameter, value):
+    """Writes `value` for `parameter` of the operation whose first output is `output`, in place
+    (in its const operation or its inline value): the builder checks parameters, a file need not."""
+    block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+    op = [o for o in block.operations if o.type != "const" and o.outputs
+          and (o.outputs[0].name == output or o.outputs[0].name.startswith(output + "_"))][0]
+    argument = op.inputs[parameter].arguments[0]
+    if argument.name:
+        const = [o for o in block.operations if o.outputs and o.outputs[0].name == argument.name][0]
+        tensor = const.attributes["val"].immediateValue.tensor
+        value_type = const.attributes["val"].type.tensorType
+    else:
+        tensor = argument.value.immediateValue.tensor
+        value_type = argument.value.type.tensorType
+    values = value if isinstance(value, list) else [value]
+    if isinstance(values[0], str):
+        target = tensor.strings.values
+    else:
+        target = tensor.ints.values
+    del target[:]
+    target.extend(values)
+    if isinstance(value, list) and value_type.rank == 1:
+        value_type.dimensions[0].constant.size = len(values)
+    return op.outputs[0].name
+
+
+def write_bad_parameters(out):
+    out = os.path.join(out, "BadParameters")
+    os.makedirs(out, exist_ok=True)
+    expected = {}
+    for name, output, parameter, value, exit_code, message, build in BAD_PARAMETERS:
+        model = ct.convert(build(), convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=ct.target.iOS17,
+                           compute_precision=ct.precision.FLOAT32)
+        package = os.path.join(out, name + ".mlpackage")
+        save_ml_package(model, package)
+        path = package_root_model_path(package)
+        spec = parse_model(read_bytes(path))
+        operation = set_parameter(spec, output, parameter, value)
+        save_spec(spec, path)
+        expected[name] = {"exit": exit_code, "message": message, "operation": operation, "parameter": parameter}
+    with open(os.path.join(out, "refusals.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def convert(prog, target):
     return ct.convert(prog, convert_to="mlprogram", skip_model_load=True, minimum_deployment_target=target,
                       compute_precision=getattr(prog, "compute_precision", ct.precision.FLOAT32),
@@ -445,6 +596,9 @@ def main():
             continue
         write(out, name, ops, tolerance, target, build)
         print("wrote", name)
+    if args.only in (None, "bad_parameters"):
+        write_bad_parameters(out)
+        print("wrote", len(BAD_PARAMETERS), "programs with bad parameters")
 
 
 if __name__ == "__main__":

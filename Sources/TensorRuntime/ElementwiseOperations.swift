@@ -96,7 +96,7 @@ enum ElementwiseOperations {
     static func cast(_ context: OperationContext) throws(RuntimeError) {
         let x = try context.input()
         let name = try context.string("dtype", "fp32")
-        guard let target = ElementType(milName: name), target != .string else { throw context.unsupported("casting to \(name) is not supported") }
+        guard let target = ElementType(milName: name), target != .string else { throw context.unsupported("dtype \"\(name)\" is not supported") }
         let out = try context.output(x.shape, type: target)
         let count = x.count, from = x.id
         switch (x.isFloat, target.isFloat) {

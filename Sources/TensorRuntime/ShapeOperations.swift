@@ -222,10 +222,11 @@ enum ShapeOperations {
         var shape = requested.enumerated().map { axis, size in size == 0 && axis < x.rank ? x.shape[axis] : size }
         if let unknown = shape.firstIndex(of: -1) {
             let known = shape.enumerated().filter { $0.offset != unknown }.reduce(1) { $0 * $1.element }
-            guard known > 0, x.count % known == 0 else { throw context.invalid("cannot reshape \(x.shape) to \(requested)") }
+            guard shape.filter({ $0 == -1 }).count == 1 else { throw context.invalid("shape \(requested) has more than one -1") }
+            guard known > 0, x.count % known == 0 else { throw context.invalid("shape \(requested) does not fit \(x.shape)") }
             shape[unknown] = x.count / known
         }
-        guard shape.reduce(1, *) == x.count else { throw context.invalid("cannot reshape \(x.shape) (\(x.count) elements) to \(requested)") }
+        guard shape.reduce(1, *) == x.count else { throw context.invalid("shape \(requested) does not fit \(x.shape) (\(x.count) elements)") }
         try context.alias(x, shape: shape)
     }
 
@@ -376,7 +377,7 @@ enum ShapeOperations {
             sizes = (0..<parts).map { min(each, max(0, size - $0 * each)) }
         }
         guard sizes.reduce(0, +) == size, sizes.count == context.op.outputs.count else {
-            throw context.invalid("split sizes \(sizes) for axis \(axis) of size \(size) into \(context.op.outputs.count) outputs")
+            throw context.invalid("split_sizes \(sizes) for axis \(axis) of size \(size) into \(context.op.outputs.count) outputs")
         }
         let strides = Shapes.strides(x.shape)
         var start = 0
