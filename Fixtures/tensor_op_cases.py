@@ -400,6 +400,229 @@ def classify(rng):
     return prog, [{"x": x} for x in inputs], outputs
 
 
+@case("int32_tensors", ["gather", "concat", "transpose", "slice_by_index", "tile", "select", "stack", "split", "reverse",
+                       "cumsum", "topk", "argsort", "one_hot", "squeeze", "expand_dims", "reshape", "gather_along_axis",
+                       "scatter", "band_part", "reduce_argmin"])
+def int32_tensors(rng):
+    """Operations that move elements, on int32 data (exact): gather with negative indices,
+    concat, transpose, slicing with a negative stride, tile (pad is fp16/fp32 only), select with
+    a broadcast condition, stack, split, reverse, cumsum, topk, argsort, one_hot, and the rest."""
+    a = rng.integers(-50, 50, (2, 3, 4)).astype(np.int32)
+    a[1, 2, :] = [7, 7, -3, 7]
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        cond = mb.greater(x=mb.slice_by_size(x=x, begin=[0, 0, 0], size=[1, 3, 4]), y=np.int32(0))
+        values, indices = mb.topk(x=x, k=2, axis=-1, ascending=True, name="topk")
+        first, second = mb.split(x=x, num_splits=2, axis=-1)
+        return (mb.gather(x=x, indices=np.array([-1, 0, 2], dtype=np.int32), axis=1, name="gather"),
+                mb.concat(values=(x, mb.mul(x=x, y=np.int32(2))), axis=0, name="concat"),
+                mb.transpose(x=x, perm=[2, -3, 1], name="transpose"),
+                mb.slice_by_index(x=x, begin=[0, 2, 3], end=[2, 0, 0], stride=[1, -1, -2], end_mask=[False, True, True], name="slice"),
+                mb.tile(x=x, reps=[2, 1, 2], name="tile"),
+                mb.select(cond=cond, a=x, b=np.int32(-1), name="select"), mb.stack(values=(x, x), axis=-1, name="stack"),
+                mb.identity(x=first, name="split_0"), mb.identity(x=second, name="split_1"),
+                mb.reverse(x=x, axes=[-1], name="reverse"), mb.cumsum(x=x, axis=1, name="cumsum"),
+                mb.identity(x=values, name="topk_values"), mb.identity(x=indices, name="topk_indices"),
+                mb.argsort(x=x, axis=-1, ascending=False, name="argsort"),
+                mb.one_hot(indices=mb.reduce_argmin(x=x, axis=2), one_hot_vector_size=4, axis=0, on_value=5, off_value=-1, name="one_hot"),
+                mb.squeeze(x=mb.expand_dims(x=x, axes=[-1, 1]), axes=[1, -1], name="squeeze"),
+                mb.reshape(x=x, shape=[-1, 6], name="reshape"),
+                mb.gather_along_axis(x=x, indices=np.array([[[3], [0], [1]]] * 2, dtype=np.int32), axis=2, name="gather_along_axis"),
+                mb.scatter(data=x, indices=np.array([2, 0], dtype=np.int32), updates=mb.slice_by_size(x=x, begin=[0, 0, 0], size=[2, 2, 4]),
+                           axis=1, mode="add", name="scatter"),
+                mb.band_part(x=x, lower=0, upper=1, name="band_part"))
+    order = np.argsort(a, axis=-1, kind="stable")[..., :2]
+    desc = np.argsort(-a.astype(np.int64), axis=-1, kind="stable")
+    added = a.copy()
+    added[:, 2] += a[:, 0]
+    added[:, 0] += a[:, 1]
+    one_hot = np.full((4, 2, 3), -1, dtype=np.int32)
+    arg = a.argmin(axis=2)
+    for b in range(2):
+        for c in range(3):
+            one_hot[arg[b, c], b, c] = 5
+    return prog, [{"x": a}], [{
+        "gather": a[:, [2, 0, 2]], "concat": np.concatenate([a, 2 * a], 0), "transpose": np.transpose(a, (2, 0, 1)),
+        "slice": a[0:2, 2::-1, 3::-2], "tile": np.tile(a, (2, 1, 2)), "select": np.where(a[:1] > 0, a, -1),
+        "stack": np.stack([a, a], -1), "split_0": a[..., :2], "split_1": a[..., 2:], "reverse": a[..., ::-1],
+        "cumsum": np.cumsum(a, 1), "topk_values": np.take_along_axis(a, order, -1), "topk_indices": order,
+        "argsort": desc, "one_hot": one_hot, "squeeze": a, "reshape": a.reshape(-1, 6),
+        "gather_along_axis": np.take_along_axis(a, np.array([[[3], [0], [1]]] * 2), 2), "scatter": added,
+        "band_part": a * np.triu(np.tril(np.ones((3, 4), dtype=np.int32), 1), 0)}]
+
+
+@case("bool_logic", ["logical_and", "logical_or", "logical_xor", "logical_not", "select", "cast", "equal", "less"])
+def bool_logic(rng):
+    """Logical operations on bool values with broadcasting ([2, 1, 4] with [3, 1]), select with a
+    bool condition and branches of different shapes broadcast together (coremltools declares
+    select's output as the broadcast of a and b alone, so the condition's shape stays inside
+    theirs), casts between bool, int32 and fp32."""
+    a, b = rand(rng, 2, 1, 4), rand(rng, 3, 1)
+    a[0, 0, 0] = 0
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        p, q = mb.less(x=x, y=0.0), mb.greater(x=y, y=0.0)
+        to_int = lambda v, name: mb.cast(x=v, dtype="int32", name=name)
+        as_bool = mb.cast(x=x, dtype="bool")
+        return (to_int(mb.logical_and(x=p, y=q), "and"), to_int(mb.logical_or(x=p, y=q), "or"),
+                to_int(mb.logical_xor(x=p, y=q), "xor"), to_int(mb.logical_not(x=q), "not"),
+                mb.select(cond=q, a=mb.add(x=x, y=y), b=mb.mul(x=x, y=-1.0), name="select"), to_int(as_bool, "cast_bool"),
+                mb.cast(x=mb.cast(x=as_bool, dtype="int32"), dtype="fp32", name="bool_int_fp32"),
+                to_int(mb.equal(x=mb.cast(x=p, dtype="int32"), y=np.int32(1)), "equal"))
+    A, B = f64(a), f64(b)
+    p, q = A < 0, B > 0
+    return prog, [{"x": a, "y": b}], [{"and": p & q, "or": p | q, "xor": p ^ q, "not": ~q, "select": np.where(q, A + B, -A),
+                                        "cast_bool": A != 0, "bool_int_fp32": (A != 0).astype(np.float64), "equal": p}]
+
+
+@case("rounding_and_division", ["round", "floor_div", "mod", "real_div", "floor", "ceil", "clip", "cast"])
+def rounding(rng):
+    """Rounding halves to even, floor_div and mod with negative operands (Python's rules), real_div
+    by negative divisors, clip at its bounds, cast of halves and negatives to int32 (toward zero)."""
+    a = np.array([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], [-7.0, -3.25, 3.25, 7.0, -0.0, 6.0]], dtype=np.float32)
+    b = np.array([2.0, -2.0, 3.0, -3.0, 0.5, -0.75], dtype=np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape)], opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.round(x=x, name="round"), mb.floor_div(x=x, y=y, name="floor_div"), mb.mod(x=x, y=y, name="mod"),
+                mb.real_div(x=x, y=y, name="real_div"), mb.floor(x=x, name="floor"), mb.ceil(x=x, name="ceil"),
+                mb.clip(x=x, alpha=-1.5, beta=2.5, name="clip"), mb.cast(x=x, dtype="int32", name="to_int32"))
+    A, B = f64(a), f64(b)
+    return prog, [{"x": a, "y": b}], [{"round": np.round(A), "floor_div": np.floor(A / B), "mod": np.mod(A, B), "real_div": A / B,
+                                        "floor": np.floor(A), "ceil": np.ceil(A), "clip": np.clip(A, -1.5, 2.5),
+                                        "to_int32": np.trunc(A).astype(np.int32)}]
+
+
+@case("indexing_modes", ["gather", "gather_nd", "scatter", "scatter_nd", "scatter_along_axis", "one_hot"], target=ct.target.iOS17)
+def indexing_modes(rng):
+    """gather with batch_dims 1, gather_nd with batch_dims 1, every scatter mode not in tensor_ops
+    (div, max, min, sub on scatter; add, max on scatter_along_axis; update, min, div on scatter_nd),
+    one_hot on axis 0 of rank-2 indices."""
+    a = rng.uniform(0.5, 2.0, (2, 4, 3)).astype(np.float32)
+    u = rng.uniform(0.5, 2.0, (2, 2, 3)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape)], opset_version=ct.target.iOS17)
+    def prog(x, v):
+        idx = np.array([[3, 0], [1, 1]], dtype=np.int32)
+        outs = [mb.gather(x=x, indices=idx, axis=1, batch_dims=1, name="gather_batch"),
+                mb.gather_nd(x=x, indices=np.array([[[2], [0]], [[1], [3]]], dtype=np.int32), batch_dims=1, name="gather_nd_batch")]
+        for mode in ("div", "max", "min", "sub"):
+            outs.append(mb.scatter(data=x, indices=np.array([2, 0], dtype=np.int32), updates=v, axis=1, mode=mode, name="scatter_" + mode))
+        along = np.array([[[0, 3, 1], [2, 2, 0]], [[1, 0, 3], [3, 1, 2]]], dtype=np.int32)
+        for mode in ("add", "max"):
+            outs.append(mb.scatter_along_axis(data=x, indices=along, updates=v, axis=1, mode=mode, name="along_" + mode))
+        nd = np.array([[0, 3], [1, 2]], dtype=np.int32)
+        for mode in ("update", "min", "div"):
+            first = mb.reshape(x=mb.slice_by_size(x=v, begin=[0, 0, 0], size=[1, 2, 3]), shape=[2, 3])
+            outs.append(mb.scatter_nd(data=x, indices=nd, updates=first, mode=mode, name="scatter_nd_" + mode))
+        outs.append(mb.one_hot(indices=idx, one_hot_vector_size=4, axis=0, on_value=2.0, off_value=0.5, name="one_hot"))
+        return tuple(outs)
+    d, w = f64(a), f64(u)
+    idx = np.array([[3, 0], [1, 1]])
+    expected = {"gather_batch": np.stack([d[b][idx[b]] for b in range(2)]),
+                "gather_nd_batch": np.stack([d[b][[2, 0]] if b == 0 else d[b][[1, 3]] for b in range(2)])}
+    ops = {"div": np.divide, "max": np.maximum, "min": np.minimum, "sub": np.subtract, "add": np.add, "mul": np.multiply}
+    for mode in ("div", "max", "min", "sub"):
+        r = d.copy()
+        for k, i in enumerate([2, 0]):
+            r[:, i] = ops[mode](r[:, i], w[:, k])
+        expected["scatter_" + mode] = r
+    along = np.array([[[0, 3, 1], [2, 2, 0]], [[1, 0, 3], [3, 1, 2]]])
+    for mode in ("add", "max"):
+        r = d.copy()
+        for b in range(2):
+            for k in range(2):
+                for c in range(3):
+                    r[b, along[b, k, c], c] = ops[mode](r[b, along[b, k, c], c], w[b, k, c])
+        expected["along_" + mode] = r
+    upd = w[0]
+    for mode in ("update", "min", "div"):
+        r = d.copy()
+        for k, (i, j) in enumerate([(0, 3), (1, 2)]):
+            r[i, j] = upd[k] if mode == "update" else ops[mode](r[i, j], upd[k])
+        expected["scatter_nd_" + mode] = r
+    oh = np.full((4, 2, 2), 0.5)
+    for i in range(2):
+        for j in range(2):
+            oh[idx[i, j], i, j] = 2.0
+    expected["one_hot"] = oh
+    return prog, [{"x": a, "v": u}], [expected]
+
+
+@case("size_one_and_rank_edges", ["softmax", "reduce_sum", "matmul", "squeeze", "expand_dims", "layer_norm", "batch_norm",
+                                  "instance_norm", "l2_norm", "cumsum", "linear", "concat"])
+def size_one(rng):
+    """Edges of shapes: softmax and reductions over a size-1 axis, matmul of a vector by a matrix
+    (coremltools' builder takes no rank-1 y, and declares a vector by a batch of matrices as
+    [1, N] where the definition gives [B, N]), transpose_x, squeeze of a rank-1 size-1
+    tensor, norms on rank 3, cumsum on a size-1 axis, linear without bias, concat of one value."""
+    a, v, m = rand(rng, 2, 1, 5), rand(rng, 5), rand(rng, 3, 5, 2)
+    mean, var = rand(rng, 1), rng.uniform(0.5, 1.5, 1).astype(np.float32)
+    weight = rand(rng, 6, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=v.shape), mb.TensorSpec(shape=m.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        return (mb.softmax(x=x, axis=1, name="softmax_unit"), mb.reduce_sum(x=x, axes=[-2], keep_dims=False, name="sum_unit"),
+                mb.matmul(x=y, y=mb.reshape(x=z, shape=[5, 6]), name="vector_matrix"),
+                mb.matmul(x=z, y=z, transpose_x=True, name="transpose_x"),
+                mb.squeeze(x=mb.slice_by_size(x=y, begin=[2], size=[1]), name="squeeze_scalar"),
+                mb.expand_dims(x=y, axes=[-2], name="expand_neg"),
+                mb.layer_norm(x=x, axes=[-1], epsilon=1e-5, name="layer_norm"),
+                mb.batch_norm(x=x, mean=mean, variance=var, epsilon=1e-5, name="batch_norm_rank3"),
+                mb.instance_norm(x=mb.reshape(x=x, shape=[1, 2, 5]), epsilon=1e-5, name="instance_norm_rank3"),
+                mb.l2_norm(x=mb.reshape(x=x, shape=[2, 5, 1]), epsilon=1e-12, name="l2_norm_rank3"),
+                mb.cumsum(x=x, axis=1, exclusive=True, name="cumsum_unit"),
+                mb.linear(x=y, weight=weight, name="linear_vector"),
+                mb.concat(values=(x,), axis=0, name="concat_one"))
+    A, V, M = f64(a), f64(v), f64(m)
+    norm = (A - A.mean(-1, keepdims=True)) / np.sqrt(A.var(-1, keepdims=True) + 1e-5)
+    r = A.reshape(1, 2, 5)
+    inorm = (r - r.mean(-1, keepdims=True)) / np.sqrt(r.var(-1, keepdims=True) + 1e-5)
+    l2 = A.reshape(2, 5, 1) / np.sqrt((A * A).sum() + 1e-12)  # rank 3: every element is one vector
+    return prog, [{"x": a, "y": v, "z": m}], [{
+        "softmax_unit": np.ones_like(A), "sum_unit": A[:, 0, :], "vector_matrix": V @ M.reshape(5, 6),
+        "transpose_x": np.swapaxes(M, -1, -2) @ M, "squeeze_scalar": np.float64(V[2]), "expand_neg": V[None, :],
+        "layer_norm": norm, "batch_norm_rank3": (A - f64(mean)) / np.sqrt(f64(var) + 1e-5), "instance_norm_rank3": inorm,
+        "l2_norm_rank3": l2, "cumsum_unit": np.zeros_like(A), "linear_vector": f64(weight) @ V, "concat_one": A}]
+
+
+@case("fp16_program", ["conv", "matmul", "softmax", "layer_norm", "gelu", "reduce_mean", "avg_pool"], tolerance=5e-3)
+def fp16_program(rng):
+    """An fp16 program (fp16 input, weights and outputs) through a convolution, pooling, a matrix
+    product, layer norm, gelu and softmax: within fp16 rounding of float64 on the same fp16 values."""
+    a = rand(rng, 1, 3, 6, 6).astype(np.float16)
+    w = (rand(rng, 4, 3, 3, 3) / 3).astype(np.float16)
+    p = (rand(rng, 9, 5) / 2).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.fp16)], opset_version=ct.target.iOS17)
+    def prog(x):
+        h = mb.conv(x=x, weight=w, pad_type="valid", name="conv")
+        pooled = mb.avg_pool(x=h, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="avg_pool")
+        flat = mb.reshape(x=pooled, shape=[4, 4])
+        proj = mb.matmul(x=mb.slice_by_size(x=mb.reshape(x=h, shape=[4, 16]), begin=[0, 0], size=[4, 9]), y=p, name="matmul")
+        normed = mb.layer_norm(x=proj, axes=[-1], epsilon=np.float16(1e-3), name="layer_norm")
+        return (h, pooled, proj, normed, mb.gelu(x=normed, name="gelu"), mb.softmax(x=proj, axis=-1, name="softmax"),
+                mb.reduce_mean(x=flat, axes=[0], name="reduce_mean"))
+    prog.compute_precision = ct.precision.FLOAT16
+    prog.flexible_inputs = [ct.TensorType(name="x", shape=a.shape, dtype=np.float16)]
+    X, W, P = f64(a), f64(w), f64(p)
+    conv = np.zeros((1, 4, 4, 4))
+    for o in range(4):
+        for i in range(4):
+            for j in range(4):
+                conv[0, o, i, j] = (X[0, :, i:i + 3, j:j + 3] * W[o]).sum()
+    pooled = conv.reshape(1, 4, 2, 2, 2, 2).mean(axis=(3, 5))
+    proj = conv.reshape(4, 16)[:, :9] @ P
+    normed = (proj - proj.mean(-1, keepdims=True)) / np.sqrt(proj.var(-1, keepdims=True) + np.float64(np.float16(1e-3)))
+    e = np.exp(proj - proj.max(-1, keepdims=True))
+    return prog, [{"x": a}], [{"conv": conv, "avg_pool": pooled, "matmul": proj, "layer_norm": normed,
+                                "gelu": 0.5 * normed * (1 + erf(normed / math.sqrt(2))), "softmax": e / e.sum(-1, keepdims=True),
+                                "reduce_mean": pooled.reshape(4, 4).mean(0)}]
+
+
 BAD_PARAMETERS = []
 
 
