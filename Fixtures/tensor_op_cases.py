@@ -623,6 +623,144 @@ def fp16_program(rng):
                                 "reduce_mean": pooled.reshape(4, 4).mean(0)}]
 
 
+def conv_nd(x, w, b, strides, pads, dilations, groups):
+    """N-D convolution (cross-correlation) of x [N, C, *D] with w [O, C / groups, *K]; pads [(lo, hi)] per axis."""
+    x = np.pad(x, [(0, 0), (0, 0)] + list(pads))
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    k = w.shape[2:]
+    out_dims = [(x.shape[2 + i] - (k[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(len(k))]
+    out = np.zeros((n, o) + tuple(out_dims))
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        for pos in np.ndindex(*out_dims):
+            window = tuple(slice(pos[i] * strides[i], pos[i] * strides[i] + (k[i] - 1) * dilations[i] + 1, dilations[i])
+                           for i in range(len(k)))
+            patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + window]
+            out[(slice(None), oc) + pos] = (patch * w[oc]).reshape(n, -1).sum(1) + (b[oc] if b is not None else 0)
+    return out
+
+
+def conv_transpose_nd(x, w, strides, dilations, groups):
+    """N-D transposed convolution, valid padding: x [N, C, *D], w [C, O / groups, *K]."""
+    n, c = x.shape[:2]
+    og = w.shape[1]
+    k = w.shape[2:]
+    dims = x.shape[2:]
+    out_dims = [(dims[i] - 1) * strides[i] + (k[i] - 1) * dilations[i] + 1 for i in range(len(k))]
+    out = np.zeros((n, og * groups) + tuple(out_dims))
+    cg = c // groups
+    for ci in range(c):
+        g = ci // cg
+        for pos in np.ndindex(*dims):
+            window = tuple(slice(pos[i] * strides[i], pos[i] * strides[i] + (k[i] - 1) * dilations[i] + 1, dilations[i])
+                           for i in range(len(k)))
+            out[(slice(None), slice(g * og, (g + 1) * og)) + window] += x[(slice(None), ci) + pos][:, None] * w[ci]
+    return out
+
+
+def same_pads(dims, kernel, strides, dilations, lower=False):
+    pads = []
+    for d, k, s_, dl in zip(dims, kernel, strides, dilations):
+        out = -(-d // s_)
+        total = max((out - 1) * s_ + (k - 1) * dl + 1 - d, 0)
+        small = total // 2
+        pads.append((total - small, small) if lower else (small, total - small))
+    return pads
+
+
+@case("convolution_edges", ["conv", "conv_transpose", "max_pool", "avg_pool"], tolerance=1e-4)
+def convolution_edges(rng):
+    """conv 3-D (groups, same padding, strides per axis), depthwise 2-D with same_lower, dilated
+    2-D with uneven custom pads; conv_transpose 1-D dilated and 3-D; max_pool 3-D with same
+    padding (pads never win), avg_pool with ceil_mode excluding pads."""
+    v, a = rand(rng, 1, 2, 4, 5, 5), rand(rng, 1, 3, 5, 6)
+    w3, b3 = rand(rng, 4, 1, 2, 3, 3), rand(rng, 4)
+    wd, wdil = rand(rng, 3, 1, 2, 2), rand(rng, 2, 3, 2, 2)
+    s, wt1 = rand(rng, 1, 2, 5), rand(rng, 2, 3, 3)
+    t, wt3 = rand(rng, 1, 2, 2, 2, 2), rand(rng, 2, 2, 2, 2, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=z.shape) for z in (v, a, s, t)], opset_version=ct.target.iOS17)
+    def prog(x3, x2, x1, xt):
+        return (mb.conv(x=x3, weight=w3, bias=b3, strides=[1, 2, 2], pad_type="same", groups=2, name="conv3d"),
+                mb.conv(x=x2, weight=wd, strides=[2, 2], pad_type="same_lower", groups=3, name="depthwise_same_lower"),
+                mb.conv(x=x2, weight=wdil, dilations=[2, 2], pad_type="custom", pad=[0, 1, 2, 0], name="dilated"),
+                mb.conv_transpose(x=x1, weight=wt1, strides=[2], dilations=[2], name="transpose1d"),
+                mb.conv_transpose(x=xt, weight=wt3, strides=[2, 1, 2], name="transpose3d"),
+                mb.max_pool(x=mb.mul(x=x3, y=-1.0), kernel_sizes=[2, 2, 2], strides=[2, 2, 2], pad_type="same", name="max_pool3d"),
+                mb.avg_pool(x=x2, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True,
+                            exclude_padding_from_average=True, name="avg_pool_ceil"))
+    V, A, S, T = f64(v), f64(a), f64(s), f64(t)
+    conv3 = conv_nd(V, f64(w3), f64(b3), (1, 2, 2), same_pads((4, 5, 5), (2, 3, 3), (1, 2, 2), (1, 1, 1)), (1, 1, 1), 2)
+    depth = conv_nd(A, f64(wd), None, (2, 2), same_pads((5, 6), (2, 2), (2, 2), (1, 1), lower=True), (1, 1), 3)
+    dil = conv_nd(A, f64(wdil), None, (1, 1), [(0, 1), (2, 0)], (2, 2), 1)
+    neg = -V
+    pads = same_pads((4, 5, 5), (2, 2, 2), (2, 2, 2), (1, 1, 1))
+    padded = np.pad(neg, [(0, 0), (0, 0)] + pads, constant_values=-np.inf)
+    mp = np.zeros((1, 2, 2, 3, 3))
+    for pos in np.ndindex(2, 3, 3):
+        mp[(0, slice(None)) + pos] = padded[0, :, 2 * pos[0]:2 * pos[0] + 2, 2 * pos[1]:2 * pos[1] + 2, 2 * pos[2]:2 * pos[2] + 2].max(axis=(1, 2, 3))
+    ap = np.zeros((1, 3, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            ap[0, :, i, j] = A[0, :, 2 * i:2 * i + 2, 2 * j:2 * j + 2].mean(axis=(1, 2))
+    return prog, [{"x3": v, "x2": a, "x1": s, "xt": t}], [{
+        "conv3d": conv3, "depthwise_same_lower": depth, "dilated": dil,
+        "transpose1d": conv_transpose_nd(S, f64(wt1), (2,), (2,), 1), "transpose3d": conv_transpose_nd(T, f64(wt3), (2, 1, 2), (1, 1, 1), 1),
+        "max_pool3d": mp, "avg_pool_ceil": ap}]
+
+
+@case("numerics", ["softmax", "reduce_log_sum_exp", "softplus", "log", "rsqrt", "inverse", "sigmoid", "cumsum",
+                   "slice_by_index", "gather", "upsample_bilinear", "resize_nearest_neighbor"])
+def numerics(rng):
+    """Large magnitudes where a naive formula overflows (softmax and log-sum-exp over values near
+    80, softplus of ±60, sigmoid of ±90), the epsilon of log, rsqrt and inverse, cumsum reversed
+    on a negative axis, range_1d with a fractional step (folded to a constant by coremltools), slice_by_index with masks and negative
+    begins, gather of a scalar index (the axis dropped), upsample_bilinear with align_corners and
+    a fractional scale, resize_nearest_neighbor shrinking."""
+    a = (rand(rng, 2, 5) * 5 + 80).astype(np.float32)
+    b = np.array([[-90.0, -60.0, 0.0, 60.0, 90.0]], dtype=np.float32)
+    c = rand(rng, 1, 2, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=b.shape), mb.TensorSpec(shape=c.shape)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y, z):
+        count = mb.gather(x=mb.shape(x=x), indices=1)
+        return (mb.softmax(x=x, axis=-1, name="softmax"), mb.reduce_log_sum_exp(x=x, axes=[-1], name="logsumexp"),
+                mb.softplus(x=y, name="softplus"), mb.sigmoid(x=y, name="sigmoid"),
+                mb.log(x=mb.abs(x=y), epsilon=0.5, name="log_eps"), mb.rsqrt(x=mb.abs(x=y), epsilon=1.0, name="rsqrt_eps"),
+                mb.inverse(x=y, epsilon=0.25, name="inverse_eps"),
+                mb.cumsum(x=x, axis=-1, reverse=True, name="cumsum_reverse"),
+                mb.range_1d(start=0.5, end=3.0, step=0.75, name="range_fraction"),
+                mb.slice_by_index(x=x, begin=[0, -4], end=[0, -1], begin_mask=[True, False], end_mask=[True, False], name="slice_masks"),
+                mb.gather(x=x, indices=np.int32(-1), axis=0, name="gather_scalar"),
+                mb.upsample_bilinear(x=z, scale_factor_height=1.5, scale_factor_width=2.0, align_corners=True, name="upsample_align"),
+                mb.resize_nearest_neighbor(x=z, target_size_height=2, target_size_width=3, name="nearest_shrink"),
+                mb.mul(x=mb.cast(x=count, dtype="fp32"), y=1.0, name="count"))
+    A, B, C = f64(a), f64(b), f64(c)
+    e = np.exp(A - A.max(-1, keepdims=True))
+
+    def bilinear_at(img, ys, xs):
+        out = np.zeros(img.shape[:2] + (len(ys), len(xs)))
+        for i, yy in enumerate(ys):
+            y0 = int(math.floor(yy)); y1 = min(y0 + 1, img.shape[2] - 1); fy = yy - y0
+            for j, xx in enumerate(xs):
+                x0 = int(math.floor(xx)); x1 = min(x0 + 1, img.shape[3] - 1); fx = xx - x0
+                out[:, :, i, j] = ((img[:, :, y0, x0] * (1 - fx) + img[:, :, y0, x1] * fx) * (1 - fy)
+                                   + (img[:, :, y1, x0] * (1 - fx) + img[:, :, y1, x1] * fx) * fy)
+        return out
+    # align_corners: output 4 x 8 from 3 x 4, positions i * (in - 1) / (out - 1).
+    up = bilinear_at(C, [i * 2 / 3 for i in range(4)], [j * 3 / 7 for j in range(8)])
+    nearest = C[:, :, [int(i * 3 / 2) for i in range(2)]][:, :, :, [int(j * 4 / 3) for j in range(3)]]
+    return prog, [{"x": a, "y": b, "z": c}], [{
+        "softmax": e / e.sum(-1, keepdims=True), "logsumexp": A.max(-1) + np.log(e.sum(-1)), "softplus": np.logaddexp(0, B),
+        "sigmoid": 1 / (1 + np.exp(-B)), "log_eps": np.log(np.abs(B) + 0.5), "rsqrt_eps": 1 / np.sqrt(np.abs(B) + 1.0),
+        "inverse_eps": 1 / (B + 0.25), "cumsum_reverse": np.flip(np.cumsum(np.flip(A, -1), -1), -1),
+        "range_fraction": np.arange(0.5, 3.0, 0.75), "slice_masks": A[:, 1:4], "gather_scalar": A[-1],
+        "upsample_align": up, "nearest_shrink": nearest, "count": np.float64(5)}]
+
+
 BAD_PARAMETERS = []
 
 
