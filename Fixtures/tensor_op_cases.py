@@ -761,6 +761,43 @@ def numerics(rng):
         "upsample_align": up, "nearest_shrink": nearest, "count": np.float64(5)}]
 
 
+@case("gru_ios18", ["gru"], target=ct.target.iOS18)
+def gru_ios18(rng):
+    """The iOS18 gru: input_bias added to the input's projection, and reset_after (the reset gate
+    applied to R_o·h + bias_o, as PyTorch's GRU does), forward and reverse."""
+    S, B, I, H = 4, 2, 3, 5
+    x, h0 = rand(rng, S, B, I), rand(rng, B, H)
+    w_ih, w_hh, bias, input_bias = rand(rng, 3 * H, I), rand(rng, 3 * H, H), rand(rng, 3 * H), rand(rng, 3 * H)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=h0.shape)], opset_version=ct.target.iOS18)
+    def prog(x, h):
+        after_y, after_h = mb.gru(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=bias, input_bias=input_bias,
+                                  reset_after=True, output_sequence=True)
+        before_y, before_h = mb.gru(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=bias, input_bias=input_bias,
+                                    direction="reverse", output_sequence=False)
+        return (mb.identity(x=after_y, name="after_y"), mb.identity(x=after_h, name="after_h"),
+                mb.identity(x=before_y, name="before_y"), mb.identity(x=before_h, name="before_h"))
+    X = f64(x)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    Wr, Wo, Wz = np.split(f64(w_ih), 3)
+    Rr, Ro, Rz = np.split(f64(w_hh), 3)
+    br, bo, bz = np.split(f64(bias), 3)
+    ir, io, iz = np.split(f64(input_bias), 3)
+
+    def run(after, order):
+        h, ys = f64(h0), []
+        for t in order:
+            r = sig(X[t] @ Wr.T + ir + h @ Rr.T + br)
+            z = sig(X[t] @ Wz.T + iz + h @ Rz.T + bz)
+            o = np.tanh(X[t] @ Wo.T + io + (r * (h @ Ro.T + bo) if after else (r * h) @ Ro.T + bo))
+            h = (1 - z) * o + z * h
+            ys.append(h)
+        return np.stack(ys), h
+    ay, ah = run(True, range(S))
+    _, bh = run(False, reversed(range(S)))
+    return prog, [{"x": x, "h": h0}], [{"after_y": ay, "after_h": ah, "before_y": bh[None], "before_h": bh}]
+
+
 BAD_PARAMETERS = []
 
 

@@ -14,7 +14,7 @@ enum RecurrentOperations {
             try recurrent(context, kind: .rnn)
         },
         "gru": OperationDefinition(["x", "initial_h", "weight_ih", "weight_hh", "bias", "direction", "output_sequence", "recurrent_activation",
-                                    "activation"]) { context throws(RuntimeError) in
+                                    "activation", "reset_after", "input_bias"]) { context throws(RuntimeError) in
             try recurrent(context, kind: .gru)
         },
         "lstm": OperationDefinition(["x", "initial_h", "initial_c", "weight_ih", "weight_hh", "bias", "peephole", "weight_ih_back",
@@ -45,6 +45,7 @@ enum RecurrentOperations {
         var input: [Float]      // [gates·H, I]
         var hidden: [Float]     // [gates·H, H]
         var bias: [Float]       // [gates·H]
+        var inputBias: [Float]  // [gates·H] (GRU of iOS18: added to the input's projection)
         var peephole: [Float]   // [3H] (LSTM)
     }
 
@@ -69,7 +70,11 @@ enum RecurrentOperations {
             guard bias.count == gates * hiddenSize, peephole.count == 3 * hiddenSize else {
                 throw context.invalid("bias\(suffix) has \(bias.count) values, peephole\(suffix) \(peephole.count); expected \(gates * hiddenSize) and \(3 * hiddenSize)")
             }
-            return Weights(input: input.floats, hidden: hidden.floats, bias: bias, peephole: peephole)
+            let inputBias = try context.constant("input_bias" + suffix)?.floats ?? [Float](repeating: 0, count: gates * hiddenSize)
+            guard inputBias.count == gates * hiddenSize else {
+                throw context.invalid("input_bias\(suffix) has \(inputBias.count) values; expected \(gates * hiddenSize)")
+            }
+            return Weights(input: input.floats, hidden: hidden.floats, bias: bias, inputBias: inputBias, peephole: peephole)
         }
         var directions = [try weights("")]
         if direction == "bidirectional" { directions.append(try weights("_back")) }
@@ -85,6 +90,8 @@ enum RecurrentOperations {
         let cellActivation = try activation(context, "cell_activation", "tanh")
         let outputActivation = try activation(context, "activation", "tanh")
         let clip: Float? = try context.has("clip") ? context.float("clip", 0) : nil
+        // GRU of iOS18: reset_after applies r to R_o·h + bias_o (PyTorch's GRU) instead of to h before R_o.
+        let resetAfter = try context.bool("reset_after", false)
         let width = hidden * count
         let y = try context.output([sequence ? steps : 1, batch, width])
         let finalH = try context.output([batch, width])
@@ -143,12 +150,12 @@ enum RecurrentOperations {
                             }
                         case .gru:
                             for j in 0..<hidden {
-                                let r = recurrentActivation(projected[px + j] + recurrent[pr + j] + weights.bias[j])
-                                reset[ph + j] = r * h[ph + j]
+                                let r = recurrentActivation(projected[px + j] + weights.inputBias[j] + recurrent[pr + j] + weights.bias[j])
+                                reset[ph + j] = resetAfter ? r : r * h[ph + j]
                             }
                         }
                     }
-                    if kind == .gru {
+                    if kind == .gru && !resetAfter {
                         // R_o (r ⊙ h), written over the o block of `recurrent`.
                         for b in 0..<batch {
                             for j in 0..<hidden {
@@ -158,11 +165,16 @@ enum RecurrentOperations {
                                 recurrent[b * gates * hidden + hidden + j] = sum
                             }
                         }
+                    }
+                    if kind == .gru {
                         for b in 0..<batch {
                             let px = (t * batch + b) * gates * hidden, pr = b * gates * hidden, ph = b * hidden
                             for j in 0..<hidden {
-                                let z = recurrentActivation(projected[px + 2 * hidden + j] + recurrent[pr + 2 * hidden + j] + weights.bias[2 * hidden + j])
-                                let o = outputActivation(projected[px + hidden + j] + recurrent[pr + hidden + j] + weights.bias[hidden + j])
+                                let z = recurrentActivation(projected[px + 2 * hidden + j] + weights.inputBias[2 * hidden + j]
+                                                            + recurrent[pr + 2 * hidden + j] + weights.bias[2 * hidden + j])
+                                let fromHidden = recurrent[pr + hidden + j] + weights.bias[hidden + j]
+                                let o = outputActivation(projected[px + hidden + j] + weights.inputBias[hidden + j]
+                                                         + (resetAfter ? reset[ph + j] * fromHidden : fromHidden))
                                 h[ph + j] = (1 - z) * o + z * h[ph + j]
                             }
                         }
