@@ -9,8 +9,10 @@ The list is read from coremltools' own operation registry
 (coremltools.converters.mil.mil.ops.registry.SSAOpRegistry.core_ops), filled when
 coremltools imports its operation definitions (coremltools/converters/mil/mil/ops/defs/).
 It holds every core operation registered for at least one of iOS15, iOS16, iOS17, iOS18,
-with the opsets it is registered for and the opsets where its definition was (re)defined
-(an operation first defined for iOS13 and changed for iOS17 has versions iOS13 and iOS17).
+with the opsets it is registered for, the opsets where its definition was (re)defined
+(an operation first defined for iOS13 and changed for iOS17 has versions iOS13 and iOS17),
+and the parameters its definitions for those opsets take (their input_spec; names starting with
+_, such as cond's _true_fn, are the builder's Python functions, written to a file as blocks).
 Dialect operations (`complex_*` of the PyTorch frontend, lowered before a program is
 written; `coreml_update_state`, written as `write_state` + `read_state`) and custom
 operations are not core operations and are not listed. Deterministic: sorted, no dates.
@@ -42,7 +44,11 @@ def operations():
                 versions.append(target.name)
                 previous = variants[target]
         module = variants[max(variants)].__module__
-        listed.append({"name": name, "opsets": opsets, "versions": versions,
+        parameters = set()
+        for target in OPSETS:
+            if target in variants:
+                parameters.update(k for k in variants[target].input_spec.input_types if not k.startswith("_"))
+        listed.append({"name": name, "opsets": opsets, "versions": versions, "parameters": sorted(parameters),
                        "definition": module.replace("coremltools.converters.mil.mil.ops.defs.", "")})
     return listed
 

@@ -5,8 +5,9 @@ import Testing
 @testable import TensorRuntime
 
 /// Every MIL operation of coremltools 9.0's ML-program opsets is either run by
-/// the tensor engine and exercised by a per-operation fixture, or named in
-/// docs/runtime.md with the reason it is not run.
+/// the tensor engine — every parameter of its definitions known, and exercised
+/// by a per-operation fixture — or named in docs/runtime.md with the reason it
+/// is not run.
 ///
 /// The list (Fixtures/mil_operations.json) is written by
 /// Fixtures/mil_operations.py from coremltools' operation registry
@@ -24,12 +25,20 @@ struct OperationCoverageTests {
     static let readByGraphReader: Set<String> = ["const"]
 
     static func coremltoolsOperations() throws -> [String] {
+        try coremltoolsParameters().map(\.name)
+    }
+
+    /// Each operation of the list with the parameters its definitions take (iOS15–iOS18).
+    static func coremltoolsParameters() throws -> [(name: String, parameters: [String])] {
         let data = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("mil_operations.json")))
         let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let operations = try #require(document["operations"] as? [[String: Any]])
-        let names = operations.compactMap { $0["name"] as? String }
-        #expect(names.count == document["count"] as? Int)
-        return names
+        let listed = operations.compactMap { entry -> (name: String, parameters: [String])? in
+            guard let name = entry["name"] as? String, let parameters = entry["parameters"] as? [String] else { return nil }
+            return (name, parameters)
+        }
+        #expect(listed.count == document["count"] as? Int)
+        return listed
     }
 
     /// The "Not run yet by the tensor engine" section of docs/runtime.md:
@@ -124,6 +133,18 @@ struct OperationCoverageTests {
         #expect(!documented.isEmpty)
         #expect(documented.keys.filter { !all.contains($0) }.sorted() == [], "not operations of coremltools' list")
         #expect(documented.keys.filter { registered.contains($0) }.sorted() == [], "run by the tensor engine, yet listed as not run")
+    }
+
+    /// A parameter the engine does not know refuses a valid program at load (exit 94): every
+    /// parameter a definition of iOS15–iOS18 takes must be known for each operation the engine runs.
+    @Test("the engine knows every parameter of the operations it runs")
+    func everyParameterKnown() throws {
+        var unknown: [String] = []
+        for (name, parameters) in try Self.coremltoolsParameters() {
+            guard let definition = OperationRegistry.definitions[name] else { continue }
+            unknown += parameters.filter { !definition.parameters.contains($0) }.map { "\(name).\($0)" }
+        }
+        #expect(unknown == [], "parameters of coremltools' definitions the tensor engine would refuse")
     }
 
     @Test("every operation of the list the engine runs is exercised by a fixture program")
