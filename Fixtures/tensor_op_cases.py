@@ -798,6 +798,55 @@ def gru_ios18(rng):
     return prog, [{"x": x, "h": h0}], [{"after_y": ay, "after_h": ah, "before_y": bh[None], "before_h": bh}]
 
 
+@case("later_opset_forms", ["upsample_bilinear", "quantize", "dequantize", "scaled_dot_product_attention", "cast", "gather", "topk"],
+      target=ct.target.iOS18)
+def later_opset_forms(rng):
+    """Parameters later opsets added: upsample_bilinear's half_pixel_centers (iOS16), quantize and
+    dequantize per axis with uint8 zero points (iOS17), scaled_dot_product_attention with an
+    additive float mask on rank 3 (iOS18), cast to fp16 and back (rounding to fp16), gather with
+    validate_indices (iOS17), topk without indices (iOS16 return_indices)."""
+    x = rand(rng, 1, 2, 3, 4)
+    q, k, v = rand(rng, 2, 3, 4), rand(rng, 2, 5, 4), rand(rng, 2, 5, 3)
+    mask = rng.uniform(-2, 0, (3, 5)).astype(np.float32)
+    scale = np.array([0.02, 0.05], dtype=np.float32)
+    zero = np.array([100, 140], dtype=np.uint8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=t.shape) for t in (x, q, k, v)], opset_version=ct.target.iOS18)
+    def prog(x, query, key, value):
+        quantized = mb.quantize(input=x, scale=scale, zero_point=zero, axis=1, output_dtype="uint8")
+        return (mb.upsample_bilinear(x=x, scale_factor_height=2.0, scale_factor_width=1.5, align_corners=False,
+                                     half_pixel_centers=False, name="upsample_legacy"),
+                mb.dequantize(input=quantized, scale=scale, zero_point=zero, axis=1, name="quantized_per_axis"),
+                mb.scaled_dot_product_attention(query=query, key=key, value=value, attn_mask=mask, name="attention_additive"),
+                mb.cast(x=mb.cast(x=mb.mul(x=x, y=1000.0), dtype="fp16"), dtype="fp32", name="through_fp16"),
+                mb.gather(x=x, indices=np.array([1, 0, 1], dtype=np.int32), axis=1, validate_indices=True, name="gather_validated"),
+                mb.topk(x=x, k=2, axis=-1, return_indices=False, name="topk_values"))
+    X = f64(x)
+
+    def bilinear_at(img, ys, xs):
+        out = np.zeros(img.shape[:2] + (len(ys), len(xs)))
+        for i, yy in enumerate(ys):
+            y0 = int(math.floor(yy)); y1 = min(y0 + 1, img.shape[2] - 1); fy = yy - y0
+            for j, xx in enumerate(xs):
+                x0 = int(math.floor(xx)); x1 = min(x0 + 1, img.shape[3] - 1); fx = xx - x0
+                out[:, :, i, j] = ((img[:, :, y0, x0] * (1 - fx) + img[:, :, y0, x1] * fx) * (1 - fy)
+                                   + (img[:, :, y1, x0] * (1 - fx) + img[:, :, y1, x1] * fx) * fy)
+        return out
+    # Neither aligned nor half-pixel: source position = output position / scale, clamped to the input.
+    up = bilinear_at(X, [min(i / 2.0, 2) for i in range(6)], [min(j / 1.5, 3) for j in range(6)])
+    sc, zp = f64(scale).reshape(1, 2, 1, 1), f64(zero).reshape(1, 2, 1, 1)
+    quant = (np.clip(np.round(X / sc) + zp, 0, 255) - zp) * sc
+    Q, K, V = f64(q), f64(k), f64(v)
+    sc_ = Q @ np.swapaxes(K, -1, -2) / math.sqrt(4) + f64(mask)
+    e = np.exp(sc_ - sc_.max(-1, keepdims=True))
+    attention = (e / e.sum(-1, keepdims=True)) @ V
+    order = np.argsort(-X, axis=-1, kind="stable")[..., :2]
+    return prog, [{"x": x, "query": q, "key": k, "value": v}], [{
+        "upsample_legacy": up, "quantized_per_axis": quant, "attention_additive": attention,
+        "through_fp16": f64((x * 1000).astype(np.float16)), "gather_validated": X[:, [1, 0, 1]],
+        "topk_values": np.take_along_axis(X, order, -1)}]
+
+
 BAD_PARAMETERS = []
 
 
