@@ -312,11 +312,12 @@ def pack_bits(values, nbits):
     return np.array([sum(bits[i + k] << k for k in range(8)) for i in range(0, len(bits), 8)], dtype=np.uint8)
 
 
-@case("constexpr_ios16", ["constexpr_affine_dequantize", "constexpr_cast", "constexpr_lut_to_dense"], target=ct.target.iOS16)
+@case("constexpr_ios16", ["constexpr_affine_dequantize", "constexpr_cast", "constexpr_lut_to_dense", "constexpr_sparse_to_dense"],
+      target=ct.target.iOS16)
 def constexpr_ios16(rng):
     """Weights stored compressed in the iOS16 forms: affine dequantization per output channel
-    (uint8 with zero points) and one scale for all (int8), an fp16 weight cast to fp32, and a
-    2-bit look-up table; each feeding a linear layer."""
+    (uint8 with zero points) and one scale for all (int8), an fp16 weight cast to fp32, a
+    2-bit look-up table, and a bit mask of nonzero elements; each feeding a linear layer."""
     x = rand(rng, 2, 6)
     q8 = rng.integers(0, 256, (4, 6)).astype(np.uint8)
     zp, scale = np.array([128, 120, 135, 127], dtype=np.uint8), np.array([0.01, 0.02, 0.015, 0.03], dtype=np.float32)
@@ -324,6 +325,8 @@ def constexpr_ios16(rng):
     half = rand(rng, 5, 6).astype(np.float16)
     codes = rng.integers(0, 4, 3 * 6)
     lut = np.array([-0.5, -0.1, 0.2, 0.7], dtype=np.float32)
+    present = rng.random(5 * 6) < 0.4
+    nonzero = rand(rng, int(present.sum()))
 
     @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS16)
     def prog(x):
@@ -331,13 +334,17 @@ def constexpr_ios16(rng):
         w2 = mb.constexpr_affine_dequantize(quantized_data=qi, zero_point=np.int8(-3), scale=np.float32(0.02), axis=1)
         w3 = mb.constexpr_cast(source_val=half, output_dtype="fp32")
         w4 = mb.constexpr_lut_to_dense(indices=pack_bits(codes, 2), lut=lut, shape=np.array([3, 6], dtype=np.uint32))
+        w5 = mb.constexpr_sparse_to_dense(nonzero_data=nonzero, mask=pack_bits(present, 1), shape=np.array([5, 6], dtype=np.uint32))
         return (mb.linear(x=x, weight=w1, name="affine_per_channel"), mb.linear(x=x, weight=w2, name="affine_scalar"),
-                mb.linear(x=x, weight=w3, name="cast"), mb.linear(x=x, weight=w4, name="lut"))
+                mb.linear(x=x, weight=w3, name="cast"), mb.linear(x=x, weight=w4, name="lut"), mb.linear(x=x, weight=w5, name="sparse"))
     X = f64(x)
     W1 = (f64(q8) - f64(zp)[:, None]) * f64(scale)[:, None]
     W2 = (f64(qi) + 3) * np.float64(np.float32(0.02))
     W4 = f64(lut)[codes].reshape(3, 6)
-    return prog, [{"x": x}], [{"affine_per_channel": X @ W1.T, "affine_scalar": X @ W2.T, "cast": X @ f64(half).T, "lut": X @ W4.T}]
+    W5 = np.zeros(30)
+    W5[present] = f64(nonzero)
+    return prog, [{"x": x}], [{"affine_per_channel": X @ W1.T, "affine_scalar": X @ W2.T, "cast": X @ f64(half).T, "lut": X @ W4.T,
+                                "sparse": X @ W5.reshape(5, 6).T}]
 
 
 @case("constexpr_ios18", ["constexpr_blockwise_shift_scale", "constexpr_lut_to_dense"], target=ct.target.iOS18)
