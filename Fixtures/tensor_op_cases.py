@@ -347,27 +347,30 @@ def constexpr_ios16(rng):
                                 "sparse": X @ W5.reshape(5, 6).T}]
 
 
-@case("constexpr_ios18", ["constexpr_blockwise_shift_scale", "constexpr_lut_to_dense"], target=ct.target.iOS18)
+@case("constexpr_ios18", ["constexpr_blockwise_shift_scale", "constexpr_lut_to_dense", "constexpr_cast"], target=ct.target.iOS18)
 def constexpr_ios18(rng):
     """iOS18 weight forms: blockwise int8 data with a scale and offset per block of 3 input
-    columns, and a 4-bit look-up table per group of 2 output rows (uint4 indices)."""
+    columns, a 4-bit look-up table per group of 2 output rows (uint4 indices), and the iOS18
+    constexpr_cast (parameters as inputs rather than attributes)."""
     x = rand(rng, 2, 6)
     data = rng.integers(-8, 8, (4, 6)).astype(np.int8)
     scale = rng.uniform(0.05, 0.2, (4, 2)).astype(np.float32)
     offset = rng.integers(-2, 3, (4, 2)).astype(np.int8)
     idx = rng.integers(0, 16, (4, 6)).astype(types.np_uint4_dtype)
     lut = rand(rng, 2, 1, 16, 1)
+    half = rand(rng, 3, 6).astype(np.float16)
 
     @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS18)
     def prog(x):
         w1 = mb.constexpr_blockwise_shift_scale(data=data, scale=scale, offset=offset)
         w2 = mb.constexpr_lut_to_dense(indices=idx, lut=lut)
-        return mb.linear(x=x, weight=w1, name="blockwise"), mb.linear(x=x, weight=w2, name="lut")
+        w3 = mb.constexpr_cast(source_val=half, output_dtype="fp32")
+        return mb.linear(x=x, weight=w1, name="blockwise"), mb.linear(x=x, weight=w2, name="lut"), mb.linear(x=x, weight=w3, name="cast")
     X = f64(x)
     W1 = (f64(data) - f64(offset).repeat(3, axis=1)) * f64(scale).repeat(3, axis=1)
     table = f64(lut)[:, 0, :, 0]
     W2 = np.array([[table[r // 2, int(idx[r, c])] for c in range(6)] for r in range(4)])
-    return prog, [{"x": x}], [{"blockwise": X @ W1.T, "lut": X @ W2.T}]
+    return prog, [{"x": x}], [{"blockwise": X @ W1.T, "lut": X @ W2.T, "cast": X @ f64(half).T}]
 
 
 @case("state", ["read_state", "write_state"], tolerance=1e-3, target=ct.target.iOS18)
@@ -852,6 +855,187 @@ def later_opset_forms(rng):
         "upsample_legacy": up, "quantized_per_axis": quant, "attention_additive": attention,
         "through_fp16": f64((x * 1000).astype(np.float16)), "gather_validated": X[:, [1, 0, 1]],
         "topk_values": np.take_along_axis(X, order, -1)}]
+
+
+def recurrent_reference(kind, X, h, c, w_ih, w_hh, b):
+    """Forward rnn (tanh), gru or lstm (no peepholes) over X [S, B, I], in MIL's gate orders
+    (gru: r, o, z; lstm: i, f, o, g); the outputs of every step and the last states."""
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    gates = {"rnn": 1, "gru": 3, "lstm": 4}[kind]
+    W, R, B = np.split(f64(w_ih), gates), np.split(f64(w_hh), gates), np.split(f64(b), gates)
+    ys = []
+    for t in range(X.shape[0]):
+        x = X[t]
+        if kind == "rnn":
+            h = np.tanh(x @ W[0].T + h @ R[0].T + B[0])
+        elif kind == "gru":
+            r = sig(x @ W[0].T + h @ R[0].T + B[0])
+            z = sig(x @ W[2].T + h @ R[2].T + B[2])
+            o = np.tanh(x @ W[1].T + (r * h) @ R[1].T + B[1])
+            h = (1 - z) * o + z * h
+        else:
+            i, f = sig(x @ W[0].T + h @ R[0].T + B[0]), sig(x @ W[1].T + h @ R[1].T + B[1])
+            o, g = sig(x @ W[2].T + h @ R[2].T + B[2]), np.tanh(x @ W[3].T + h @ R[3].T + B[3])
+            c = f * c + i * g
+            h = o * np.tanh(c)
+        ys.append(h)
+    return np.stack(ys), h, c
+
+
+def opset_sweep(rng, target):
+    """One program holding the operations whose definitions changed after iOS15, built for an
+    earlier opset (`target`), so that every version of a definition is exercised by a fixture."""
+    a = rand(rng, 1, 3, 4, 5)
+    seq, h0, c0 = rand(rng, 4, 2, 3), rand(rng, 2, 4), rand(rng, 2, 4)
+    mean, var, gamma, beta = rand(rng, 3), rng.uniform(0.5, 1.5, 3).astype(np.float32), rand(rng, 3), rand(rng, 3)
+    w_conv, w_tconv, w_mat = rand(rng, 2, 3, 2, 2), rand(rng, 3, 2, 2, 2), rand(rng, 5, 2)
+    alpha, sp_beta = np.array([0.2, -0.4, 1.5], dtype=np.float32), np.array([1.0, 0.5, -0.7], dtype=np.float32)
+    along = rng.integers(0, 5, (1, 3, 4, 2)).astype(np.int32)
+    upd_scatter, upd_along, upd_nd = rand(rng, 1, 3, 1, 5), rand(rng, 1, 3, 4, 1), rand(rng, 1, 5)
+    along_upd = rng.integers(0, 5, (1, 3, 4, 1)).astype(np.int32)
+    rw = {kind: (rand(rng, g * 4, 3), rand(rng, g * 4, 4), rand(rng, g * 4)) for kind, g in (("rnn", 1), ("gru", 3), ("lstm", 4))}
+    lengths = np.array([3, 1], dtype=np.int32)
+    coords = rng.uniform(-1.2, 1.2, (1, 2, 3, 2)).astype(np.float32)
+    rois = np.array([[0.5, 1.0, 2.5, 3.5], [1.0, 0.0, 3.0, 2.0]], dtype=np.float32).reshape(2, 1, 4, 1, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=seq.shape), mb.TensorSpec(shape=h0.shape),
+                             mb.TensorSpec(shape=c0.shape)], opset_version=target)
+    def prog(x, s, h, c):
+        positive = mb.add(x=mb.abs(x=x), y=0.5)
+        values, indices = mb.topk(x=x, k=2, axis=-1)
+        outs = {
+            "batch_norm": mb.batch_norm(x=x, mean=mean, variance=var, gamma=gamma, beta=beta, epsilon=1e-3),
+            "cast": mb.cast(x=mb.cast(x=mb.mul(x=x, y=3.0), dtype="int32"), dtype="fp32"),
+            "clamped_relu": mb.clamped_relu(x=x, alpha=0.1, beta=0.5), "clip": mb.clip(x=x, alpha=-0.3, beta=0.4),
+            "conv": mb.conv(x=x, weight=w_conv), "conv_transpose": mb.conv_transpose(x=x, weight=w_tconv, strides=[2, 2]),
+            "elu": mb.elu(x=x, alpha=0.5), "leaky_relu": mb.leaky_relu(x=x, alpha=0.3),
+            "linear_activation": mb.linear_activation(x=x, alpha=2.0, beta=-1.0), "scaled_tanh": mb.scaled_tanh(x=x, alpha=1.2, beta=0.8),
+            "sigmoid_hard": mb.sigmoid_hard(x=x, alpha=0.3, beta=0.4), "thresholded_relu": mb.thresholded_relu(x=x, alpha=0.2),
+            "prelu": mb.prelu(x=x, alpha=alpha), "softplus_parametric": mb.softplus_parametric(x=x, alpha=alpha, beta=sp_beta),
+            "expand_dims": mb.expand_dims(x=x, axes=[-1]), "squeeze": mb.squeeze(x=x, axes=[0]), "reshape": mb.reshape(x=x, shape=[3, -1]),
+            "transpose": mb.transpose(x=x, perm=[0, 2, 3, 1]), "reverse": mb.reverse(x=x, axes=[1, -1]),
+            "gather": mb.gather(x=x, indices=np.array([2, 0], dtype=np.int32), axis=-1),
+            "gather_along_axis": mb.gather_along_axis(x=x, indices=along, axis=3),
+            "gather_nd": mb.gather_nd(x=x, indices=np.array([[0, 1], [0, 2]], dtype=np.int32)),
+            "instance_norm": mb.instance_norm(x=x, gamma=gamma, beta=beta, epsilon=1e-5), "l2_norm": mb.l2_norm(x=x),
+            "layer_norm": mb.layer_norm(x=x, axes=[-1], epsilon=1e-5),
+            "local_response_norm": mb.local_response_norm(x=x, size=3, alpha=1e-2, beta=0.75, k=1.0),
+            "inverse": mb.inverse(x=positive), "log": mb.log(x=positive), "rsqrt": mb.rsqrt(x=positive),
+            "matmul": mb.matmul(x=mb.reshape(x=x, shape=[3, 4, 5]), y=w_mat),
+            "reduce_argmax": mb.reduce_argmax(x=x, axis=1), "reduce_argmin": mb.reduce_argmin(x=x, axis=-1),
+            "scatter": mb.scatter(data=x, indices=np.array([1], dtype=np.int32), updates=upd_scatter, axis=2, mode="add"),
+            "scatter_along_axis": mb.scatter_along_axis(data=x, indices=along_upd, updates=upd_along, axis=3, mode="update"),
+            "scatter_nd": mb.scatter_nd(data=x, indices=np.array([[0, 1, 2]], dtype=np.int32), updates=upd_nd, mode="add"),
+            "slice_by_index": mb.slice_by_index(x=x, begin=[0, 1, 0, 1], end=[1, 3, 4, 5], stride=[1, 1, 2, 2]),
+            "slice_by_size": mb.slice_by_size(x=x, begin=[0, 0, 1, 1], size=[1, 2, -1, 3]),
+            "sliding_windows": mb.sliding_windows(x=x, axis=3, size=2, stride=2),
+            "topk_values": values, "topk_indices": indices,
+            "upsample_bilinear": mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=2, align_corners=True),
+            "reverse_sequence": mb.reverse_sequence(x=s, lengths=lengths, seq_axis=0, batch_axis=1),
+        }
+        for kind in ("rnn", "gru", "lstm"):
+            w_ih, w_hh, b = rw[kind]
+            kwargs = dict(initial_c=c) if kind == "lstm" else {}
+            result = getattr(mb, kind)(x=s, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=b, output_sequence=True, **kwargs)
+            outs[kind + "_y"], outs[kind + "_h"] = result[0], result[1]
+        if target >= ct.target.iOS16:
+            outs["crop_resize"] = mb.crop_resize(x=x, roi=rois, target_height=2, target_width=3, sampling_mode="ALIGN_CORNERS", pad_value=0.0)
+            outs["resample"] = mb.resample(x=x, coordinates=coords, sampling_mode="bilinear", padding_mode="border", padding_value=0.0,
+                                           coordinates_mode="normalized_minus_one_to_one", align_corners=False)
+        return tuple(mb.identity(x=v, name=k) for k, v in outs.items())
+    X, S = f64(a), f64(seq)
+    ch = lambda v: f64(v).reshape(1, 3, 1, 1)
+    positive = np.abs(X) + 0.5
+    inst = (X - X.mean((2, 3), keepdims=True)) / np.sqrt(X.var((2, 3), keepdims=True) + 1e-5)
+    sq = np.pad(X * X, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    order = np.argsort(-X, axis=-1, kind="stable")[..., :2]
+    scatter = X.copy(); scatter[:, :, 1:2] += f64(upd_scatter)
+    along_r = X.copy()
+    for cc in range(3):
+        for i in range(4):
+            along_r[0, cc, i, along_upd[0, cc, i, 0]] = f64(upd_along)[0, cc, i, 0]
+    nd = X.copy(); nd[0, 1, 2] += f64(upd_nd)[0]
+    rev = S.copy()
+    for b_, n in enumerate(lengths):
+        rev[:n, b_] = S[:n, b_][::-1]
+    tconv = conv_transpose_nd(X, f64(w_tconv), (2, 2), (1, 1), 1)
+    align = lambda n_in, n_out: [i * (n_in - 1) / (n_out - 1) for i in range(n_out)]
+    expected = {
+        "batch_norm": (X - ch(mean)) / np.sqrt(ch(var) + 1e-3) * ch(gamma) + ch(beta), "cast": np.trunc(3 * X),
+        "clamped_relu": np.minimum(0.5, np.where(X >= 0, X, 0.1 * X)), "clip": np.clip(X, -0.3, 0.4),
+        "conv": conv_nd(X, f64(w_conv), None, (1, 1), [(0, 0), (0, 0)], (1, 1), 1), "conv_transpose": tconv,
+        "elu": np.where(X > 0, X, 0.5 * (np.exp(X) - 1)), "leaky_relu": np.where(X >= 0, X, 0.3 * X),
+        "linear_activation": 2 * X - 1, "scaled_tanh": 1.2 * np.tanh(0.8 * X), "sigmoid_hard": np.clip(0.3 * X + 0.4, 0, 1),
+        "thresholded_relu": np.where(X > 0.2, X, 0), "prelu": np.where(X >= 0, X, ch(alpha) * X),
+        "softplus_parametric": ch(alpha) * np.log1p(np.exp(ch(sp_beta) * X)),
+        "expand_dims": X[..., None], "squeeze": X[0], "reshape": X.reshape(3, -1), "transpose": X.transpose(0, 2, 3, 1),
+        "reverse": X[:, ::-1, :, ::-1], "gather": X[..., [2, 0]], "gather_along_axis": np.take_along_axis(X, along, 3),
+        "gather_nd": X[0, [1, 2]], "instance_norm": inst * ch(gamma) + ch(beta),
+        "l2_norm": X / np.sqrt((X * X).sum() + 1e-6), "layer_norm": (X - X.mean(-1, keepdims=True)) / np.sqrt(X.var(-1, keepdims=True) + 1e-5),
+        "local_response_norm": X / (1.0 + 1e-2 / 3 * (sq[:, 0:3] + sq[:, 1:4] + sq[:, 2:5])) ** 0.75,
+        "inverse": 1 / (positive + 1e-4), "log": np.log(positive), "rsqrt": 1 / np.sqrt(positive + 1e-12),
+        "matmul": X.reshape(3, 4, 5) @ f64(w_mat), "reduce_argmax": X.argmax(1).astype(np.int32), "reduce_argmin": X.argmin(-1).astype(np.int32),
+        "scatter": scatter, "scatter_along_axis": along_r, "scatter_nd": nd, "slice_by_index": X[0:1, 1:3, 0:4:2, 1:5:2],
+        "slice_by_size": X[0:1, 0:2, 1:, 1:4], "sliding_windows": np.stack([X[..., 0:2], X[..., 2:4]], axis=3),
+        "topk_values": np.take_along_axis(X, order, -1), "topk_indices": order.astype(np.int32),
+        "upsample_bilinear": bilinear_at(X, align(4, 8), align(5, 10)), "reverse_sequence": rev,
+    }
+    for kind in ("rnn", "gru", "lstm"):
+        w_ih, w_hh, b = rw[kind]
+        ys, hh, _ = recurrent_reference(kind, S, f64(h0), f64(c0), w_ih, w_hh, b)
+        expected[kind + "_y"], expected[kind + "_h"] = ys, hh
+    if target >= ct.target.iOS16:
+        crop = tensor_ops.crop_one
+        expected["crop_resize"] = np.array([[[crop(X[0, cc], rois[n, 0, :, 0, 0], 2, 3, "CORNERS_HEIGHT_FIRST", False, 1.0, "ALIGN_CORNERS")
+                                              for cc in range(3)]] for n in range(2)])
+        expected["resample"] = tensor_ops.resample_reference(X, f64(coords), "bilinear", "border", 0.0, "normalized_minus_one_to_one", False)
+    return prog, [{"x": a, "s": seq, "h": h0, "c": c0}], [expected]
+
+
+def bilinear_at(img, ys, xs):
+    """Bilinear samples of img [N, C, H, W] at rows ys and columns xs (positions inside the image)."""
+    out = np.zeros(img.shape[:2] + (len(ys), len(xs)))
+    for i, yy in enumerate(ys):
+        y0 = int(math.floor(yy)); y1 = min(y0 + 1, img.shape[2] - 1); fy = yy - y0
+        for j, xx in enumerate(xs):
+            x0 = int(math.floor(xx)); x1 = min(x0 + 1, img.shape[3] - 1); fx = xx - x0
+            out[:, :, i, j] = ((img[:, :, y0, x0] * (1 - fx) + img[:, :, y0, x1] * fx) * (1 - fy)
+                               + (img[:, :, y1, x0] * (1 - fx) + img[:, :, y1, x1] * fx) * fy)
+    return out
+
+
+SWEPT = ["batch_norm", "cast", "clamped_relu", "clip", "conv", "conv_transpose", "elu", "expand_dims", "gather", "gather_along_axis",
+         "gather_nd", "gru", "instance_norm", "inverse", "l2_norm", "layer_norm", "leaky_relu", "linear_activation",
+         "local_response_norm", "log", "lstm", "matmul", "prelu", "reduce_argmax", "reduce_argmin", "reshape", "reverse",
+         "reverse_sequence", "rnn", "rsqrt", "scaled_tanh", "scatter", "scatter_along_axis", "scatter_nd", "sigmoid_hard",
+         "slice_by_index", "slice_by_size", "sliding_windows", "softplus_parametric", "squeeze", "thresholded_relu", "topk",
+         "transpose", "upsample_bilinear"]
+
+
+@case("opset_ios15", SWEPT, tolerance=1e-4, target=ct.target.iOS15)
+def opset_ios15(rng):
+    return opset_sweep(rng, ct.target.iOS15)
+
+
+@case("opset_ios16", SWEPT + ["crop_resize", "resample"], tolerance=1e-4, target=ct.target.iOS16)
+def opset_ios16(rng):
+    return opset_sweep(rng, ct.target.iOS16)
+
+
+@case("opset_ios17", ["reshape_like", "resample"], target=ct.target.iOS17)
+def opset_ios17(rng):
+    """The iOS17 definitions of reshape_like and resample (op_reshape_like is iOS16, resample's other fixtures iOS15 and 16)."""
+    x, r = rand(rng, 2, 3, 4), rand(rng, 4, 6)
+    img, coords = rand(rng, 1, 2, 3, 4), rng.uniform(-1.2, 1.2, (1, 2, 2, 2)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=t.shape) for t in (x, r, img, coords)], opset_version=ct.target.iOS17)
+    def prog(x, r, img, g):
+        return (mb.reshape_like(x=x, ref_tensors=(r,), begins=(0,), ends=(0,), end_masks=(True,), name="reshape_like"),
+                mb.resample(x=img, coordinates=g, sampling_mode="nearest", padding_mode="constant", padding_value=0.5,
+                            coordinates_mode="normalized_zero_to_one", align_corners=True, name="resample"))
+    return prog, [{"x": x, "r": r, "img": img, "g": coords}], [{
+        "reshape_like": f64(x).reshape(4, 6),
+        "resample": tensor_ops.resample_reference(f64(img), f64(coords), "nearest", "constant", 0.5, "normalized_zero_to_one", True)}]
 
 
 BAD_PARAMETERS = []

@@ -5,9 +5,10 @@ import Testing
 @testable import TensorRuntime
 
 /// Every MIL operation of coremltools 9.0's ML-program opsets is either run by
-/// the tensor engine — every parameter of its definitions known, and exercised
-/// by a per-operation fixture — or named in docs/runtime.md with the reason it
-/// is not run.
+/// the tensor engine — every parameter of its definitions known, and each of
+/// its definitions (a later opset may redefine it) exercised by a per-operation
+/// fixture of an opset that definition is in force for — or named in
+/// docs/runtime.md with the reason it is not run.
 ///
 /// The list (Fixtures/mil_operations.json) is written by
 /// Fixtures/mil_operations.py from coremltools' operation registry
@@ -28,17 +29,36 @@ struct OperationCoverageTests {
         try coremltoolsParameters().map(\.name)
     }
 
-    /// Each operation of the list with the parameters its definitions take (iOS15–iOS18).
-    static func coremltoolsParameters() throws -> [(name: String, parameters: [String])] {
+    struct Listed {
+        let name: String
+        /// Every parameter its definitions for iOS15–iOS18 take.
+        let parameters: [String]
+        /// The opsets where its definition was (re)defined, oldest first (`iOS13`, `iOS17`).
+        let versions: [String]
+    }
+
+    static func coremltoolsParameters() throws -> [Listed] {
         let data = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("mil_operations.json")))
         let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let operations = try #require(document["operations"] as? [[String: Any]])
-        let listed = operations.compactMap { entry -> (name: String, parameters: [String])? in
-            guard let name = entry["name"] as? String, let parameters = entry["parameters"] as? [String] else { return nil }
-            return (name, parameters)
+        let listed = operations.compactMap { entry -> Listed? in
+            guard let name = entry["name"] as? String, let parameters = entry["parameters"] as? [String],
+                  let versions = entry["versions"] as? [String] else { return nil }
+            return Listed(name: name, parameters: parameters, versions: versions)
         }
         #expect(listed.count == document["count"] as? Int)
         return listed
+    }
+
+    /// The ML-program opsets each version of a definition is in force for: from its opset (iOS15
+    /// at the earliest) up to the next version's.
+    static func opsets(of versions: [String]) -> [(version: String, opsets: Set<String>)] {
+        let order = ["iOS13", "iOS14", "iOS15", "iOS16", "iOS17", "iOS18"]
+        return versions.enumerated().map { index, version in
+            let first = max(order.firstIndex(of: version) ?? 0, 2)
+            let end = index + 1 < versions.count ? (order.firstIndex(of: versions[index + 1]) ?? order.count) : order.count
+            return (version, Set(order[first..<max(first, end)]))
+        }
     }
 
     /// The "Not run yet by the tensor engine" section of docs/runtime.md:
@@ -83,27 +103,37 @@ struct OperationCoverageTests {
         return reasons
     }
 
-    /// The operation types of every per-operation fixture program, read by `GraphReader`.
+    /// The operation types of every per-operation fixture program, read by `GraphReader`, each
+    /// with the opsets (`iOS15` … `iOS18`) of the functions that hold it.
     static func exercisedOperations() throws -> [String: Set<String>] {
         let folder = Fixtures.path("Parity/TensorOps")
         let names = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+        let opsets = ["CoreML5": "iOS15", "CoreML6": "iOS16", "CoreML7": "iOS17", "CoreML8": "iOS18"]
         var exercised: [String: Set<String>] = [:]
         for name in names {
             let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
             let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
             guard document["kind"] as? String == "mlProgram", let model = document["model"] as? String else { continue }
             let file = try ModelFile.open(folder + "/" + model)
-            let graph = try withExtendedLifetime(file) { () throws -> ProgramGraph in
+            let (graph, functionOpsets) = try withExtendedLifetime(file) { () throws -> (ProgramGraph, [String: String]) in
                 let program = try #require(file.specification.root.pointee.mlprogram)
-                return try GraphReader(modelDirectory: file.modelDirectory).read(program, defaultFunction: nil)
-            }
-            func visit(_ block: GraphBlock) {
-                for operation in block.operations {
-                    exercised[operation.type, default: []].insert(String(name.dropLast(5)))
-                    operation.blocks.forEach(visit)
+                var functionOpsets: [String: String] = [:]
+                for entry in elements(program.pointee.functions, program.pointee.n_functions) {
+                    let opset = text(entry.pointee.value?.pointee.opset)
+                    functionOpsets[text(entry.pointee.key)] = opsets[opset] ?? opset
                 }
+                return (try GraphReader(modelDirectory: file.modelDirectory).read(program, defaultFunction: nil), functionOpsets)
             }
-            graph.functions.values.forEach { visit($0.block) }
+            for function in graph.functions.values {
+                let opset = try #require(functionOpsets[function.name], "\(model): function \(function.name) has no opset")
+                func visit(_ block: GraphBlock) {
+                    for operation in block.operations {
+                        exercised[operation.type, default: []].insert(opset)
+                        operation.blocks.forEach(visit)
+                    }
+                }
+                visit(function.block)
+            }
         }
         return exercised
     }
@@ -140,9 +170,9 @@ struct OperationCoverageTests {
     @Test("the engine knows every parameter of the operations it runs")
     func everyParameterKnown() throws {
         var unknown: [String] = []
-        for (name, parameters) in try Self.coremltoolsParameters() {
-            guard let definition = OperationRegistry.definitions[name] else { continue }
-            unknown += parameters.filter { !definition.parameters.contains($0) }.map { "\(name).\($0)" }
+        for listed in try Self.coremltoolsParameters() {
+            guard let definition = OperationRegistry.definitions[listed.name] else { continue }
+            unknown += listed.parameters.filter { !definition.parameters.contains($0) }.map { "\(listed.name).\($0)" }
         }
         #expect(unknown == [], "parameters of coremltools' definitions the tensor engine would refuse")
     }
@@ -153,5 +183,19 @@ struct OperationCoverageTests {
         let registered = Set(OperationRegistry.definitions.keys)
         let untested = try Self.coremltoolsOperations().filter { registered.contains($0) && exercised[$0] == nil }
         #expect(untested == [], "run by the tensor engine but in no program of Fixtures/Parity/TensorOps")
+    }
+
+    /// An operation redefined by a later opset (`conv` of iOS13 and of iOS17) is exercised under
+    /// each definition: by a fixture function whose opset that definition is in force for.
+    @Test("every definition of an operation the engine runs is exercised at an opset it is in force for")
+    func everyVersionTested() throws {
+        let exercised = try Self.exercisedOperations()
+        var untested: [String] = []
+        for listed in try Self.coremltoolsParameters() where OperationRegistry.definitions[listed.name] != nil {
+            for (version, opsets) in Self.opsets(of: listed.versions) where (exercised[listed.name] ?? []).isDisjoint(with: opsets) {
+                untested.append("\(listed.name) (\(version), for \(opsets.sorted().joined(separator: "/")))")
+            }
+        }
+        #expect(untested == [], "definitions exercised by no fixture program of an opset they are in force for")
     }
 }
