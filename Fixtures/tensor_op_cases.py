@@ -1143,6 +1143,143 @@ def bad_layer_norm():
     return rank3(lambda x: mb.layer_norm(x=x, axes=[2], name="y"))
 
 
+def image(function, shape=(1, 8, 4, 5)):
+    @mb.program(input_specs=[mb.TensorSpec(shape=shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return function(x)
+    return prog
+
+
+@bad_parameter("one_hot_negative_size", "y", "one_hot_vector_size", -1, 76, 'operation "y" (one_hot): one_hot_vector_size -1 is negative')
+def bad_one_hot():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.one_hot(indices=x, one_hot_vector_size=4, name="y")
+    return prog
+
+
+@bad_parameter("space_to_depth_block_does_not_divide", "y", "block_size", 3, 76, 'operation "y" (space_to_depth): block_size 3: spatial size 4 × 6 is not divisible by 3')
+def bad_space_to_depth():
+    return image(lambda x: mb.space_to_depth(x=x, block_size=2, name="y"), shape=(1, 2, 4, 6))
+
+
+@bad_parameter("depth_to_space_block_does_not_divide", "y", "block_size", 3, 76, 'operation "y" (depth_to_space): block_size 3: 8 channels are not divisible by 9')
+def bad_depth_to_space():
+    return image(lambda x: mb.depth_to_space(x=x, block_size=2, name="y"))
+
+
+@bad_parameter("pixel_shuffle_factor_does_not_divide", "y", "upscale_factor", 3, 76, 'operation "y" (pixel_shuffle): upscale_factor 3: 8 channels are not divisible by 9')
+def bad_pixel_shuffle():
+    return image(lambda x: mb.pixel_shuffle(x=x, upscale_factor=2, name="y"))
+
+
+@bad_parameter("tile_negative_reps", "y", "reps", [1, -1, 1], 76, 'operation "y" (tile): reps needs 3 non-negative values')
+def bad_tile_negative():
+    return rank3(lambda x: mb.tile(x=x, reps=[1, 2, 1], name="y"))
+
+
+@bad_parameter("pad_reflect_too_wide", "y", "pad", [5, 5], 76, 'operation "y" (pad): pad: reflect padding of 5 on axis 2 of size 4')
+def bad_pad_reflect():
+    return rank3(lambda x: mb.pad(x=x, pad=[1, 1], mode="reflect", name="y"))
+
+
+@bad_parameter("max_pool_kernel_larger_than_input", "y", "kernel_sizes", [9, 9], 76, 'operation "y" (max_pool): spatial axis 0 of size 4 gives no output (kernel_sizes [9, 9], dilations [1, 1], pad_type valid)')
+def bad_pool_kernel():
+    return image(lambda x: mb.max_pool(x=x, kernel_sizes=[2, 2], strides=[1, 1], pad_type="valid", name="y"))
+
+
+@bad_parameter("avg_pool_stride_zero", "y", "strides", [0, 1], 76, 'operation "y" (avg_pool): strides [0, 1] must be positive')
+def bad_pool_stride():
+    return image(lambda x: mb.avg_pool(x=x, kernel_sizes=[2, 2], strides=[1, 1], pad_type="valid", name="y"))
+
+
+@bad_parameter("conv_stride_zero", "y", "strides", [0, 1], 76, 'operation "y" (conv): strides [0, 1] must be positive')
+def bad_conv_stride():
+    w = np.ones((2, 8, 1, 1), dtype=np.float32)
+    return image(lambda x: mb.conv(x=x, weight=w, strides=[1, 1], name="y"))
+
+
+@bad_parameter("conv_dilation_zero", "y", "dilations", [1, 0], 76, 'operation "y" (conv): dilations [1, 0] must be positive')
+def bad_conv_dilation():
+    w = np.ones((2, 8, 3, 3), dtype=np.float32)
+    return image(lambda x: mb.conv(x=x, weight=w, dilations=[1, 1], name="y"))
+
+
+@bad_parameter("batch_norm_mean_wrong_length", "y", "mean", [0.0, 0.0], 76, 'operation "y" (batch_norm): mean has 2 values, expected 8')
+def bad_batch_norm():
+    return image(lambda x: mb.batch_norm(x=x, mean=np.zeros(8, dtype=np.float32), variance=np.ones(8, dtype=np.float32), name="y"))
+
+
+@bad_parameter("sliding_windows_stride_zero", "y", "stride", 0, 76, 'operation "y" (sliding_windows): size 2 stride 0 on an axis of 4')
+def bad_sliding():
+    return rank3(lambda x: mb.sliding_windows(x=x, axis=2, size=2, stride=1, name="y"))
+
+
+@bad_parameter("split_num_splits_does_not_divide", "y", "num_splits", 3, 76, 'operation "y_0" (split): num_splits 3 for 2 outputs')
+def bad_num_splits():
+    return rank3(lambda x: mb.split(x=x, num_splits=2, axis=2, name="y")[0])
+
+
+@bad_parameter("squeeze_axis_not_one", "y", "axes", [1], 76, 'operation "y" (squeeze): axes: axis 1 has size 2, not 1')
+def bad_squeeze():
+    return rank3(lambda x: mb.squeeze(x=mb.expand_dims(x=x, axes=[0]), axes=[0], name="y"))
+
+
+@bad_parameter("stack_axis_outside", "y", "axis", 5, 76, 'operation "y" (stack): axis 5 is outside a rank-4 tensor')
+def bad_stack():
+    return rank3(lambda x: mb.stack(values=(x, x), axis=0, name="y"))
+
+
+@bad_parameter("cumsum_axis_outside", "y", "axis", -4, 76, 'operation "y" (cumsum): axis -4 is outside a rank-3 tensor')
+def bad_cumsum():
+    return rank3(lambda x: mb.cumsum(x=x, axis=0, name="y"))
+
+
+@bad_parameter("argmax_axis_outside", "y", "axis", 3, 76, 'operation "y" (reduce_argmax): axis 3 is outside a rank-3 tensor')
+def bad_argmax():
+    return rank3(lambda x: mb.reduce_argmax(x=x, axis=0, name="y"))
+
+
+@bad_parameter("transpose_perm_wrong_length", "y", "perm", [1, 0], 76, 'operation "y" (transpose): perm [1, 0] is not a permutation of 3 axes')
+def bad_transpose_length():
+    return rank3(lambda x: mb.transpose(x=x, perm=[0, 2, 1], name="y"))
+
+
+@bad_parameter("lstm_direction_unknown", "y", "direction", "sideways", 94, 'layer "y_0" (lstm): direction sideways is not supported for lstm')
+def bad_lstm():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(3, 1, 2)), mb.TensorSpec(shape=(1, 4)), mb.TensorSpec(shape=(1, 4))],
+                opset_version=ct.target.iOS17)
+    def prog(x, h, c):
+        return mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=np.ones((16, 2), dtype=np.float32),
+                       weight_hh=np.ones((16, 4), dtype=np.float32), name="y")[0]
+    return prog
+
+
+@bad_parameter("resize_bilinear_mode_unknown", "y", "sampling_mode", "CUBIC", 94, 'layer "y" (resize_bilinear): sampling_mode CUBIC is not one MIL defines')
+def bad_resize_mode():
+    return image(lambda x: mb.resize_bilinear(x=x, target_size_height=6, target_size_width=6, sampling_mode="DEFAULT", name="y"))
+
+
+@bad_parameter("upsample_scale_zero", "y", "scale_factor_height", 0.0, 76, 'operation "y" (upsample_nearest_neighbor): scale_factor_height 0.0 and scale_factor_width 2.0 must be positive')
+def bad_upsample():
+    return image(lambda x: mb.upsample_nearest_neighbor(x=x, scale_factor_height=2.0, scale_factor_width=2.0, name="y"))
+
+
+@bad_parameter("crop_more_than_the_image", "y", "crop_height", [3, 3], 76, 'operation "y" (crop): crop_height [3, 3] does not fit an axis of size 4')
+def bad_crop():
+    return image(lambda x: mb.crop(x=x, crop_height=[1, 1], crop_width=[1, 1], name="y"))
+
+
+@bad_parameter("slice_by_size_beyond_the_axis", "y", "size", [2, 3, 9], 76, 'operation "y" (slice_by_size): begin 1 size 9 do not fit axis 2 of size 4')
+def bad_slice_size():
+    return rank3(lambda x: mb.slice_by_size(x=x, begin=[0, 0, 1], size=[2, 3, 2], name="y"))
+
+
+@bad_parameter("local_response_norm_size_zero", "y", "size", 0, 76, 'operation "y" (local_response_norm): size 0 must be positive')
+def bad_lrn():
+    return image(lambda x: mb.local_response_norm(x=x, size=3, name="y"))
+
+
 def set_parameter(spec, output, parameter, value):
     """Writes `value` for `parameter` of the operation whose first output is `output`, in place
     (in its const operation or its inline value): the builder checks parameters, a file need not."""
@@ -1160,6 +1297,8 @@ def set_parameter(spec, output, parameter, value):
     values = value if isinstance(value, list) else [value]
     if isinstance(values[0], str):
         target = tensor.strings.values
+    elif isinstance(values[0], float):
+        target = tensor.floats.values
     else:
         target = tensor.ints.values
     del target[:]

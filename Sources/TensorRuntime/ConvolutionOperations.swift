@@ -28,6 +28,11 @@ enum ConvolutionOperations {
                          ceilMode: Bool) throws(RuntimeError) -> (before: [Int], output: [Int]) {
         let type = try context.string("pad_type", "valid")
         let custom = try context.ints("pad") ?? Array(repeating: 0, count: 2 * input.count)
+        // Pools take kernel_sizes; a convolution's kernel is its weight's spatial shape.
+        let kernelName = context.op.type.hasSuffix("_pool") ? "kernel_sizes" : "kernel"
+        for (key, values) in [(kernelName, kernel), ("strides", strides), ("dilations", dilations)] where values.contains(where: { $0 < 1 }) {
+            throw context.invalid("\(key) \(values) must be positive")
+        }
         var before: [Int] = [], output: [Int] = []
         for axis in input.indices {
             let effective = (kernel[axis] - 1) * dilations[axis] + 1
@@ -51,7 +56,9 @@ enum ConvolutionOperations {
             } else {
                 size = (input[axis] + total - effective) / strides[axis] + 1
             }
-            guard size > 0 else { throw context.invalid("spatial axis \(axis) of size \(input[axis]) gives no output") }
+            guard size > 0 else {
+                throw context.invalid("spatial axis \(axis) of size \(input[axis]) gives no output (\(kernelName) \(kernel), dilations \(dilations), pad_type \(type))")
+            }
             before.append(begin)
             output.append(size)
         }
@@ -153,6 +160,9 @@ enum ConvolutionOperations {
         let strides = try context.ints("strides") ?? Array(repeating: 1, count: spatial)
         let dilations = try context.ints("dilations") ?? Array(repeating: 1, count: spatial)
         guard strides.count == spatial, dilations.count == spatial else { throw context.invalid("strides and dilations need \(spatial) values") }
+        for (key, values) in [("strides", strides), ("dilations", dilations)] where values.contains(where: { $0 < 1 }) {
+            throw context.invalid("\(key) \(values) must be positive")
+        }
         let type = try context.string("pad_type", "valid")
         let pads = try context.ints("pad") ?? Array(repeating: 0, count: 2 * spatial)
         var output: [Int] = [], begin: [Int] = []

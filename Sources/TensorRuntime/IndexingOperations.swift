@@ -66,6 +66,7 @@ enum IndexingOperations {
         "one_hot": OperationDefinition(["indices", "one_hot_vector_size", "axis", "on_value", "off_value"]) { context throws(RuntimeError) in
             let indices = try context.input("indices")
             let size = try context.int("one_hot_vector_size", 0)
+            guard size >= 0 else { throw context.invalid("one_hot_vector_size \(size) is negative") }
             let axis = try context.axis(try context.int("axis", -1), rank: indices.rank + 1)
             let on = try context.float("on_value", 1), off = try context.float("off_value", 0)
             var shape = indices.shape

@@ -62,6 +62,7 @@ enum NormalizationOperations {
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
             let size = try context.int("size", 1)
+            guard size >= 1 else { throw context.invalid("size \(size) must be positive") }
             let alpha = Double(try context.float("alpha", 1e-4)), beta = Double(try context.float("beta", 0.75)), k = Double(try context.float("k", 1))
             let channels = x.shape[1], inner = x.shape[2...].reduce(1, *), outer = x.shape[0], from = x.id
             let low = (size - 1) / 2, high = size - 1 - low

@@ -80,6 +80,10 @@ enum RearrangementOperations {
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
             let height = try context.ints("crop_height") ?? [0, 0], width = try context.ints("crop_width") ?? [0, 0]
             guard height.count == 2, width.count == 2 else { throw context.invalid("crop_height and crop_width need two values each") }
+            for (key, crop, size) in [("crop_height", height, x.shape[x.rank - 2]), ("crop_width", width, x.shape[x.rank - 1])]
+            where crop.contains(where: { $0 < 0 }) || crop[0] + crop[1] > size {
+                throw context.invalid("\(key) \(crop) does not fit an axis of size \(size)")
+            }
             var shape = x.shape
             shape[x.rank - 2] -= height[0] + height[1]
             shape[x.rank - 1] -= width[0] + width[1]
@@ -141,7 +145,7 @@ enum RearrangementOperations {
         guard x.rank == 4, b >= 1 else { throw context.invalid("x \(x.shape) needs rank 4 and \(key) ≥ 1") }
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         if toSpace {
-            guard c % (b * b) == 0 else { throw context.invalid("\(c) channels are not divisible by \(b * b)") }
+            guard c % (b * b) == 0 else { throw context.invalid("\(key) \(b): \(c) channels are not divisible by \(b * b)") }
             let channels = c / (b * b)
             try ShapeOperations.indexed(context, x, shape: [n, channels, h * b, w * b]) { index in
                 let (i, j) = (index[2] % b, index[3] % b)
@@ -149,7 +153,7 @@ enum RearrangementOperations {
                 return ((index[0] * c + depth) * h + index[2] / b) * w + index[3] / b
             }
         } else {
-            guard h % b == 0, w % b == 0 else { throw context.invalid("spatial size \(h) × \(w) is not divisible by \(b)") }
+            guard h % b == 0, w % b == 0 else { throw context.invalid("\(key) \(b): spatial size \(h) × \(w) is not divisible by \(b)") }
             try ShapeOperations.indexed(context, x, shape: [n, c * b * b, h / b, w / b]) { index in
                 let depth = index[1]
                 let (channel, i, j) = depthFirst ? (depth % c, depth / c / b, depth / c % b) : (depth / (b * b), depth / b % b, depth % b)
@@ -165,7 +169,7 @@ enum RearrangementOperations {
         }
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let ph = h + pads[0] + pads[1], pw = w + pads[2] + pads[3]
-        guard ph % block[0] == 0, pw % block[1] == 0 else { throw context.invalid("padded size \(ph) × \(pw) is not divisible by \(block)") }
+        guard ph % block[0] == 0, pw % block[1] == 0 else { throw context.invalid("block_shape \(block): padded size \(ph) × \(pw) is not divisible by it") }
         let shape = [n * block[0] * block[1], c, ph / block[0], pw / block[1]]
         // Padding reads a zero: an extra zero element is not available, so positions map into x or to −1.
         try padded(context, x, shape: shape) { index in
@@ -182,7 +186,7 @@ enum RearrangementOperations {
             throw context.invalid("batch_to_space needs rank 4, block_shape [2] and crops [2, 2]")
         }
         let blocks = block[0] * block[1]
-        guard x.shape[0] % blocks == 0 else { throw context.invalid("batch \(x.shape[0]) is not divisible by \(blocks)") }
+        guard x.shape[0] % blocks == 0 else { throw context.invalid("block_shape: batch \(x.shape[0]) is not divisible by \(blocks)") }
         let (n, c, h, w) = (x.shape[0] / blocks, x.shape[1], x.shape[2], x.shape[3])
         let shape = [n, c, h * block[0] - crops[0] - crops[1], w * block[1] - crops[2] - crops[3]]
         try ShapeOperations.indexed(context, x, shape: shape) { index in

@@ -103,7 +103,7 @@ enum ResamplingOperations {
     private static func sizes(_ context: OperationContext, _ x: PlanValue) throws(RuntimeError) -> (Int, Int, Double, Double) {
         guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
         let scaleH = Double(try context.float("scale_factor_height", 1)), scaleW = Double(try context.float("scale_factor_width", 1))
-        guard scaleH > 0, scaleW > 0 else { throw context.invalid("scale factors must be positive") }
+        guard scaleH > 0, scaleW > 0 else { throw context.invalid("scale_factor_height \(scaleH) and scale_factor_width \(scaleW) must be positive") }
         return (Int((Double(x.shape[x.rank - 2]) * scaleH).rounded(.down)), Int((Double(x.shape[x.rank - 1]) * scaleW).rounded(.down)), scaleH, scaleW)
     }
 }

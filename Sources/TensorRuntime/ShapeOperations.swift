@@ -26,7 +26,7 @@ enum ShapeOperations {
             if let axes = try context.ints("axes") {
                 for axis in axes {
                     let resolved = try context.axis(axis, rank: x.rank, key: "axes")
-                    guard x.shape[resolved] == 1 else { throw context.invalid("axis \(axis) has size \(x.shape[resolved]), not 1") }
+                    guard x.shape[resolved] == 1 else { throw context.invalid("axes: axis \(axis) has size \(x.shape[resolved]), not 1") }
                     drop.insert(resolved)
                 }
             } else {
@@ -372,7 +372,9 @@ enum ShapeOperations {
             sizes = given
         } else {
             let parts = try context.int("num_splits", context.op.outputs.count)
-            guard parts > 0 else { throw context.invalid("num_splits \(parts)") }
+            guard parts > 0, parts == context.op.outputs.count else {
+                throw context.invalid("num_splits \(parts) for \(context.op.outputs.count) outputs")
+            }
             let each = (size + parts - 1) / parts
             sizes = (0..<parts).map { min(each, max(0, size - $0 * each)) }
         }
@@ -406,7 +408,7 @@ enum ShapeOperations {
         guard ["constant", "reflect", "replicate"].contains(mode) else { throw context.unsupported("pad mode \(mode) is not supported") }
         if mode == "reflect" {
             for axis in x.shape.indices where before[axis] >= x.shape[axis] || after[axis] >= x.shape[axis] {
-                throw context.invalid("reflect padding of \(max(before[axis], after[axis])) on axis \(axis) of size \(x.shape[axis])")
+                throw context.invalid("pad: reflect padding of \(max(before[axis], after[axis])) on axis \(axis) of size \(x.shape[axis])")
             }
         }
         // Positions into x, or -1 for the constant.
