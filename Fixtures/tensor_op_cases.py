@@ -1280,6 +1280,94 @@ def bad_lrn():
     return image(lambda x: mb.local_response_norm(x=x, size=3, name="y"))
 
 
+@bad_parameter("space_to_batch_block_zero", "y", "block_shape", [0, 2], 76, 'operation "y" (space_to_batch): block_shape [0, 2] must be positive and paddings [0, 0, 1, 0] non-negative')
+def bad_space_to_batch():
+    return image(lambda x: mb.space_to_batch(x=x, block_shape=[2, 2], paddings=[[0, 0], [1, 0]], name="y"))
+
+
+@bad_parameter("batch_to_space_block_zero", "y", "block_shape", [0, 2], 76, 'operation "y" (batch_to_space): block_shape [0, 2] must be positive and crops [0, 0, 0, 0] non-negative')
+def bad_batch_to_space():
+    return image(lambda x: mb.batch_to_space(x=x, block_shape=[1, 2], crops=[[0, 0], [0, 0]], name="y"), shape=(4, 2, 3, 3))
+
+
+@bad_parameter("resize_bilinear_target_zero", "y", "target_size_height", 0, 76, 'operation "y" (resize_bilinear): target_size_height 0 and target_size_width 6 must be positive')
+def bad_resize_target():
+    return image(lambda x: mb.resize_bilinear(x=x, target_size_height=6, target_size_width=6, name="y"))
+
+
+@bad_parameter("resize_nearest_target_negative", "y", "target_size_width", -2, 76, 'operation "y" (resize_nearest_neighbor): target_size_height 6 and target_size_width -2 must be positive')
+def bad_resize_nearest():
+    return image(lambda x: mb.resize_nearest_neighbor(x=x, target_size_height=6, target_size_width=6, name="y"))
+
+
+@bad_parameter("conv_transpose_stride_zero", "y", "strides", [0, 1], 76, 'operation "y" (conv_transpose): strides [0, 1] must be positive')
+def bad_conv_transpose():
+    w = np.ones((8, 2, 2, 2), dtype=np.float32)
+    return image(lambda x: mb.conv_transpose(x=x, weight=w, strides=[2, 2], name="y"))
+
+
+@bad_parameter("l2_pool_kernel_zero", "y", "kernel_sizes", [0, 2], 76, 'operation "y" (l2_pool): kernel_sizes [0, 2] must be positive')
+def bad_l2_pool():
+    return image(lambda x: mb.l2_pool(x=x, kernel_sizes=[2, 2], strides=[1, 1], pad_type="valid", name="y"))
+
+
+@bad_parameter("sliding_windows_size_zero", "y", "size", 0, 76, 'operation "y" (sliding_windows): size 0 stride 1 on an axis of 4')
+def bad_sliding_size():
+    return rank3(lambda x: mb.sliding_windows(x=x, axis=2, size=2, stride=1, name="y"))
+
+
+@bad_parameter("pixel_unshuffle_factor_zero", "y", "downscale_factor", 0, 76, 'operation "y" (pixel_unshuffle): x [1, 2, 4, 4] needs rank 4 and downscale_factor ≥ 1')
+def bad_pixel_unshuffle():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2, 4, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.pixel_unshuffle(x=x, downscale_factor=np.uint32(2), name="y")
+    return prog
+
+
+@bad_parameter("crop_resize_target_zero", "y", "target_height", 0, 76, 'operation "y" (crop_resize): target_height and target_width must be positive')
+def bad_crop_resize():
+    boxes = np.array([[0.0, 0.0, 2.0, 2.0]], dtype=np.float32)
+    return image(lambda x: mb.crop_resize(x=x, boxes=boxes, target_height=2, target_width=2, name="y"))
+
+
+@bad_parameter("one_hot_axis_outside", "y", "axis", 4, 76, 'operation "y" (one_hot): axis 4 is outside a rank-3 tensor')
+def bad_one_hot_axis():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.one_hot(indices=x, one_hot_vector_size=4, axis=-1, name="y")
+    return prog
+
+
+@bad_parameter("scatter_axis_outside", "y", "axis", 3, 76, 'operation "y" (scatter): axis 3 is outside a rank-3 tensor')
+def bad_scatter_axis():
+    return rank3(lambda x: mb.scatter(data=x, indices=np.array([1], dtype=np.int32), updates=np.ones((2, 1, 4), dtype=np.float32),
+                                      axis=1, name="y"))
+
+
+@bad_parameter("gather_along_axis_axis_outside", "y", "axis", -4, 76, 'operation "y" (gather_along_axis): axis -4 is outside a rank-3 tensor')
+def bad_gather_along():
+    return rank3(lambda x: mb.gather_along_axis(x=x, indices=np.zeros((2, 3, 1), dtype=np.int32), axis=2, name="y"))
+
+
+@bad_parameter("reverse_axis_outside", "y", "axes", [3], 76, 'operation "y" (reverse): axes 3 is outside a rank-3 tensor')
+def bad_reverse():
+    return rank3(lambda x: mb.reverse(x=x, axes=[1], name="y"))
+
+
+@bad_parameter("argsort_axis_outside", "y", "axis", 7, 76, 'operation "y" (argsort): axis 7 is outside a rank-3 tensor')
+def bad_argsort():
+    return rank3(lambda x: mb.argsort(x=x, axis=1, name="y"))
+
+
+@bad_parameter("range_step_zero", "y", "step", 0, 76, 'operation "y" (range_1d): start, end and a non-zero step are required')
+def bad_range():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(),))], opset_version=ct.target.iOS17)
+    def prog(x):
+        count = mb.gather(x=mb.shape(x=x), indices=0)
+        return mb.range_1d(start=0, end=count, step=1, name="y")
+    return prog
+
+
 def set_parameter(spec, output, parameter, value):
     """Writes `value` for `parameter` of the operation whose first output is `output`, in place
     (in its const operation or its inline value): the builder checks parameters, a file need not."""

@@ -167,6 +167,9 @@ enum RearrangementOperations {
         guard x.rank == 4, let block = try context.ints("block_shape"), block.count == 2, let pads = try context.ints("paddings"), pads.count == 4 else {
             throw context.invalid("space_to_batch needs rank 4, block_shape [2] and paddings [2, 2]")
         }
+        guard block.allSatisfy({ $0 >= 1 }), pads.allSatisfy({ $0 >= 0 }) else {
+            throw context.invalid("block_shape \(block) must be positive and paddings \(pads) non-negative")
+        }
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let ph = h + pads[0] + pads[1], pw = w + pads[2] + pads[3]
         guard ph % block[0] == 0, pw % block[1] == 0 else { throw context.invalid("block_shape \(block): padded size \(ph) × \(pw) is not divisible by it") }
@@ -184,6 +187,9 @@ enum RearrangementOperations {
         let x = try context.input()
         guard x.rank == 4, let block = try context.ints("block_shape"), block.count == 2, let crops = try context.ints("crops"), crops.count == 4 else {
             throw context.invalid("batch_to_space needs rank 4, block_shape [2] and crops [2, 2]")
+        }
+        guard block.allSatisfy({ $0 >= 1 }), crops.allSatisfy({ $0 >= 0 }) else {
+            throw context.invalid("block_shape \(block) must be positive and crops \(crops) non-negative")
         }
         let blocks = block[0] * block[1]
         guard x.shape[0] % blocks == 0 else { throw context.invalid("block_shape: batch \(x.shape[0]) is not divisible by \(blocks)") }

@@ -35,6 +35,9 @@ enum ResamplingOperations {
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
             let height = try context.int("target_size_height", 1), width = try context.int("target_size_width", 1)
+            guard height >= 1, width >= 1 else {
+                throw context.invalid("target_size_height \(height) and target_size_width \(width) must be positive")
+            }
             let mode = try context.string("sampling_mode", "DEFAULT")
             guard ["STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"].contains(mode) else {
                 throw context.unsupported("sampling_mode \(mode) is not one MIL defines")
@@ -64,6 +67,9 @@ enum ResamplingOperations {
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
             let height = try context.int("target_size_height", 1), width = try context.int("target_size_width", 1)
+            guard height >= 1, width >= 1 else {
+                throw context.invalid("target_size_height \(height) and target_size_width \(width) must be positive")
+            }
             let rows = x.shape[x.rank - 2], columns = x.shape[x.rank - 1]
             try ShapeOperations.indexed(context, x, shape: Array(x.shape.dropLast(2)) + [height, width]) { index in
                 let r = min(index[index.count - 2] * rows / max(height, 1), rows - 1)

@@ -47,7 +47,7 @@ struct BadParameterTests {
 
     @Test("there are bad parameters to check")
     func fixturesExist() {
-        #expect(Self.refusals.count >= 40)
+        #expect(Self.refusals.count >= 55)
     }
 
     @Test("each bad parameter is refused at load, naming the operation and the parameter", arguments: refusals)
