@@ -735,6 +735,68 @@ def runtime_slice_update(rng):
         [{"y": first}, {"y": second}]
 
 
+@case("runtime_shapes")
+def runtime_shapes(rng):
+    """Shapes decided by values computed at prediction: each such operation is planned when its values are known."""
+    a = rand(rng, 4, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(2,), dtype=types.int32),
+                             mb.TensorSpec(shape=(2,), dtype=types.int32), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, b, e, n):
+        count = mb.squeeze(x=n)
+        window = mb.slice_by_index(x=x, begin=b, end=e, name="window")
+        tail = mb.slice_by_size(x=x, begin=b, size=[-1, 2], name="tail")
+        positive = mb.non_zero(x=mb.greater(x=x, y=0.25), name="nonzero")
+        steps = mb.range_1d(start=mb.reduce_min(x=b), end=mb.add(x=count, y=4), step=1, name="range")
+        filled = mb.fill(shape=mb.concat(values=[n, mb.reduce_max(x=b, keep_dims=True)], axis=0), value=1.5, name="filled")
+        tiled = mb.tile(x=mb.slice_by_size(x=x, begin=[0, 0], size=[1, 2]), reps=mb.concat(values=[n, [1]], axis=0), name="tiled")
+        flat = mb.reshape(x=window, shape=mb.reduce_prod(x=mb.sub(x=e, y=b), axes=[0], keep_dims=True), name="flat")
+        chosen = mb.cond(pred=mb.greater(x=count, y=2), _true_fn=lambda: mb.mul(x=window, y=2.0),
+                         _false_fn=lambda: mb.slice_by_size(x=x, begin=[0, 0], size=[1, 1]), name="chosen")
+        after = mb.add(x=mb.reduce_sum(x=chosen), y=mb.reduce_sum(x=flat), name="after")
+        return window, tail, positive, steps, filled, tiled, flat, chosen, after
+    d = a.astype(np.float64)
+    cases, outputs = [], []
+    for b, e, n in [((1, 2), (3, 5), 3), ((0, 1), (4, 3), 1), ((2, 0), (3, 4), 3), ((1, 2), (3, 5), 2)]:
+        window = d[b[0]:e[0], b[1]:e[1]]
+        chosen = window * 2 if n > 2 else d[0:1, 0:1]
+        cases.append({"x": a, "b": np.array(b, dtype=np.int32), "e": np.array(e, dtype=np.int32), "n": np.array([n], dtype=np.int32)})
+        outputs.append({"window": window, "tail": d[b[0]:, b[1]:b[1] + 2], "nonzero": np.argwhere(a > 0.25).astype(np.int32),
+                        "range": np.arange(min(b), n + 4, dtype=np.int32), "filled": np.full((n, max(b)), 1.5),
+                        "tiled": np.tile(d[0:1, 0:2], (n, 1)), "flat": window.reshape(-1), "chosen": chosen,
+                        "after": chosen.sum() + window.sum()})
+    return prog, cases, outputs
+
+
+@case("runtime_loop")
+def runtime_loop(rng):
+    """A loop whose variable grows each iteration (a run-time count of doublings)."""
+    a = rand(rng, 1, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, n):
+        limit = mb.squeeze(x=n)
+
+        def keep_going(i, y):
+            return mb.less(x=i, y=limit)
+
+        def step(i, y):
+            return mb.add(x=i, y=1), mb.concat(values=[y, mb.add(x=y, y=1.0)], axis=0)
+        count, grown = mb.while_loop(_cond=keep_going, _body=step, loop_vars=(np.int32(0), x))
+        return mb.identity(x=grown, name="grown"), mb.reduce_sum(x=grown, axes=[0], name="sums")
+    d = a.astype(np.float64)
+    cases, outputs = [], []
+    for n in (0, 1, 3):
+        y = d.copy()
+        for _ in range(n):
+            y = np.concatenate([y, y + 1], axis=0)
+        cases.append({"x": a, "n": np.array([n], dtype=np.int32)})
+        outputs.append({"grown": y, "sums": y.sum(axis=0)})
+    return prog, cases, outputs
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
@@ -995,20 +1057,15 @@ def write_refusals(out):
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
     def unsupported(x):
-        return mb.non_zero(x=x, name="nonzero")
-    expected["unsupported_operation"] = ("load", 'layer "nonzero" (non_zero): modelc does not run this ML program operation yet')
+        return mb.relu(x=x, name="unknown")
+    # An operation no MIL opset defines: the relu's type is renamed in the file (below).
+    expected["unsupported_operation"] = ("load", 'layer "unknown" (bogus_operation): modelc does not run this ML program operation yet')
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
     def unseeded(x):
         return mb.add(x=x, y=mb.random_uniform(shape=[2, 3], low=0.0, high=1.0, name="noise"), name="y")
     expected["unseeded_random"] = ("load", 'layer "noise" (random_uniform): random sampling without a seed cannot be reproduced; '
                                            'modelc runs it only with a seed')
-
-    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
-                opset_version=ct.target.iOS17)
-    def runtime_shape(x, s):
-        return mb.reshape(x=x, shape=s, name="y")
-    expected["runtime_parameter"] = ("load", 'layer "y" (reshape): parameter "shape" computed from the inputs\' values at run time is not supported')
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(4, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
                 opset_version=ct.target.iOS17)
@@ -1028,13 +1085,19 @@ def write_refusals(out):
                          coordinates_mode="normalized_minus_one_to_one", align_corners=True, name="y")
     expected["unsupported_mode"] = ("load", 'layer "y" (affine): coordinates_mode "unnormalized" is not supported (the output grid is normalized)')
 
-    for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded), ("runtime_parameter", runtime_shape),
+    for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded),
                        ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized)]:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
                            minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
         package = os.path.join(out, name + ".mlpackage")
         save_ml_package(model, package)
+        if name == "unsupported_operation":
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            [op for op in block.operations if op.type == "relu"][0].type = "bogus_operation"
+            save_spec(spec, path)
         if name == "unknown_parameter":
             path = package_root_model_path(package)
             spec = parse_model(read_bytes(path))
