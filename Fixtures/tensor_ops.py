@@ -797,6 +797,42 @@ def runtime_loop(rng):
     return prog, cases, outputs
 
 
+@case("lists")
+def lists(rng):
+    """Tensor lists: written past their end (they grow with zeros), scattered, gathered, and appended to in a loop."""
+    a, b = rand(rng, 2), rand(rng, 2)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2,)), mb.TensorSpec(shape=(2,)), mb.TensorSpec(shape=(1,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(a, b, n):
+        ls = mb.make_list(init_length=2, elem_shape=(2,))
+        initial = mb.list_read(ls=ls, index=0, name="initial")
+        ls = mb.list_write(ls=ls, index=0, value=a)
+        ls = mb.list_write(ls=ls, index=4, value=b)
+        ls = mb.list_scatter(ls=ls, indices=[2, 1], value=np.array([[-1, -2], [-4, -5]], dtype=np.float32))
+        first = mb.list_read(ls=ls, index=mb.sub(x=mb.squeeze(x=n), y=mb.squeeze(x=n)), name="first")
+        picked = mb.list_gather(ls=ls, indices=[4, 2, 3], name="picked")
+        size = mb.identity(x=mb.list_length(ls=ls), name="size")
+
+        def keep_going(i, grown):
+            return mb.less(x=i, y=mb.squeeze(x=n))
+
+        def step(i, grown):
+            return mb.add(x=i, y=1), mb.list_write(ls=grown, index=i, value=mb.mul(x=a, y=mb.cast(x=i, dtype="fp32")))
+        _, grown = mb.while_loop(_cond=keep_going, _body=step, loop_vars=(np.int32(0), mb.make_list(init_length=1, elem_shape=(2,))))
+        appended = mb.list_gather(ls=grown, indices=mb.range_1d(start=0, end=mb.list_length(ls=grown), step=1), name="appended")
+        return initial, first, picked, size, appended
+    d, e = a.astype(np.float64), b.astype(np.float64)
+    cases, outputs = [], []
+    for n in (0, 1, 3):
+        rows = max(n, 1)
+        appended = np.array([d * i for i in range(n)] + [np.zeros(2)] * (rows - n))
+        cases.append({"a": a, "b": b, "n": np.array([n], dtype=np.int32)})
+        outputs.append({"initial": np.zeros(2), "first": d, "picked": np.array([e, [-1, -2], [0, 0]]), "size": np.int32(5),
+                        "appended": appended})
+    return prog, cases, outputs
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
