@@ -461,6 +461,68 @@ def transposed(rng):
     return prog, [{"x": a}], [{"conv_transpose": convt, "align": align, "unalign": unalign, "nearest": nearest, "upsample": up}]
 
 
+def resize_positions(mode, n_in, n_out):
+    """Where resize_bilinear's sampling modes read an axis (the iOS15 definition), clamped to it."""
+    out = []
+    for i in range(n_out):
+        if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+            p = ((n_in - 1) / 2 if mode == "ALIGN_CORNERS" else 0) if n_out == 1 else i * (n_in - 1) / (n_out - 1)
+        elif mode == "DEFAULT":
+            p = 0 if n_out == 1 else i * (n_in - n_in / n_out) / (n_out - 1)
+        elif mode == "OFFSET_CORNERS":
+            delta = max(1, n_in - 1) / n_out
+            p = 0.5 * delta + i * delta
+        else:
+            p = (i + 0.5) * n_in / n_out - 0.5
+        out.append(min(n_in - 1, max(0, p)))
+    return out
+
+
+def interpolate_axis(x, axis, positions, nearest):
+    """x resampled along `axis` at `positions`, linearly or at the nearest (half away from zero) position."""
+    x = np.moveaxis(x, axis, -1)
+    if nearest:
+        y = x[..., [int(math.floor(p + 0.5)) for p in positions]]
+    else:
+        low = [int(math.floor(p)) for p in positions]
+        high = [min(l + 1, x.shape[-1] - 1) for l in low]
+        f = np.array([p - l for p, l in zip(positions, low)])
+        y = x[..., low] * (1 - f) + x[..., high] * f
+    return np.moveaxis(y, -1, axis)
+
+
+@case("resize_ios17", tolerance=1e-4)
+def resize_ios17(rng):
+    """iOS 17 resize: one or two resized axes, both interpolations, a target shape given at prediction."""
+    a = rand(rng, 1, 2, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=(3,), dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, s):
+        return (mb.resize(x=x, shape=[1, 5], resized_dims=np.uint32(1), interpolation_mode="LINEAR", sampling_mode="DEFAULT",
+                          name="linear_1d"),
+                mb.resize(x=x, shape=[5, 7], resized_dims=np.uint32(2), interpolation_mode="LINEAR", sampling_mode="ALIGN_CORNERS",
+                          name="align"),
+                mb.resize(x=x, shape=[0, 6], resized_dims=np.uint32(2), interpolation_mode="LINEAR", sampling_mode="UNALIGN_CORNERS",
+                          name="keep_height"),
+                mb.resize(x=x, shape=s, resized_dims=np.uint32(2), interpolation_mode="NEAREST_NEIGHBOR", sampling_mode="DEFAULT",
+                          name="nearest"))
+    d = a.astype(np.float64)
+
+    def resized(x, sizes, mode, nearest):
+        for axis, n in zip(range(x.ndim - len(sizes), x.ndim), sizes):
+            if n:
+                x = interpolate_axis(x, axis, resize_positions(mode, x.shape[axis], n), nearest)
+        return x
+    cases, outputs = [], []
+    for target in ([1, 6, 2], [2, 2, 9]):
+        cases.append({"x": a, "s": np.array(target, dtype=np.int32)})
+        outputs.append({"linear_1d": resized(d, [5], "DEFAULT", False), "align": resized(d, [5, 7], "ALIGN_CORNERS", False),
+                        "keep_height": resized(d, [0, 6], "UNALIGN_CORNERS", False),
+                        "nearest": resized(d, target[1:], "DEFAULT", True)})
+    return prog, cases, outputs
+
+
 @case("rearrangements", target=ct.target.iOS18)
 def rearrangements(rng):
     a = rand(rng, 2, 8, 4, 6)
