@@ -895,6 +895,81 @@ def lists(rng):
     return prog, cases, outputs
 
 
+def nms_reference(boxes, scores, iou_threshold, score_threshold, max_boxes, per_class):
+    """Greedy non-maximum suppression as coremltools' test reference describes it (TensorFlow's rule:
+    scores above the threshold, suppressed when IoU > iou_threshold; per class: only within a class;
+    the best box when none passes). boxes [B, 4] (center x, center y, w, h), scores [B, K]."""
+    best, label = scores.max(axis=1), scores.argmax(axis=1)
+    order = sorted(range(len(best)), key=lambda i: (-best[i], i))
+
+    def iou(i, j):
+        def corners(b):
+            return b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2
+        a, c = corners(boxes[i]), corners(boxes[j])
+        area_a, area_c = (a[2] - a[0]) * (a[3] - a[1]), (c[2] - c[0]) * (c[3] - c[1])
+        if area_a <= 0 or area_c <= 0:
+            return 0.0
+        inter = max(0, min(a[2], c[2]) - max(a[0], c[0])) * max(0, min(a[3], c[3]) - max(a[1], c[1]))
+        return inter / (area_a + area_c - inter)
+    kept = []
+    for i in order:
+        if len(kept) == max_boxes:
+            break
+        if not best[i] > score_threshold:
+            continue
+        if any((not per_class or label[j] == label[i]) and iou(i, j) > iou_threshold for j in kept):
+            continue
+        kept.append(i)
+    if not kept:
+        kept = [order[0]]
+    out_boxes, out_scores = np.zeros((max_boxes, 4)), np.zeros((max_boxes, scores.shape[1]))
+    indices = -np.ones(max_boxes, dtype=np.int32)
+    for slot, i in enumerate(kept):
+        out_boxes[slot], out_scores[slot], indices[slot] = boxes[i], scores[i], i
+    return out_boxes, out_scores, indices, len(kept)
+
+
+@case("non_maximum_suppression")
+def non_maximum_suppression(rng):
+    """Both layouts (iOS 15: boxes [n, B, 4]; iOS 17: [n, 4, B]), per class or not, and no box passing the threshold."""
+    boxes = rng.uniform(0, 20, (2, 12, 4)).astype(np.float32)
+    boxes[..., 2:] += 5
+    scores = rng.permutation(2 * 12 * 3).reshape(2, 12, 3).astype(np.float32) - 30
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=boxes.shape), mb.TensorSpec(shape=scores.shape)], opset_version=ct.target.iOS16)
+    def prog(b, s):
+        outs = []
+        for tag, per_class, threshold in (("all", False, 0.0), ("class", True, -20.0), ("none", False, 100.0)):
+            names = ["%s_%s" % (tag, part) for part in ("boxes", "scores", "indices", "count")]
+            outs += list(mb.non_maximum_suppression(boxes=b, scores=s, iou_threshold=0.2, score_threshold=threshold, max_boxes=5,
+                                                    per_class_suppression=per_class, name=tag))
+        return tuple(mb.identity(x=o, name=n) for o, n in zip(outs, [
+            "%s_%s" % (tag, part) for tag in ("all", "class", "none") for part in ("boxes", "scores", "indices", "count")]))
+    d, e = boxes.astype(np.float64), scores.astype(np.float64)
+    expected = {}
+    for tag, per_class, threshold in (("all", False, 0.0), ("class", True, -20.0), ("none", False, 100.0)):
+        results = [nms_reference(d[n], e[n], 0.2, threshold, 5, per_class) for n in range(2)]
+        expected["%s_boxes" % tag] = np.array([r[0] for r in results])
+        expected["%s_scores" % tag] = np.array([r[1] for r in results])
+        expected["%s_indices" % tag] = np.array([r[2] for r in results])
+        expected["%s_count" % tag] = np.array([r[3] for r in results], dtype=np.int32)
+    return prog, [{"b": boxes, "s": scores}], [expected]
+
+
+@case("non_maximum_suppression_ios17", target=ct.target.iOS17)
+def non_maximum_suppression_ios17(rng):
+    boxes = rng.uniform(0, 20, (1, 4, 10)).astype(np.float32)
+    boxes[:, 2:] += 5
+    scores = rng.permutation(20).reshape(1, 2, 10).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=boxes.shape), mb.TensorSpec(shape=scores.shape)], opset_version=ct.target.iOS17)
+    def prog(b, s):
+        out = mb.non_maximum_suppression(boxes=b, scores=s, iou_threshold=0.3, max_boxes=4, per_class_suppression=True, name="nms")
+        return tuple(mb.identity(x=o, name=n) for o, n in zip(out, ("boxes", "scores", "indices")))
+    r = nms_reference(boxes[0].T.astype(np.float64), scores[0].T.astype(np.float64), 0.3, -np.inf, 4, True)
+    return prog, [{"b": boxes, "s": scores}], [{"boxes": r[0].T[None], "scores": r[1].T[None], "indices": r[2][None]}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
