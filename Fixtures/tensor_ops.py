@@ -970,6 +970,22 @@ def non_maximum_suppression_ios17(rng):
     return prog, [{"b": boxes, "s": scores}], [{"boxes": r[0].T[None], "scores": r[1].T[None], "indices": r[2][None]}]
 
 
+@case("integer_matmul")
+def integer_matmul(rng):
+    """matmul of int32 tensors (exact): batch broadcasting, transposes."""
+    a = rng.integers(-50, 50, (2, 3, 4)).astype(np.int32)
+    b = rng.integers(-50, 50, (5, 4)).astype(np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape, dtype=types.int32), mb.TensorSpec(shape=b.shape, dtype=types.int32)],
+                opset_version=ct.target.iOS17)
+    def prog(x, y):
+        return (mb.matmul(x=x, y=y, transpose_y=True, name="batched"),
+                mb.matmul(x=y, y=x, transpose_x=False, transpose_y=True, name="broadcast"),
+                mb.matmul(x=x, y=x, transpose_x=True, name="gram"))
+    A, B = a.astype(np.int64), b.astype(np.int64)
+    return prog, [{"x": a, "y": b}], [{"batched": A @ B.T, "broadcast": B @ np.swapaxes(A, 1, 2), "gram": np.swapaxes(A, 1, 2) @ A}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""
