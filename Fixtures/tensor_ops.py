@@ -986,6 +986,25 @@ def integer_matmul(rng):
     return prog, [{"x": a, "y": b}], [{"batched": A @ B.T, "broadcast": B @ np.swapaxes(A, 1, 2), "gram": np.swapaxes(A, 1, 2) @ A}]
 
 
+@case("upsample_nearest_fractional", target=ct.target.iOS16)
+def upsample_nearest_fractional(rng):
+    """upsample_nearest_neighbor with fractional scales: output pixel i reads floor(i * input / output)
+    (coremltools' iOS15 test: 3 columns x 1.12 -> 3 columns reading 0, 1, 2; x 0.67 -> 2 reading 0, 1)."""
+    a = rand(rng, 1, 2, 3, 5)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape)], opset_version=ct.target.iOS16)
+    def prog(x):
+        return (mb.upsample_nearest_neighbor(x=x, scale_factor_height=3.17, scale_factor_width=0.67, name="shrink"),
+                mb.upsample_nearest_neighbor(x=x, scale_factor_height=2.0, scale_factor_width=1.12, name="grow"),
+                mb.upsample_nearest_neighbor(x=x, scale_factor_height=1.5, scale_factor_width=2.5, name="mixed"))
+    d = a.astype(np.float64)
+
+    def nearest(sh, sw):
+        h, w = int(math.floor(3 * sh)), int(math.floor(5 * sw))
+        return d[:, :, [i * 3 // h for i in range(h)]][:, :, :, [j * 5 // w for j in range(w)]]
+    return prog, [{"x": a}], [{"shrink": nearest(3.17, 0.67), "grow": nearest(2.0, 1.12), "mixed": nearest(1.5, 2.5)}]
+
+
 @case("enumerated_shapes")
 def enumerated(rng):
     """An input of enumerated shapes [1, 8], [3, 8], [2, 4, 8]: every one runs, each with its own plan."""

@@ -6,11 +6,13 @@ enum ResamplingOperations {
     static let definitions: [String: OperationDefinition] = [
         "upsample_nearest_neighbor": OperationDefinition(["x", "scale_factor_height", "scale_factor_width"]) { context throws(RuntimeError) in
             let x = try context.input()
-            let (height, width, scaleH, scaleW) = try sizes(context, x)
+            let (height, width, _, _) = try sizes(context, x)
             let rows = x.shape[x.rank - 2], columns = x.shape[x.rank - 1]
+            // Output pixel i reads floor(i · input / output): the sizes' ratio, not the scale given
+            // (they differ for fractional scales: 3 columns × 1.12 gives 3, which read columns 0, 1, 2).
             try ShapeOperations.indexed(context, x, shape: Array(x.shape.dropLast(2)) + [height, width]) { index in
-                let r = min(Int(Double(index[index.count - 2]) / scaleH), rows - 1)
-                let c = min(Int(Double(index[index.count - 1]) / scaleW), columns - 1)
+                let r = min(index[index.count - 2] * rows / max(height, 1), rows - 1)
+                let c = min(index[index.count - 1] * columns / max(width, 1), columns - 1)
                 let plane = index.dropLast(2).enumerated().reduce(0) { $0 * x.shape[$1.offset] + $1.element }
                 return (plane * rows + r) * columns + c
             }
