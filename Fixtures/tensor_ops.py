@@ -766,6 +766,49 @@ def seeded_random(rng):
                                 "categorical": np.ones((1, 5))}]
 
 
+@case("unseeded_certain_random")
+def unseeded_certain_random(rng):
+    """Random sampling without a seed whose distribution has one value (every seed gives it), one with
+    a shape given at prediction (coremltools' test_random stress cases)."""
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2,), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(s):
+        return (mb.random_normal(shape=[2, 3], mean=0.5, stddev=0.0, name="normal"),
+                mb.random_uniform(shape=[4], low=2.0, high=2.0, name="uniform"),
+                mb.random_bernoulli(shape=s, prob=0.0, name="bernoulli"),
+                mb.random_bernoulli(shape=[2], prob=1.0, name="certain"))
+    return prog, [{"s": np.array([3, 2], dtype=np.int32)}, {"s": np.array([1, 4], dtype=np.int32)}], \
+        [{"normal": np.full((2, 3), 0.5), "uniform": np.full(4, 2.0), "bernoulli": np.zeros((3, 2)), "certain": np.ones(2)},
+         {"normal": np.full((2, 3), 0.5), "uniform": np.full(4, 2.0), "bernoulli": np.zeros((1, 4)), "certain": np.ones(2)}]
+
+
+@case("scatter_unvalidated_indices")
+def scatter_unvalidated_indices(rng):
+    """iOS 17 scatters without validate_indices: an index outside [0, size) (negative ones included, which
+    iOS 17 counts as out of bounds) leaves the data as it is; the others apply."""
+    a, u = rand(rng, 3, 4), rand(rng, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=a.shape), mb.TensorSpec(shape=u.shape), mb.TensorSpec(shape=(3,), dtype=types.int32),
+                             mb.TensorSpec(shape=(2, 1), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x, u, i, j):
+        return (mb.scatter(data=x, indices=i, updates=u, mode="add", validate_indices=False, name="rows"),
+                mb.scatter_nd(data=x, indices=j, updates=mb.slice_by_size(x=u, begin=[0, 0], size=[2, 4]), mode="update",
+                              validate_indices=False, name="nd"))
+    d, v = a.astype(np.float64), u.astype(np.float64)
+    cases, outputs = [], []
+    for i, j in (([-1, 5, 2], [[1], [-2]]), ([0, 1, 2], [[7], [0]])):
+        rows = d.copy()
+        for k, index in enumerate(i):
+            if 0 <= index < 3:
+                rows[index] += v[k]
+        nd = d.copy()
+        for k, (index,) in enumerate(j):
+            if 0 <= index < 3:
+                nd[index] = v[k]
+        cases.append({"x": a, "u": u, "i": np.array(i, dtype=np.int32), "j": np.array(j, dtype=np.int32)})
+        outputs.append({"rows": rows, "nd": nd})
+    return prog, cases, outputs
+
+
 @case("runtime_slice")
 def runtime_slice(rng):
     """slice_by_size with a begin given at prediction (negative counts from the end)."""
