@@ -197,11 +197,17 @@ ray-test: python-lib $(RAYVENV)/.installed
 # coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
 # backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
 # FILES (test_*.py names). Writes .build/conformance/summary.md. Not a test:
-# the counts are recorded in docs/conformance.md.
+# the counts are recorded in docs/conformance.md. A third of the cases build
+# their programs from PyTorch, so they run in the zoo venv (torch 2.7.0, the
+# one copy of torch) with the Python package's test requirements (pytest) added.
 SAMPLE ?= 0.1
-conformance: python-lib python-venv
+$(ZOO_VENV)/.conformance: $(ZOO_VENV)/.installed python/requirements-test.txt
+	$(ZOO_VENV)/bin/pip install --quiet -r python/requirements-test.txt
+	touch $@
+
+conformance: python-lib $(ZOO_VENV)/.conformance
 	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so SAMPLE=$(SAMPLE) \
-	    $(PYVENV)/bin/python Scripts/conformance.py
+	    $(ZOO_VENV)/bin/python Scripts/conformance.py
 
 # libFuzzer with AddressSanitizer over reading and validating models, bounded
 # by FUZZ_SECONDS; its own scratch path keeps the instrumented build apart.

@@ -2,9 +2,10 @@ import ModelFeatures
 
 /// `cond` and `while_loop`: nested blocks planned with the enclosing
 /// function (their values in the same arena, alive for the step that runs
-/// them), run by one step that tests the condition at prediction. Both
-/// branches must return the same shapes, and loop variables must keep their
-/// shapes across iterations.
+/// them), run by one step that tests the condition at prediction. A `cond`
+/// whose branches return different shapes, or a loop whose variables change
+/// shape, waits for its values: planned when they are known (as constants,
+/// a loop then unrolled while planning).
 enum ControlFlowOperations {
     static let definitions: [String: OperationDefinition] = [
         "cond": OperationDefinition(["pred"], hasEffects: true) { context throws(RuntimeError) in try condition(context) },
@@ -20,18 +21,39 @@ enum ControlFlowOperations {
     private static func condition(_ context: OperationContext) throws(RuntimeError) {
         let predicate = try context.input("pred")
         guard context.op.blocks.count == 2 else { throw context.invalid("cond needs two blocks, has \(context.op.blocks.count)") }
+        if let known = predicate.constant?.scalar {
+            // Known now: only the branch taken is planned.
+            let taken = try context.nested(context.op.blocks[known != 0 ? 0 : 1])
+            guard taken.outputs.count == context.op.outputs.count else {
+                throw context.invalid("the branch returns \(taken.outputs.count) values for \(context.op.outputs.count) outputs")
+            }
+            if taken.steps.isEmpty, taken.outputs.allSatisfy({ $0.constant != nil }) {
+                for output in taken.outputs { if let constant = output.constant { context.output(constant: constant) } }
+                return
+            }
+            var outputs: [Int] = []
+            for output in taken.outputs { outputs.append(try context.output(output.shape)) }
+            let sources = taken.outputs.map(\.id), counts = taken.outputs.map(\.count), steps = taken.steps, produced = outputs
+            context.run(reads: Set(taken.outerReads + sources).sorted(), outputs: outputs, scratch: taken.computed) { buffers throws(RuntimeError) in
+                for step in steps { try step.kernel(buffers) }
+                for index in produced.indices { copy(buffers, from: sources[index], to: produced[index], count: counts[index]) }
+            }
+            return
+        }
         let yes = try context.nested(context.op.blocks[0]), no = try context.nested(context.op.blocks[1])
         guard yes.outputs.count == context.op.outputs.count, no.outputs.count == context.op.outputs.count else {
             throw context.invalid("the branches return \(yes.outputs.count) and \(no.outputs.count) values for \(context.op.outputs.count) outputs")
         }
         var outputs: [Int] = []
         for (a, b) in zip(yes.outputs, no.outputs) {
-            guard a.shape == b.shape, a.type.isFloat == b.type.isFloat else {
-                throw context.unsupported("branches returning different shapes (\(a.shape) and \(b.shape)) are not supported")
+            guard a.type.isFloat == b.type.isFloat else {
+                throw context.unsupported("branches returning different types (\(a.type) and \(b.type)) are not supported")
             }
+            guard a.shape == b.shape else { throw context.runTimeValueNeeded("pred") }
             outputs.append(try context.output(a.shape))
         }
-        let reads = Set([predicate.id] + yes.outerReads + no.outerReads).sorted()
+        // A branch may return an outer value as it is: read too.
+        let reads = Set([predicate.id] + yes.outerReads + no.outerReads + yes.outputs.map(\.id) + no.outputs.map(\.id)).sorted()
         let pairs = Array(zip(yes.outputs.map(\.id), no.outputs.map(\.id)))
         let counts = yes.outputs.map(\.count)
         let flag = predicate.id, isFloat = predicate.isFloat
@@ -49,6 +71,10 @@ enum ControlFlowOperations {
     private static func loop(_ context: OperationContext) throws(RuntimeError) {
         let initial = try context.list("loop_vars")
         guard context.op.blocks.count == 2 else { throw context.invalid("while_loop needs a condition and a body block") }
+        if initial.allSatisfy({ $0.constant != nil }), let results = try unrolled(context, initial) {
+            for result in results { if let constant = result.constant { context.output(constant: constant) } }
+            return
+        }
         let slots = initial.map { context.scratch($0.type, shape: $0.shape) }
         let condition = try context.nested(context.op.blocks[0], inputs: slots)
         let body = try context.nested(context.op.blocks[1], inputs: slots)
@@ -57,7 +83,7 @@ enum ControlFlowOperations {
             throw context.invalid("the body returns \(body.outputs.count) values for \(slots.count) loop variables")
         }
         for (slot, next) in zip(slots, body.outputs) where slot.shape != next.shape {
-            throw context.unsupported("loop variables that change shape (\(slot.shape) to \(next.shape)) are not supported")
+            throw context.runTimeValueNeeded("loop_vars")
         }
         // The body's results are staged before they become the next iteration's variables.
         let staged = slots.map { context.scratch($0.type, shape: $0.shape) }
@@ -82,5 +108,24 @@ enum ControlFlowOperations {
             }
             for index in slotIDs.indices { copy(buffers, from: slotIDs[index], to: produced[index], count: counts[index]) }
         }
+    }
+
+    /// Iterations a loop of known values is unrolled to at most while planning.
+    static let unrollLimit = 100_000
+
+    /// The loop run while planning, when its variables and everything its
+    /// blocks read are known: the final variables, or `nil` when some value
+    /// is computed at run time (then the loop runs as a step).
+    private static func unrolled(_ context: OperationContext, _ initial: [PlanValue]) throws(RuntimeError) -> [PlanValue]? {
+        var current = initial
+        for _ in 0..<unrollLimit {
+            let condition = try context.nested(context.op.blocks[0], inputs: current)
+            guard condition.steps.isEmpty, let flag = condition.outputs.first?.constant?.scalar else { return nil }
+            if flag == 0 { return current }
+            let body = try context.nested(context.op.blocks[1], inputs: current)
+            guard body.steps.isEmpty, body.outputs.count == current.count, body.outputs.allSatisfy({ $0.constant != nil }) else { return nil }
+            current = body.outputs
+        }
+        throw context.unsupported("a loop of known values running more than \(unrollLimit) iterations")
     }
 }

@@ -89,6 +89,9 @@ struct GraphReader {
             }
             let ranked = tensor.rank >= 0 && Int(tensor.rank) == dimensions.count
             return ValueType(element: ElementType(tensor.datatype) ?? .float32, shape: ranked ? dimensions : nil)
+        case CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_LIST_TYPE:
+            // A list is held as one tensor [length] + element shape: its element type, its shape unknown here.
+            return ValueType(element: Self.type(type.listtype?.pointee.type).element, shape: nil)
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE:
             var wrapped = Self.type(type.statetype?.pointee.wrappedtype)
             wrapped.isState = true

@@ -132,6 +132,36 @@ enum IndexingOperations {
         }
     }
 
+    /// How a scatter treats indices outside `0..<size`. iOS 15/16 (no
+    /// `validate_indices`): negative ones count from the end, others are an
+    /// error. iOS 17 counts negative indices as out of bounds: with
+    /// `validate_indices` an error at prediction; without, the result is
+    /// undefined, and modelc skips the update (coremltools' tests check that
+    /// a negative index does not count from the end there).
+    enum IndexRule: Sendable {
+        case wrapping, strict, lenient
+
+        init(_ context: OperationContext) throws(RuntimeError) {
+            guard context.has("validate_indices") else { self = .wrapping; return }
+            self = try context.bool("validate_indices", false) ? .strict : .lenient
+        }
+
+        /// The index in `0..<size`, or `nil` for an update to skip.
+        @inline(__always)
+        func resolve(_ index: Int32, size: Int, operation: String) throws(RuntimeError) -> Int? {
+            switch self {
+            case .wrapping: return try checked(index, size: size, operation: operation)
+            case .strict:
+                guard index >= 0, Int(index) < size else {
+                    throw .invalidValue(feature: operation, detail: "index \(index) is outside an axis of size \(size) (validate_indices)")
+                }
+                return Int(index)
+            case .lenient:
+                return index >= 0 && Int(index) < size ? Int(index) : nil
+            }
+        }
+    }
+
     typealias Combine = @Sendable (Float, Float) -> Float
 
     private static func mode(_ context: OperationContext) throws(RuntimeError) -> Combine {
@@ -151,7 +181,7 @@ enum IndexingOperations {
     private static func scatter(_ context: OperationContext, alongAxis: Bool) throws(RuntimeError) {
         let data = try context.input("data"), indices = try context.input("indices"), updates = try context.input("updates")
         let axis = try context.axis(try context.int("axis", 0), rank: data.rank)
-        let combine = try mode(context)
+        let combine = try mode(context), rule = try IndexRule(context)
         let out = try context.output(data.shape)
         let n = data.shape[axis], inner = data.shape[(axis + 1)...].reduce(1, *), outer = data.shape[..<axis].reduce(1, *)
         let isFloat = data.isFloat, count = data.count
@@ -178,7 +208,7 @@ enum IndexingOperations {
                 for j in 0..<k {
                     for i in 0..<inner {
                         let u = (o * k + j) * inner + i
-                        let resolved = try checked(alongAxis ? index[u] : index[j], size: n, operation: name)
+                        guard let resolved = try rule.resolve(alongAxis ? index[u] : index[j], size: n, operation: name) else { continue }
                         let d = (o * n + resolved) * inner + i
                         if isFloat {
                             buffers.floats(out)[d] = combine(buffers.floats(out)[d], buffers.floats(values)[u])
@@ -196,7 +226,7 @@ enum IndexingOperations {
         guard let depth = indices.shape.last, depth <= data.rank else { throw context.invalid("indices \(indices.shape) do not fit data \(data.shape)") }
         let expected = Array(indices.shape.dropLast()) + Array(data.shape[depth...])
         guard updates.shape == expected else { throw context.invalid("updates \(updates.shape), expected \(expected)") }
-        let combine = try mode(context)
+        let combine = try mode(context), rule = try IndexRule(context)
         let out = try context.output(data.shape)
         let inner = data.shape[depth...].reduce(1, *), lookups = indices.count / max(depth, 1)
         let sizes = Array(data.shape.prefix(depth)), strides = Array(Shapes.strides(data.shape).prefix(depth))
@@ -205,9 +235,12 @@ enum IndexingOperations {
         context.run(reads: [data, indices, updates], writes: [out]) { buffers throws(RuntimeError) in
             buffers.ints(out).update(from: buffers.ints(from), count: count)
             let index = buffers.ints(at)
-            for lookup in 0..<lookups {
+            lookups: for lookup in 0..<lookups {
                 var offset = 0
-                for d in 0..<depth { offset += try checked(index[lookup * depth + d], size: sizes[d], operation: name) * strides[d] }
+                for d in 0..<depth {
+                    guard let resolved = try rule.resolve(index[lookup * depth + d], size: sizes[d], operation: name) else { continue lookups }
+                    offset += resolved * strides[d]
+                }
                 for i in 0..<inner {
                     let u = lookup * inner + i
                     if isFloat {

@@ -61,7 +61,10 @@ enum LinearAlgebraOperations {
         if x.rank == 1 { shape.remove(at: shape.count - 2) }
         if y.rank == 1 { shape.removeLast() }
         if let bias, bias.count != n, bias.count != 1 { throw context.invalid("bias has \(bias.count) values for \(n) outputs") }
-        guard x.isFloat, y.isFloat else { throw context.unsupported("integer matrix products are not supported") }
+        guard x.isFloat, y.isFloat else {
+            try integerMatmul(context, x: x, y: y, transposeX: tx, transposeY: ty, bias: bias, shape: shape, batch: batch, m: m, n: n, k: k)
+            return
+        }
         let out = try context.output(shape)
         let batches = batch.reduce(1, *)
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)

@@ -65,10 +65,15 @@ final class OperationContext {
     /// computed from constants and shapes).
     func constant(_ key: String) throws(RuntimeError) -> Tensor? {
         guard let value = try optional(key) else { return nil }
-        guard let constant = value.constant else {
-            throw unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported")
-        }
+        guard let constant = value.constant else { throw runTimeValueNeeded(key) }
         return constant
+    }
+
+    /// The error for a parameter (`key`) that decides shapes but is computed
+    /// from the inputs' values: the planner stops before this operation and
+    /// plans it, and what follows, when the value is known.
+    func runTimeValueNeeded(_ key: String) -> RuntimeError {
+        planner.waitingForRunTimeValue(unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported here"))
     }
 
     func int(_ key: String, _ fallback: Int) throws(RuntimeError) -> Int {
@@ -86,9 +91,7 @@ final class OperationContext {
         guard !values.isEmpty else { return nil }
         var result: [Int] = []
         for value in values {
-            guard let constant = value.constant else {
-                throw unsupported("parameter \"\(key)\" computed from the inputs' values at run time is not supported")
-            }
+            guard let constant = value.constant else { throw runTimeValueNeeded(key) }
             result += constant.ints
         }
         return result

@@ -26,7 +26,7 @@ enum OperationRegistry {
         for family in [ElementwiseOperations.definitions, ActivationOperations.definitions, ReductionOperations.definitions,
                        ShapeOperations.definitions, IndexingOperations.definitions, LinearAlgebraOperations.definitions,
                        NormalizationOperations.definitions, ConvolutionOperations.definitions, ConstexprOperations.definitions,
-                       StateOperations.definitions, ResamplingOperations.definitions, SamplingOperations.definitions, RearrangementOperations.definitions, ControlFlowOperations.definitions, RecurrentOperations.definitions, RandomOperations.definitions, classify] {
+                       StateOperations.definitions, ResamplingOperations.definitions, SamplingOperations.definitions, RearrangementOperations.definitions, ControlFlowOperations.definitions, RecurrentOperations.definitions, RandomOperations.definitions, ListOperations.definitions, DetectionOperations.definitions, classify] {
             all.merge(family) { first, _ in first }
         }
         return all

@@ -15,6 +15,11 @@ final class Planner {
     private var constantAddresses: [Int: UnsafeMutableRawPointer] = [:]
     private var classification: TensorPlan.Classification?
     private var stateInputs: [String: Int] = [:]
+    /// The error an operation threw because a shape-deciding parameter is
+    /// computed at run time: planning stops there and the rest waits for it.
+    private var runTimeValueError: RuntimeError?
+    /// Where planning stopped (top-level operations only), if it did.
+    private var stop: Int?
     /// Threads a kernel may use within one prediction.
     let threads: Int
 
@@ -23,7 +28,14 @@ final class Planner {
     }
 
     /// Plans `function` for `shapes` (one per input; states take their declared shape).
-    static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1) throws(RuntimeError) -> TensorPlan {
+    ///
+    /// With `staging`, an operation whose outputs' shapes depend on values
+    /// computed at run time (a slice's begin, `non_zero`, a `cond` whose
+    /// branches differ in shape) ends the plan: the plan returned computes
+    /// what comes before it and holds the rest as a `PlanContinuation`
+    /// (see `TensorEngine`'s run loop). Without, such an operation is refused.
+    static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1,
+                     staging: Bool = true) throws(RuntimeError) -> TensorPlan {
         let planner = Planner(threads: threads)
         var inputs: [String: Int] = [:]
         for input in function.inputs {
@@ -37,7 +49,8 @@ final class Planner {
             inputs[input.name] = id
             if input.type.isState { planner.stateInputs[input.name] = id }
         }
-        try planner.run(function.block)
+        try planner.run(function.block, staging: staging)
+        if let stop = planner.stop { return planner.staged(function, at: stop, inputs: inputs) }
         var outputs: [String: Int] = [:]
         for name in function.block.outputs {
             guard let id = planner.names[name] else {
@@ -93,17 +106,92 @@ final class Planner {
         try plan(op)
     }
 
-    private func run(_ block: GraphBlock) throws(RuntimeError) {
+    private func run(_ block: GraphBlock, staging: Bool) throws(RuntimeError) {
         for (name, constant) in block.constants where names[name] == nil {
             names[name] = add(type: constant.type, shape: constant.shape, constant: constant)
         }
-        for op in block.operations {
+        for (index, op) in block.operations.enumerated() {
             if op.type == "classify" {
                 try classify(op)
                 continue
             }
-            try plan(op)
+            guard staging else {
+                try plan(op)
+                continue
+            }
+            let firstStep = steps.count
+            runTimeValueError = nil
+            do {
+                try plan(op)
+            } catch {
+                guard let waiting = runTimeValueError, waiting == error else { throw error }
+                steps.removeSubrange(firstStep...)
+                stop = index
+                return
+            }
         }
+    }
+
+    /// The plan of what comes before operation `index` of the function's
+    /// block, which needs values computed at run time to be planned: the
+    /// values it and the operations after it read stay alive to the end.
+    private func staged(_ function: GraphFunction, at index: Int, inputs: [String: Int]) -> TensorPlan {
+        let block = function.block
+        let operation = block.operations[index]
+        let rest = Array(block.operations[(index + 1)...])
+        let read = Self.referencedNames([operation]), restRead = Self.referencedNames(rest).union(block.outputs)
+        var carried: [String: Int] = [:], operationReads: [String: Int] = [:]
+        var operationConstants: [String: Tensor] = [:], restConstants: [String: Tensor] = [:]
+        var restInputs: [(name: String, type: ValueType)] = []
+        for name in read.union(restRead).sorted() {
+            guard let id = names[name], stateInputs[name] == nil else { continue }
+            let value = values[id]
+            if let constant = value.constant {
+                if read.contains(name) { operationConstants[name] = constant }
+                if restRead.contains(name) { restConstants[name] = constant }
+                continue
+            }
+            if read.contains(name) { operationReads[name] = id }
+            if restRead.contains(name) {
+                carried[name] = id
+                restInputs.append((name, ValueType(element: value.type, shape: nil)))
+            }
+        }
+        let produced = Set(operation.outputs.map(\.name))
+        for output in operation.outputs where restRead.contains(output.name) {
+            restInputs.append((output.name, ValueType(element: output.type.element, shape: nil)))
+        }
+        for input in function.inputs where input.type.isState { restInputs.append(input) }
+        for (name, constant) in block.constants where restRead.contains(name) && restConstants[name] == nil && !produced.contains(name) {
+            restConstants[name] = constant
+        }
+        let remainder = GraphFunction(name: function.name, inputs: restInputs,
+                                      block: GraphBlock(operations: rest, outputs: block.outputs, constants: restConstants))
+        let continuation = PlanContinuation(operation: operation, reads: operationReads, constants: operationConstants,
+                                            rest: remainder, carried: carried, threads: threads)
+        // The values carried over are the prefix's outputs: alive to its end.
+        var plan = finish(inputs: inputs, outputs: carried.merging(operationReads) { first, _ in first })
+        plan.continuation = continuation
+        return plan
+    }
+
+    /// The names of the values `operations` (and their nested blocks) read or return.
+    static func referencedNames(_ operations: [GraphOperation]) -> Set<String> {
+        var result = Set<String>()
+        for op in operations {
+            for arguments in op.arguments.values {
+                for case .value(let name) in arguments { result.insert(name) }
+            }
+            for block in op.blocks { result.formUnion(referencedNames(block.operations).union(block.outputs)) }
+        }
+        return result
+    }
+
+    /// Marks `error` as one that planning at run time would avoid (a shape
+    /// decided by a value computed from the inputs), and returns it.
+    func waitingForRunTimeValue(_ error: RuntimeError) -> RuntimeError {
+        runTimeValueError = error
+        return error
     }
 
     private func plan(_ op: GraphOperation) throws(RuntimeError) {

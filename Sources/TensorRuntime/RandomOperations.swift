@@ -5,23 +5,25 @@ import ModelFeatures
 /// `random_bernoulli`, `random_categorical`. A seeded operation draws the
 /// same numbers at every prediction (a SplitMix64 stream from the seed; not
 /// Core ML's numbers, which are not documented). Without a seed (the default
-/// −1) the operation is refused: its results could not be reproduced.
+/// −1) the operation is refused, its results could not be reproduced —
+/// unless its distribution has one value (`prob` 0 or 1, `stddev` 0,
+/// `low` equal to `high`), which every seed gives.
 enum RandomOperations {
     static let definitions: [String: OperationDefinition] = [
         "random_uniform": OperationDefinition(["shape", "low", "high", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let low = try context.float("low", 0), high = try context.float("high", 1)
-            try sample(context) { generator in low + (high - low) * generator.unit() }
+            try sample(context, certain: low == high) { generator in low + (high - low) * generator.unit() }
         },
         "random_normal": OperationDefinition(["shape", "mean", "stddev", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let mean = try context.float("mean", 0), deviation = try context.float("stddev", 1)
-            try sample(context) { generator in
+            try sample(context, certain: deviation == 0) { generator in
                 let u = max(generator.unit(), .leastNonzeroMagnitude), v = generator.unit()
                 return mean + deviation * (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
             }
         },
         "random_bernoulli": OperationDefinition(["shape", "prob", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let probability = try context.float("prob", 0.5)
-            try sample(context) { generator in generator.unit() < probability ? 1 : 0 }
+            try sample(context, certain: probability == 0 || probability == 1) { generator in generator.unit() < probability ? 1 : 0 }
         },
         "random_categorical": OperationDefinition(["x", "mode", "size", "seed"], hasEffects: true) { context throws(RuntimeError) in
             try categorical(context)
@@ -50,8 +52,11 @@ enum RandomOperations {
         return UInt64(seed)
     }
 
-    private static func sample(_ context: OperationContext, _ draw: @escaping @Sendable (inout Generator) -> Float) throws(RuntimeError) {
-        let start = try seed(context)
+    /// `certain`: the distribution has a single value, so no seed is needed.
+    private static func sample(_ context: OperationContext, certain: Bool,
+                               _ draw: @escaping @Sendable (inout Generator) -> Float) throws(RuntimeError) {
+        let unseeded = try context.int("seed", -1) < 0
+        let start = certain && unseeded ? 0 : try seed(context)
         guard let shape = try context.ints("shape"), shape.allSatisfy({ $0 >= 0 }) else { throw context.invalid("shape must be known and non-negative") }
         let out = try context.output(shape)
         let count = shape.reduce(1, *), isFloat = context.outputType().isFloat

@@ -133,6 +133,16 @@ enum ShapeOperations {
             context.output(constant: context.outputType().isFloat ? Tensor(floats: values.map(Float.init), shape: [count])
                 : Tensor(ints: values.map { Int32(clamping: Int($0)) }, shape: [count]))
         },
+        // How many elements are non-zero decides the shape: planned once x is known (at run time, a stage of its own).
+        "non_zero": OperationDefinition(["x"]) { context throws(RuntimeError) in
+            guard let x = try context.constant("x") else { throw context.invalid("input x is missing") }
+            let strides = Shapes.strides(x.shape)
+            var indices: [Int32] = []
+            for (position, value) in x.doubles.enumerated() where value != 0 {
+                for axis in x.shape.indices { indices.append(Int32(position / strides[axis] % x.shape[axis])) }
+            }
+            context.output(constant: Tensor(ints: indices, shape: [indices.count / max(x.shape.count, 1), x.shape.count]))
+        },
         "band_part": OperationDefinition(["x", "lower", "upper"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 2 else { throw context.invalid("x has rank \(x.rank); band_part needs 2 or more") }
@@ -175,9 +185,9 @@ enum ShapeOperations {
     /// given (no −1), so the output's shape is known now; a begin that does
     /// not fit is an error at prediction naming the operation.
     private static func sliceAtRunTime(_ context: OperationContext, _ x: PlanValue, begin: PlanValue, size: [Int]) throws(RuntimeError) {
-        guard size.allSatisfy({ $0 >= 0 }), begin.count == x.rank, !begin.isFloat else {
-            throw context.unsupported("a begin computed at run time needs every size given (no -1) and \(x.rank) integer values")
-        }
+        // A size of -1 takes the rest of the axis: the shape depends on begin's values.
+        guard size.allSatisfy({ $0 >= 0 }) else { throw context.runTimeValueNeeded("begin") }
+        guard begin.count == x.rank, !begin.isFloat else { throw context.invalid("begin needs \(x.rank) integer values") }
         for axis in 0..<x.rank where size[axis] > x.shape[axis] {
             throw context.invalid("size \(size[axis]) on axis \(axis) of size \(x.shape[axis])")
         }

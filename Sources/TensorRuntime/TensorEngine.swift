@@ -89,9 +89,11 @@ public final class TensorEngine: PredictionEngine {
         }
         let entry = try entry(for: shapes)
         let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan))
-        defer { entry.idle.withLock { $0.append(box) } }
-        let run = box.state
-        let plan = entry.plan
+        // Every stage's state goes back to its pool at the end (a stage reads the one before).
+        var held = [(entry, box)]
+        defer { for (entry, box) in held { entry.idle.withLock { $0.append(box) } } }
+        var run = box.state
+        var plan = entry.plan
         for input in function.inputs {
             guard let id = plan.inputs[input.name] else { continue }
             let target = run.table[id]
@@ -105,6 +107,28 @@ public final class TensorEngine: PredictionEngine {
         }
         try run.run()
         for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
+        // A plan that stopped at an operation waiting for run-time values: that
+        // operation evaluated now, the rest planned for the shapes it gives.
+        while let continuation = plan.continuation {
+            let previous = run
+            let produced = try continuation.evaluate(after: previous)
+            let next = try continuation.entry(after: previous, operationOutputs: produced)
+            let nextBox = next.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: next.plan))
+            held.append((next, nextBox))
+            run = nextBox.state
+            plan = next.plan
+            for (name, id) in plan.inputs {
+                if plan.states[name] != nil {
+                    state.read(name, into: run.table[id], count: plan.values[id].count)
+                } else if let source = continuation.carried[name] {
+                    run.table[id].copyMemory(from: previous.table[source], byteCount: plan.values[id].count * 4)
+                } else if let tensor = produced[name] {
+                    run.write(tensor, to: id)
+                }
+            }
+            try run.run()
+            for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
+        }
         var outputs: [String: FeatureValue] = [:]
         if let classification = plan.classification {
             let probabilities = plan.values[classification.probabilities]

@@ -1,3 +1,4 @@
+import SystemIO
 import ModelSpec
 import ModelFeatures
 
@@ -97,6 +98,10 @@ struct TensorPlan: Sendable {
     let classification: Classification?
     /// State inputs by name: written before the run, read back after it.
     let states: [String: Int]
+    /// What follows when planning stopped at an operation whose outputs'
+    /// shapes depend on values computed at run time; `nil` for a whole plan.
+    /// `outputs` then names the values the continuation reads.
+    var continuation: PlanContinuation?
 
     struct Classification: Sendable {
         var probabilities: Int
@@ -109,4 +114,78 @@ struct TensorPlan: Sendable {
 /// A raw pointer into memory a plan owns, immutable after planning.
 struct UnsafeMutableRawPointerBox: @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
+}
+
+/// The rest of a function after a plan that stopped at an operation whose
+/// outputs' shapes depend on values computed at run time (`non_zero`, a
+/// slice whose bounds are computed, a `cond` whose branches differ in shape,
+/// a loop whose variables change shape).
+///
+/// After the plan before it has run, that operation is evaluated with every
+/// value it reads known (planned as constants, so its shapes follow from
+/// them), and the operations after it are planned for the shapes of what
+/// they read, cached by those shapes (at most `cacheLimit` plans): a stream
+/// of predictions whose run-time values give the same shapes plans once.
+final class PlanContinuation: Sendable {
+    /// The operation that waits for run-time values.
+    let operation: GraphOperation
+    /// The values it reads that are computed before it, by name: value ids of the plan before.
+    let reads: [String: Int]
+    /// The values it reads that were known when planning stopped.
+    let constants: [String: Tensor]
+    /// The operations after it, as a function whose inputs are what they read.
+    let rest: GraphFunction
+    /// The rest's inputs computed before the operation: value ids of the plan before.
+    let carried: [String: Int]
+    let threads: Int
+    private let plans = Locked<[[Int]: TensorEngine.PlanEntry]>([:])
+    /// Plans of the rest kept at once; the cache is emptied when full.
+    static let cacheLimit = 16
+
+    init(operation: GraphOperation, reads: [String: Int], constants: [String: Tensor], rest: GraphFunction,
+         carried: [String: Int], threads: Int) {
+        self.operation = operation
+        self.reads = reads
+        self.constants = constants
+        self.rest = rest
+        self.carried = carried
+        self.threads = threads
+    }
+
+    /// The operation's outputs for the values `previous` computed.
+    func evaluate(after previous: TensorState) throws(RuntimeError) -> [String: Tensor] {
+        var known = constants
+        for (name, id) in reads { known[name] = previous.tensor(id) }
+        let function = GraphFunction(name: operation.name, inputs: [],
+                                     block: GraphBlock(operations: [operation], outputs: operation.outputs.map(\.name), constants: known))
+        let plan = try Planner.plan(function, shapes: [:], threads: threads, staging: false)
+        let state = TensorState(plan: plan)
+        try state.run()
+        var outputs: [String: Tensor] = [:]
+        for (name, id) in plan.outputs { outputs[name] = state.tensor(id) }
+        return outputs
+    }
+
+    /// The plan of the rest for the shapes of what it reads (made now, or cached).
+    func entry(after previous: TensorState, operationOutputs: [String: Tensor]) throws(RuntimeError) -> TensorEngine.PlanEntry {
+        var shapes: [String: [Int]] = [:]
+        var key: [Int] = []
+        for input in rest.inputs where !input.type.isState {
+            let shape = carried[input.name].map { previous.plan.values[$0].shape } ?? operationOutputs[input.name]?.shape ?? []
+            shapes[input.name] = shape
+            key += shape + [-1]
+        }
+        if let existing = plans.withLock({ $0[key] }) { return existing }
+        let plan = try Planner.plan(rest, shapes: shapes, threads: threads)
+        return plans.withLock { plans in
+            if let existing = plans[key] { return existing }
+            if plans.count >= Self.cacheLimit { plans.removeAll() }
+            let entry = TensorEngine.PlanEntry(plan: plan)
+            plans[key] = entry
+            return entry
+        }
+    }
+
+    /// Plans of the rest made so far (their count, for tests).
+    var cachedPlans: Int { plans.withLock { $0.count } }
 }

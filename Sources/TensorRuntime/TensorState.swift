@@ -37,6 +37,28 @@ final class TensorState {
     }
 
     var bytes: Int { plan.arenaBytes + plan.values.count * 8 }
+
+    /// Value `id` as computed by the last run (or a constant's value).
+    func tensor(_ id: Int) -> Tensor {
+        let value = plan.values[id]
+        if let constant = value.constant { return constant }
+        let pointer = table[id]
+        return value.type.isFloat
+            ? Tensor(floats: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: value.count)), shape: value.shape, type: value.type)
+            : Tensor(ints: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Int32.self), count: value.count)), shape: value.shape, type: value.type)
+    }
+
+    /// Writes `tensor`'s elements as value `id` (its type: floats or 4-byte integers).
+    func write(_ tensor: Tensor, to id: Int) {
+        let value = plan.values[id]
+        let converted = tensor.converted(to: value.type)
+        let count = min(value.count, converted.count)
+        switch converted.storage {
+        case .floats(let floats): for index in 0..<count { buffers.floats(id)[index] = floats[index] }
+        case .ints(let ints): for index in 0..<count { buffers.ints(id)[index] = ints[index] }
+        case .strings: break
+        }
+    }
 }
 
 /// A state handed between threads through a pool's lock: one prediction uses it at a time.

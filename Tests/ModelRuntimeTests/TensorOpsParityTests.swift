@@ -19,4 +19,15 @@ struct TensorOpsParityTests {
     func operations(_ file: ParityFile) throws {
         try file.check(engine: .tensor)
     }
+
+    /// Shapes decided by values computed at prediction (`non_zero`, slices
+    /// with computed bounds, `range_1d`, `fill`, `tile`, `reshape`, a `cond`
+    /// whose branches differ in shape, a loop whose variable grows): exact
+    /// shapes, from the source and compiled, two predictions at once.
+    @Test("shapes decided at run time", arguments: ["runtime_shapes", "runtime_loop", "lists", "resize_ios17", "non_maximum_suppression", "non_maximum_suppression_ios17", "integer_matmul", "upsample_nearest_fractional", "unseeded_certain_random", "scatter_unvalidated_indices"])
+    func runTimeShapes(_ name: String) throws {
+        let file = ParityFile(name: "TensorOps/\(name)")
+        try file.check(exactShapes: true, engine: .tensor)
+        try file.check(compiled: true, concurrently: 2, exactShapes: true, engine: .tensor)
+    }
 }

@@ -57,4 +57,39 @@ struct PlanTests {
         #expect(first.memory !== other.memory)
         #expect(other.values.contains { $0.shape == [1, 7, 96] })
     }
+
+    @Test("a shape decided at run time ends the plan; the rest is planned per shape it gives, cached and bounded")
+    func runTimeShapesAreStaged() throws {
+        let engine = try Self.engine("Parity/TensorOps/runtime_shapes.mlpackage")
+        let plan = try engine.plan(for: ["x": [4, 5], "b": [2], "e": [2], "n": [1]])
+        let continuation = try #require(plan.continuation)
+        #expect(continuation.operation.type == "slice_by_index")
+        // What the rest reads stays alive to the end of the plan before it.
+        #expect(continuation.carried.keys.contains("x"))
+        func run(_ begin: [Int32], _ end: [Int32], _ count: Int32) throws -> [Int] {
+            var inputs: [String: FeatureValue] = [
+                "x": .multiArray(MultiArray([Double](repeating: 1, count: 20), shape: [4, 5], dataType: .float32)),
+                "b": .multiArray(MultiArray(begin.map(Double.init), shape: [2], dataType: .int32)),
+                "e": .multiArray(MultiArray(end.map(Double.init), shape: [2], dataType: .int32)),
+            ]
+            inputs["n"] = .multiArray(MultiArray([Double(count)], shape: [1], dataType: .int32))
+            return try engine.predict(inputs)["window"]?.multiArrayValue?.shape ?? []
+        }
+        #expect(try run([1, 2], [3, 5], 3) == [2, 3])
+        #expect(continuation.cachedPlans == 1)
+        #expect(try run([0, 1], [4, 3], 1) == [4, 2])
+        #expect(continuation.cachedPlans == 2)
+        // The same shapes again: no new plan.
+        #expect(try run([1, 2], [3, 5], 3) == [2, 3])
+        #expect(continuation.cachedPlans == 2)
+        for row in 0..<4 { _ = try run([Int32(row), 0], [4, 5], 3) }
+        for column in 0..<4 { _ = try run([0, Int32(column)], [4, 5], 3) }
+        #expect(continuation.cachedPlans <= PlanContinuation.cacheLimit)
+    }
+
+    @Test("a program whose shapes are all known has no continuation")
+    func fixedShapesAreOnePlan() throws {
+        let engine = try Self.engine("Parity/Zoo/bert_fp32.mlpackage")
+        #expect(try engine.plan(for: ["input_ids": [1, 9]]).continuation == nil)
+    }
 }

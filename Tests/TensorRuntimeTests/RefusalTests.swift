@@ -26,7 +26,7 @@ struct RefusalTests {
 
     @Test("there are refusals to check")
     func fixturesExist() {
-        #expect(Self.refusals.count == 6)
+        #expect(Self.refusals.count == 5)
     }
 
     @Test("each refusal gives its message", arguments: refusals)

@@ -103,3 +103,18 @@ def test_coremltools_make_state_and_predict_with_state():
     mlmodel = ct.models.MLModel(str(STATEFUL))
     state = mlmodel.make_state()
     _accumulates_as_numpy(lambda x: mlmodel.predict({"x": x}, state=state)["y"])
+
+
+def test_a_computation_that_fails_raises_runtime_error_as_core_ml_does():
+    modelc.coremltools.enable()
+    mlmodel = ct.models.MLModel(str(FIXTURES / "Parity" / "TensorOps" / "Refused" / "index_out_of_range.mlpackage"))
+    x = np.ones((4, 3), np.float32)
+    with pytest.raises(RuntimeError, match="Unable to compute the prediction using ML Program") as raised:
+        mlmodel.predict({"x": x, "i": np.array([1, 7], np.int32)})
+    # Still modelc's InputError, naming the operation's output and the index.
+    assert isinstance(raised.value, modelc.InputError)
+    assert 'feature "y": index 7 is outside an axis of size 4' in str(raised.value)
+    # A wrong input stays an InputError only.
+    with pytest.raises(modelc.InputError) as wrong:
+        mlmodel.predict({"x": np.ones((2, 2), np.float32), "i": np.array([1, 2], np.int32)})
+    assert not isinstance(wrong.value, RuntimeError)

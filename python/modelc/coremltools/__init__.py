@@ -18,12 +18,15 @@ tests shipped in the wheel predict and compare instead of skipping.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import threading
 from typing import Any, Dict, Optional
 
 import numpy as np
+
+from .._errors import InputError
 
 _enabled = False
 _lock = threading.Lock()
@@ -64,16 +67,38 @@ def _conform(values: Dict[str, Any]) -> Dict[str, Any]:
     return converted
 
 
+class ComputationError(InputError, RuntimeError):
+    """A prediction that failed while computing, on a value an operation
+    computed (an index outside its axis): Core ML raises ``RuntimeError``
+    ("Unable to compute the prediction using ML Program") there, so this is
+    one too, as well as modelc's ``InputError``."""
+
+
+def _computation_error(model, error: InputError) -> Optional[ComputationError]:
+    """``error`` as a computation failure when the feature it names is not one of the model's inputs."""
+    match = re.match(r'feature "([^"]+)"', str(error))
+    if match is None or match.group(1) in model.input_description:
+        return None
+    kind = "ML Program" if model.model_type == "mlProgram" else "a neural network model"
+    return ComputationError("Unable to compute the prediction using %s. modelc: %s" % (kind, error))
+
+
 def _predict(model, data, state):
     from coremltools.models.model import MLModel
 
     MLModel._check_predict_data(data)
     modelc_state = getattr(state, "_modelc_state", state)
-    if isinstance(data, dict):
-        return model.predict(_conform(data), state=modelc_state)
-    if state is not None:
-        raise AssertionError("State can only be used for unbatched predictions")
-    return model.predict([_conform(row) for row in data])
+    try:
+        if isinstance(data, dict):
+            return model.predict(_conform(data), state=modelc_state)
+        if state is not None:
+            raise AssertionError("State can only be used for unbatched predictions")
+        return model.predict([_conform(row) for row in data])
+    except InputError as error:
+        computation = _computation_error(model, error)
+        if computation is None:
+            raise
+        raise computation from error
 
 
 class _ModelcState:
