@@ -1,0 +1,338 @@
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+
+/// Recurrent layers (`[Seq, B, C, 1, 1]` in, `[Seq, B, H, 1, 1]` out),
+/// random sampling (run with a seed only), and the 3-D convolution and pooling layers.
+extension NetworkLowering {
+    static let recurrentLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SIMPLE_RECURRENT.rawValue: simpleRecurrent,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GRU.rawValue: gru,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UNI_DIRECTIONAL_LSTM.rawValue: lstm,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BI_DIRECTIONAL_LSTM.rawValue: bidirectionalLSTM,
+    ]
+
+    static let randomLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_LIKE.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomnormallike?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, shape: .like)
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_STATIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomnormalstatic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed,
+                         shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomnormaldynamic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, shape: .dynamic)
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_LIKE.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomuniformlike?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, shape: .like)
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_STATIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomuniformstatic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed,
+                         shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randomuniformdynamic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, shape: .dynamic)
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_LIKE.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randombernoullilike?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .like)
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_STATIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randombernoullistatic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
+        },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.randombernoullidynamic?.pointee else { throw b.invalid("no parameters") }
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .dynamic)
+        },
+    ]
+
+    static let volumeLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION3D.rawValue: convolution3D,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING3D.rawValue: pooling3D,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GLOBAL_POOLING3D.rawValue: { b, l throws(RuntimeError) in
+            let x = try b.input(), r = b.rank(x)
+            let type = l.globalpooling3d?.pointee.type == CORE_ML__SPECIFICATION__GLOBAL_POOLING3_DLAYER_PARAMS__GLOBAL_POOLING_TYPE3_D__AVERAGE
+                ? "reduce_mean" : "reduce_max"
+            b.op(type, ["x": .value(x), "axes": .ints([-3, -2, -1]), "keep_dims": .bool(true)], into: try b.output(), rank: r)
+        },
+    ]
+
+    // MARK: Recurrent
+
+    /// The MIL name of a recurrent layer's activation.
+    private static func activationName(_ params: UnsafeMutablePointer<CoreML__Specification__ActivationParams>?, _ fallback: String,
+                                       _ b: LoweringBuilder) throws(RuntimeError) -> String {
+        guard let params = params?.pointee else { return fallback }
+        switch params.nonlinearity_type_case {
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_SIGMOID: return "sigmoid"
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_TANH: return "tanh"
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_RE_LU: return "relu"
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_LINEAR
+            where params.linear?.pointee.alpha == 1 && params.linear?.pointee.beta == 0: return "linear"
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_SIGMOID_HARD
+            where params.sigmoidhard?.pointee.alpha == 0.2 && params.sigmoidhard?.pointee.beta == 0.5: return "hard_sigmoid"
+        default:
+            throw b.unsupported("a recurrent activation other than sigmoid, tanh, relu, linear or the default hard sigmoid")
+        }
+    }
+
+    /// The layer's input as `[Seq, B, I]` and how results come back: `[Seq, B, H, 1, 1]` (rank 5) or `[H, 1, 1]`.
+    private static func sequence(_ b: inout LoweringBuilder, inputs: Int) throws(RuntimeError) -> String {
+        let x = try b.input(), r = b.rank(x)
+        if r >= 5 { return b.reshape(x, to: b.shape([.vector(b.dims(x, -5, -4)), .literal([-1, inputs])]), rank: 3) }
+        return b.reshape(x, [1, -1, inputs])
+    }
+
+    /// An initial state given as input `index` (`[1, B, H, 1, 1]`) as `[B, H]`, or zeros.
+    private static func initialState(_ b: inout LoweringBuilder, _ index: Int, sequence: String, hidden: Int) throws(RuntimeError) -> String {
+        if index < b.inputs.count { return b.reshape(try b.input(index), [-1, hidden]) }
+        return b.op("fill", ["shape": .value(b.shape([.vector(b.dims(sequence, 1, 2)), .literal([hidden])])), "value": .float(0)], rank: 2)
+    }
+
+    /// A `[S, B, H]` sequence or `[B, H]` state as the layer's blob `output`.
+    private static func blob(_ b: inout LoweringBuilder, _ value: String, hidden: Int, into output: String) throws(RuntimeError) {
+        if b.rank(try b.input()) >= 5 {
+            let lead = b.rank(value) == 3 ? b.dims(value, 0, 2) : b.shape([.literal([1]), .vector(b.dims(value, 0, 1))])
+            _ = b.reshape(value, to: b.shape([.vector(lead), .literal([hidden, 1, 1])]), rank: 5, into: output)
+        } else {
+            _ = b.reshape(value, [hidden, 1, 1], into: output)
+        }
+    }
+
+    private static func simpleRecurrent(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.simplerecurrent?.pointee else { throw b.invalid("no parameters") }
+        let inputs = Int(p.inputvectorsize), hidden = Int(p.outputvectorsize)
+        let x = try sequence(&b, inputs: inputs)
+        var arguments: [String: LoweredArgument] = [
+            "x": .value(x), "initial_h": .value(try initialState(&b, 1, sequence: x, hidden: hidden)),
+            "weight_ih": .floats(try b.weights(p.weightmatrix, "weightMatrix", count: hidden * inputs), shape: [hidden, inputs]),
+            "weight_hh": .floats(try b.weights(p.recursionmatrix, "recursionMatrix", count: hidden * hidden), shape: [hidden, hidden]),
+            "direction": .string(p.reverseinput != 0 ? "reverse" : "forward"), "output_sequence": .bool(p.sequenceoutput != 0),
+            "activation": .string(try activationName(p.activation, "tanh", b)),
+        ]
+        if p.hasbiasvector != 0 { arguments["bias"] = .floats(try b.weights(p.biasvector, "biasVector", count: hidden), shape: [hidden]) }
+        let names = [b.fresh(), b.fresh()]
+        b.op("rnn", arguments, outputs: names, elements: [.float32, .float32], ranks: [3, 2])
+        try blob(&b, names[0], hidden: hidden, into: try b.output(0))
+        if b.outputs.count > 1 { try blob(&b, names[1], hidden: hidden, into: try b.output(1)) }
+    }
+
+    private static func gru(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.gru?.pointee else { throw b.invalid("no parameters") }
+        let inputs = Int(p.inputvectorsize), hidden = Int(p.outputvectorsize)
+        let x = try sequence(&b, inputs: inputs)
+        let activations = elements(p.activations, p.n_activations)
+        // MIL's gate order: reset, output, update.
+        let ih = try b.weights(p.resetgateweightmatrix, "resetGateWeightMatrix", count: hidden * inputs)
+            + b.weights(p.outputgateweightmatrix, "outputGateWeightMatrix", count: hidden * inputs)
+            + b.weights(p.updategateweightmatrix, "updateGateWeightMatrix", count: hidden * inputs)
+        let hh = try b.weights(p.resetgaterecursionmatrix, "resetGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(p.outputgaterecursionmatrix, "outputGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(p.updategaterecursionmatrix, "updateGateRecursionMatrix", count: hidden * hidden)
+        var arguments: [String: LoweredArgument] = [
+            "x": .value(x), "initial_h": .value(try initialState(&b, 1, sequence: x, hidden: hidden)),
+            "weight_ih": .floats(ih, shape: [3 * hidden, inputs]), "weight_hh": .floats(hh, shape: [3 * hidden, hidden]),
+            "direction": .string(p.reverseinput != 0 ? "reverse" : "forward"), "output_sequence": .bool(p.sequenceoutput != 0),
+            "recurrent_activation": .string(try activationName(activations.first, "sigmoid", b)),
+            "activation": .string(try activationName(activations.count > 1 ? activations[1] : nil, "tanh", b)),
+        ]
+        if p.hasbiasvectors != 0 {
+            let bias = try b.weights(p.resetgatebiasvector, "resetGateBiasVector", count: hidden)
+                + b.weights(p.outputgatebiasvector, "outputGateBiasVector", count: hidden)
+                + b.weights(p.updategatebiasvector, "updateGateBiasVector", count: hidden)
+            arguments["bias"] = .floats(bias, shape: [3 * hidden])
+        }
+        let names = [b.fresh(), b.fresh()]
+        b.op("gru", arguments, outputs: names, elements: [.float32, .float32], ranks: [3, 2])
+        try blob(&b, names[0], hidden: hidden, into: try b.output(0))
+        if b.outputs.count > 1 { try blob(&b, names[1], hidden: hidden, into: try b.output(1)) }
+    }
+
+    /// One direction's LSTM weights in MIL's gate order (input, forget, output, cell).
+    private static func lstmWeights(_ b: LoweringBuilder, _ w: CoreML__Specification__LSTMWeightParams, _ p: CoreML__Specification__LSTMParams?,
+                                    inputs: Int, hidden: Int) throws(RuntimeError) -> [String: LoweredArgument] {
+        let ih = try b.weights(w.inputgateweightmatrix, "inputGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.forgetgateweightmatrix, "forgetGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.outputgateweightmatrix, "outputGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.blockinputweightmatrix, "blockInputWeightMatrix", count: hidden * inputs)
+        let hh = try b.weights(w.inputgaterecursionmatrix, "inputGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.forgetgaterecursionmatrix, "forgetGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.outputgaterecursionmatrix, "outputGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.blockinputrecursionmatrix, "blockInputRecursionMatrix", count: hidden * hidden)
+        var result: [String: LoweredArgument] = ["weight_ih": .floats(ih, shape: [4 * hidden, inputs]), "weight_hh": .floats(hh, shape: [4 * hidden, hidden])]
+        var bias = [Float](repeating: 0, count: 4 * hidden)
+        if p?.hasbiasvectors != 0 {
+            bias = try b.weights(w.inputgatebiasvector, "inputGateBiasVector", count: hidden)
+                + b.weights(w.forgetgatebiasvector, "forgetGateBiasVector", count: hidden)
+                + b.weights(w.outputgatebiasvector, "outputGateBiasVector", count: hidden)
+                + b.weights(w.blockinputbiasvector, "blockInputBiasVector", count: hidden)
+        }
+        // NeuralNetwork.proto's forgetBias: 1 added to the forget gate's bias.
+        if p?.forgetbias != 0 { for j in hidden..<(2 * hidden) { bias[j] += 1 } }
+        result["bias"] = .floats(bias, shape: [4 * hidden])
+        if p?.haspeepholevectors != 0 {
+            let peephole = try b.weights(w.inputgatepeepholevector, "inputGatePeepholeVector", count: hidden)
+                + b.weights(w.forgetgatepeepholevector, "forgetGatePeepholeVector", count: hidden)
+                + b.weights(w.outputgatepeepholevector, "outputGatePeepholeVector", count: hidden)
+            result["peephole"] = .floats(peephole, shape: [3 * hidden])
+        }
+        return result
+    }
+
+    private static func lstmActivations(_ list: [UnsafeMutablePointer<CoreML__Specification__ActivationParams>],
+                                        _ b: LoweringBuilder) throws(RuntimeError) -> [String: LoweredArgument] {
+        ["recurrent_activation": .string(try activationName(list.first, "sigmoid", b)),
+         "cell_activation": .string(try activationName(list.count > 1 ? list[1] : nil, "tanh", b)),
+         "activation": .string(try activationName(list.count > 2 ? list[2] : nil, "tanh", b))]
+    }
+
+    private static func lstm(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.unidirectionallstm?.pointee, let w = p.weightparams?.pointee else { throw b.invalid("no parameters") }
+        let params = p.params?.pointee
+        guard params?.coupledinputandforgetgate == 0 || params == nil else { throw b.unsupported("a coupled input and forget gate is not supported") }
+        let inputs = Int(p.inputvectorsize), hidden = Int(p.outputvectorsize)
+        let x = try sequence(&b, inputs: inputs)
+        var arguments = try lstmWeights(b, w, params, inputs: inputs, hidden: hidden)
+        arguments.merge(try lstmActivations(elements(p.activations, p.n_activations), b)) { first, _ in first }
+        arguments["x"] = .value(x)
+        arguments["initial_h"] = .value(try initialState(&b, 1, sequence: x, hidden: hidden))
+        arguments["initial_c"] = .value(try initialState(&b, 2, sequence: x, hidden: hidden))
+        arguments["direction"] = .string(p.reverseinput != 0 ? "reverse" : "forward")
+        arguments["output_sequence"] = .bool(params?.sequenceoutput != 0 && params != nil)
+        arguments["clip"] = .float(params.map { $0.cellclipthreshold == 0 ? 50_000 : $0.cellclipthreshold } ?? 50_000)
+        let names = [b.fresh(), b.fresh(), b.fresh()]
+        b.op("lstm", arguments, outputs: names, elements: [.float32, .float32, .float32], ranks: [3, 2, 2])
+        for (index, name) in names.enumerated() where index < b.outputs.count {
+            try blob(&b, name, hidden: hidden, into: try b.output(index))
+        }
+    }
+
+    private static func bidirectionalLSTM(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.bidirectionallstm?.pointee else { throw b.invalid("no parameters") }
+        let weights = elements(p.weightparams, p.n_weightparams)
+        guard weights.count == 2 else { throw b.invalid("\(weights.count) weight sets, expected forward and backward") }
+        let params = p.params?.pointee
+        guard params?.coupledinputandforgetgate == 0 || params == nil else { throw b.unsupported("a coupled input and forget gate is not supported") }
+        let inputs = Int(p.inputvectorsize), hidden = Int(p.outputvectorsize)
+        let forward = elements(p.activationsforwardlstm, p.n_activationsforwardlstm)
+        let backward = elements(p.activationsbackwardlstm, p.n_activationsbackwardlstm)
+        for index in 0..<3 {
+            let fallback = index == 0 ? "sigmoid" : "tanh"
+            let one = try activationName(index < forward.count ? forward[index] : nil, fallback, b)
+            let other = try activationName(index < backward.count ? backward[index] : nil, fallback, b)
+            guard one == other else { throw b.unsupported("different activations for the two directions (\(one), \(other))") }
+        }
+        let x = try sequence(&b, inputs: inputs)
+        var arguments = try lstmWeights(b, weights[0].pointee, params, inputs: inputs, hidden: hidden)
+        for (key, value) in try lstmWeights(b, weights[1].pointee, params, inputs: inputs, hidden: hidden) { arguments[key + "_back"] = value }
+        arguments.merge(try lstmActivations(forward, b)) { first, _ in first }
+        // Initial states: forward [B, H] then backward [B, H], side by side.
+        let h = b.op("concat", ["values": .values([try initialState(&b, 1, sequence: x, hidden: hidden), try initialState(&b, 3, sequence: x, hidden: hidden)]),
+                                "axis": .int(1)], rank: 2)
+        let c = b.op("concat", ["values": .values([try initialState(&b, 2, sequence: x, hidden: hidden), try initialState(&b, 4, sequence: x, hidden: hidden)]),
+                                "axis": .int(1)], rank: 2)
+        arguments["x"] = .value(x)
+        arguments["initial_h"] = .value(h)
+        arguments["initial_c"] = .value(c)
+        arguments["direction"] = .string("bidirectional")
+        arguments["output_sequence"] = .bool(params?.sequenceoutput != 0 && params != nil)
+        arguments["clip"] = .float(params.map { $0.cellclipthreshold == 0 ? 50_000 : $0.cellclipthreshold } ?? 50_000)
+        let names = [b.fresh(), b.fresh(), b.fresh()]
+        b.op("lstm", arguments, outputs: names, elements: [.float32, .float32, .float32], ranks: [3, 2, 2])
+        try blob(&b, names[0], hidden: 2 * hidden, into: try b.output(0))
+        // Outputs 1–4: forward h, forward c, backward h, backward c.
+        for (index, (state, half)) in [(names[1], 0), (names[2], 0), (names[1], 1), (names[2], 1)].enumerated() where index + 1 < b.outputs.count {
+            let part = b.op("slice_by_index", ["x": .value(state), "begin": .ints([0, half * hidden]), "end": .ints([0, (half + 1) * hidden]),
+                                               "begin_mask": .bools([true, false]), "end_mask": .bools([true, false])], rank: 2)
+            try blob(&b, part, hidden: hidden, into: try b.output(index + 1))
+        }
+    }
+
+    // MARK: 3-D
+
+    private static func convolution3D(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.convolution3d?.pointee else { throw b.invalid("no parameters") }
+        let transposed = p.isdeconvolution != 0
+        let groups = max(1, Int(p.ngroups)), outputs = Int(p.outputchannels), inputs = Int(p.inputchannels)
+        let kernel = [Int(p.kerneldepth), Int(p.kernelheight), Int(p.kernelwidth)]
+        let shape = transposed ? [inputs, outputs / groups] + kernel : [outputs, inputs / groups] + kernel
+        let weights = try b.weights(p.weights, "weights", count: shape.reduce(1, *), channels: shape[0])
+        var arguments: [String: LoweredArgument] = [
+            "x": .value(try b.input()), "weight": .floats(weights, shape: shape), "groups": .int(groups),
+            "strides": .ints([Int(p.stridedepth), Int(p.strideheight), Int(p.stridewidth)].map { max(1, $0) }),
+            "dilations": .ints([Int(p.dilationdepth), Int(p.dilationheight), Int(p.dilationwidth)].map { max(1, $0) }),
+        ]
+        if p.hasbias != 0 { arguments["bias"] = .floats(try b.weights(p.bias, "bias", count: outputs), shape: [outputs]) }
+        switch p.paddingtype {
+        case CORE_ML__SPECIFICATION__CONVOLUTION3_DLAYER_PARAMS__PADDING_TYPE__SAME: arguments["pad_type"] = .string("same")
+        case CORE_ML__SPECIFICATION__CONVOLUTION3_DLAYER_PARAMS__PADDING_TYPE__VALID: arguments["pad_type"] = .string("valid")
+        default:
+            arguments["pad_type"] = .string("custom")
+            arguments["pad"] = .ints([p.custompaddingfront, p.custompaddingback, p.custompaddingtop, p.custompaddingbottom,
+                                      p.custompaddingleft, p.custompaddingright].map(Int.init))
+        }
+        let outputShape = scalars(p.outputshape, p.n_outputshape).map(Int.init)
+        let x = try b.input()
+        if transposed, outputShape.count == 3 {
+            arguments["output_shape"] = .value(b.shape([.vector(b.dims(x, 0, 1)), .literal([outputs] + outputShape)]))
+        }
+        b.op(transposed ? "conv_transpose" : "conv", arguments, into: try b.output(), rank: b.rank(x))
+    }
+
+    private static func pooling3D(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let p = layer.pooling3d?.pointee else { throw b.invalid("no parameters") }
+        let average = p.type == CORE_ML__SPECIFICATION__POOLING3_DLAYER_PARAMS__POOLING_TYPE3_D__AVERAGE
+        var arguments: [String: LoweredArgument] = [
+            "x": .value(try b.input()), "kernel_sizes": .ints([Int(p.kerneldepth), Int(p.kernelheight), Int(p.kernelwidth)]),
+            "strides": .ints([Int(p.stridedepth), Int(p.strideheight), Int(p.stridewidth)].map { max(1, $0) }),
+        ]
+        switch p.paddingtype {
+        case CORE_ML__SPECIFICATION__POOLING3_DLAYER_PARAMS__POOLING3_DPADDING_TYPE__SAME: arguments["pad_type"] = .string("same")
+        case CORE_ML__SPECIFICATION__POOLING3_DLAYER_PARAMS__POOLING3_DPADDING_TYPE__VALID: arguments["pad_type"] = .string("valid")
+        default:
+            arguments["pad_type"] = .string("custom")
+            arguments["pad"] = .ints([p.custompaddingfront, p.custompaddingback, p.custompaddingtop, p.custompaddingbottom,
+                                      p.custompaddingleft, p.custompaddingright].map(Int.init))
+        }
+        if average { arguments["exclude_padding_from_average"] = .bool(p.countexcludepadding != 0) }
+        b.op(average ? "avg_pool" : "max_pool", arguments, into: try b.output(), rank: b.rank(try b.input()))
+    }
+}
+
+extension LoweringBuilder {
+    enum RandomShape {
+        /// The shape of the layer's input.
+        case like
+        case fixed([Int])
+        /// The values of the layer's input.
+        case dynamic
+    }
+
+    /// A random sampling layer: run with its seed; without one (−1) refused, as its results could not be reproduced.
+    mutating func random(_ type: String, _ parameters: [String: LoweredArgument], seed: Int64, shape: RandomShape) throws(RuntimeError) {
+        guard seed >= 0 else { throw unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed") }
+        var arguments = parameters
+        arguments["seed"] = .int(Int(seed))
+        let rank: Int
+        switch shape {
+        case .like:
+            let x = try input()
+            arguments["shape"] = .value(op("shape", ["x": .value(x)], element: .int32, rank: 1))
+            rank = self.rank(x)
+        case .fixed(let dims):
+            arguments["shape"] = .ints(dims)
+            rank = dims.count
+        case .dynamic:
+            arguments["shape"] = .value(toInt(try input()))
+            rank = try declaredRank(of: try output())
+        }
+        op(type, arguments, into: try output(), rank: rank)
+    }
+}
