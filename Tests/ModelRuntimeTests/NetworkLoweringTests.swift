@@ -1,3 +1,4 @@
+import FixtureSupport
 import Foundation
 import ModelFeatures
 import ModelRuntime
@@ -40,5 +41,36 @@ struct NetworkLoweringTests {
     func loweredLayer(_ file: ParityFile) throws {
         try file.check(exactShapes: true, engine: .tensor)
         try file.check(compiled: true, exactShapes: true, engine: .automatic)
+    }
+
+    /// Random sampling runs only with a seed (the same numbers at every
+    /// prediction); without one it is refused at load, naming the layer.
+    @Test("an unseeded random layer is refused at load, a seeded one runs reproducibly")
+    func randomLayers() throws {
+        #expect(throws: ModelError.runtime(.unsupportedLayer(
+            layer: "noise", kind: "randomNormalLike",
+            reason: "random sampling without a seed cannot be reproduced; modelc runs it only with a seed"))) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Lowering/Refused/nn_random_unseeded.mlmodel"))
+        }
+        let model = try Model(contentsOf: Fixtures.path("Parity/Lowering/nn_random_seeded.mlmodel"))
+        let input: [String: FeatureValue] = ["x": .multiArray(MultiArray([Float](repeating: 0, count: 6), shape: [2, 3]))]
+        let first = try model.prediction(from: input), second = try model.prediction(from: input)
+        guard case .multiArray(let a)? = first["y"], case .multiArray(let b)? = second["y"] else {
+            Issue.record("no output y")
+            return
+        }
+        #expect(a.shape == [2, 3])
+        #expect(a.doubles == b.doubles)
+        #expect(Set(a.doubles).count == 6)
+    }
+
+    /// A layer kind the lowering has no rule for is refused at load, naming it (exit 94 in the CLI).
+    @Test("a network forced onto the tensor engine refuses what neither engine runs, naming the layer")
+    func refusal() throws {
+        #expect(throws: ModelError.runtime(.unsupportedLayer(
+            layer: "conv", kind: "convolution", reason: "weights given as a second input (computed at run time) are not supported"))) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/nn_convolution_weights_input.mlmodel"),
+                          configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+        }
     }
 }

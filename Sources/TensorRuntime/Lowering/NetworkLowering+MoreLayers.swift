@@ -156,31 +156,32 @@ extension NetworkLowering {
     }
 
     /// One direction's LSTM weights in MIL's gate order (input, forget, output, cell).
+    /// `path`: where the weights sit below the layer's parameters (`weightParams`, `weightParams[1]`), their role in a compiled bundle.
     private static func lstmWeights(_ b: LoweringBuilder, _ w: CoreML__Specification__LSTMWeightParams, _ p: CoreML__Specification__LSTMParams?,
-                                    inputs: Int, hidden: Int) throws(RuntimeError) -> [String: LoweredArgument] {
-        let ih = try b.weights(w.inputgateweightmatrix, "inputGateWeightMatrix", count: hidden * inputs)
-            + b.weights(w.forgetgateweightmatrix, "forgetGateWeightMatrix", count: hidden * inputs)
-            + b.weights(w.outputgateweightmatrix, "outputGateWeightMatrix", count: hidden * inputs)
-            + b.weights(w.blockinputweightmatrix, "blockInputWeightMatrix", count: hidden * inputs)
-        let hh = try b.weights(w.inputgaterecursionmatrix, "inputGateRecursionMatrix", count: hidden * hidden)
-            + b.weights(w.forgetgaterecursionmatrix, "forgetGateRecursionMatrix", count: hidden * hidden)
-            + b.weights(w.outputgaterecursionmatrix, "outputGateRecursionMatrix", count: hidden * hidden)
-            + b.weights(w.blockinputrecursionmatrix, "blockInputRecursionMatrix", count: hidden * hidden)
+                                    inputs: Int, hidden: Int, path: String) throws(RuntimeError) -> [String: LoweredArgument] {
+        let ih = try b.weights(w.inputgateweightmatrix, path + ".inputGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.forgetgateweightmatrix, path + ".forgetGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.outputgateweightmatrix, path + ".outputGateWeightMatrix", count: hidden * inputs)
+            + b.weights(w.blockinputweightmatrix, path + ".blockInputWeightMatrix", count: hidden * inputs)
+        let hh = try b.weights(w.inputgaterecursionmatrix, path + ".inputGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.forgetgaterecursionmatrix, path + ".forgetGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.outputgaterecursionmatrix, path + ".outputGateRecursionMatrix", count: hidden * hidden)
+            + b.weights(w.blockinputrecursionmatrix, path + ".blockInputRecursionMatrix", count: hidden * hidden)
         var result: [String: LoweredArgument] = ["weight_ih": .floats(ih, shape: [4 * hidden, inputs]), "weight_hh": .floats(hh, shape: [4 * hidden, hidden])]
         var bias = [Float](repeating: 0, count: 4 * hidden)
         if p?.hasbiasvectors != 0 {
-            bias = try b.weights(w.inputgatebiasvector, "inputGateBiasVector", count: hidden)
-                + b.weights(w.forgetgatebiasvector, "forgetGateBiasVector", count: hidden)
-                + b.weights(w.outputgatebiasvector, "outputGateBiasVector", count: hidden)
-                + b.weights(w.blockinputbiasvector, "blockInputBiasVector", count: hidden)
+            bias = try b.weights(w.inputgatebiasvector, path + ".inputGateBiasVector", count: hidden)
+                + b.weights(w.forgetgatebiasvector, path + ".forgetGateBiasVector", count: hidden)
+                + b.weights(w.outputgatebiasvector, path + ".outputGateBiasVector", count: hidden)
+                + b.weights(w.blockinputbiasvector, path + ".blockInputBiasVector", count: hidden)
         }
         // NeuralNetwork.proto's forgetBias: 1 added to the forget gate's bias.
         if p?.forgetbias != 0 { for j in hidden..<(2 * hidden) { bias[j] += 1 } }
         result["bias"] = .floats(bias, shape: [4 * hidden])
         if p?.haspeepholevectors != 0 {
-            let peephole = try b.weights(w.inputgatepeepholevector, "inputGatePeepholeVector", count: hidden)
-                + b.weights(w.forgetgatepeepholevector, "forgetGatePeepholeVector", count: hidden)
-                + b.weights(w.outputgatepeepholevector, "outputGatePeepholeVector", count: hidden)
+            let peephole = try b.weights(w.inputgatepeepholevector, path + ".inputGatePeepholeVector", count: hidden)
+                + b.weights(w.forgetgatepeepholevector, path + ".forgetGatePeepholeVector", count: hidden)
+                + b.weights(w.outputgatepeepholevector, path + ".outputGatePeepholeVector", count: hidden)
             result["peephole"] = .floats(peephole, shape: [3 * hidden])
         }
         return result
@@ -199,7 +200,7 @@ extension NetworkLowering {
         guard params?.coupledinputandforgetgate == 0 || params == nil else { throw b.unsupported("a coupled input and forget gate is not supported") }
         let inputs = Int(p.inputvectorsize), hidden = Int(p.outputvectorsize)
         let x = try sequence(&b, inputs: inputs)
-        var arguments = try lstmWeights(b, w, params, inputs: inputs, hidden: hidden)
+        var arguments = try lstmWeights(b, w, params, inputs: inputs, hidden: hidden, path: "weightParams")
         arguments.merge(try lstmActivations(elements(p.activations, p.n_activations), b)) { first, _ in first }
         arguments["x"] = .value(x)
         arguments["initial_h"] = .value(try initialState(&b, 1, sequence: x, hidden: hidden))
@@ -230,8 +231,8 @@ extension NetworkLowering {
             guard one == other else { throw b.unsupported("different activations for the two directions (\(one), \(other))") }
         }
         let x = try sequence(&b, inputs: inputs)
-        var arguments = try lstmWeights(b, weights[0].pointee, params, inputs: inputs, hidden: hidden)
-        for (key, value) in try lstmWeights(b, weights[1].pointee, params, inputs: inputs, hidden: hidden) { arguments[key + "_back"] = value }
+        var arguments = try lstmWeights(b, weights[0].pointee, params, inputs: inputs, hidden: hidden, path: "weightParams[0]")
+        for (key, value) in try lstmWeights(b, weights[1].pointee, params, inputs: inputs, hidden: hidden, path: "weightParams[1]") { arguments[key + "_back"] = value }
         arguments.merge(try lstmActivations(forward, b)) { first, _ in first }
         // Initial states: forward [B, H] then backward [B, H], side by side.
         let h = b.op("concat", ["values": .values([try initialState(&b, 1, sequence: x, hidden: hidden), try initialState(&b, 3, sequence: x, hidden: hidden)]),
