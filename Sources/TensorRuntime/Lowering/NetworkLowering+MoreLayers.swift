@@ -66,20 +66,29 @@ extension NetworkLowering {
 
     // MARK: Recurrent
 
-    /// The MIL name of a recurrent layer's activation.
+    /// The MIL name of a recurrent layer's activation. Parameters left unset
+    /// (zero) mean the standard ones, as coremltools' builder writes them:
+    /// linear is the identity, scaled tanh is tanh, hard sigmoid is
+    /// min(max(0.2 x + 0.5, 0), 1).
     private static func activationName(_ params: UnsafeMutablePointer<CoreML__Specification__ActivationParams>?, _ fallback: String,
                                        _ b: LoweringBuilder) throws(RuntimeError) -> String {
         guard let params = params?.pointee else { return fallback }
+        func standard(_ alpha: Float?, _ beta: Float?, _ expected: (Float, Float)) -> Bool {
+            let given = (alpha ?? 0, beta ?? 0)
+            return given == (0, 0) || given == expected
+        }
         switch params.nonlinearity_type_case {
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_SIGMOID: return "sigmoid"
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_TANH: return "tanh"
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_RE_LU: return "relu"
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_LINEAR
-            where params.linear?.pointee.alpha == 1 && params.linear?.pointee.beta == 0: return "linear"
+            where standard(params.linear?.pointee.alpha, params.linear?.pointee.beta, (1, 0)): return "linear"
+        case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_SCALED_TANH
+            where standard(params.scaledtanh?.pointee.alpha, params.scaledtanh?.pointee.beta, (1, 1)): return "scaled_tanh"
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_SIGMOID_HARD
-            where params.sigmoidhard?.pointee.alpha == 0.2 && params.sigmoidhard?.pointee.beta == 0.5: return "hard_sigmoid"
+            where standard(params.sigmoidhard?.pointee.alpha, params.sigmoidhard?.pointee.beta, (0.2, 0.5)): return "hard_sigmoid"
         default:
-            throw b.unsupported("a recurrent activation other than sigmoid, tanh, relu, linear or the default hard sigmoid")
+            throw b.unsupported("a recurrent activation other than sigmoid, tanh, relu or the standard linear, scaled tanh and hard sigmoid")
         }
     }
 
