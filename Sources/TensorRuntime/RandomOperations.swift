@@ -5,23 +5,25 @@ import ModelFeatures
 /// `random_bernoulli`, `random_categorical`. A seeded operation draws the
 /// same numbers at every prediction (a SplitMix64 stream from the seed; not
 /// Core ML's numbers, which are not documented). Without a seed (the default
-/// −1) the operation is refused: its results could not be reproduced.
+/// −1) the operation is refused: its results could not be reproduced, unless
+/// its distribution has a single value (Bernoulli with a probability of 0 or
+/// 1, a normal deviation of 0, a uniform range of one point).
 enum RandomOperations {
     static let definitions: [String: OperationDefinition] = [
         "random_uniform": OperationDefinition(["shape", "low", "high", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let low = try context.float("low", 0), high = try context.float("high", 1)
-            try sample(context) { generator in low + (high - low) * generator.unit() }
+            try sample(context, degenerate: low == high) { generator in low + (high - low) * generator.unit() }
         },
         "random_normal": OperationDefinition(["shape", "mean", "stddev", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let mean = try context.float("mean", 0), deviation = try context.float("stddev", 1)
-            try sample(context) { generator in
+            try sample(context, degenerate: deviation == 0) { generator in
                 let u = max(generator.unit(), .leastNonzeroMagnitude), v = generator.unit()
                 return mean + deviation * (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
             }
         },
         "random_bernoulli": OperationDefinition(["shape", "prob", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let probability = try context.float("prob", 0.5)
-            try sample(context) { generator in generator.unit() < probability ? 1 : 0 }
+            try sample(context, degenerate: probability <= 0 || probability >= 1) { generator in generator.unit() < probability ? 1 : 0 }
         },
         "random_categorical": OperationDefinition(["x", "mode", "size", "seed"], hasEffects: true) { context throws(RuntimeError) in
             try categorical(context)
@@ -42,16 +44,22 @@ enum RandomOperations {
         mutating func unit() -> Float { Float(next() >> 40) / Float(1 << 24) }
     }
 
-    private static func seed(_ context: OperationContext) throws(RuntimeError) -> UInt64 {
+    /// The seed; without one (−1), a distribution of a single value
+    /// (`degenerate`: a Bernoulli probability of 0 or 1, a normal deviation of
+    /// 0, a uniform range of one point) gives the same numbers whatever the
+    /// seed, and any other is refused.
+    private static func seed(_ context: OperationContext, degenerate: Bool = false) throws(RuntimeError) -> UInt64 {
         let seed = try context.int("seed", -1)
         guard seed >= 0 else {
+            if degenerate { return 0 }
             throw context.unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed")
         }
         return UInt64(seed)
     }
 
-    private static func sample(_ context: OperationContext, _ draw: @escaping @Sendable (inout Generator) -> Float) throws(RuntimeError) {
-        let start = try seed(context)
+    private static func sample(_ context: OperationContext, degenerate: Bool,
+                               _ draw: @escaping @Sendable (inout Generator) -> Float) throws(RuntimeError) {
+        let start = try seed(context, degenerate: degenerate)
         guard let shape = try context.ints("shape"), shape.allSatisfy({ $0 >= 0 }) else { throw context.invalid("shape must be known and non-negative") }
         let out = try context.output(shape)
         let count = shape.reduce(1, *), isFloat = context.outputType().isFloat
