@@ -314,9 +314,10 @@ def nn_convolution3d(writer):
 
 
 def unseeded_random(writer):
-    """A random layer without a seed: refused at load (its results could not be reproduced)."""
+    """Random layers: without a seed refused at load (its results could not be reproduced), with one
+    run; without one but with a single-valued distribution, run."""
     builder = nn([("x", (2,))], ["y"])
-    builder.add_random_normal_like("noise", "x", "y")
+    builder.add_random_normal_like("noise", "x", "y", mean=0.0, stddev=1.0)
     spec = finish(builder)
     npar.set_metadata(spec, "Lowering fixture: randomNormalLike without a seed")
     npar.write_bytes(os.path.join(writer.dir, "Refused", "nn_random_unseeded.mlmodel"), npar.serialize(spec))
@@ -325,6 +326,12 @@ def unseeded_random(writer):
     spec = finish(builder)
     npar.set_metadata(spec, "Lowering fixture: randomNormalLike with seed 7")
     npar.write_bytes(os.path.join(writer.dir, "nn_random_seeded.mlmodel"), npar.serialize(spec))
+    # Without a seed, but a distribution of one value: the same numbers whatever the seed.
+    builder = nn([("x", (1,))], ["y"])
+    builder.add_random_bernoulli_static("coin", "y", [2, 3], prob=1.0)
+    spec = finish(builder)
+    npar.set_metadata(spec, "Lowering fixture: randomBernoulliStatic with probability 1, no seed")
+    npar.write_bytes(os.path.join(writer.dir, "nn_random_single_value.mlmodel"), npar.serialize(spec))
 
 
 def generate(out_dir):

@@ -43,9 +43,10 @@ struct NetworkLoweringTests {
         try file.check(compiled: true, exactShapes: true, engine: .automatic)
     }
 
-    /// Random sampling runs only with a seed (the same numbers at every
-    /// prediction); without one it is refused at load, naming the layer.
-    @Test("an unseeded random layer is refused at load, a seeded one runs reproducibly")
+    /// Random sampling runs with a seed (the same numbers at every
+    /// prediction); without one it is refused at load, naming the layer,
+    /// unless its distribution has a single value.
+    @Test("an unseeded random layer is refused at load, a seeded or single-valued one runs reproducibly")
     func randomLayers() throws {
         #expect(throws: ModelError.runtime(.unsupportedLayer(
             layer: "noise", kind: "randomNormalLike",
@@ -62,6 +63,15 @@ struct NetworkLoweringTests {
         #expect(a.shape == [2, 3])
         #expect(a.doubles == b.doubles)
         #expect(Set(a.doubles).count == 6)
+        // No seed, but a probability of 1: every draw is 1.
+        let coin = try Model(contentsOf: Fixtures.path("Parity/Lowering/nn_random_single_value.mlmodel"))
+        let ones = try coin.prediction(from: ["x": .multiArray(MultiArray([Float(0)], shape: [1]))])
+        guard case .multiArray(let drawn)? = ones["y"] else {
+            Issue.record("no output y")
+            return
+        }
+        #expect(drawn.shape == [2, 3])
+        #expect(drawn.doubles == [Double](repeating: 1, count: 6))
     }
 
     /// A layer kind the lowering has no rule for is refused at load, naming it (exit 94 in the CLI).

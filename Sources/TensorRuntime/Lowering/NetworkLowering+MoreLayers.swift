@@ -15,41 +15,41 @@ extension NetworkLowering {
     static let randomLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_LIKE.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomnormallike?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, shape: .like)
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, single: p.stddev == 0, shape: .like)
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_STATIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomnormalstatic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed,
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, single: p.stddev == 0,
                          shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_NORMAL_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomnormaldynamic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, shape: .dynamic)
+            try b.random("random_normal", ["mean": .float(p.mean), "stddev": .float(p.stddev)], seed: p.seed, single: p.stddev == 0, shape: .dynamic)
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_LIKE.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomuniformlike?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, shape: .like)
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, single: p.minval == p.maxval, shape: .like)
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_STATIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomuniformstatic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed,
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, single: p.minval == p.maxval,
                          shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_UNIFORM_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randomuniformdynamic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, shape: .dynamic)
+            try b.random("random_uniform", ["low": .float(p.minval), "high": .float(p.maxval)], seed: p.seed, single: p.minval == p.maxval, shape: .dynamic)
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_LIKE.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randombernoullilike?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .like)
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, single: p.prob <= 0 || p.prob >= 1, shape: .like)
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_STATIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randombernoullistatic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, single: p.prob <= 0 || p.prob >= 1, shape: .fixed(scalars(p.outputshape, p.n_outputshape).map(Int.init)))
         },
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANDOM_BERNOULLI_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
             guard let p = l.randombernoullidynamic?.pointee else { throw b.invalid("no parameters") }
-            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, shape: .dynamic)
+            try b.random("random_bernoulli", ["prob": .float(p.prob)], seed: p.seed, single: p.prob <= 0 || p.prob >= 1, shape: .dynamic)
         },
     ]
 
@@ -325,9 +325,14 @@ extension LoweringBuilder {
         case dynamic
     }
 
-    /// A random sampling layer: run with its seed; without one (−1) refused, as its results could not be reproduced.
-    mutating func random(_ type: String, _ parameters: [String: LoweredArgument], seed: Int64, shape: RandomShape) throws(RuntimeError) {
-        guard seed >= 0 else { throw unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed") }
+    /// A random sampling layer: run with its seed; without one (−1) refused, as
+    /// its results could not be reproduced, unless its distribution has a
+    /// `single` value (then any seed gives the same numbers).
+    mutating func random(_ type: String, _ parameters: [String: LoweredArgument], seed: Int64, single: Bool,
+                         shape: RandomShape) throws(RuntimeError) {
+        guard seed >= 0 || single else {
+            throw unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed")
+        }
         var arguments = parameters
         arguments["seed"] = .int(Int(seed))
         let rank: Int
