@@ -334,6 +334,20 @@ def unseeded_random(writer):
     npar.write_bytes(os.path.join(writer.dir, "nn_random_single_value.mlmodel"), npar.serialize(spec))
 
 
+def write_readme(writer):
+    lines = ["# Lowering fixtures", "",
+             "Made by `Fixtures/network_lowering.py` (run by `Fixtures/generate.py`): neural networks holding "
+             "layers the layer engine refuses and the tensor engine's lowering runs, with NumPy float64 "
+             "references. Shapes must match exactly, values within each file's tolerance "
+             "(`NetworkLoweringTests`).", "", "| file | kind | cases | checks |", "|---|---|---|---|"]
+    for name, kind, _, count, checks in writer.entries:
+        lines.append("| `%s` | %s | %d | %s |" % (name, kind, count, checks))
+    lines += ["", "`nn_random_seeded.mlmodel` (a seeded normal) and `nn_random_single_value.mlmodel` (an unseeded "
+              "Bernoulli of probability 1) run; `Refused/nn_random_unseeded.mlmodel` (an unseeded normal) is "
+              "refused at load (exit 94)."]
+    npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
+
+
 def generate(out_dir):
     writer = Writer(out_dir)
     if os.path.isdir(writer.dir):
@@ -347,6 +361,7 @@ def generate(out_dir):
     nn_crop_resize(writer)
     nn_convolution3d(writer)
     unseeded_random(writer)
+    write_readme(writer)
     return writer.entries
 
 
