@@ -313,6 +313,25 @@ def nn_convolution3d(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_branch(writer):
+    """branch: ifBranch doubles x, elseBranch adds 1; both write y (as a converted MIL cond does)."""
+    builder = nn([("x", (2, 3)), ("condition", (1,))], ["y"])
+    layer = builder.add_branch("branch", "condition")
+    yes = NeuralNetworkBuilder(nn_spec=layer.branch.ifBranch, disable_rank5_shape_mapping=True)
+    yes.add_activation("double", "LINEAR", "x", "y", params=[2.0, 0.0])
+    no = NeuralNetworkBuilder(nn_spec=layer.branch.elseBranch, disable_rank5_shape_mapping=True)
+    no.add_activation("plus_one", "LINEAR", "x", "y", params=[1.0, 1.0])
+    spec = finish(builder)
+    rng = np.random.default_rng(3108)
+    cases = []
+    for flag in (1.0, 0.0):
+        x = f32(rng.standard_normal((2, 3)))
+        cases.append({"inputs": {"x": x, "condition": np.array([flag])}, "outputs": {"y": 2 * x if flag else x + 1}})
+    writer.write("nn_branch", spec, NUMPY, cases,
+                 "branch: the arm the condition picks writes y",
+                 "Lowered to MIL cond, one block per arm.", tolerance=TOLERANCE)
+
+
 def unseeded_random(writer):
     """Random layers: without a seed refused at load (its results could not be reproduced), with one
     run; without one but with a single-valued distribution, run."""
@@ -360,6 +379,7 @@ def generate(out_dir):
     nn_elementwise(writer)
     nn_crop_resize(writer)
     nn_convolution3d(writer)
+    nn_branch(writer)
     unseeded_random(writer)
     write_readme(writer)
     return writer.entries

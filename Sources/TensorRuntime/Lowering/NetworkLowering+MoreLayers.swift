@@ -53,6 +53,10 @@ extension NetworkLowering {
         },
     ]
 
+    static let controlLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH.rawValue: branch,
+    ]
+
     static let volumeLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION3D.rawValue: convolution3D,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING3D.rawValue: pooling3D,
@@ -263,6 +267,44 @@ extension NetworkLowering {
                                                "begin_mask": .bools([true, false]), "end_mask": .bools([true, false])], rank: 2)
             try blob(&b, part, hidden: hidden, into: try b.output(index + 1))
         }
+    }
+
+    // MARK: Control flow
+
+    /// `branch`: MIL `cond` on the condition blob (non-zero runs `ifBranch`).
+    /// Each branch's layers become a block; the cond gives every blob either
+    /// branch writes that exists after it (written by both, or by one and
+    /// existing before), the other branch passing the value it had.
+    private static func branch(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let params = layer.branch?.pointee, let yes = params.ifbranch?.pointee else { throw b.invalid("no ifBranch") }
+        let condition = try b.input()
+        let before = b.ranks
+        let (yesOperations, yesWritten, yesRanks) = try b.nested(yes)
+        let (noOperations, noWritten, noRanks) = try params.elsebranch.map { network throws(RuntimeError) in try b.nested(network.pointee) }
+            ?? ([], [], before)
+        var blobs: [String] = []
+        for blob in yesWritten + noWritten where !blobs.contains(blob) {
+            let inBoth = yesWritten.contains(blob) && noWritten.contains(blob)
+            if inBoth || before[blob] != nil { blobs.append(blob) }
+        }
+        func block(_ operations: [GraphOperation], _ written: [String], _ b: inout LoweringBuilder) -> GraphBlock {
+            var operations = operations
+            var outputs: [String] = []
+            for blob in blobs {
+                // A blob the branch does not write passes through (copied inside the block, so the step reads it).
+                let name = b.fresh()
+                operations.append(GraphOperation(type: "identity", arguments: ["x": [.value(blob)]],
+                                                 outputs: [(name: name, type: ValueType(element: .float32, shape: nil))], blocks: []))
+                outputs.append(name)
+            }
+            return GraphBlock(operations: operations, outputs: outputs, constants: [:])
+        }
+        let yesBlock = block(yesOperations, yesWritten, &b), noBlock = block(noOperations, noWritten, &b)
+        b.ranks = before
+        for blob in blobs { b.ranks[blob] = yesRanks[blob] ?? noRanks[blob] ?? before[blob] ?? 1 }
+        b.operations.append(GraphOperation(type: "cond", arguments: ["pred": [.value(condition)]],
+                                           outputs: blobs.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
+                                           blocks: [yesBlock, noBlock]))
     }
 
     // MARK: 3-D

@@ -185,6 +185,22 @@ struct LoweringBuilder {
         }
     }
 
+    /// Lowers the layers of a nested network (a branch) into operations of
+    /// their own: the operations, the blobs the layers write (in order) and
+    /// the ranks after them. The builder's operations and current layer are kept.
+    mutating func nested(_ network: CoreML__Specification__NeuralNetwork) throws(RuntimeError)
+        -> (operations: [GraphOperation], written: [String], ranks: [String: Int]) {
+        let saved = (operations, ranks, name, kind, inputs, outputs)
+        defer { (operations, ranks, name, kind, inputs, outputs) = saved }
+        operations = []
+        var written: [String] = []
+        for layer in elements(network.layers, network.n_layers) {
+            try lower(layer.pointee)
+            written += outputs
+        }
+        return (operations, written, ranks)
+    }
+
     // MARK: Errors
 
     /// The layer cannot run as given (exit 94 at load).
