@@ -332,6 +332,33 @@ def nn_branch(writer):
                  "Lowered to MIL cond, one block per arm.", tolerance=TOLERANCE)
 
 
+def nn_loop(writer):
+    """loop: a for loop of 3 iterations doubling y1, and a while loop doubling y2 while y2[0] < 10."""
+    builder = nn([("x", (1,))], ["y1", "y2"])
+    builder.add_copy("start1", "x", "y1")
+    layer = builder.add_loop("for", max_iterations=3)
+    body = NeuralNetworkBuilder(nn_spec=layer.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("double1", "LINEAR", "y1", "t1", params=[2.0, 0.0])
+    body.add_copy("back1", "t1", "y1")
+    builder.add_copy("start2", "x", "y2")
+    layer = builder.add_loop("while", condition="going")
+    condition = NeuralNetworkBuilder(nn_spec=layer.loop.conditionNetwork, disable_rank5_shape_mapping=True)
+    condition.add_less_than("test", ["y2"], "going", alpha=10.0)
+    body = NeuralNetworkBuilder(nn_spec=layer.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("double2", "LINEAR", "y2", "t2", params=[2.0, 0.0])
+    body.add_copy("back2", "t2", "y2")
+    spec = finish(builder)
+    cases = []
+    for value in (1.5, 0.75, 12.0):
+        y2 = value
+        while y2 < 10:
+            y2 *= 2
+        cases.append({"inputs": {"x": np.array([value])}, "outputs": {"y1": np.array([value * 8]), "y2": np.array([y2])}})
+    writer.write("nn_loop", spec, NUMPY, cases,
+                 "loop: a for loop (maxLoopIterations 3) and a while loop (condition network)",
+                 "Lowered to MIL while_loop over the blobs the loop writes that exist before it.", tolerance=TOLERANCE)
+
+
 def unseeded_random(writer):
     """Random layers: without a seed refused at load (its results could not be reproduced), with one
     run; without one but with a single-valued distribution, run."""
@@ -380,6 +407,7 @@ def generate(out_dir):
     nn_crop_resize(writer)
     nn_convolution3d(writer)
     nn_branch(writer)
+    nn_loop(writer)
     unseeded_random(writer)
     write_readme(writer)
     return writer.entries

@@ -55,6 +55,7 @@ extension NetworkLowering {
 
     static let controlLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH.rawValue: branch,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP.rawValue: loop,
     ]
 
     static let volumeLayers: [UInt32: Lowering] = [
@@ -305,6 +306,75 @@ extension NetworkLowering {
         b.operations.append(GraphOperation(type: "cond", arguments: ["pred": [.value(condition)]],
                                            outputs: blobs.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
                                            blocks: [yesBlock, noBlock]))
+    }
+
+    /// `loop`: MIL `while_loop` whose variables are the blobs the condition
+    /// or body network writes that exist before the loop, plus an iteration
+    /// count when the loop has a bound (its input, or `maxLoopIterations`).
+    /// The condition block runs the condition network and tests
+    /// `conditionVar` (and the count); the body block runs the condition
+    /// network again (its blobs are visible to the body) and the body.
+    /// `loopBreak` and `loopContinue` are not lowered.
+    private static func loop(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
+        guard let params = layer.loop?.pointee, let body = params.bodynetwork?.pointee else { throw b.invalid("no bodyNetwork") }
+        let condition = params.conditionnetwork.map(\.pointee).flatMap { $0.n_layers > 0 ? $0 : nil }
+        let conditionVar = text(params.conditionvar)
+        let bound: LoweredArgument? = b.inputs.isEmpty
+            ? (params.maxloopiterations > 0 ? .float(Float(params.maxloopiterations)) : nil) : .value(try b.input())
+        guard condition != nil || bound != nil else { throw b.invalid("neither a condition network nor an iteration count") }
+        let before = b.ranks
+        // Which blobs the networks write (lowered once to find out).
+        let conditionPass = try condition.map { network throws(RuntimeError) in try b.nested(network) }
+        let saved = b.ranks
+        if let conditionPass { b.ranks = conditionPass.ranks }
+        let bodyPass = try b.nested(body)
+        b.ranks = saved
+        var carried: [String] = []
+        for blob in (conditionPass?.written ?? []) + bodyPass.written where before[blob] != nil && !carried.contains(blob) {
+            carried.append(blob)
+        }
+        let count = b.fresh()
+        var names = carried
+        if bound != nil { names.append(count) }
+        let inputs = names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) }
+        if bound != nil { b.ranks[count] = 1 }
+
+        // The condition block.
+        var conditionOperations: [GraphOperation] = []
+        var flag: String?
+        let outer = b.operations
+        b.operations = []
+        if let condition {
+            conditionOperations = try b.nested(condition).operations
+            b.operations = conditionOperations
+            guard !conditionVar.isEmpty else { throw b.invalid("a condition network without conditionVar") }
+            flag = b.op("not_equal", ["x": .value(conditionVar), "y": .float(0)], element: .bool, rank: 1)
+        }
+        if let bound {
+            let within = b.op("less", ["x": .value(count), "y": bound], element: .bool, rank: 1)
+            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(within)], element: .bool, rank: 1) } ?? within
+        }
+        let conditionBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: [flag ?? count], constants: [:])
+
+        // The body block.
+        b.operations = []
+        if let conditionPass { b.ranks = conditionPass.ranks }
+        var bodyOperations = condition == nil ? [] : conditionOperations
+        bodyOperations += try b.nested(body).operations
+        b.operations = bodyOperations
+        var results: [String] = []
+        for blob in carried { results.append(b.op("identity", ["x": .value(blob)], rank: b.rank(blob))) }
+        if bound != nil { results.append(b.op("add", ["x": .value(count), "y": .float(1)], rank: 1)) }
+        let bodyBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: results, constants: [:])
+        b.operations = outer
+        b.ranks = saved
+
+        var initial: [LoweredArgument] = carried.map { .value($0) }
+        if bound != nil { initial.append(.floats([0], shape: [1])) }
+        b.operations.append(GraphOperation(type: "while_loop", arguments: ["loop_vars": LoweredArgument.list(initial).graphArguments],
+                                           outputs: names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
+                                           blocks: [conditionBlock, bodyBlock]))
+        for blob in carried { b.ranks[blob] = bodyPass.ranks[blob] ?? before[blob] ?? 1 }
     }
 
     // MARK: 3-D
