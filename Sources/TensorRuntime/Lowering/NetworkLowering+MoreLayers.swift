@@ -458,7 +458,7 @@ extension LoweringBuilder {
             rank = dims.count
         case .dynamic:
             arguments["shape"] = .value(toInt(try input()))
-            rank = try declaredRank(of: try output())
+            rank = try self.rank(given: try input(), of: try output())
         }
         op(type, arguments, into: try output(), rank: rank)
     }

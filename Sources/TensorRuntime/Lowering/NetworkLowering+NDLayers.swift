@@ -194,6 +194,8 @@ extension NetworkLowering {
                 let r = b.inputs.map { b.rank($0) }.max() ?? 1
                 b.op("concat", ["values": .values(b.inputs), "axis": .int(Int(l.concatnd?.pointee.axis ?? 0)),
                                 "interleave": .bool(l.concatnd?.pointee.interleave != 0)], into: try b.output(), rank: r)
+                let parts = b.inputs.compactMap { b.lengths[$0] }
+                if r == 1, parts.count == b.inputs.count { b.lengths[try b.output()] = parts.reduce(0, +) }
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SPLIT_ND.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.splitnd?.pointee else { throw b.invalid("no parameters") }
@@ -309,14 +311,17 @@ extension NetworkLowering {
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EMBEDDING_ND.rawValue: embeddingND,
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BATCHED_MATMUL.rawValue: batchedMatMul,
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GET_SHAPE.rawValue: { b, _ throws(RuntimeError) in
-                let shape = b.op("shape", ["x": .value(try b.input())], element: .int32, rank: 1)
+                let x = try b.input()
+                let shape = b.op("shape", ["x": .value(x)], element: .int32, rank: 1)
                 b.toFloat(shape, into: try b.output())
+                b.lengths[try b.output()] = b.rank(x)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOAD_CONSTANT_ND.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.loadconstantnd?.pointee else { throw b.invalid("no parameters") }
                 let shape = scalars(params.shape, params.n_shape).map(Int.init)
                 let values = try b.weights(params.data, "data", count: shape.reduce(1, *))
                 b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output(), rank: shape.count)
+                if shape.count == 1 { b.lengths[try b.output()] = shape[0] }
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_LIKE.rawValue: { b, l throws(RuntimeError) in
                 let reference = try b.input()
@@ -328,7 +333,7 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
                 let shape = try b.input()
-                let length = try b.declaredRank(of: try b.output())
+                let length = try b.rank(given: shape, of: try b.output())
                 b.op("fill", ["shape": .value(b.toInt(shape)), "value": .float(l.filldynamic?.pointee.value ?? 0)], into: try b.output(), rank: length)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BROADCAST_TO_LIKE.rawValue: { b, _ throws(RuntimeError) in
@@ -344,7 +349,7 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BROADCAST_TO_DYNAMIC.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input()
-                let length = try b.declaredRank(of: try b.output())
+                let length = try b.rank(given: try b.input(1), of: try b.output())
                 let zeros = b.op("fill", ["shape": .value(b.toInt(try b.input(1))), "value": .float(0)], rank: length)
                 b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(), rank: max(b.rank(x), length))
             },
@@ -381,7 +386,7 @@ extension NetworkLowering {
                 _ = b.reshape(try b.input(), to: shape, rank: b.rank(reference), into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE_DYNAMIC.rawValue: { b, _ throws(RuntimeError) in
-                let length = try b.declaredRank(of: try b.output())
+                let length = try b.rank(given: try b.input(1), of: try b.output())
                 _ = b.reshape(try b.input(), to: b.toInt(try b.input(1)), rank: length, into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONSTANT_PAD.rawValue: { b, l throws(RuntimeError) in
@@ -524,6 +529,14 @@ extension LoweringBuilder {
     /// `x` named `output`, a rank-0 result made a vector of one (blobs have a rank of at least 1).
     mutating func atLeastRank1(_ x: String, into output: String) {
         if rank(x) <= 0 { _ = reshape(x, [1], into: output) } else { identity(x, into: output) }
+    }
+
+    /// The rank of a result whose shape is the values of the rank-1 blob
+    /// `shape`: its length when known at load (a `getShape`, a constant, an
+    /// input of fixed size, a concatenation of those), else the rank the model declares for `output`.
+    func rank(given shape: String, of output: String) throws(RuntimeError) -> Int {
+        if let length = lengths[shape] { return length }
+        return try declaredRank(of: output)
     }
 
     /// The rank the model declares for a network output, for layers whose rank comes from values.

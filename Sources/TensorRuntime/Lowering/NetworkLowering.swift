@@ -91,6 +91,9 @@ enum NetworkLowering {
             default: rank = rank5 ? 5 : 1
             }
             builder.ranks[description.name] = rank
+            if !rank5, case .multiArray(let array) = description.type, array.shape.count == 1, array.shapeFlexibility == nil {
+                builder.lengths[description.name] = Int(array.shape[0])
+            }
         }
         try builder.preprocess(preprocessors, interface: interface)
         for layer in layers {
@@ -156,6 +159,8 @@ struct LoweringBuilder {
     var rank5 = false
     /// The ranks the model declares for its multi-array outputs.
     var declaredOutputRanks: [String: Int] = [:]
+    /// The lengths of rank-1 blobs known at load (shape vectors: `getShape`, constants, fixed-size inputs).
+    var lengths: [String: Int] = [:]
     /// The layer being lowered: its name, kind, inputs and outputs.
     private(set) var name = ""
     private(set) var kind = ""
