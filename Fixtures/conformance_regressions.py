@@ -423,6 +423,22 @@ def nn_matmul_constant_transpose(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_batched_matmul_rank1(writer):
+    """Refused by the layer engine: a rank-1 first operand of a two-input batched matmul is read as (1, D)."""
+    b = nn([("a", (3,)), ("b", (3, 2))], ["y"])
+    b.add_batched_mat_mul("matmul", input_names=["a", "b"], output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2513)
+    cases = []
+    for _ in range(2):
+        a, m = f32(rng.standard_normal(3)), f32(rng.standard_normal((3, 2)))
+        cases.append({"inputs": {"a": a, "b": m}, "outputs": {"y": a.reshape(1, 3) @ m}})
+    writer.write("nn_batched_matmul_rank1", spec, NUMPY, cases,
+                 "a (3,) by (3, 2) batched matmul gives (1, 2)",
+                 "NeuralNetwork.proto reads a rank-1 first operand as (1, D); the tensor engine runs it.",
+                 tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -545,13 +561,6 @@ def unsupported_models(writer):
     spec = finish(b)
     npar.set_metadata(spec, "Regression fixture: convolution whose weights are its second input")
     npar.write_bytes(os.path.join(directory, "nn_convolution_weights_input.mlmodel"), npar.serialize(spec))
-
-    # A rank-1 first operand of a two-input batched matmul is read as (1, D).
-    b = nn([("a", (3,)), ("b", (3, 2))], ["y"])
-    b.add_batched_mat_mul("matmul", input_names=["a", "b"], output_name="y")
-    spec = finish(b)
-    npar.set_metadata(spec, "Regression fixture: batched matmul with a rank-1 first input")
-    npar.write_bytes(os.path.join(directory, "nn_batched_matmul_rank1.mlmodel"), npar.serialize(spec))
     del rng
 
 
@@ -597,6 +606,7 @@ def generate(out_dir):
     program_upsample_modes(writer)
     program_instance_norm_defaults(writer)
     nn_batchnorm_batch(writer)
+    nn_batched_matmul_rank1(writer)
     program_transpose_negative(writer)
     program_matmul_broadcast(writer)
     program_reshape_zeros(writer)

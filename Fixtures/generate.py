@@ -70,6 +70,7 @@ import parity  # noqa: E402  (Fixtures/parity.py: the runtime parity fixtures)
 import network_parity  # noqa: E402  (Fixtures/network_parity.py: neural network and ML program parity fixtures)
 import detection  # noqa: E402  (Fixtures/detection.py: the object detector and NMS fixtures)
 import conformance_regressions  # noqa: E402  (Fixtures/conformance_regressions.py: one model per defect of issue 25)
+import network_lowering  # noqa: E402  (Fixtures/network_lowering.py: layers only the tensor engine's lowering runs)
 
 # Field numbers of Model.proto / Pipeline (checked against Model_pb2 at run time).
 MODEL_SPECIFICATION_VERSION = 1
@@ -1469,6 +1470,7 @@ def generate(out_dir):
     parity.generate(out_dir)
     network_parity.generate(out_dir)
     conformance_regressions.generate(out_dir)
+    network_lowering.generate(out_dir)
 
 
 def generate_large(path, megabytes, layers=None):

@@ -53,7 +53,7 @@ enum EngineBuilder {
         }
         switch kind {
         case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
-            return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
+            return try networkEngine(for: model, interface: interface, context: context)
         case "mlProgram":
             return try programEngine(for: model, summary: summary, interface: interface, context: context)
         default:
@@ -89,6 +89,39 @@ enum EngineBuilder {
                 return engine
             }
             throw error
+        }
+    }
+
+    /// The engine for a neural network (docs/runtime.md, "Neural networks on
+    /// the tensor engine"): the layer engine when it takes the network (it is
+    /// the faster one for CNNs today), otherwise the tensor engine through the
+    /// lowering; `.tensor` always lowers, `.layer` never does.
+    static func networkEngine(for model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
+                              context: Context) throws(RuntimeError) -> any PredictionEngine {
+        func lowered() throws(RuntimeError) -> TensorEngine {
+            let decoder = WeightDecoder(bundle: context.bundle)
+            let weights = NetworkWeightReader { params, layer, role, channels throws(RuntimeError) in
+                try decoder.floats(params, layer: layer, role: role, channels: channels)
+            }
+            return try TensorEngine(network: model, interface: interface, weights: weights, threads: context.threads)
+        }
+        switch context.programEngine {
+        case .layer:
+            return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
+        case .tensor:
+            return try lowered()
+        case .automatic:
+            do {
+                return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
+            } catch {
+                do {
+                    return try lowered()
+                } catch let refusal {
+                    // The lowering's refusal names the layer neither engine runs; any other failure is the layer engine's to report.
+                    if case .unsupportedLayer = refusal { throw refusal }
+                    throw error
+                }
+            }
         }
     }
 

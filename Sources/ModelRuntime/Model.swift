@@ -16,7 +16,7 @@ public struct ModelConfiguration: Sendable, Equatable {
     /// The function of a multi-function ML program to run (Core ML's
     /// `MLModelConfiguration.functionName`); `nil` runs the default function.
     public var functionName: String?
-    /// Which engine runs ML programs (transitional; see docs/runtime.md).
+    /// Which engine runs ML programs and neural networks (transitional; see docs/runtime.md).
     public var programEngine: ProgramEngineChoice
 
     public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil,
@@ -27,11 +27,12 @@ public struct ModelConfiguration: Sendable, Equatable {
     }
 }
 
-/// The engine that runs an ML program while two exist (docs/runtime.md).
+/// The engine that runs an ML program or a neural network while two exist (docs/runtime.md).
 public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// The layer engine for single-function programs with fixed shapes that it takes, else the tensor engine.
+    /// The layer engine for single-function programs with fixed shapes and for
+    /// neural networks that it takes, else the tensor engine.
     case automatic
-    /// Always the tensor engine (TensorRuntime).
+    /// Always the tensor engine (TensorRuntime); neural networks are lowered onto it.
     case tensor
     /// Always the layer engine (NetworkRuntime).
     case layer

@@ -99,13 +99,22 @@ enum NeuralNetworkRules {
                                "input \(quoted(input)) is neither a model input nor an output of an earlier layer")
                 }
                 WeightRules.check(layer, sink: &sink)
+                // A branch's two arms exclude each other: each sees the blobs from before the
+                // branch, and both may write the same blob (as a converted `cond` does).
+                let exclusive = layer.layerCase == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH
+                var added: [String: String] = [:]
                 for (field, label) in nestedNetworks(of: layer) {
                     var inner = producers
                     checkGraph(networkLayers(field), producers: &inner, prefix: label + " ", sink: &sink)
-                    for (blob, producer) in inner where producers[blob] == nil {
-                        producers[blob] = producer
+                    for (blob, producer) in inner where producers[blob] == nil && added[blob] == nil {
+                        added[blob] = producer
+                    }
+                    if !exclusive {
+                        producers.merge(added) { first, _ in first }
+                        added = [:]
                     }
                 }
+                producers.merge(added) { first, _ in first }
                 for output in layer.outputs {
                     if let earlier = producers[output], layer.layerCase != CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_COPY {
                         sink.error("nn.blob.duplicate", "output \(quoted(output)) is already produced by \(earlier)")

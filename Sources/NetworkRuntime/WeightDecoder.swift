@@ -10,16 +10,20 @@ import ModelSpec
 /// In a compiled bundle the values live in the weight file and the
 /// specification keeps only the quantization parameters; a source model holds
 /// the values inline. Decoding happens once, when the plan is made.
-struct WeightDecoder {
+package struct WeightDecoder {
     /// The bundle the specification came from, if it came from one.
     let bundle: ModelBundle?
+
+    package init(bundle: ModelBundle?) {
+        self.bundle = bundle
+    }
 
     /// The values of `params` (of layer `layer`, at `role`), or `nil` when it
     /// holds none.
     ///
     /// - Parameter channels: the number of output channels, for per-channel
     ///   linear quantization (the values are grouped by channel, outermost).
-    func floats(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
+    package func floats(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
                 channels: Int = 1) throws(RuntimeError) -> [Float]? {
         guard let weights = params?.pointee else { return nil }
         if weights.n_floatvalue > 0 { return scalars(weights.floatvalue, weights.n_floatvalue) }

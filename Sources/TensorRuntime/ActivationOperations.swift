@@ -21,7 +21,7 @@ enum ActivationOperations {
         define("softsign") { _, _ in { $0 / (1 + abs($0)) } }
         define("leaky_relu", { a, _ in { $0 >= 0 ? $0 : a * $0 } }, alpha: 0.01)
         define("elu", { a, _ in { $0 > 0 ? $0 : a * (exp($0) - 1) } }, alpha: 1)
-        define("thresholded_relu", { a, _ in { $0 > a ? $0 : 0 } }, alpha: 1)
+        define("thresholded_relu", { a, _ in { $0 >= a ? $0 : 0 } }, alpha: 1)
         define("clamped_relu", { a, b in { min(b, $0 >= 0 ? $0 : a * $0) } }, alpha: 0, beta: 6)
         define("sigmoid_hard", { a, b in { min(max(a * $0 + b, 0), 1) } }, alpha: 0.2, beta: 0.5)
         define("linear_activation", { a, b in { a * $0 + b } }, alpha: 1, beta: 0)

@@ -17,6 +17,8 @@ public final class TensorEngine: PredictionEngine {
     public let functionName: String
     /// Threads one prediction's matrix products may use.
     private let threads: Int
+    /// Whether inputs are read as NeuralNetwork.proto's rank-5 blobs `[Seq, B, C, H, W]` (a lowered network without exact array mapping).
+    private let rank5Inputs: Bool
 
     final class PlanEntry: Sendable {
         let plan: TensorPlan
@@ -33,16 +35,35 @@ public final class TensorEngine: PredictionEngine {
     ///   output and the parameter; `.invalidParameters`; `.unsupportedModel`
     ///   when the named function does not exist.
     ///   - threads: threads one prediction's matrix products may use (batches of products, or row blocks of one).
-    public init(program model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, modelDirectory: String?,
-                functionName: String? = nil, threads: Int = 1) throws(RuntimeError) {
-        self.threads = max(1, threads)
+    public convenience init(program model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface, modelDirectory: String?,
+                            functionName: String? = nil, threads: Int = 1) throws(RuntimeError) {
         guard let program = model.pointee.mlprogram else { throw .invalidParameters(model: interface.kind, detail: "no program") }
         let declaredDefault = nonEmptyText(model.pointee.description?.pointee.defaultfunctionname)
         let graph = try GraphReader(modelDirectory: modelDirectory).read(program, defaultFunction: declaredDefault)
         let name = functionName ?? graph.defaultFunction
-        guard var function = graph.functions[name] else {
+        guard let function = graph.functions[name] else {
             throw .unsupportedModel(kind: "mlProgram", reason: "the program has no function \"\(name)\" (it has \(graph.functions.keys.sorted().joined(separator: ", ")))")
         }
+        try self.init(function: function, name: name, interface: interface, threads: threads, rank5Inputs: false)
+    }
+
+    /// Lowers a neural network (a NeuralNetwork, classifier or regressor) onto
+    /// the engine (docs/runtime.md, "Neural networks on the tensor engine") and
+    /// plans the declared input shapes.
+    ///
+    /// - Parameter weights: decodes the layers' weights (float16, quantized, in a compiled bundle's weight file).
+    /// - Throws: `RuntimeError.unsupportedLayer` naming a layer the lowering has no rule for, its kind and why.
+    package convenience init(network model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
+                             weights: NetworkWeightReader, threads: Int = 1) throws(RuntimeError) {
+        let lowered = try NetworkLowering.lower(model, interface: interface, weights: weights)
+        try self.init(function: lowered.function, name: lowered.function.name, interface: interface, threads: threads,
+                      rank5Inputs: lowered.rank5Inputs)
+    }
+
+    private init(function: GraphFunction, name: String, interface: ModelInterface, threads: Int, rank5Inputs: Bool) throws(RuntimeError) {
+        self.threads = max(1, threads)
+        self.rank5Inputs = rank5Inputs
+        var function = function
         function.block = Planner.foldConstants(function.block)
         self.function = function
         self.functionName = name
@@ -150,6 +171,20 @@ public final class TensorEngine: PredictionEngine {
     // MARK: Inputs and outputs
 
     private func shape(of value: FeatureValue, input: (name: String, type: ValueType)) throws(RuntimeError) -> [Int] {
+        let shape = try givenShape(of: value, input: input)
+        return rank5Inputs ? Self.rank5(shape) : shape
+    }
+
+    /// A shape as NeuralNetwork.proto's rank-5 blob: `[C]` is `[1, 1, C, 1, 1]`, `[C, H, W]` is `[1, 1, C, H, W]`.
+    static func rank5(_ shape: [Int]) -> [Int] {
+        switch shape.count {
+        case 1: [1, 1, shape[0], 1, 1]
+        case 5...: shape
+        default: Array(repeating: 1, count: 5 - shape.count) + shape
+        }
+    }
+
+    private func givenShape(of value: FeatureValue, input: (name: String, type: ValueType)) throws(RuntimeError) -> [Int] {
         switch value {
         case .multiArray(let array): return array.shape
         case .image(let image):
@@ -268,6 +303,7 @@ public final class TensorEngine: PredictionEngine {
                 if let declared = input.type.shape, declared.allSatisfy({ $0 != nil }) { shapes[input.name] = declared.map { $0 ?? 1 } }
                 else { shapes[input.name] = [1] }
             }
+            if rank5Inputs, let shape = shapes[input.name] { shapes[input.name] = Self.rank5(shape) }
         }
         return shapes
     }

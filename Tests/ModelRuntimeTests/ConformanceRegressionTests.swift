@@ -25,7 +25,7 @@ struct ConformanceRegressionTests {
             "program_gather_batch_dims", "nn_batched_matmul_constant_transpose", "program_upsample_bilinear_modes",
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
-            "program_flexible_channels", "program_cast_of_constexpr",
+            "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -55,6 +55,13 @@ struct ConformanceRegressionTests {
     @Test("3: batched matmul with constant weights ignores transposeA")
     func batchedMatMulConstantTranspose() throws {
         try check("nn_batched_matmul_constant_transpose")
+    }
+
+    /// 3. A rank-1 first operand of a two-input batched matmul is read as (1, D)
+    /// (the layer engine refuses it; the tensor engine runs it through the lowering).
+    @Test("3: batched matmul of a rank-1 first input")
+    func batchedMatMulRank1() throws {
+        try check("nn_batched_matmul_rank1")
     }
 
     /// 4. iOS16 `upsample_bilinear` with neither aligned corners nor half-pixel centres.
@@ -123,8 +130,6 @@ struct UnsupportedValidModelTests {
     static let refused: [(file: String, error: RuntimeError)] = [
         ("nn_convolution_weights_input", .unsupportedLayer(layer: "conv", kind: "convolution",
                                                            reason: "weights given as a second input (computed at run time) are not supported")),
-        ("nn_batched_matmul_rank1", .unsupportedLayer(layer: "matmul", kind: "batchedMatmul",
-                                                      reason: "a rank-1 operand of a product of two inputs is not supported")),
     ]
 
     @Test("every fixture is listed here")

@@ -1,0 +1,425 @@
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+
+/// Decodes a neural-network layer's `WeightParams` to float32 values, in
+/// whatever form they are stored (float32, float16, quantized, in a compiled
+/// bundle's weight file). The model runtime hands in the decoder it uses for
+/// the layer engine, so that both engines read weights the same way.
+package struct NetworkWeightReader {
+    /// `(params, layer, role, channels)` → the values, or `nil` when the params hold none;
+    /// `channels` groups per-channel quantization parameters (outermost).
+    let decode: (UnsafeMutablePointer<CoreML__Specification__WeightParams>?, String, String, Int) throws(RuntimeError) -> [Float]?
+
+    package init(_ decode: @escaping (UnsafeMutablePointer<CoreML__Specification__WeightParams>?, String, String, Int) throws(RuntimeError) -> [Float]?) {
+        self.decode = decode
+    }
+}
+
+/// A neural network lowered onto the tensor engine's graph: one function of
+/// MIL operations computing every blob of the network.
+struct LoweredNetwork {
+    var function: GraphFunction
+    /// Whether inputs are read with NeuralNetwork.proto's rank-5 mapping
+    /// (`[C]` and `[C, H, W]` as `[1, 1, C, 1, 1]` and `[1, 1, C, H, W]`)
+    /// instead of keeping their rank (`EXACT_ARRAY_MAPPING`, images `[1, C, H, W]`).
+    var rank5Inputs: Bool
+}
+
+/// Lowers NeuralNetwork.proto layers to MIL operations the registry runs
+/// (docs/runtime.md, "Neural networks on the tensor engine").
+///
+/// Every blob keeps a rank known at load (shapes may stay flexible): the
+/// channel-first layers read the last three dimensions as `[C, H, W]`, every
+/// dimension before them being batch (`[Seq, B, C, H, W]`), and run on a
+/// `[N, C, H, W]` view the lowering makes with shape arithmetic the planner
+/// folds; the ND layers keep the ranks they are given. One function per layer
+/// kind, in `NetworkLowering.layers`: adding a layer kind is adding one entry.
+enum NetworkLowering {
+    typealias Layer = CoreML__Specification__NeuralNetworkLayer
+    typealias Lowering = @Sendable (inout LoweringBuilder, Layer) throws(RuntimeError) -> Void
+
+    /// Lowers the network of `model` (a NeuralNetwork, classifier or regressor).
+    static func lower(_ model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
+                      weights: NetworkWeightReader) throws(RuntimeError) -> LoweredNetwork {
+        let spec = model.pointee
+        var layers: [UnsafeMutablePointer<Layer>] = []
+        var preprocessors: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>] = []
+        var mapping = CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__RANK5_ARRAY_MAPPING
+        var labels: Tensor?
+        var probabilities: String?
+        switch spec.type_case {
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_CLASSIFIER:
+            guard let network = spec.neuralnetworkclassifier?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+            if network.class_labels_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_CLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS {
+                let names = network.stringclasslabels.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? []
+                labels = Tensor(type: .string, shape: [names.count], storage: .strings(names))
+            } else {
+                let values: [Int64] = network.int64classlabels.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? []
+                labels = Tensor(ints: values.map { Int32(clamping: $0) }, shape: [values.count])
+            }
+            let named = text(network.labelprobabilitylayername)
+            probabilities = named.isEmpty ? layers.last.flatMap { strings($0.pointee.output, $0.pointee.n_output).first } : named
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
+            guard let network = spec.neuralnetworkregressor?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+        default:
+            guard let network = spec.neuralnetwork?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
+            layers = elements(network.layers, network.n_layers)
+            preprocessors = elements(network.preprocessing, network.n_preprocessing)
+            mapping = network.arrayinputshapemapping
+        }
+        let rank5 = mapping != CORE_ML__SPECIFICATION__NEURAL_NETWORK_MULTI_ARRAY_SHAPE_MAPPING__EXACT_ARRAY_MAPPING
+        var builder = LoweringBuilder(weights: weights)
+        builder.rank5 = rank5
+        for description in interface.outputs {
+            if case .multiArray(let array) = description.type, !array.shape.isEmpty { builder.declaredOutputRanks[description.name] = array.shape.count }
+        }
+        var inputs: [(name: String, type: ValueType)] = []
+        for description in interface.inputs {
+            inputs.append((name: description.name, type: ValueType(element: .float32, shape: nil)))
+            // Rank-5 mapping: every input is a [Seq, B, C, H, W] blob.
+            let rank: Int
+            switch description.type {
+            case .image: rank = rank5 ? 5 : 4
+            case .multiArray(let array): rank = rank5 ? 5 : max(1, array.shape.count)
+            default: rank = rank5 ? 5 : 1
+            }
+            builder.ranks[description.name] = rank
+            if !rank5, case .multiArray(let array) = description.type, array.shape.count == 1, array.shapeFlexibility == nil {
+                builder.lengths[description.name] = Int(array.shape[0])
+            }
+        }
+        try builder.preprocess(preprocessors, interface: interface)
+        for layer in layers {
+            try builder.lower(layer.pointee)
+        }
+        if let labels, let probabilities, let predicted = interface.predictedFeatureName {
+            let probabilityOutput = interface.predictedProbabilitiesName ?? probabilities
+            builder.operations.append(GraphOperation(
+                type: "classify", arguments: ["probabilities": [.value(probabilities)], "classes": [.constant(labels)]],
+                outputs: [(name: predicted, type: ValueType(element: labels.type == .string ? .string : .int32, shape: nil)),
+                          (name: probabilityOutput, type: ValueType(element: .float32, shape: nil))],
+                blocks: []))
+        }
+        let block = GraphBlock(operations: builder.operations, outputs: interface.outputs.map(\.name), constants: [:])
+        return LoweredNetwork(function: GraphFunction(name: "main", inputs: inputs, block: block), rank5Inputs: rank5)
+    }
+
+    /// The layer kind's name as NeuralNetwork.proto spells it (`convolution`, `uniDirectionalLSTM`).
+    static func kind(of layer: UnsafeMutablePointer<Layer>) -> String {
+        layer.pointee.layer_case.rawValue == 0 ? "unset" : MessageView(layer).fieldName(number: layer.pointee.layer_case.rawValue) ?? "unknown"
+    }
+}
+
+/// An argument of a lowered operation.
+enum LoweredArgument {
+    case value(String)
+    case values([String])
+    /// A variadic argument (`concat`'s values) of values and constants.
+    case list([LoweredArgument])
+    case int(Int)
+    case ints([Int])
+    case float(Float)
+    case floats([Float], shape: [Int])
+    case bool(Bool)
+    case bools([Bool])
+    case string(String)
+    case tensor(Tensor)
+
+    var graphArguments: [GraphArgument] {
+        switch self {
+        case .value(let name): [.value(name)]
+        case .values(let names): names.map { .value($0) }
+        case .list(let arguments): arguments.flatMap(\.graphArguments)
+        case .int(let value): [.constant(Tensor(ints: [Int32(clamping: value)], shape: []))]
+        case .ints(let values): [.constant(Tensor(ints: values.map { Int32(clamping: $0) }, shape: [values.count]))]
+        case .float(let value): [.constant(Tensor(floats: [value], shape: []))]
+        case .floats(let values, let shape): [.constant(Tensor(floats: values, shape: shape))]
+        case .bool(let value): [.constant(Tensor(ints: [value ? 1 : 0], shape: [], type: .bool))]
+        case .bools(let values): [.constant(Tensor(ints: values.map { $0 ? 1 : 0 }, shape: [values.count], type: .bool))]
+        case .string(let value): [.constant(Tensor(type: .string, shape: [], storage: .strings([value])))]
+        case .tensor(let tensor): [.constant(tensor)]
+        }
+    }
+}
+
+/// Collects the operations of a network being lowered and the rank of every blob.
+struct LoweringBuilder {
+    let weights: NetworkWeightReader
+    var operations: [GraphOperation] = []
+    /// The rank of every blob computed so far (NeuralNetwork.proto blobs are float32).
+    var ranks: [String: Int] = [:]
+    /// Whether the network reads multi-arrays with the rank-5 mapping (`[C, H, W]` blobs).
+    var rank5 = false
+    /// The ranks the model declares for its multi-array outputs.
+    var declaredOutputRanks: [String: Int] = [:]
+    /// The lengths of rank-1 blobs known at load (shape vectors: `getShape`, constants, fixed-size inputs).
+    var lengths: [String: Int] = [:]
+    /// The layer being lowered: its name, kind, inputs and outputs.
+    private(set) var name = ""
+    private(set) var kind = ""
+    private(set) var inputs: [String] = []
+    private(set) var outputs: [String] = []
+    private var counter = 0
+
+    init(weights: NetworkWeightReader) {
+        self.weights = weights
+    }
+
+    mutating func lower(_ layer: NetworkLowering.Layer) throws(RuntimeError) {
+        name = text(layer.name)
+        var copy = layer
+        kind = withUnsafeMutablePointer(to: &copy) { NetworkLowering.kind(of: $0) }
+        inputs = strings(layer.input, layer.n_input)
+        outputs = strings(layer.output, layer.n_output)
+        for input in inputs where ranks[input] == nil {
+            throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "reads blob \"\(input)\", which no earlier layer or input gives")
+        }
+        guard let lowering = NetworkLowering.layers[layer.layer_case.rawValue] else {
+            throw unsupported("the tensor engine's lowering has no rule for this layer kind yet")
+        }
+        try lowering(&self, layer)
+        for output in outputs where ranks[output] == nil {
+            throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "computed no blob \"\(output)\"")
+        }
+    }
+
+    /// Lowers the layers of a nested network (a branch) into operations of
+    /// their own: the operations, the blobs the layers write (in order) and
+    /// the ranks after them. The builder's operations and current layer are kept.
+    mutating func nested(_ network: CoreML__Specification__NeuralNetwork) throws(RuntimeError)
+        -> (operations: [GraphOperation], written: [String], ranks: [String: Int]) {
+        let saved = (operations, ranks, name, kind, inputs, outputs)
+        defer { (operations, ranks, name, kind, inputs, outputs) = saved }
+        operations = []
+        var written: [String] = []
+        for layer in elements(network.layers, network.n_layers) {
+            try lower(layer.pointee)
+            written += outputs
+        }
+        return (operations, written, ranks)
+    }
+
+    // MARK: Errors
+
+    /// The layer cannot run as given (exit 94 at load).
+    func unsupported(_ reason: String) -> RuntimeError { .unsupportedLayer(layer: name, kind: kind, reason: reason) }
+
+    /// The layer's parameters contradict each other or its inputs.
+    func invalid(_ detail: String) -> RuntimeError { .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: detail) }
+
+    // MARK: Blobs
+
+    /// The layer's input `index`.
+    func input(_ index: Int = 0) throws(RuntimeError) -> String {
+        guard index < inputs.count else { throw invalid("needs input \(index + 1), it has \(inputs.count)") }
+        return inputs[index]
+    }
+
+    /// The layer's output `index`.
+    func output(_ index: Int = 0) throws(RuntimeError) -> String {
+        guard index < outputs.count else { throw invalid("needs output \(index + 1), it has \(outputs.count)") }
+        return outputs[index]
+    }
+
+    func rank(_ blob: String) -> Int { ranks[blob] ?? 1 }
+
+    /// A name for an intermediate value of the current layer.
+    mutating func fresh() -> String {
+        counter += 1
+        return "\(name)#\(counter)"
+    }
+
+    // MARK: Operations
+
+    /// Adds a MIL operation with one output (named `output`, or a fresh
+    /// name) of element type `type` and rank `rank`; its output's name.
+    @discardableResult
+    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], into output: String? = nil,
+                     element: ElementType = .float32, rank: Int) -> String {
+        let result = output ?? fresh()
+        operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
+                                         outputs: [(name: result, type: ValueType(element: element, shape: nil))], blocks: []))
+        ranks[result] = rank
+        return result
+    }
+
+    /// Adds a MIL operation with several outputs; their names.
+    @discardableResult
+    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], outputs names: [String],
+                     elements: [ElementType], ranks outputRanks: [Int]) -> [String] {
+        operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
+                                         outputs: zip(names, elements).map { (name: $0, type: ValueType(element: $1, shape: nil)) }, blocks: []))
+        for (name, rank) in zip(names, outputRanks) { ranks[name] = rank }
+        return names
+    }
+
+    /// `x` as float32 (NeuralNetwork.proto blobs are float32 whatever an operation computes).
+    @discardableResult
+    mutating func toFloat(_ x: String, into output: String? = nil) -> String {
+        op("cast", ["x": .value(x), "dtype": .string("fp32")], into: output, rank: rank(x))
+    }
+
+    /// `x` as int32 (indices), truncated toward zero.
+    mutating func toInt(_ x: String) -> String {
+        op("cast", ["x": .value(x), "dtype": .string("int32")], element: .int32, rank: rank(x))
+    }
+
+    /// A copy of `x` under the name `output` (a layer whose output only renames its input).
+    mutating func identity(_ x: String, into output: String) {
+        op("identity", ["x": .value(x)], into: output, rank: rank(x))
+    }
+
+    /// The dimensions `begin..<end` of `x`'s shape (negative counts from the
+    /// end), as an int32 vector the planner knows once shapes are.
+    mutating func dims(_ x: String, _ begin: Int, _ end: Int? = nil) -> String {
+        let shape = op("shape", ["x": .value(x)], element: .int32, rank: 1)
+        let r = rank(x)
+        let from = begin < 0 ? max(0, begin + r) : min(begin, r)
+        let to = end.map { $0 < 0 ? max(0, $0 + r) : min($0, r) } ?? r
+        return op("slice_by_index", ["x": .value(shape), "begin": .ints([from]), "end": .ints([to])], element: .int32, rank: 1)
+    }
+
+    /// Joins int32 vectors (and literal dimensions) into one shape vector.
+    mutating func shape(_ parts: [ShapePart]) -> String {
+        let arguments: [LoweredArgument] = parts.map { part in
+            switch part {
+            case .vector(let name): .value(name)
+            case .literal(let values): .ints(values)
+            }
+        }
+        if arguments.count == 1, case .vector(let name) = parts[0] { return name }
+        return op("concat", ["values": .list(arguments), "axis": .int(0)], element: .int32, rank: 1)
+    }
+
+    enum ShapePart {
+        case vector(String)
+        case literal([Int])
+    }
+
+    /// `x` reshaped to the shape vector `shape` of `rank` dimensions.
+    mutating func reshape(_ x: String, to shape: String, rank: Int, into output: String? = nil) -> String {
+        op("reshape", ["x": .value(x), "shape": .value(shape)], into: output, rank: rank)
+    }
+
+    /// `x` reshaped to literal dimensions (0 copies, -1 infers).
+    mutating func reshape(_ x: String, _ dims: [Int], into output: String? = nil) -> String {
+        op("reshape", ["x": .value(x), "shape": .ints(dims)], into: output, rank: dims.count)
+    }
+
+    // MARK: Channel-first layers
+
+    /// `x` seen as `[N, C, H, W]` (NeuralNetwork.proto's channel-first rule:
+    /// the last three dimensions are C, H, W, missing ones count as 1, every
+    /// dimension before them is batch), and the way back for a result of the
+    /// same leading dimensions.
+    mutating func batched(_ x: String) -> (value: String, restore: (inout LoweringBuilder, String, String?) -> String) {
+        let r = rank(x)
+        switch r {
+        case 4:
+            return (x, { builder, y, output in
+                guard let output else { return y }
+                builder.identity(y, into: output)
+                return output
+            })
+        case ..<4:
+            let value = op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(4 - r)))], rank: 4)
+            let keep = max(r, 3)
+            return (value, { builder, y, output in
+                builder.op("squeeze", ["x": .value(y), "axes": .ints(Array(0..<(4 - keep)))], into: output, rank: keep)
+            })
+        default:
+            let lead = dims(x, 0, -3)
+            let tail = dims(x, -3)
+            let flat = reshape(x, to: shape([.literal([-1]), .vector(tail)]), rank: 4)
+            return (flat, { builder, y, output in
+                let yTail = builder.dims(y, 1)
+                return builder.reshape(y, to: builder.shape([.vector(lead), .vector(yTail)]), rank: r, into: output)
+            })
+        }
+    }
+
+    /// Runs `body` on `x` as `[N, C, H, W]` and names the result `output`, of `x`'s leading dimensions.
+    mutating func channelFirst(_ x: String, into output: String,
+                               _ body: (inout LoweringBuilder, String) throws(RuntimeError) -> String) throws(RuntimeError) {
+        let (value, restore) = batched(x)
+        let y = try body(&self, value)
+        _ = restore(&self, y, output)
+    }
+
+    /// The channel-first rank of a result: at least 3.
+    func channelRank(_ x: String) -> Int { max(rank(x), 3) }
+
+    /// `x` with at least three dimensions (leading 1s added): the `[..., C, H, W]` view.
+    mutating func atLeastRank3(_ x: String) -> String {
+        let r = rank(x)
+        guard r < 3 else { return x }
+        return op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(3 - r)))], rank: 3)
+    }
+
+    // MARK: Weights
+
+    /// The values of a weight the layer requires, `count` of them.
+    func weights(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, _ role: String, count: Int,
+                 channels: Int = 1) throws(RuntimeError) -> [Float] {
+        guard var values = try weights.decode(params, name, role, channels) else { throw invalid("\(role) has no values") }
+        // Sub-byte codes fill their last byte with padding bits.
+        if values.count > count, values.count - count < 8, params?.pointee.n_floatvalue == 0 { values.removeLast(values.count - count) }
+        guard values.count == count else { throw invalid("\(role) holds \(values.count) values, expected \(count)") }
+        return values
+    }
+
+    /// The values of a weight, if it holds any.
+    func optionalWeights(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, _ role: String) throws(RuntimeError) -> [Float]? {
+        guard let values = try weights.decode(params, name, role, 1), !values.isEmpty else { return nil }
+        return values
+    }
+
+    // MARK: Preprocessing
+
+    /// Image inputs scaled, biased per channel and the mean image subtracted, in place of the input.
+    mutating func preprocess(_ preprocessors: [UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>],
+                             interface: ModelInterface) throws(RuntimeError) {
+        name = "preprocessing"
+        kind = "preprocessing"
+        for preprocessor in preprocessors {
+            var feature = text(preprocessor.pointee.featurename)
+            if feature.isEmpty, let image = interface.inputs.first(where: { if case .image = $0.type { true } else { false } }) {
+                feature = image.name
+            }
+            guard let description = interface.inputs.first(where: { $0.name == feature }) else { continue }
+            let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
+            let gray = colorSpace.hasPrefix("GRAYSCALE")
+            let r = rank(feature)
+            let channelShape = Array(repeating: 1, count: max(0, r - 3)) + [gray ? 1 : 3, 1, 1]
+            if preprocessor.pointee.preprocessor_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_PREPROCESSING__PREPROCESSOR_SCALER,
+               let scaler = preprocessor.pointee.scaler?.pointee {
+                let scale = scaler.channelscale == 0 ? 1 : scaler.channelscale
+                let bgr = colorSpace == "BGR"
+                let biases: [Float] = gray ? [scaler.graybias]
+                    : (bgr ? [scaler.bluebias, scaler.greenbias, scaler.redbias] : [scaler.redbias, scaler.greenbias, scaler.bluebias])
+                let scaled = op("mul", ["x": .value(feature), "y": .float(scale)], rank: r)
+                op("add", ["x": .value(scaled), "y": .floats(biases, shape: channelShape)], into: feature, rank: r)
+            } else if let mean = preprocessor.pointee.meanimage?.pointee {
+                let values: [Float] = scalars(mean.meanimage, mean.n_meanimage)
+                let trailing: [Int]
+                if case .image(let type) = description.type {
+                    trailing = [gray ? 1 : 3, Int(type.height), Int(type.width)]
+                } else {
+                    trailing = [values.count]
+                }
+                guard trailing.reduce(1, *) == values.count else {
+                    throw .invalidParameters(model: "preprocessing of \"\(feature)\"", detail: "a mean image of \(values.count) values for \(trailing)")
+                }
+                let shape = Array(repeating: 1, count: max(0, r - trailing.count)) + trailing
+                op("sub", ["x": .value(feature), "y": .floats(values, shape: shape)], into: feature, rank: r)
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import FixtureSupport
+import Foundation
+import ModelFeatures
+import ModelRuntime
+import Testing
+
+/// Every neural-network fixture run on the tensor engine through the
+/// lowering (`engine: .tensor`), with the tolerances and shape checks the
+/// layer engine's tests use: NumPy float64 and onnxruntime references.
+@Suite("Neural networks lowered onto the tensor engine agree with NumPy and onnxruntime")
+struct NetworkLoweringTests {
+    /// The neural networks (and pipelines holding them) of Fixtures/Parity/Networks.
+    static let networks = ParityFile.all(in: "Networks").filter { !$0.name.hasPrefix("Networks/program_") }
+    /// The neural-network regressions of Fixtures/Parity/Regressions (shapes checked exactly).
+    static let regressions = ParityFile.all(in: "Regressions").filter { $0.name.hasPrefix("Regressions/nn_") }
+    /// Layers only the lowering runs (Fixtures/network_lowering.py), shapes checked exactly.
+    static let lowered = ParityFile.all(in: "Lowering")
+
+    @Test("the network fixtures are there")
+    func fixturesExist() {
+        #expect(Self.networks.count >= 20)
+        #expect(Self.regressions.count >= 8)
+    }
+
+    @Test("network fixtures, from the source model", arguments: networks)
+    func sourceNetwork(_ file: ParityFile) throws {
+        try file.check(engine: .tensor)
+    }
+
+    @Test("network fixtures, from the compiled bundle, two predictions at once", arguments: networks)
+    func compiled(_ file: ParityFile) throws {
+        try file.check(compiled: true, concurrently: 2, engine: .tensor)
+    }
+
+    @Test("regression fixtures keep their shapes", arguments: regressions)
+    func regression(_ file: ParityFile) throws {
+        try file.check(exactShapes: true, engine: .tensor)
+    }
+
+    @Test("layers the layer engine refuses", arguments: lowered)
+    func loweredLayer(_ file: ParityFile) throws {
+        try file.check(exactShapes: true, engine: .tensor)
+        try file.check(compiled: true, exactShapes: true, engine: .automatic)
+    }
+
+    /// Random sampling runs with a seed (the same numbers at every
+    /// prediction); without one it is refused at load, naming the layer,
+    /// unless its distribution has a single value.
+    @Test("an unseeded random layer is refused at load, a seeded or single-valued one runs reproducibly")
+    func randomLayers() throws {
+        #expect(throws: ModelError.runtime(.unsupportedLayer(
+            layer: "noise", kind: "randomNormalLike",
+            reason: "random sampling without a seed cannot be reproduced; modelc runs it only with a seed"))) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Lowering/Refused/nn_random_unseeded.mlmodel"))
+        }
+        let model = try Model(contentsOf: Fixtures.path("Parity/Lowering/nn_random_seeded.mlmodel"))
+        let input: [String: FeatureValue] = ["x": .multiArray(MultiArray([Float](repeating: 0, count: 6), shape: [2, 3]))]
+        let first = try model.prediction(from: input), second = try model.prediction(from: input)
+        guard case .multiArray(let a)? = first["y"], case .multiArray(let b)? = second["y"] else {
+            Issue.record("no output y")
+            return
+        }
+        #expect(a.shape == [2, 3])
+        #expect(a.doubles == b.doubles)
+        #expect(Set(a.doubles).count == 6)
+        // No seed, but a probability of 1: every draw is 1.
+        let coin = try Model(contentsOf: Fixtures.path("Parity/Lowering/nn_random_single_value.mlmodel"))
+        let ones = try coin.prediction(from: ["x": .multiArray(MultiArray([Float(0)], shape: [1]))])
+        guard case .multiArray(let drawn)? = ones["y"] else {
+            Issue.record("no output y")
+            return
+        }
+        #expect(drawn.shape == [2, 3])
+        #expect(drawn.doubles == [Double](repeating: 1, count: 6))
+    }
+
+    /// A layer kind the lowering has no rule for is refused at load, naming it (exit 94 in the CLI).
+    @Test("a network forced onto the tensor engine refuses what neither engine runs, naming the layer")
+    func refusal() throws {
+        #expect(throws: ModelError.runtime(.unsupportedLayer(
+            layer: "conv", kind: "convolution", reason: "weights given as a second input (computed at run time) are not supported"))) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/nn_convolution_weights_input.mlmodel"),
+                          configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+        }
+    }
+}
