@@ -13,7 +13,7 @@ import ModelFeatures
 /// result are `[N, spatial…, C]`.
 enum ConvolutionOperations {
     static let convolutionParameters = ["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]
-    static let definitions: [String: OperationDefinition] = [
+    static let definitions: [String: OperationDefinition] = ChannelsLastOperations.definitions.merging([
         "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
             try convolution(context)
         },
@@ -32,7 +32,10 @@ enum ConvolutionOperations {
         "l2_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
             try pool(context, mode: .l2)
         },
-    ]
+        "layout_transpose": OperationDefinition(["x", "channels_last"]) { context throws(RuntimeError) in
+            try layoutTranspose(context)
+        },
+    ]) { first, _ in first }
 
     /// Padding before each spatial axis and the output sizes, as coremltools computes them.
     static func geometry(_ context: OperationContext, input: [Int], kernel: [Int], strides: [Int], dilations: [Int],
@@ -110,6 +113,7 @@ enum ConvolutionOperations {
         case "leaky_relu": return { $0 >= 0 ? $0 : alpha * $0 }
         case "elu": return { $0 > 0 ? $0 : alpha * (exp($0) - 1) }
         case "sigmoid_hard": return { min(max(alpha * $0 + beta, 0), 1) }
+        case "hardswish": return { $0 * min(max($0 + 3, 0), 6) / 6 }
         case "gelu_EXACT": return { x in 0.5 * x * (1 + erf(x * Float(0.5).squareRoot())) }
         case "gelu_TANH_APPROXIMATION": return { x in 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x))) }
         default: return nil
@@ -405,11 +409,13 @@ enum ConvolutionOperations {
 
     private static func pool(_ context: OperationContext, mode: PoolMode) throws(RuntimeError) {
         let x = try context.input()
-        let spatial = x.rank - 2
+        let channelsLast = try context.bool("channels_last", false)
+        let xShape = channelsLast && x.rank >= 3 ? [x.shape[0], x.shape[x.rank - 1]] + x.shape[1..<(x.rank - 1)] : x.shape
+        let spatial = xShape.count - 2
         guard spatial >= 1, spatial <= 3 else { throw context.invalid("x has rank \(x.rank); pooling needs 3 to 5") }
         guard let kernel = try context.ints("kernel_sizes"), kernel.count == spatial else { throw context.invalid("kernel_sizes needs \(spatial) values") }
         let strides = try context.ints("strides") ?? Array(repeating: 1, count: spatial)
-        let input = Array(x.shape[2...])
+        let input = Array(xShape[2...])
         let ceilMode = try context.bool("ceil_mode", false)
         let exclude = try context.bool("exclude_padding_from_average", false)
         let padType = try context.string("pad_type", "valid")
@@ -426,8 +432,27 @@ enum ConvolutionOperations {
             default: return input[axis]
             }
         }
-        let out = try context.output(Array(x.shape.prefix(2)) + output)
-        let planes = x.shape[0] * x.shape[1], inCount = input.reduce(1, *), outCount = output.reduce(1, *)
+        let outShape = Array(xShape.prefix(2)) + output
+        let out = try context.output(channelsLast ? [outShape[0]] + output + [outShape[1]] : outShape)
+
+        // oneDNN: max and average pooling, unless an average counting padding has a ceil-mode overhang (oneDNN would count it).
+        let overhang = input.indices.contains { axis in (output[axis] - 1) * strides[axis] + kernel[axis] - before[axis] > padded[axis] }
+        if DNNL.isAvailable, x.isFloat, mode != .l2, !(mode == .average && !exclude && overhang) {
+            let algorithm = mode == .max ? dnnl_pooling_max : exclude ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding
+            if let primitive = try? DNNLConvolution.pooling(name: "pooling \"\(context.op.name)\"", algorithm: algorithm, input: xShape, output: outShape,
+                                                            kernel: kernel, strides: strides, padBefore: before, channelsLast: channelsLast,
+                                                            threads: context.threads) {
+                let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
+                let from = x.id
+                context.run(reads: [x.id], outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+                    try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(from)), (Int32(DNNL_ARG_DST), buffers.raw(out))],
+                                      scratchpad: scratch.map { buffers.raw($0.id) })
+                }
+                return
+            }
+        }
+
+        let planes = xShape[0] * xShape[1], inCount = input.reduce(1, *), outCount = output.reduce(1, *)
         // Per output position: the input offsets of its window (−1: padding inside the padded extent, −2: beyond it).
         var windows: [[Int32]] = []
         let inStrides = Shapes.strides(input)
@@ -445,34 +470,93 @@ enum ConvolutionOperations {
             }
             windows.append(window)
         }
-        let table = windows, from = x.id
+        let table = windows, from = x.id, batch = xShape[0], channels = xShape[1]
+        context.run(reads: [x], writes: [out]) { buffers in
+            // Channels-last tensors are pooled channels-first in scratch and transposed at the edges.
+            var sourceCopy = [Float](repeating: 0, count: channelsLast ? planes * inCount : 0)
+            var targetCopy = [Float](repeating: 0, count: channelsLast ? planes * outCount : 0)
+            if channelsLast { transpose(buffers.floats(from), into: &sourceCopy, planes: batch, rows: inCount, columns: channels) }
+            sourceCopy.withUnsafeBufferPointer { sourceBuffer in
+            targetCopy.withUnsafeMutableBufferPointer { targetBuffer in
+                let source = channelsLast ? (sourceBuffer.baseAddress ?? UnsafePointer(buffers.floats(from))) : UnsafePointer(buffers.floats(from))
+                let target = channelsLast ? (targetBuffer.baseAddress ?? buffers.floats(out)) : buffers.floats(out)
+                for plane in 0..<planes {
+                    let image = source + plane * inCount
+                    for o in 0..<outCount {
+                        var result: Double = mode == .max ? -.infinity : 0
+                        var counted = 0
+                        for p in table[o] {
+                            if p == -2 { continue }
+                            if p == -1 {
+                                if mode != .max && !exclude { counted += 1 }
+                                continue
+                            }
+                            let value = Double(image[Int(p)])
+                            counted += 1
+                            switch mode {
+                            case .max: result = max(result, value)
+                            case .average: result += value
+                            case .l2: result += value * value
+                            }
+                        }
+                        switch mode {
+                        case .max: break
+                        case .average: result /= Double(max(counted, 1))
+                        case .l2: result = result.squareRoot()
+                        }
+                        target[plane * outCount + o] = Float(result)
+                    }
+                }
+            }
+            }
+            if channelsLast {
+                targetCopy.withUnsafeBufferPointer { copy in
+                    guard let base = copy.baseAddress else { return }
+                    transposeBack(base, into: buffers.floats(out), planes: batch, channels: channels, positions: outCount)
+                }
+            }
+        }
+    }
+
+    /// `[planes, channels, positions]` → `[planes, positions, channels]`.
+    private static func transposeBack(_ source: UnsafePointer<Float>, into target: UnsafeMutablePointer<Float>, planes: Int, channels: Int, positions: Int) {
+        for n in 0..<planes {
+            for c in 0..<channels {
+                for o in 0..<positions { target[(n * positions + o) * channels + c] = source[(n * channels + c) * positions + o] }
+            }
+        }
+    }
+
+    /// Converts `[N, C, spatial…]` to `[N, spatial…, C]` (`channels_last`) or back, in tiles.
+    private static func layoutTranspose(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); a layout change needs 3 to 5") }
+        let toChannelsLast = try context.bool("channels_last", true)
+        let batch = x.shape[0]
+        let channels = toChannelsLast ? x.shape[1] : x.shape[x.rank - 1]
+        let spatial = toChannelsLast ? Array(x.shape[2...]) : Array(x.shape[1..<(x.rank - 1)])
+        let positions = spatial.reduce(1, *)
+        let out = try context.output(toChannelsLast ? [batch] + spatial + [channels] : [batch, channels] + spatial, type: x.type)
+        // Rows × columns per image: [C, P] → [P, C], or [P, C] → [C, P].
+        let rows = toChannelsLast ? channels : positions, columns = toChannelsLast ? positions : channels
+        let from = x.id
         context.run(reads: [x], writes: [out]) { buffers in
             let source = buffers.floats(from), target = buffers.floats(out)
-            for plane in 0..<planes {
-                let image = source + plane * inCount
-                for o in 0..<outCount {
-                    var result: Double = mode == .max ? -.infinity : 0
-                    var counted = 0
-                    for p in table[o] {
-                        if p == -2 { continue }
-                        if p == -1 {
-                            if mode != .max && !exclude { counted += 1 }
-                            continue
+            let tile = 32
+            for n in 0..<batch {
+                let a = source + n * rows * columns, b = target + n * rows * columns
+                var r0 = 0
+                while r0 < rows {
+                    let r1 = min(r0 + tile, rows)
+                    var c0 = 0
+                    while c0 < columns {
+                        let c1 = min(c0 + tile, columns)
+                        for r in r0..<r1 {
+                            for c in c0..<c1 { b[c * rows + r] = a[r * columns + c] }
                         }
-                        let value = Double(image[Int(p)])
-                        counted += 1
-                        switch mode {
-                        case .max: result = max(result, value)
-                        case .average: result += value
-                        case .l2: result += value * value
-                        }
+                        c0 = c1
                     }
-                    switch mode {
-                    case .max: break
-                    case .average: result /= Double(max(counted, 1))
-                    case .l2: result = result.squareRoot()
-                    }
-                    target[plane * outCount + o] = Float(result)
+                    r0 = r1
                 }
             }
         }

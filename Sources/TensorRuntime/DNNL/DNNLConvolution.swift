@@ -49,6 +49,7 @@ enum DNNLConvolution {
         case "elu": [.eltwise(dnnl_eltwise_elu.rawValue, alpha: alpha, beta: 0)]
         case "sigmoid_hard": [.eltwise(dnnl_eltwise_linear.rawValue, alpha: alpha, beta: beta),
                               .eltwise(dnnl_eltwise_clip.rawValue, alpha: 0, beta: 1)]
+        case "hardswish": [.eltwise(dnnl_eltwise_hardswish.rawValue, alpha: 0, beta: 0)]
         case "gelu_EXACT": [.eltwise(dnnl_eltwise_gelu_erf.rawValue, alpha: 0, beta: 0)]
         case "gelu_TANH_APPROXIMATION": [.eltwise(dnnl_eltwise_gelu_tanh.rawValue, alpha: 0, beta: 0)]
         default: nil

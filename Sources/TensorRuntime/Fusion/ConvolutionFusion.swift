@@ -4,10 +4,10 @@
 /// `fused_conv` (see `ConvolutionOperations`), which oneDNN applies while
 /// the result is still in cache.
 enum ConvolutionFusion {
-    static let rules: [FusionRule] = [batchNorm, bias, activation, residual, activation]
+    static let rules: [FusionRule] = [batchNorm, bias, hardSwish, activation, residual, hardSwish, activation, affineBatchNorm, activation]
 
     /// The operations a fusion may extend: a plain convolution or one fused before.
-    static let convolutions: Set<String> = ["conv", "fused_conv"]
+    static let convolutions: Set<String> = ["conv", "fused_conv", "channel_affine"]
 
     /// Activation operations with one input that oneDNN applies as post-operations, by MIL name.
     static let activations: Set<String> = ["relu", "relu6", "clip", "sigmoid", "silu", "tanh", "leaky_relu", "elu", "sigmoid_hard", "gelu"]
@@ -49,6 +49,7 @@ enum ConvolutionFusion {
 
     /// The constant weights of a convolution, when they are float constants.
     private static func weights(_ graph: FusionGraph, _ conv: GraphOperation) -> Tensor? {
+        if conv.type == "channel_affine" { return graph.constant(conv, "scale") }
         guard let weight = graph.constant(conv, "weight"), weight.type.isFloat, weight.shape.count >= 3 else { return nil }
         return weight
     }
@@ -57,14 +58,14 @@ enum ConvolutionFusion {
     private static func fused(_ conv: GraphOperation, post: PostOperations, output: (name: String, type: ValueType)) -> GraphOperation {
         var arguments = conv.arguments
         post.store(into: &arguments)
-        return GraphOperation(type: "fused_conv", arguments: arguments, outputs: [output], blocks: [])
+        return GraphOperation(type: conv.type == "channel_affine" ? conv.type : "fused_conv", arguments: arguments, outputs: [output], blocks: [])
     }
 
     /// `batch_norm(conv(x))` with constant statistics: the convolution with
     /// weights scaled per output channel and the bias shifted.
     static let batchNorm = FusionRule("conv + batch_norm") { graph, index in
         guard let norm = graph.operation(at: index), norm.type == "batch_norm",
-              let (convIndex, conv) = privateConvolution(graph, norm, "x"), PostOperations(conv, graph: graph).isEmpty,
+              let (convIndex, conv) = privateConvolution(graph, norm, "x"), conv.type != "channel_affine", PostOperations(conv, graph: graph).isEmpty,
               let weight = weights(graph, conv),
               let mean = graph.constant(norm, "mean")?.floats, let variance = graph.constant(norm, "variance")?.floats
         else { return false }
@@ -97,7 +98,7 @@ enum ConvolutionFusion {
     static let bias = FusionRule("conv + bias") { graph, index in
         guard let add = graph.operation(at: index), add.type == "add" else { return false }
         for (convKey, constantKey) in [("x", "y"), ("y", "x")] {
-            guard let (convIndex, conv) = privateConvolution(graph, add, convKey), PostOperations(conv, graph: graph).isEmpty,
+            guard let (convIndex, conv) = privateConvolution(graph, add, convKey), conv.type != "channel_affine", PostOperations(conv, graph: graph).isEmpty,
                   let weight = weights(graph, conv), let addend = graph.constant(add, constantKey), addend.type.isFloat
             else { continue }
             let channels = weight.shape[0], rank = weight.shape.count
@@ -158,7 +159,7 @@ enum ConvolutionFusion {
     static let residual = FusionRule("conv + residual add") { graph, index in
         guard let add = graph.operation(at: index), add.type == "add", add.outputs.count == 1 else { return false }
         for (convKey, otherKey) in [("x", "y"), ("y", "x")] {
-            guard let (convIndex, conv) = privateConvolution(graph, add, convKey), weights(graph, conv) != nil,
+            guard let (convIndex, conv) = privateConvolution(graph, add, convKey), conv.type != "channel_affine", weights(graph, conv) != nil,
                   let other = graph.computed(add, otherKey), other != conv.outputs[0].name,
                   add.outputs[0].type.element == conv.outputs[0].type.element
             else { continue }
@@ -172,5 +173,57 @@ enum ConvolutionFusion {
             return true
         }
         return false
+    }
+
+    /// `mul(t, sigmoid_hard(t))` with `t = thresholded_relu(conv(x), -3)` and
+    /// the hard sigmoid `x / 6 + 1 / 2` — how coremltools writes PyTorch's
+    /// `hardswish` — as one post-operation.
+    static let hardSwish = FusionRule("conv + hardswish") { graph, index in
+        guard let mul = graph.operation(at: index), mul.type == "mul", mul.outputs.count == 1 else { return false }
+        for (tKey, sKey) in [("x", "y"), ("y", "x")] {
+            guard let t = graph.computed(mul, tKey), let s = graph.computed(mul, sKey), let sIndex = graph.producer(of: s),
+                  let sigmoid = graph.operation(at: sIndex), sigmoid.type == "sigmoid_hard", graph.isPrivate(s),
+                  graph.computed(sigmoid, "x") == t,
+                  abs((graph.constant(sigmoid, "alpha")?.scalar ?? 0.2) - 1.0 / 6) < 1e-6, abs((graph.constant(sigmoid, "beta")?.scalar ?? 0.5) - 0.5) < 1e-7,
+                  let tIndex = graph.producer(of: t), let threshold = graph.operation(at: tIndex), threshold.type == "thresholded_relu",
+                  graph.constant(threshold, "alpha")?.scalar == -3,
+                  graph.readers(of: t).sorted() == [sIndex, index].sorted(), !graph.isPrivate(t),
+                  let (convIndex, conv) = privateConvolution(graph, threshold, "x"), weights(graph, conv) != nil
+            else { continue }
+            // t is read exactly by the hard sigmoid and the product, and is no output of the block.
+            var onlyThese = FusionGraph.readersAre(graph, t, [sIndex, index])
+            onlyThese = onlyThese && graph.readers(of: t).count == 2
+            guard onlyThese else { continue }
+            var post = PostOperations(conv, graph: graph)
+            post.kinds.append("hardswish")
+            post.alphas.append(0)
+            post.betas.append(0)
+            graph.replace([convIndex, tIndex, sIndex, index], with: fused(conv, post: post, output: mul.outputs[0]))
+            return true
+        }
+        return false
+    }
+
+    /// A `batch_norm` with constant statistics not after a convolution: one
+    /// `channel_affine` (a scale and shift per channel), so that the
+    /// activation after it fuses too and it runs channels-last.
+    static let affineBatchNorm = FusionRule("batch_norm as channel_affine") { graph, index in
+        guard let norm = graph.operation(at: index), norm.type == "batch_norm", norm.outputs.count == 1,
+              let mean = graph.constant(norm, "mean")?.floats, let variance = graph.constant(norm, "variance")?.floats,
+              norm.outputs[0].type.shape?.count ?? 0 >= 3
+        else { return false }
+        let channels = mean.count
+        let gamma = graph.constant(norm, "gamma")?.floats ?? Array(repeating: 1, count: channels)
+        let beta = graph.constant(norm, "beta")?.floats ?? Array(repeating: 0, count: channels)
+        let epsilon = graph.constant(norm, "epsilon")?.scalar.map(Float.init) ?? 1e-5
+        guard variance.count == channels, gamma.count == channels, beta.count == channels, let x = norm.arguments["x"] else { return false }
+        // As the batch_norm kernel computes them, in Float.
+        let scale = (0..<channels).map { gamma[$0] / (variance[$0] + epsilon).squareRoot() }
+        let shift = (0..<channels).map { beta[$0] - mean[$0] * scale[$0] }
+        let affine = GraphOperation(type: "channel_affine", arguments: [
+            "x": x, "scale": [.constant(Tensor(floats: scale, shape: [channels]))], "shift": [.constant(Tensor(floats: shift, shape: [channels]))],
+        ], outputs: norm.outputs, blocks: [])
+        graph.update(index, to: affine)
+        return true
     }
 }

@@ -100,6 +100,11 @@ struct FusionGraph {
         readers(of: name).count == 1 && !outputs.contains(name) && !readByNestedBlocks.contains(name)
     }
 
+    /// Whether `name` is read by the operations at `indices` only (once each) and is no output of the block.
+    static func readersAre(_ graph: FusionGraph, _ name: String, _ indices: [Int]) -> Bool {
+        graph.readers(of: name).sorted() == indices.sorted() && !graph.outputs.contains(name) && !graph.readByNestedBlocks.contains(name)
+    }
+
     /// The only reader of `name` when `isPrivate(name)`.
     func onlyReader(of name: String) -> Int? {
         isPrivate(name) ? readers(of: name).first : nil
