@@ -173,8 +173,10 @@ enum ConvolutionOperations {
                input: xShape, output: outShape, weightShape: weight.shape, groups: groups, strides: strides, dilations: dilations,
                padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: bias?.constant?.floats, posts: posts, stored: stored) {
             let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
-            let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel
+            let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel, summed = primitive.summed
+            let bytes = stored.reduce(1, *) * 4
             context.run(reads: [given.id] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+                if let summed { buffers.raw(out).copyMemory(from: buffers.raw(summed), byteCount: bytes) }
                 var arguments: [(Int32, UnsafeMutableRawPointer)] = [(Int32(DNNL_ARG_SRC), buffers.raw(x)), (Int32(DNNL_ARG_DST), buffers.raw(out))]
                 for (argument, id) in residuals { arguments.append((argument, buffers.raw(id))) }
                 try kernel.run(arguments, scratchpad: scratch.map { buffers.raw($0.id) })
@@ -192,6 +194,8 @@ enum ConvolutionOperations {
     private struct PreparedConvolution {
         var kernel: DNNLPrimitive
         var fusedResiduals: [(Int32, Int)]
+        /// The residual copied into the output before the run, for the sum post-operation.
+        var summed: Int?
         var rest: [PostOperation]
         var scratchpadBytes: Int { kernel.scratchpadBytes }
     }
@@ -201,12 +205,19 @@ enum ConvolutionOperations {
         // oneDNN applies the post-operations it has, in order, up to the first it has not (or a residual of another shape).
         var post = DNNLPostOperations()
         var residuals: [(Int32, Int)] = []
+        var summed: Int?
         var fused = 0
         for item in posts {
             if let residual = item.residual {
                 guard residual.shape == stored, residual.isFloat else { break }
-                residuals.append((DNNL.postOperationSource(post.steps.count), residual.id))
-                post.steps.append(.binary(dnnl_binary_add.rawValue, dims: geometry.output, channelsLast: geometry.channelsLast))
+                if summed == nil {
+                    // The first residual is copied into the output before the run and summed there (faster kernels than a binary add).
+                    summed = residual.id
+                    post.steps.append(.sum)
+                } else {
+                    residuals.append((DNNL.postOperationSource(post.steps.count), residual.id))
+                    post.steps.append(.binary(dnnl_binary_add.rawValue, dims: geometry.output, channelsLast: geometry.channelsLast))
+                }
             } else {
                 guard let steps = DNNLConvolution.steps(kind: item.kind, alpha: item.alpha, beta: item.beta) else { break }
                 post.steps += steps
@@ -215,7 +226,7 @@ enum ConvolutionOperations {
         }
         let primitive = try DNNLConvolution.convolution(name: "convolution \"\(context.op.name)\"", geometry: geometry, weights: weights, bias: bias,
                                                         post: post, threads: context.threads)
-        return PreparedConvolution(kernel: primitive, fusedResiduals: residuals, rest: Array(posts[fused...]))
+        return PreparedConvolution(kernel: primitive, fusedResiduals: residuals, summed: summed, rest: Array(posts[fused...]))
     }
 
     /// Image-to-column and OpenBLAS: for weights computed at run time and what oneDNN refuses.

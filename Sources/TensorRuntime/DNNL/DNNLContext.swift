@@ -212,6 +212,8 @@ struct DNNLPostOperations: Sendable {
         /// `dnnl_binary_add` (or another `dnnl_binary_*`) with a second tensor of `dims`, read from the
         /// run argument `DNNL.postOperationSource(index)` where `index` is this step's position.
         case binary(UInt32, dims: [Int], channelsLast: Bool)
+        /// Adds what the destination held before the run (oneDNN's sum post-operation; one per primitive).
+        case sum
     }
 
     var steps: [Step] = []
@@ -237,6 +239,8 @@ struct DNNLPostOperations: Sendable {
             case .binary(let kind, let dims, let channelsLast):
                 var descriptor = try channelsLast ? DNNLDescriptor.channelsLast(dims) : DNNLDescriptor.plain(dims)
                 status = dnnl_post_ops_append_binary(handle, dnnl_alg_kind_t(kind), &descriptor.raw)
+            case .sum:
+                status = dnnl_post_ops_append_sum(handle, 1)
             }
             guard status == dnnl_success else { throw DNNL.failure(primitive, "adding post-operation \(step)", status) }
         }

@@ -28,9 +28,10 @@ enum ChannelsLastLayout {
     /// MIL's axis → the channels-last axis, for rank 4.
     static let axisMap = [0, 3, 1, 2]
 
-    static func run(_ block: GraphBlock) -> GraphBlock {
+    /// `block` (a function's, whose inputs are `inputs`) with its layout chosen.
+    static func run(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) -> GraphBlock {
         guard DNNL.isAvailable else { return block }
-        var pass = Pass(block: block)
+        var pass = Pass(block: block, inputs: inputs)
         pass.rewrite()
         return pass.result
     }
@@ -49,10 +50,10 @@ enum ChannelsLastLayout {
         /// Element type of each computed value.
         var elements: [String: ElementType] = [:]
 
-        init(block: GraphBlock) {
+        init(block: GraphBlock, inputs: [(name: String, type: ValueType)]) {
             self.block = block
             constants = block.constants
-            for input in block.inputs {
+            for input in block.inputs + inputs {
                 ranks[input.name] = input.type.shape?.count
                 elements[input.name] = input.type.element
             }
