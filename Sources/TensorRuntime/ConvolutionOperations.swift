@@ -367,6 +367,20 @@ enum ConvolutionOperations {
         let bias = try context.optional("bias")
         if let bias, bias.count != outputs { throw context.invalid("bias has \(bias.count) values for \(outputs) output channels") }
         let out = try context.output([x.shape[0], outputs] + output)
+        if DNNL.isAvailable, x.isFloat, let weights = weight.constant, bias == nil || bias?.constant != nil,
+           let primitive = try? DNNLConvolution.convolution(
+               name: "deconvolution \"\(context.op.name)\"",
+               geometry: DNNLConvolution.Geometry(input: x.shape, output: [x.shape[0], outputs] + output, weightShape: weight.shape, groups: groups,
+                                                  strides: strides, dilations: dilations, padBefore: begin, channelsLast: false),
+               weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true, threads: context.threads) {
+            let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
+            let from = x.id
+            context.run(reads: [x.id], outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+                try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(from)), (Int32(DNNL_ARG_DST), buffers.raw(out))],
+                                  scratchpad: scratch.map { buffers.raw($0.id) })
+            }
+            return
+        }
         let kernelCount = kernel.reduce(1, *), inCount = input.reduce(1, *), outCount = output.reduce(1, *)
         let outStrides = Shapes.strides(output)
         // For each (kernel position, input position): the output offset, or -1 outside the output.
