@@ -29,7 +29,7 @@ public struct ModelConfiguration: Sendable, Equatable {
 
 /// The engine that runs an ML program while two exist (docs/runtime.md).
 public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// The layer engine for single-function programs with fixed shapes that it takes, else the tensor engine.
+    /// The tensor engine; the layer engine only for a program the tensor engine refuses at load (and no function named).
     case automatic
     /// Always the tensor engine (TensorRuntime).
     case tensor
