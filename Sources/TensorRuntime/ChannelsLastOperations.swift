@@ -46,19 +46,34 @@ enum ChannelsLastOperations {
             let source = buffers.floats(from), target = buffers.floats(out)
             scale.withUnsafeBufferPointer { a in
                 shift.withUnsafeBufferPointer { b in
+                    guard let a = a.baseAddress, let b = b.baseAddress else { return }
+                    // One pass, `v < 0 ? 0 : v` (NaN stays NaN, as relu keeps it) so that the loops vectorize.
                     if channelsLast {
                         var offset = 0
                         while offset < count {
-                            for c in 0..<channels { target[offset + c] = source[offset + c] * a[c] + b[c] }
-                            if relu { for c in 0..<channels { target[offset + c] = max(target[offset + c], 0) } }
+                            let x = source + offset, y = target + offset
+                            if relu {
+                                for c in 0..<channels {
+                                    let v = x[c] * a[c] + b[c]
+                                    y[c] = v < 0 ? 0 : v
+                                }
+                            } else {
+                                for c in 0..<channels { y[c] = x[c] * a[c] + b[c] }
+                            }
                             offset += channels
                         }
                     } else {
                         var offset = 0, c = 0
                         while offset < count {
-                            let m = a[c], k = b[c]
-                            for i in 0..<inner { target[offset + i] = source[offset + i] * m + k }
-                            if relu { for i in 0..<inner { target[offset + i] = max(target[offset + i], 0) } }
+                            let m = a[c], k = b[c], x = source + offset, y = target + offset
+                            if relu {
+                                for i in 0..<inner {
+                                    let v = x[i] * m + k
+                                    y[i] = v < 0 ? 0 : v
+                                }
+                            } else {
+                                for i in 0..<inner { y[i] = x[i] * m + k }
+                            }
                             offset += inner
                             c = c + 1 == channels ? 0 : c + 1
                         }

@@ -124,4 +124,39 @@ struct FusionTests {
         #expect(output[25 + 12] == 38)
         #expect(output[0] == 17)
     }
+
+    @Test("the channels-last layout computes what MIL's layout does, transposing only at the edges")
+    func channelsLastLayout() throws {
+        var block = Self.block(outputs: ["o", "m"])
+        let constant = { (name: String) in GraphArgument.constant(Tensor(type: .string, shape: [], storage: .strings([name]))) }
+        let ints = { (values: [Int32]) in GraphArgument.constant(Tensor(ints: values, shape: [values.count])) }
+        let yes = GraphArgument.constant(Tensor(ints: [1], shape: [], type: .bool))
+        block.operations += [
+            // r [1,4,5,5] → max_pool 3×3 same → batch_norm → concat with r on channels → mean over H, W → scale r2 by it.
+            GraphOperation(type: "max_pool", arguments: ["x": [.value("r")], "kernel_sizes": [ints([3, 3])], "strides": [ints([1, 1])],
+                                                         "pad_type": [constant("same")]], outputs: [Self.value("p")], blocks: []),
+            GraphOperation(type: "batch_norm", arguments: [
+                "x": [.value("p")], "mean": [.constant(Tensor(floats: [0.1, 0.2, -0.3, 0], shape: [4]))],
+                "variance": [.constant(Tensor(floats: [1, 0.5, 2, 1.5], shape: [4]))],
+            ], outputs: [Self.value("n")], blocks: []),
+            GraphOperation(type: "relu", arguments: ["x": [.value("n")]], outputs: [Self.value("n2")], blocks: []),
+            GraphOperation(type: "concat", arguments: ["values": [.value("n2"), .value("r")], "axis": [.constant(Tensor(ints: [1], shape: []))]],
+                           outputs: [Self.value("k", [1, 8, 5, 5])], blocks: []),
+            GraphOperation(type: "reduce_mean", arguments: ["x": [.value("k")], "axes": [ints([2, 3])], "keep_dims": [yes]],
+                           outputs: [Self.value("m", [1, 8, 1, 1])], blocks: []),
+            GraphOperation(type: "mul", arguments: ["x": [.value("k")], "y": [.value("m")]], outputs: [Self.value("o", [1, 8, 5, 5])], blocks: []),
+        ]
+        let fused = FusionPass.run(block)
+        let laidOut = ChannelsLastLayout.run(fused, inputs: [Self.value("x")])
+        #expect(laidOut.operations.filter { $0.type == "layout_transpose" }.count == 3, "into the first convolution, out to o and m")
+        #expect(laidOut.operations.contains { $0.type == "channel_affine" })
+        let input = (0..<100).map { Float($0 % 17) * 0.12 - 1 }
+        let expected = try Self.run(block, input: input)
+        let got = try Self.run(laidOut, input: input)
+        for name in ["o", "m"] {
+            let want = expected[name] ?? [], have = got[name] ?? []
+            #expect(want.count > 0 && want.count == have.count, "\(name)")
+            #expect(zip(want, have).allSatisfy { abs($0 - $1) <= 1e-5 * max(1, abs($0)) }, "\(name)")
+        }
+    }
 }
