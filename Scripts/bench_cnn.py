@@ -158,6 +158,9 @@ def run(out, benchmarks, runs, names):
     build(out, names)
     print("CNNs: modelc tensor engine (fp32 ML program) against PyTorch (eager) and onnxruntime (torch.onnx "
           "export), same weights, 1x3x224x224; median of %d inputs after 3 warm-up, peak RSS per process" % runs)
+    # oneDNN (modelc) and PyTorch run on OpenMP threads, which spin between parallel regions unless this says
+    # passive: on a machine busy with other processes a spinning thread that loses its core stalls the other.
+    print("OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY", "(unset: OpenMP's default, spinning)"))
     print("%-29s %3s %9s %9s %9s %7s %7s %9s %7s %9s" % ("model", "thr", "modelc_ms", "torch_ms", "ort_ms",
                                                        "/torch", "/ort", "modelc_MB", "MB/ort", "max_diff"))
     failed = False

@@ -142,36 +142,43 @@ enum ConvolutionOperations {
     }
 
     private static func convolution(_ context: OperationContext) throws(RuntimeError) {
-        let given = try context.input(), weight = try context.input("weight")
+        let given = try context.input()
+        // Weights given inline (the fusion pass moves them there) are read without entering the plan's
+        // constant memory: oneDNN packs its own copy, so the plan holds one, not two.
+        let inlineWeight = inlineConstant(context, "weight"), inlineBias = inlineConstant(context, "bias")
+        let weightValue = inlineWeight == nil ? try context.input("weight") : nil
+        let weightShape = inlineWeight?.shape ?? weightValue?.shape ?? []
         let channelsLast = try context.bool("channels_last", false)
         // The MIL shape [N, C, spatial…] whatever the layout.
         let xShape = channelsLast && given.rank >= 3 ? [given.shape[0], given.shape[given.rank - 1]] + given.shape[1..<(given.rank - 1)] : given.shape
         let spatial = xShape.count - 2
-        guard spatial >= 1, spatial <= 3, weight.rank == xShape.count else {
-            throw context.invalid("x \(given.shape) and weight \(weight.shape): 1-, 2- or 3-D convolution needs equal ranks 3 to 5")
+        guard spatial >= 1, spatial <= 3, weightShape.count == xShape.count else {
+            throw context.invalid("x \(given.shape) and weight \(weightShape): 1-, 2- or 3-D convolution needs equal ranks 3 to 5")
         }
         let groups = try context.int("groups", 1)
-        let inputs = xShape[1], outputs = weight.shape[0], perGroup = weight.shape[1]
+        let inputs = xShape[1], outputs = weightShape[0], perGroup = weightShape[1]
         guard groups >= 1, inputs == perGroup * groups, outputs % groups == 0 else {
-            throw context.invalid("\(inputs) input channels, weight \(weight.shape), \(groups) groups")
+            throw context.invalid("\(inputs) input channels, weight \(weightShape), \(groups) groups")
         }
-        let kernel = Array(weight.shape[2...])
+        let kernel = Array(weightShape[2...])
         let strides = try context.ints("strides") ?? Array(repeating: 1, count: spatial)
         let dilations = try context.ints("dilations") ?? Array(repeating: 1, count: spatial)
         guard strides.count == spatial, dilations.count == spatial else { throw context.invalid("strides and dilations need \(spatial) values") }
         let input = Array(xShape[2...])
         let (before, output) = try geometry(context, input: input, kernel: kernel, strides: strides, dilations: dilations, ceilMode: false)
-        let bias = try context.optional("bias")
-        if let bias, bias.count != outputs { throw context.invalid("bias has \(bias.count) values for \(outputs) output channels") }
+        let biasValue = inlineBias == nil ? try context.optional("bias") : nil
+        let biasCount = inlineBias?.count ?? biasValue?.count
+        if let biasCount, biasCount != outputs { throw context.invalid("bias has \(biasCount) values for \(outputs) output channels") }
+        let biasConstant = inlineBias ?? biasValue?.constant
         let posts = try postOperations(context)
         let outShape = [xShape[0], outputs] + output
         let stored = channelsLast ? [outShape[0]] + output + [outputs] : outShape
         let out = try context.output(stored)
 
-        if DNNL.isAvailable, given.isFloat, let weights = weight.constant, bias == nil || bias?.constant != nil,
+        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil,
            let primitive = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
-               input: xShape, output: outShape, weightShape: weight.shape, groups: groups, strides: strides, dilations: dilations,
-               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: bias?.constant?.floats, posts: posts, stored: stored) {
+               input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
+               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
             let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
             let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel, summed = primitive.summed
             let bytes = stored.reduce(1, *) * 4
@@ -184,9 +191,19 @@ enum ConvolutionOperations {
             }
             return
         }
+        let weight: PlanValue
+        if let weightValue { weight = weightValue } else { weight = try context.input("weight") }
+        let bias: PlanValue?
+        if let biasValue { bias = biasValue } else { bias = try context.optional("bias") }
         try columnConvolution(context, x: given, weight: weight, bias: bias, xShape: xShape, input: input, output: output, kernel: kernel,
                               strides: strides, dilations: dilations, before: before, groups: groups, posts: posts,
                               channelsLast: channelsLast, out: out)
+    }
+
+    /// Parameter `key` when it is a constant given inline (not a named value).
+    private static func inlineConstant(_ context: OperationContext, _ key: String) -> Tensor? {
+        if case .constant(let tensor)? = context.op.arguments[key]?.first, tensor.type.isFloat { return tensor }
+        return nil
     }
 
     /// A convolution prepared on oneDNN: the primitive, the run arguments

@@ -4,7 +4,8 @@
 /// `fused_conv` (see `ConvolutionOperations`), which oneDNN applies while
 /// the result is still in cache.
 enum ConvolutionFusion {
-    static let rules: [FusionRule] = [batchNorm, bias, hardSwish, activation, residual, hardSwish, activation, affineBatchNorm, activation]
+    static let rules: [FusionRule] = [batchNorm, bias, hardSwish, activation, residual, hardSwish, activation, affineBatchNorm, activation,
+                                      inlineWeights]
 
     /// The operations a fusion may extend: a plain convolution or one fused before.
     static let convolutions: Set<String> = ["conv", "fused_conv", "channel_affine"]
@@ -224,6 +225,24 @@ enum ConvolutionFusion {
             "x": x, "scale": [.constant(Tensor(floats: scale, shape: [channels]))], "shift": [.constant(Tensor(floats: shift, shape: [channels]))],
         ], outputs: norm.outputs, blocks: [])
         graph.update(index, to: affine)
+        return true
+    }
+
+    /// A convolution's weights and bias, when nothing else reads them, given
+    /// inline: the kernel then reads them without adding them to the plan's
+    /// constant memory (oneDNN keeps its packed copy; `ConvolutionOperations`).
+    static let inlineWeights = FusionRule("inline convolution weights") { graph, index in
+        guard let conv = graph.operation(at: index), conv.type == "conv" || conv.type == "fused_conv" else { return false }
+        var rewritten = conv
+        var changed = false
+        for key in ["weight", "bias"] {
+            guard case .value(let name)? = conv.arguments[key]?.first, let tensor = graph.constants[name], tensor.type.isFloat,
+                  graph.isPrivate(name) else { continue }
+            rewritten.arguments[key] = [.constant(tensor)]
+            changed = true
+        }
+        guard changed else { return false }
+        graph.update(index, to: rewritten)
         return true
     }
 }
