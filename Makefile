@@ -145,6 +145,7 @@ bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed
 	Scripts/bench.sh
 	Scripts/serve-bench.sh
 	ZOO_VENV=$(ZOO_VENV) Scripts/bench-transformers.sh
+	ZOO_VENV=$(ZOO_VENV) Scripts/bench-cnn.sh
 
 # MLServer and its friends for the serving bench only, never for make test.
 $(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt

@@ -62,28 +62,22 @@ enum EngineBuilder {
         throw .unsupportedModel(kind: kind, reason: refusalReason(kind))
     }
 
-    /// The engine for an ML program, by the transitional rule of
-    /// docs/runtime.md: a single-function program with fixed input shapes
-    /// runs on the layer engine (NetworkRuntime) when it takes the program,
-    /// as it did before; every other program, and every program the layer
-    /// engine refuses, runs on the tensor engine (TensorRuntime). A flexible
-    /// program the tensor engine refuses falls back to the layer engine.
+    /// The engine for an ML program (docs/runtime.md): the tensor engine
+    /// (TensorRuntime); a program it refuses at load falls back to the layer
+    /// engine (NetworkRuntime) when that one takes it and the run names no
+    /// function, so that nothing that ran before stops running.
+    /// `ProgramEngineChoice.layer` forces the layer engine, `.tensor` the
+    /// tensor engine alone.
     static func programEngine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
         if context.programEngine == .layer {
             return try NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory, threads: context.threads)
         }
-        let layerEngineFirst = context.programEngine == .automatic && summary.functionInterfaces.count <= 1 && context.functionName == nil
-            && !hasFlexibleInputs(summary)
-        if layerEngineFirst, let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
-                                                              threads: context.threads) {
-            return engine
-        }
         do {
             return try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
                                     functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
         } catch {
-            if layerEngineFirst || context.programEngine == .tensor || summary.functionInterfaces.count > 1 { throw error }
+            if context.programEngine == .tensor || summary.functionInterfaces.count > 1 || context.functionName != nil { throw error }
             if let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
                                                threads: context.threads) {
                 return engine
@@ -121,17 +115,6 @@ enum EngineBuilder {
                     if case .unsupportedLayer = refusal { throw refusal }
                     throw error
                 }
-            }
-        }
-    }
-
-    /// Whether an input takes more than one shape or size.
-    static func hasFlexibleInputs(_ summary: ModelSummary) -> Bool {
-        summary.inputs.contains { input in
-            switch input.type {
-            case .multiArray(let array): array.shapeFlexibility != nil
-            case .image(let image): image.sizeFlexibility != nil
-            default: false
             }
         }
     }

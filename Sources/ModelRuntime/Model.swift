@@ -29,8 +29,8 @@ public struct ModelConfiguration: Sendable, Equatable {
 
 /// The engine that runs an ML program or a neural network while two exist (docs/runtime.md).
 public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// The layer engine for single-function programs with fixed shapes and for
-    /// neural networks that it takes, else the tensor engine.
+    /// ML programs: the tensor engine; the layer engine only for a program the tensor engine refuses at load (and no
+    /// function named). Neural networks: the layer engine when it takes them, else the tensor engine through the lowering.
     case automatic
     /// Always the tensor engine (TensorRuntime); neural networks are lowered onto it.
     case tensor

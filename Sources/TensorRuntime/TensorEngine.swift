@@ -64,7 +64,7 @@ public final class TensorEngine: PredictionEngine {
         self.threads = max(1, threads)
         self.rank5Inputs = rank5Inputs
         var function = function
-        function.block = Planner.foldConstants(function.block)
+        function.block = ChannelsLastLayout.run(FusionPass.run(Planner.foldConstants(function.block)), inputs: function.inputs)
         self.function = function
         self.functionName = name
         var interface = interface

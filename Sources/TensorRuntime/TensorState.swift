@@ -1,4 +1,19 @@
+import Foundation
 import ModelFeatures
+import SystemIO
+
+extension TensorState {
+    static let profiling: Bool = {
+        guard ProcessInfo.processInfo.environment["MODELC_PROFILE"] != nil else { return false }
+        atexit { TensorState.dumpProfile() }
+        return true
+    }()
+    static let totals = Locked<[String: UInt64]>([:])
+    static func record(_ kind: String, _ nanoseconds: UInt64) { totals.withLock { $0[kind, default: 0] += nanoseconds } }
+    static func dumpProfile() {
+        for (kind, total) in totals.withLock({ $0 }).sorted(by: { $0.value > $1.value }) { print(kind, Double(total) / 1e6) }
+    }
+}
 
 /// One prediction's memory for a plan: the arena every computed value lives
 /// in, and the table of every value's address that kernels read. Taken from
@@ -33,6 +48,14 @@ final class TensorState {
     /// Runs every step in order.
     func run() throws(RuntimeError) {
         let buffers = self.buffers
+        if TensorState.profiling {
+            for step in plan.steps {
+                let start = DispatchTime.now().uptimeNanoseconds
+                try step.kernel(buffers)
+                TensorState.record(step.kind, DispatchTime.now().uptimeNanoseconds - start)
+            }
+            return
+        }
         for step in plan.steps { try step.kernel(buffers) }
     }
 

@@ -27,7 +27,7 @@ enum PredictCommand {
             DIR/N-OUTPUT.png for case N (from 1) of several.
             --function NAME runs that function of a multi-function ML program (default: the
             model's default function). --engine tensor|layer runs an ML program on that engine
-            (default auto: see docs/runtime.md; transitional while there are two).
+            (default auto: the tensor engine, the layer engine for a program it refuses; transitional).
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [

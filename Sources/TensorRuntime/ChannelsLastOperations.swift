@@ -1,0 +1,142 @@
+import ModelFeatures
+
+/// Kernels for channels-last values (`[N, H, W, C]`, see
+/// `ChannelsLastLayout`) where a general kernel walks them slowly: the mean
+/// over the spatial axes (a squeeze-and-excitation block's pooling) and a
+/// product by one value per image and channel (its scaling).
+enum ChannelsLastOperations {
+    static let definitions: [String: OperationDefinition] = [
+        "spatial_mean": OperationDefinition(["x"]) { context throws(RuntimeError) in
+            try spatialMean(context)
+        },
+        "channel_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
+            try channelProduct(context)
+        },
+        "channel_affine": OperationDefinition(["x", "scale", "shift", "activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
+            try channelAffine(context)
+        },
+    ]
+
+    /// `x * scale[c] + shift[c]` per channel `c` (axis 1, or the last axis
+    /// channels-last) — a batch norm with constant statistics — then the
+    /// activations fused after it.
+    private static func channelAffine(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        let channelsLast = try context.bool("channels_last", false)
+        guard x.rank >= 2, let scale = try context.constant("scale")?.floats, let shift = try context.constant("shift")?.floats else {
+            throw context.invalid("channel_affine needs x of rank 2 or more, a constant scale and shift")
+        }
+        let channels = channelsLast ? x.shape[x.rank - 1] : x.shape[1]
+        guard scale.count == channels, shift.count == channels else { throw context.invalid("\(scale.count) scales for \(channels) channels") }
+        var functions: [@Sendable (Float) -> Float] = []
+        let kinds = try context.constant("activations")?.strings ?? []
+        let alphas = try context.constant("alphas")?.floats ?? [], betas = try context.constant("betas")?.floats ?? []
+        guard alphas.count == kinds.count, betas.count == kinds.count else { throw context.invalid("post-operations need one alpha and beta each") }
+        for (index, kind) in kinds.enumerated() {
+            guard let function = ConvolutionOperations.activation(.init(kind: kind, alpha: alphas[index], beta: betas[index], residual: nil)) else {
+                throw context.unsupported("post-operation \(kind) is not one modelc fuses")
+            }
+            functions.append(function)
+        }
+        let relu = kinds == ["relu"], activations = functions
+        let out = try context.output(x.shape)
+        let from = x.id, count = x.count
+        let inner = channelsLast ? 1 : x.shape[2...].reduce(1, *)
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out)
+            scale.withUnsafeBufferPointer { a in
+                shift.withUnsafeBufferPointer { b in
+                    guard let a = a.baseAddress, let b = b.baseAddress else { return }
+                    // One pass, `v < 0 ? 0 : v` (NaN stays NaN, as relu keeps it) so that the loops vectorize.
+                    if channelsLast {
+                        var offset = 0
+                        while offset < count {
+                            let x = source + offset, y = target + offset
+                            if relu {
+                                for c in 0..<channels {
+                                    let v = x[c] * a[c] + b[c]
+                                    y[c] = v < 0 ? 0 : v
+                                }
+                            } else {
+                                for c in 0..<channels { y[c] = x[c] * a[c] + b[c] }
+                            }
+                            offset += channels
+                        }
+                    } else {
+                        var offset = 0, c = 0
+                        while offset < count {
+                            let m = a[c], k = b[c], x = source + offset, y = target + offset
+                            if relu {
+                                for i in 0..<inner {
+                                    let v = x[i] * m + k
+                                    y[i] = v < 0 ? 0 : v
+                                }
+                            } else {
+                                for i in 0..<inner { y[i] = x[i] * m + k }
+                            }
+                            offset += inner
+                            c = c + 1 == channels ? 0 : c + 1
+                        }
+                    }
+                }
+            }
+            if !relu {
+                for function in activations {
+                    for index in 0..<count { target[index] = function(target[index]) }
+                }
+            }
+        }
+    }
+
+    /// `[N, spatial…, C]` → `[N, 1…, C]`: the mean of each image's channel, summed in Double.
+    private static func spatialMean(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        guard x.rank >= 3, x.isFloat else { throw context.invalid("x \(x.shape) is not a channels-last image") }
+        let batch = x.shape[0], channels = x.shape[x.rank - 1], positions = x.shape[1..<(x.rank - 1)].reduce(1, *)
+        let out = try context.output([batch] + Array(repeating: 1, count: x.rank - 2) + [channels])
+        let from = x.id
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out)
+            var sums = [Double](repeating: 0, count: channels)
+            sums.withUnsafeMutableBufferPointer { sum in
+                for n in 0..<batch {
+                    for c in 0..<channels { sum[c] = 0 }
+                    let image = source + n * positions * channels
+                    for p in 0..<positions {
+                        let row = image + p * channels
+                        for c in 0..<channels { sum[c] += Double(row[c]) }
+                    }
+                    for c in 0..<channels { target[n * channels + c] = Float(sum[c] / Double(max(positions, 1))) }
+                }
+            }
+        }
+    }
+
+    /// `x * y` where one is `[N, spatial…, C]` and the other `[N, 1…, C]`; any other shapes go to `mul`.
+    private static func channelProduct(_ context: OperationContext) throws(RuntimeError) {
+        let a = try context.input("x"), b = try context.input("y")
+        let (image, scale) = a.count >= b.count ? (a, b) : (b, a)
+        let rank = image.rank
+        guard rank >= 3, scale.rank == rank, image.isFloat, scale.isFloat, scale.constant == nil,
+              scale.shape[0] == image.shape[0], scale.shape[rank - 1] == image.shape[rank - 1],
+              scale.shape[1..<(rank - 1)].allSatisfy({ $0 == 1 })
+        else {
+            guard let mul = OperationRegistry.definitions["mul"] else { throw context.unsupported("mul is not registered") }
+            try mul.plan(context)
+            return
+        }
+        let out = try context.output(image.shape)
+        let batch = image.shape[0], channels = image.shape[rank - 1], positions = image.count / max(batch * channels, 1)
+        let from = image.id, factors = scale.id
+        context.run(reads: [image, scale], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out), s = buffers.floats(factors)
+            for n in 0..<batch {
+                let row = s + n * channels
+                for p in 0..<positions {
+                    let offset = (n * positions + p) * channels
+                    for c in 0..<channels { target[offset + c] = source[offset + c] * row[c] }
+                }
+            }
+        }
+    }
+}

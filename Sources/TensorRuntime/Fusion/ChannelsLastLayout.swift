@@ -1,0 +1,335 @@
+/// Chooses the layout of a program's 2-D image tensors: convolutions and
+/// pooling on oneDNN run fastest on `[N, H, W, C]` (its jit kernels; on
+/// `[N, C, H, W]` it falls back to image-to-column products), so chains of
+/// them, and the elementwise operations, channel concatenations, per-channel
+/// normalizations and spatial reductions between them, compute their values
+/// channels-last. A `layout_transpose` converts at the edges only: where a
+/// value enters such a chain, and where an operation that needs MIL's layout
+/// (or the function's result) reads one.
+///
+/// A value computed channels-last is named `NAME#channels_last`; its MIL
+/// layout keeps the program's name `NAME` and exists only if something reads
+/// it. Runs after the fusions, on the top-level block, and only when oneDNN
+/// is there.
+enum ChannelsLastLayout {
+    static let suffix = "#channels_last"
+
+    /// Elementwise operations whose result does not depend on the layout
+    /// when every tensor operand is laid out the same way.
+    static let elementwise: Set<String> = [
+        "add", "sub", "mul", "real_div", "maximum", "minimum", "pow",
+        "relu", "relu6", "sigmoid", "silu", "tanh", "clip", "sigmoid_hard", "leaky_relu", "elu", "gelu", "softplus",
+        "exp", "sqrt", "rsqrt", "abs", "square", "inverse", "linear_activation", "thresholded_relu",
+    ]
+
+    /// Reductions whose axes are remapped.
+    static let reductions: Set<String> = ["reduce_mean", "reduce_max", "reduce_sum", "reduce_min"]
+
+    /// MIL's axis → the channels-last axis, for rank 4.
+    static let axisMap = [0, 3, 1, 2]
+
+    /// `block` (a function's, whose inputs are `inputs`) with its layout chosen.
+    static func run(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) -> GraphBlock {
+        guard DNNL.isAvailable else { return block }
+        var pass = Pass(block: block, inputs: inputs)
+        pass.rewrite()
+        return pass.result
+    }
+
+    private struct Pass {
+        let block: GraphBlock
+        var operations: [GraphOperation] = []
+        var constants: [String: Tensor]
+        /// Values with a channels-last version, by MIL name.
+        var channelsLast: [String: String] = [:]
+        /// Values computed channels-last only (their MIL layout not made yet).
+        var missing: Set<String> = []
+        var result: GraphBlock { GraphBlock(inputs: block.inputs, operations: operations, outputs: block.outputs, constants: constants) }
+        /// Rank of each computed value, when declared.
+        var ranks: [String: Int] = [:]
+        /// Element type of each computed value.
+        var elements: [String: ElementType] = [:]
+
+        init(block: GraphBlock, inputs: [(name: String, type: ValueType)]) {
+            self.block = block
+            constants = block.constants
+            for input in block.inputs + inputs {
+                ranks[input.name] = input.type.shape?.count
+                elements[input.name] = input.type.element
+            }
+        }
+
+        mutating func rewrite() {
+            let changed = Self.candidates(block)
+            guard changed else {
+                operations = block.operations
+                return
+            }
+            for op in block.operations {
+                for output in op.outputs {
+                    ranks[output.name] = output.type.shape?.count
+                    elements[output.name] = output.type.element
+                }
+                if let converted = convert(op) {
+                    operations.append(converted)
+                } else {
+                    operations.append(restore(op))
+                }
+            }
+            for name in block.outputs { restoreValue(name) }
+        }
+
+        /// Whether the block has a convolution this pass would lay out channels-last at all.
+        static func candidates(_ block: GraphBlock) -> Bool {
+            block.operations.contains { op in
+                ["conv", "fused_conv"].contains(op.type) && op.outputs.first?.type.shape?.count == 4
+            }
+        }
+
+        // MARK: Values
+
+        func isConstant(_ argument: GraphArgument) -> Tensor? {
+            switch argument {
+            case .constant(let tensor): tensor
+            case .value(let name): constants[name]
+            }
+        }
+
+        /// The channels-last name of `name`, adding its transpose if it has none yet.
+        mutating func channelsLastValue(_ name: String) -> String {
+            if let existing = channelsLast[name] { return existing }
+            let target = name + ChannelsLastLayout.suffix
+            operations.append(transpose(from: name, to: target, toChannelsLast: true))
+            channelsLast[name] = target
+            elements[target] = elements[name]
+            return target
+        }
+
+        /// Makes the MIL layout of `name` if it was computed channels-last only.
+        mutating func restoreValue(_ name: String) {
+            guard missing.contains(name), let source = channelsLast[name] else { return }
+            operations.append(transpose(from: source, to: name, toChannelsLast: false))
+            missing.remove(name)
+        }
+
+        func transpose(from source: String, to target: String, toChannelsLast: Bool) -> GraphOperation {
+            GraphOperation(type: "layout_transpose",
+                           arguments: ["x": [.value(source)], "channels_last": [.constant(Tensor(ints: [toChannelsLast ? 1 : 0], shape: [], type: .bool))]],
+                           outputs: [(target, ValueType(element: elements[source] ?? .float32, shape: nil))], blocks: [])
+        }
+
+        /// `op` reading the MIL layout of every value it (and its nested blocks) reads.
+        mutating func restore(_ op: GraphOperation) -> GraphOperation {
+            for arguments in op.arguments.values {
+                for case .value(let name) in arguments { restoreValue(name) }
+            }
+            var nested: Set<String> = []
+            for inner in op.blocks { Self.reads(of: inner, into: &nested) }
+            for name in nested.sorted() { restoreValue(name) }
+            return op
+        }
+
+        static func reads(of block: GraphBlock, into names: inout Set<String>) {
+            for op in block.operations {
+                for arguments in op.arguments.values {
+                    for case .value(let name) in arguments { names.insert(name) }
+                }
+                for inner in op.blocks { reads(of: inner, into: &names) }
+            }
+            names.formUnion(block.outputs)
+        }
+
+        /// Marks `op`'s output as computed channels-last under a new name.
+        mutating func renameOutput(_ op: inout GraphOperation) {
+            let name = op.outputs[0].name
+            let target = name + ChannelsLastLayout.suffix
+            var type = op.outputs[0].type
+            if let shape = type.shape, shape.count == 4 { type.shape = [shape[0], shape[2], shape[3], shape[1]] }
+            op.outputs[0] = (target, type)
+            channelsLast[name] = target
+            elements[target] = type.element
+            missing.insert(name)
+        }
+
+        /// A constant operand of an elementwise operation, broadcast against
+        /// rank-4 tensors: made rank 4 and laid out channels-last.
+        static func permuted(_ tensor: Tensor) -> Tensor? {
+            guard tensor.shape.count <= 4, tensor.type != .string else { return nil }
+            if tensor.count == 1 { return tensor }
+            let shape = Array(repeating: 1, count: 4 - tensor.shape.count) + tensor.shape
+            let (n, c, h, w) = (shape[0], shape[1], shape[2], shape[3])
+            var order: [Int] = []
+            order.reserveCapacity(tensor.count)
+            for a in 0..<n { for y in 0..<h { for x in 0..<w { for k in 0..<c { order.append(((a * c + k) * h + y) * w + x) } } } }
+            let target = [n, h, w, c]
+            switch tensor.storage {
+            case .floats(let values): return Tensor(type: tensor.type, shape: target, storage: .floats(order.map { values[$0] }))
+            case .ints(let values): return Tensor(type: tensor.type, shape: target, storage: .ints(order.map { values[$0] }))
+            case .strings: return nil
+            }
+        }
+
+        // MARK: Operations
+
+        /// `op` computing channels-last, or `nil` to keep it in MIL's layout.
+        mutating func convert(_ op: GraphOperation) -> GraphOperation? {
+            guard op.blocks.isEmpty, op.outputs.count == 1, op.outputs[0].type.shape?.count == 4 else {
+                if ChannelsLastLayout.reductions.contains(op.type) { return reduction(op) }
+                return nil
+            }
+            switch op.type {
+            case "conv", "fused_conv": return convolution(op)
+            case "max_pool", "avg_pool": return pooling(op)
+            case "concat": return concat(op)
+            case "batch_norm": return batchNorm(op)
+            case "channel_affine": return affine(op)
+            default:
+                if ChannelsLastLayout.elementwise.contains(op.type) { return elementwiseOperation(op) }
+                if ChannelsLastLayout.reductions.contains(op.type) { return reduction(op) }
+                return nil
+            }
+        }
+
+        mutating func convolution(_ op: GraphOperation) -> GraphOperation? {
+            guard case .value(let x)? = op.arguments["x"]?.first, constants[x] == nil, ranks[x] == 4,
+                  let weight = op.arguments["weight"]?.first, isConstant(weight) != nil,
+                  op.arguments["bias"]?.first.map({ isConstant($0) != nil }) ?? true
+            else { return nil }
+            var result = op
+            if op.type == "conv" {
+                result.type = "fused_conv"
+            }
+            for (index, argument) in (op.arguments["residuals"] ?? []).enumerated() {
+                guard case .value(let name) = argument, ranks[name] == 4 else { return nil }
+                result.arguments["residuals"]?[index] = .value(channelsLastValue(name))
+            }
+            result.arguments["x"] = [.value(channelsLastValue(x))]
+            result.arguments["channels_last"] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+            renameOutput(&result)
+            return result
+        }
+
+        mutating func pooling(_ op: GraphOperation) -> GraphOperation? {
+            guard case .value(let x)? = op.arguments["x"]?.first, constants[x] == nil, ranks[x] == 4 else { return nil }
+            // What oneDNN pools the way MIL does: an average counting padding has no ceil-mode overhang.
+            if op.type == "avg_pool" {
+                let exclude = op.arguments["exclude_padding_from_average"]?.first.flatMap(isConstant)?.scalar ?? 0
+                let ceil = op.arguments["ceil_mode"]?.first.flatMap(isConstant)?.scalar ?? 0
+                guard exclude != 0 || ceil == 0 else { return nil }
+            }
+            guard channelsLast[x] != nil else { return nil }
+            var result = op
+            result.arguments["x"] = [.value(channelsLastValue(x))]
+            result.arguments["channels_last"] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+            renameOutput(&result)
+            return result
+        }
+
+        /// An elementwise operation on channels-last operands: only when every
+        /// computed operand already has a channels-last version (no transpose is added for it).
+        mutating func elementwiseOperation(_ op: GraphOperation) -> GraphOperation? {
+            var result = op
+            var any = false
+            for (key, arguments) in op.arguments {
+                for (index, argument) in arguments.enumerated() {
+                    if let tensor = isConstant(argument) {
+                        guard ["x", "y"].contains(key) else { continue }
+                        if tensor.count == 1 { continue }
+                        guard tensor.type.isFloat, let permuted = Self.permuted(tensor) else { return nil }
+                        result.arguments[key]?[index] = .constant(permuted)
+                        continue
+                    }
+                    guard case .value(let name) = argument, let layout = channelsLast[name], ranks[name] == 4 else { return nil }
+                    result.arguments[key]?[index] = .value(layout)
+                    any = true
+                }
+            }
+            guard any else { return nil }
+            if op.type == "mul" { result.type = "channel_mul" }
+            renameOutput(&result)
+            return result
+        }
+
+        mutating func concat(_ op: GraphOperation) -> GraphOperation? {
+            guard let axis = op.arguments["axis"]?.first.flatMap(isConstant)?.scalar,
+                  (op.arguments["interleave"]?.first.flatMap(isConstant)?.scalar ?? 0) == 0,
+                  let values = op.arguments["values"], !values.isEmpty
+            else { return nil }
+            let resolved = Int(axis) < 0 ? Int(axis) + 4 : Int(axis)
+            guard resolved >= 0, resolved < 4 else { return nil }
+            var converted: [GraphArgument] = []
+            for argument in values {
+                guard case .value(let name) = argument, let layout = channelsLast[name] else { return nil }
+                converted.append(.value(layout))
+            }
+            var result = op
+            result.arguments["values"] = converted
+            result.arguments["axis"] = [.constant(Tensor(ints: [Int32(ChannelsLastLayout.axisMap[resolved])], shape: []))]
+            renameOutput(&result)
+            return result
+        }
+
+        /// A per-channel scale and shift on a channels-last value: the same with `channels_last`.
+        mutating func affine(_ op: GraphOperation) -> GraphOperation? {
+            guard case .value(let x)? = op.arguments["x"]?.first, let layout = channelsLast[x], ranks[x] == 4, (op.arguments["residuals"] ?? []).isEmpty else { return nil }
+            var result = op
+            result.arguments["x"] = [.value(layout)]
+            result.arguments["channels_last"] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+            renameOutput(&result)
+            return result
+        }
+
+        /// A batch norm with constant statistics on a channels-last value:
+        /// a multiply and an add by `[1, 1, 1, C]` constants.
+        mutating func batchNorm(_ op: GraphOperation) -> GraphOperation? {
+            guard case .value(let x)? = op.arguments["x"]?.first, channelsLast[x] != nil,
+                  let mean = op.arguments["mean"]?.first.flatMap(isConstant)?.floats,
+                  let variance = op.arguments["variance"]?.first.flatMap(isConstant)?.floats
+            else { return nil }
+            let channels = mean.count
+            let gamma = op.arguments["gamma"]?.first.flatMap(isConstant)?.floats ?? Array(repeating: 1, count: channels)
+            let beta = op.arguments["beta"]?.first.flatMap(isConstant)?.floats ?? Array(repeating: 0, count: channels)
+            let epsilon = op.arguments["epsilon"]?.first.flatMap(isConstant)?.scalar.map(Float.init) ?? 1e-5
+            guard variance.count == channels, gamma.count == channels, beta.count == channels else { return nil }
+            // As the batch_norm kernel computes them, in Float.
+            let scale = (0..<channels).map { gamma[$0] / (variance[$0] + epsilon).squareRoot() }
+            let shift = (0..<channels).map { beta[$0] - mean[$0] * scale[$0] }
+            let name = op.outputs[0].name
+            var multiply = GraphOperation(type: "mul", arguments: ["x": [.value(channelsLastValue(x))],
+                                                                   "y": [.constant(Tensor(floats: scale, shape: [1, 1, 1, channels]))]],
+                                          outputs: [(name + "#scaled", op.outputs[0].type)], blocks: [])
+            renameOutput(&multiply)
+            let scaled = channelsLast[name + "#scaled"] ?? name
+            operations.append(multiply)
+            var add = GraphOperation(type: "add", arguments: ["x": [.value(scaled)], "y": [.constant(Tensor(floats: shift, shape: [1, 1, 1, channels]))]],
+                                     outputs: [(name, op.outputs[0].type)], blocks: [])
+            renameOutput(&add)
+            return add
+        }
+
+        /// A reduction over a channels-last value with its axes remapped:
+        /// channels-last with `keep_dims`, MIL's layout when it reduces exactly the spatial axes away.
+        mutating func reduction(_ op: GraphOperation) -> GraphOperation? {
+            guard case .value(let x)? = op.arguments["x"]?.first, let layout = channelsLast[x], ranks[x] == 4,
+                  let axes = op.arguments["axes"]?.first.flatMap(isConstant)?.ints,
+                  Set(op.arguments.keys).isSubset(of: ["x", "axes", "keep_dims"])
+            else { return nil }
+            let keep = (op.arguments["keep_dims"]?.first.flatMap(isConstant)?.scalar ?? 0) != 0
+            let resolved = axes.map { $0 < 0 ? $0 + 4 : $0 }
+            guard resolved.allSatisfy({ $0 >= 0 && $0 < 4 }) else { return nil }
+            var result = op
+            result.arguments["x"] = [.value(layout)]
+            result.arguments["axes"] = [.constant(Tensor(ints: resolved.map { Int32(ChannelsLastLayout.axisMap[$0]) }, shape: [resolved.count]))]
+            if keep {
+                if op.type == "reduce_mean", Set(resolved) == [2, 3] {
+                    result = GraphOperation(type: "spatial_mean", arguments: ["x": [.value(layout)]], outputs: op.outputs, blocks: [])
+                }
+                renameOutput(&result)
+                return result
+            }
+            // [N, C] either way when the two spatial axes go.
+            guard Set(resolved) == [2, 3] else { return nil }
+            return result
+        }
+    }
+}
