@@ -23,7 +23,7 @@ enum ElementwiseOperations {
         all["cast"] = OperationDefinition(["x", "dtype"]) { context throws(RuntimeError) in try cast(context) }
         for (name, operation) in binaryFloat {
             all[name] = OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
-                try binary(context, float: operation, integer: binaryInteger[name])
+                try binary(context, float: operation, integer: binaryInteger[name], specialised: ElementwiseKernels.binary[name])
             }
         }
         all["select"] = OperationDefinition(["cond", "a", "b"]) { context throws(RuntimeError) in try select(context) }
@@ -183,8 +183,11 @@ enum ElementwiseOperations {
         "logical_xor": { ($0 != 0) != ($1 != 0) ? 1 : 0 },
     ]
 
+    /// `specialised`, when given, computes float operands into a float output
+    /// (the same operation as `float`, in a loop with no call per element).
     static func binary(_ context: OperationContext, float: @escaping @Sendable (Float, Float) -> Float,
-                       integer: (@Sendable (Int32, Int32) -> Int32)?) throws(RuntimeError) {
+                       integer: (@Sendable (Int32, Int32) -> Int32)?,
+                       specialised: ElementwiseKernels.BinaryRun? = nil) throws(RuntimeError) {
         let x = try context.input("x"), y = try context.input("y")
         guard let shape = Shapes.broadcast(x.shape, y.shape) else {
             throw context.invalid("shapes \(x.shape) and \(y.shape) do not broadcast")
@@ -196,6 +199,7 @@ enum ElementwiseOperations {
         let sa = strides[0].last ?? 0, sb = strides[1].last ?? 0
         let count = shape.reduce(1, *)
         let same = x.shape == shape && y.shape == shape
+        let xCount = x.count, yCount = y.count
         if !x.isFloat, !y.isFloat, let integer {
             context.run(reads: [x, y], writes: [out]) { buffers in
                 let left = buffers.ints(a), right = buffers.ints(b)
@@ -226,6 +230,20 @@ enum ElementwiseOperations {
                 let target = buffers.floats(out)
                 if leftFloat, rightFloat {
                     let left = buffers.floats(a), right = buffers.floats(b)
+                    if let specialised {
+                        if xCount == count, yCount == count {
+                            specialised(left, 1, right, 1, target, count)
+                        } else if xCount == count, yCount == 1 {
+                            specialised(left, 1, right, 0, target, count)
+                        } else if xCount == 1, yCount == count {
+                            specialised(left, 0, right, 1, target, count)
+                        } else {
+                            Shapes.walk(shape, strides) { o, offsets, n in
+                                specialised(left + offsets[0], sa, right + offsets[1], sb, target + o, n)
+                            }
+                        }
+                        return
+                    }
                     if same {
                         for k in 0..<count { target[k] = float(left[k], right[k]) }
                         return

@@ -63,6 +63,10 @@ enum LinearAlgebraOperations {
         if let bias, bias.count != n, bias.count != 1 { throw context.invalid("bias has \(bias.count) values for \(n) outputs") }
         guard x.isFloat, y.isFloat else { throw context.unsupported("integer matrix products are not supported") }
         let out = try context.output(shape)
+        if try productOnDNNL(context, x: x, y: y, xShape: xShape, yShape: yShape, transposeX: tx, transposeY: ty,
+                             batch: batch, m: m, k: k, n: n, bias: bias, out: out) {
+            return
+        }
         let batches = batch.reduce(1, *)
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
         let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
@@ -104,6 +108,57 @@ enum LinearAlgebraOperations {
                 }
             }
         }
+    }
+
+    /// Plans the product on oneDNN when it takes it: constant weights
+    /// (`linear`'s, or a constant `y` shared by every batch) packed once now
+    /// into the layout oneDNN's kernel reads, the rows of every batch as one
+    /// product; otherwise a batched product reading both operands in place
+    /// (transposes as strides, batch axes broadcast). `false` leaves it to OpenBLAS.
+    private static func productOnDNNL(_ context: OperationContext, x: PlanValue, y: PlanValue, xShape: [Int], yShape: [Int],
+                                      transposeX tx: Bool, transposeY ty: Bool, batch: [Int], m: Int, k: Int, n: Int,
+                                      bias: PlanValue?, out: Int) throws(RuntimeError) -> Bool {
+        guard m > 0, n > 0, k > 0, bias == nil || bias?.constant != nil else { return false }
+        let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
+        let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
+        let kernel: DNNLPreparedPrimitive?
+        let packed: Bool
+        if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
+            let rows = xBatch.reduce(1, *) * m
+            let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
+            kernel = weights.floats.withUnsafeBufferPointer { values in
+                DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
+                                   bias: biasValues, activation: nil, residual: nil, threads: context.threads)
+            }
+            packed = true
+        } else {
+            // One rank for all three; a stored operand's last two axes are (rows, columns) before any transpose.
+            let rank = batch.count + 2
+            func operand(_ stored: [Int], transposed: Bool, rows: Int, columns: Int) -> DNNLKernels.Operand {
+                let padded = Array(repeating: 1, count: rank - stored.count) + stored
+                var strides = Shapes.strides(padded)
+                if transposed { strides.swapAt(rank - 2, rank - 1) }
+                return DNNLKernels.Operand(dims: Array(padded.dropLast(2)) + [rows, columns], strides: strides)
+            }
+            kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
+                                        weights: operand(yShape, transposed: ty, rows: k, columns: n),
+                                        destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: nil,
+                                        residual: nil, threads: context.threads)
+            packed = false
+        }
+        guard let kernel else { return false }
+        let a = x.id, b = y.id
+        let failure = DNNLKernels.failure(context)
+        if packed {
+            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+                guard kernel.run(buffers.raw(a), buffers.raw(out)) else { throw failure }
+            }
+        } else {
+            context.run(reads: [x, y], writes: [out]) { buffers throws(RuntimeError) in
+                guard kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out)) else { throw failure }
+            }
+        }
+        return true
     }
 
     /// The element offset (in matrices) of each batch index for broadcast strides.
