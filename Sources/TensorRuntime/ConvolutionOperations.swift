@@ -1,21 +1,32 @@
+import CDNNL
 import Foundation
 import ModelFeatures
 
-/// Convolution (1-, 2- and 3-D, groups, dilations, every pad type) as
-/// image-to-column plus OpenBLAS products, and pooling (max, average, L2)
-/// with `ceil_mode`.
+/// Convolution (1-, 2- and 3-D, groups, dilations, every pad type),
+/// transposed convolution and pooling (max, average, L2) with `ceil_mode`:
+/// on oneDNN with weights packed once at plan time where it runs them, as
+/// image-to-column plus OpenBLAS products and our own loops elsewhere.
+///
+/// `fused_conv` is a convolution the fusion pass (`ConvolutionFusion`)
+/// made: post-operations (activations, residual sums) applied to its result
+/// in order. `channels_last` (set by `ChannelsLastLayout`) says `x` and the
+/// result are `[N, spatial…, C]`.
 enum ConvolutionOperations {
+    static let convolutionParameters = ["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]
     static let definitions: [String: OperationDefinition] = [
-        "conv": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]) { context throws(RuntimeError) in
+        "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
+            try convolution(context)
+        },
+        "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
             try convolution(context)
         },
         "conv_transpose": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups", "output_shape"]) { context throws(RuntimeError) in
             try transposedConvolution(context)
         },
-        "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
+        "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .max)
         },
-        "avg_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"]) { context throws(RuntimeError) in
+        "avg_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average", "channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .average)
         },
         "l2_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
@@ -58,14 +69,85 @@ enum ConvolutionOperations {
         return (before, output)
     }
 
+    /// A post-operation of a `fused_conv`: an activation by name (with its
+    /// alpha and beta), or `add` of a residual value.
+    struct PostOperation {
+        var kind: String
+        var alpha: Float
+        var beta: Float
+        var residual: PlanValue?
+    }
+
+    private static func postOperations(_ context: OperationContext) throws(RuntimeError) -> [PostOperation] {
+        let kinds = try context.constant("activations")?.strings ?? []
+        let alphas = try context.constant("alphas")?.floats ?? [], betas = try context.constant("betas")?.floats ?? []
+        var residuals = try context.list("residuals")[...]
+        guard alphas.count == kinds.count, betas.count == kinds.count else { throw context.invalid("post-operations need one alpha and beta each") }
+        var result: [PostOperation] = []
+        for (index, kind) in kinds.enumerated() {
+            var post = PostOperation(kind: kind, alpha: alphas[index], beta: betas[index], residual: nil)
+            if kind == "add" {
+                guard let residual = residuals.popFirst() else { throw context.invalid("post-operation add has no residual") }
+                post.residual = residual
+            } else if activation(post) == nil {
+                throw context.unsupported("post-operation \(kind) is not one modelc fuses")
+            }
+            result.append(post)
+        }
+        return result
+    }
+
+    /// An activation post-operation as a function of one value.
+    static func activation(_ post: PostOperation) -> (@Sendable (Float) -> Float)? {
+        let alpha = post.alpha, beta = post.beta
+        switch post.kind {
+        case "relu": return { max($0, 0) }
+        case "relu6": return { min(max($0, 0), 6) }
+        case "clip": return { min(max($0, alpha), beta) }
+        case "sigmoid": return { 1 / (1 + exp(-$0)) }
+        case "silu": return { $0 / (1 + exp(-$0)) }
+        case "tanh": return { tanh($0) }
+        case "leaky_relu": return { $0 >= 0 ? $0 : alpha * $0 }
+        case "elu": return { $0 > 0 ? $0 : alpha * (exp($0) - 1) }
+        case "sigmoid_hard": return { min(max(alpha * $0 + beta, 0), 1) }
+        case "gelu_EXACT": return { x in 0.5 * x * (1 + erf(x * Float(0.5).squareRoot())) }
+        case "gelu_TANH_APPROXIMATION": return { x in 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x))) }
+        default: return nil
+        }
+    }
+
+    /// Applies `posts` in order to `count` values at `target` (residuals broadcast to `shape`).
+    static func apply(_ posts: [PostOperation], to target: UnsafeMutablePointer<Float>, shape: [Int], buffers: Buffers) {
+        let count = shape.reduce(1, *)
+        for post in posts {
+            if let residual = post.residual {
+                let source = buffers.floats(residual.id)
+                if residual.shape == shape {
+                    for index in 0..<count { target[index] += source[index] }
+                } else {
+                    let strides = Shapes.broadcastStrides(residual.shape, to: shape)
+                    Shapes.walk(shape, [strides]) { start, offsets, length in
+                        let step = strides.last ?? 0
+                        for i in 0..<length { target[start + i] += source[offsets[0] + i * step] }
+                    }
+                }
+            } else if let function = activation(post) {
+                for index in 0..<count { target[index] = function(target[index]) }
+            }
+        }
+    }
+
     private static func convolution(_ context: OperationContext) throws(RuntimeError) {
-        let x = try context.input(), weight = try context.input("weight")
-        let spatial = x.rank - 2
-        guard spatial >= 1, spatial <= 3, weight.rank == x.rank else {
-            throw context.invalid("x \(x.shape) and weight \(weight.shape): 1-, 2- or 3-D convolution needs equal ranks 3 to 5")
+        let given = try context.input(), weight = try context.input("weight")
+        let channelsLast = try context.bool("channels_last", false)
+        // The MIL shape [N, C, spatial…] whatever the layout.
+        let xShape = channelsLast && given.rank >= 3 ? [given.shape[0], given.shape[given.rank - 1]] + given.shape[1..<(given.rank - 1)] : given.shape
+        let spatial = xShape.count - 2
+        guard spatial >= 1, spatial <= 3, weight.rank == xShape.count else {
+            throw context.invalid("x \(given.shape) and weight \(weight.shape): 1-, 2- or 3-D convolution needs equal ranks 3 to 5")
         }
         let groups = try context.int("groups", 1)
-        let inputs = x.shape[1], outputs = weight.shape[0], perGroup = weight.shape[1]
+        let inputs = xShape[1], outputs = weight.shape[0], perGroup = weight.shape[1]
         guard groups >= 1, inputs == perGroup * groups, outputs % groups == 0 else {
             throw context.invalid("\(inputs) input channels, weight \(weight.shape), \(groups) groups")
         }
@@ -73,12 +155,72 @@ enum ConvolutionOperations {
         let strides = try context.ints("strides") ?? Array(repeating: 1, count: spatial)
         let dilations = try context.ints("dilations") ?? Array(repeating: 1, count: spatial)
         guard strides.count == spatial, dilations.count == spatial else { throw context.invalid("strides and dilations need \(spatial) values") }
-        let input = Array(x.shape[2...])
+        let input = Array(xShape[2...])
         let (before, output) = try geometry(context, input: input, kernel: kernel, strides: strides, dilations: dilations, ceilMode: false)
         let bias = try context.optional("bias")
         if let bias, bias.count != outputs { throw context.invalid("bias has \(bias.count) values for \(outputs) output channels") }
-        let out = try context.output([x.shape[0], outputs] + output)
-        let batch = x.shape[0], kernelCount = kernel.reduce(1, *), outCount = output.reduce(1, *), inCount = input.reduce(1, *)
+        let posts = try postOperations(context)
+        let outShape = [xShape[0], outputs] + output
+        let stored = channelsLast ? [outShape[0]] + output + [outputs] : outShape
+        let out = try context.output(stored)
+
+        if DNNL.isAvailable, given.isFloat, let weights = weight.constant, bias == nil || bias?.constant != nil,
+           let primitive = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
+               input: xShape, output: outShape, weightShape: weight.shape, groups: groups, strides: strides, dilations: dilations,
+               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: bias?.constant?.floats, posts: posts, stored: stored) {
+            let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
+            let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel
+            context.run(reads: [given.id] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+                var arguments: [(Int32, UnsafeMutableRawPointer)] = [(Int32(DNNL_ARG_SRC), buffers.raw(x)), (Int32(DNNL_ARG_DST), buffers.raw(out))]
+                for (argument, id) in residuals { arguments.append((argument, buffers.raw(id))) }
+                try kernel.run(arguments, scratchpad: scratch.map { buffers.raw($0.id) })
+                if !rest.isEmpty { apply(rest, to: buffers.floats(out), shape: stored, buffers: buffers) }
+            }
+            return
+        }
+        try columnConvolution(context, x: given, weight: weight, bias: bias, xShape: xShape, input: input, output: output, kernel: kernel,
+                              strides: strides, dilations: dilations, before: before, groups: groups, posts: posts,
+                              channelsLast: channelsLast, out: out)
+    }
+
+    /// A convolution prepared on oneDNN: the primitive, the run arguments
+    /// of the residuals it sums, and the post-operations left for our loops.
+    private struct PreparedConvolution {
+        var kernel: DNNLPrimitive
+        var fusedResiduals: [(Int32, Int)]
+        var rest: [PostOperation]
+        var scratchpadBytes: Int { kernel.scratchpadBytes }
+    }
+
+    private static func dnnlConvolution(_ context: OperationContext, geometry: DNNLConvolution.Geometry, weights: [Float], bias: [Float]?,
+                                        posts: [PostOperation], stored: [Int]) throws(RuntimeError) -> PreparedConvolution {
+        // oneDNN applies the post-operations it has, in order, up to the first it has not (or a residual of another shape).
+        var post = DNNLPostOperations()
+        var residuals: [(Int32, Int)] = []
+        var fused = 0
+        for item in posts {
+            if let residual = item.residual {
+                guard residual.shape == stored, residual.isFloat else { break }
+                residuals.append((DNNL.postOperationSource(post.steps.count), residual.id))
+                post.steps.append(.binary(dnnl_binary_add.rawValue, dims: geometry.output, channelsLast: geometry.channelsLast))
+            } else {
+                guard let steps = DNNLConvolution.steps(kind: item.kind, alpha: item.alpha, beta: item.beta) else { break }
+                post.steps += steps
+            }
+            fused += 1
+        }
+        let primitive = try DNNLConvolution.convolution(name: "convolution \"\(context.op.name)\"", geometry: geometry, weights: weights, bias: bias,
+                                                        post: post, threads: context.threads)
+        return PreparedConvolution(kernel: primitive, fusedResiduals: residuals, rest: Array(posts[fused...]))
+    }
+
+    /// Image-to-column and OpenBLAS: for weights computed at run time and what oneDNN refuses.
+    private static func columnConvolution(_ context: OperationContext, x: PlanValue, weight: PlanValue, bias: PlanValue?, xShape: [Int],
+                                          input: [Int], output: [Int], kernel: [Int], strides: [Int], dilations: [Int], before: [Int],
+                                          groups: Int, posts: [PostOperation], channelsLast: Bool, out: Int) throws(RuntimeError) {
+        let spatial = input.count
+        let inputs = xShape[1], outputs = weight.shape[0], perGroup = weight.shape[1]
+        let batch = xShape[0], kernelCount = kernel.reduce(1, *), outCount = output.reduce(1, *), inCount = input.reduce(1, *)
         let rows = perGroup * kernelCount, outPerGroup = outputs / groups
         // For each (kernel position, output position): the input offset, or -1 in the padding.
         var table: [Int32] = []
@@ -97,15 +239,24 @@ enum ConvolutionOperations {
         }
         let positions = table, from = x.id, w = weight.id, b = bias?.id
         let pointwise = kernelCount == 1 && strides.allSatisfy { $0 == 1 } && before.allSatisfy { $0 == 0 } && outCount == inCount
+        let outShape = [batch, outputs] + output
         _ = LinearAlgebraOperations.singleThreaded
-        context.run(reads: [x, weight] + (bias.map { [$0] } ?? []), writes: [out]) { buffers in
+        context.run(reads: [x, weight] + (bias.map { [$0] } ?? []) + posts.compactMap(\.residual), writes: [out]) { buffers in
             var columns = [Float](repeating: 0, count: pointwise ? 0 : rows * outCount)
-            let source = buffers.floats(from), weights = buffers.floats(w), target = buffers.floats(out)
+            // Channels-last tensors are computed channels-first in scratch and transposed at the edges.
+            var sourceCopy = [Float](repeating: 0, count: channelsLast ? batch * inputs * inCount : 0)
+            var targetCopy = [Float](repeating: 0, count: channelsLast ? batch * outputs * outCount : 0)
+            if channelsLast { transpose(buffers.floats(from), into: &sourceCopy, planes: batch, rows: inCount, columns: inputs) }
+            sourceCopy.withUnsafeMutableBufferPointer { sourceBuffer in
+            targetCopy.withUnsafeMutableBufferPointer { targetBuffer in
             columns.withUnsafeMutableBufferPointer { pointer in
+                let source = channelsLast ? UnsafePointer(sourceBuffer.baseAddress ?? buffers.floats(from)) : UnsafePointer(buffers.floats(from))
+                let target = channelsLast ? (targetBuffer.baseAddress ?? buffers.floats(out)) : buffers.floats(out)
+                let weights = buffers.floats(w)
                 for n in 0..<batch {
                     for g in 0..<groups {
                         let image = source + (n * inputs + g * perGroup) * inCount
-                        var matrix = UnsafePointer(image)
+                        var matrix = image
                         if !pointwise, let base = pointer.baseAddress {
                             for c in 0..<perGroup {
                                 let plane = image + c * inCount
@@ -131,6 +282,31 @@ enum ConvolutionOperations {
                                                      m: outPerGroup, n: outCount, k: rows, accumulate: b != nil)
                     }
                 }
+            }
+            }
+            }
+            if channelsLast {
+                targetCopy.withUnsafeBufferPointer { copy in
+                    guard let base = copy.baseAddress else { return }
+                    let target = buffers.floats(out)
+                    for n in 0..<batch {
+                        for c in 0..<outputs {
+                            for o in 0..<outCount { target[(n * outCount + o) * outputs + c] = base[(n * outputs + c) * outCount + o] }
+                        }
+                    }
+                }
+                apply(posts, to: buffers.floats(out), shape: [batch] + output + [outputs], buffers: buffers)
+            } else {
+                apply(posts, to: buffers.floats(out), shape: outShape, buffers: buffers)
+            }
+        }
+    }
+
+    /// `[planes, rows, columns]` → `[planes, columns, rows]`.
+    private static func transpose(_ source: UnsafePointer<Float>, into target: inout [Float], planes: Int, rows: Int, columns: Int) {
+        for p in 0..<planes {
+            for r in 0..<rows {
+                for c in 0..<columns { target[(p * columns + c) * rows + r] = source[(p * rows + r) * columns + c] }
             }
         }
     }

@@ -43,7 +43,7 @@ public final class TensorEngine: PredictionEngine {
         guard var function = graph.functions[name] else {
             throw .unsupportedModel(kind: "mlProgram", reason: "the program has no function \"\(name)\" (it has \(graph.functions.keys.sorted().joined(separator: ", ")))")
         }
-        function.block = Planner.foldConstants(function.block)
+        function.block = FusionPass.run(Planner.foldConstants(function.block))
         self.function = function
         self.functionName = name
         var interface = interface

@@ -1,0 +1,363 @@
+import CDNNL
+import Foundation
+import ModelFeatures
+import SystemIO
+
+/// oneDNN for the tensor engine: the CPU engine (one per process), thread
+/// counts, memory descriptors, constants packed once into the layout a
+/// primitive prefers, and primitives made at plan time and run by kernels.
+///
+/// Nothing here knows Core ML: a kernel describes its operation with
+/// oneDNN's own descriptors, makes a `DNNLPrimitive` once when it is
+/// planned and runs it on the state's buffers.
+enum DNNL {
+    /// The CPU engine; `nil` when oneDNN cannot run here (kernels then use their fallbacks).
+    static let engine: DNNLEngine? = {
+        var handle: dnnl_engine_t?
+        guard dnnl_engine_create(&handle, dnnl_cpu, 0) == dnnl_success, let handle else { return nil }
+        return DNNLEngine(handle: handle)
+    }()
+
+    /// Whether oneDNN runs here.
+    static var isAvailable: Bool { engine != nil }
+
+    /// Debian's oneDNN runs its primitives on OpenMP threads; this sets how
+    /// many the calling thread's next primitives use (OpenMP's setting is per
+    /// thread, so it is made before every creation and run).
+    static func useThreads(_ count: Int) {
+        setThreads?(Int32(max(1, count)))
+    }
+
+    private static let setThreads: (@convention(c) (Int32) -> Void)? = {
+        // libgomp comes with libdnnl; only its versioned name is installed, so it is looked up, not linked.
+        guard let symbol = dlsym(nil, "omp_set_num_threads") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Void).self)
+    }()
+
+    /// The error for oneDNN refusing or failing `what` of `primitive` (a name such as `convolution "conv_3"`).
+    static func failure(_ primitive: String, _ what: String, _ status: dnnl_status_t? = nil) -> RuntimeError {
+        let code = status.map { " (oneDNN status \($0.rawValue))" } ?? ""
+        return .invalidParameters(model: "oneDNN \(primitive)", detail: "\(what) failed\(code)")
+    }
+
+    /// `DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1`: the second
+    /// operand of the binary post-operation at `index` (a C macro Swift cannot import).
+    static func postOperationSource(_ index: Int) -> Int32 {
+        Int32(DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE) * Int32(index + 1) | Int32(DNNL_ARG_SRC_1)
+    }
+
+    /// A pool of streams: one run uses one stream at a time, and streams are not shared between threads.
+    private static let streams = Locked<[DNNLStream]>([])
+
+    /// Runs `body` with a stream no other thread is using.
+    static func withStream<Result>(_ body: (DNNLStream) throws(RuntimeError) -> Result) throws(RuntimeError) -> Result {
+        let stream: DNNLStream
+        if let idle = streams.withLock({ $0.popLast() }) {
+            stream = idle
+        } else {
+            guard let made = DNNLStream() else { throw failure("stream", "creating a stream") }
+            stream = made
+        }
+        defer { streams.withLock { $0.append(stream) } }
+        return try body(stream)
+    }
+}
+
+/// oneDNN's engine handle; never destroyed (it lives as long as the process).
+final class DNNLEngine: @unchecked Sendable {
+    let handle: dnnl_engine_t
+    init(handle: dnnl_engine_t) { self.handle = handle }
+}
+
+/// A oneDNN stream, used by one thread at a time (see `DNNL.withStream`).
+final class DNNLStream: @unchecked Sendable {
+    let handle: dnnl_stream_t
+
+    init?() {
+        var handle: dnnl_stream_t?
+        guard let engine = DNNL.engine?.handle,
+              dnnl_stream_create(&handle, engine, dnnl_stream_default_flags.rawValue) == dnnl_success, let handle
+        else { return nil }
+        self.handle = handle
+    }
+
+    deinit { dnnl_stream_destroy(handle) }
+}
+
+/// A oneDNN memory descriptor: float32 dimensions in a layout, plain (a
+/// format tag) or the one a primitive chose (`any` before it chooses).
+struct DNNLDescriptor: @unchecked Sendable {
+    var raw: dnnl_memory_desc_t
+
+    init(raw: dnnl_memory_desc_t) { self.raw = raw }
+
+    /// `dims` in layout `tag` (`dnnl_nchw`, `dnnl_nhwc`, `dnnl_oihw`, `dnnl_format_tag_any`, …).
+    init(_ dims: [Int], _ tag: dnnl_format_tag_t, type: dnnl_data_type_t = dnnl_f32) throws(RuntimeError) {
+        var descriptor = dnnl_memory_desc_t()
+        let status = dnnl_memory_desc_init_by_tag(&descriptor, Int32(dims.count), dims.map(Int64.init), type, tag)
+        guard status == dnnl_success else { throw DNNL.failure("memory descriptor", "describing \(dims)", status) }
+        raw = descriptor
+    }
+
+    /// `dims` with explicit element strides.
+    init(_ dims: [Int], strides: [Int]) throws(RuntimeError) {
+        var descriptor = dnnl_memory_desc_t()
+        let status = dnnl_memory_desc_init_by_strides(&descriptor, Int32(dims.count), dims.map(Int64.init), dnnl_f32, strides.map(Int64.init))
+        guard status == dnnl_success else { throw DNNL.failure("memory descriptor", "describing \(dims) with strides \(strides)", status) }
+        raw = descriptor
+    }
+
+    /// The plain row-major layout for `dims` (`abcd…`).
+    static func plain(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
+        let tags: [dnnl_format_tag_t] = [dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef]
+        guard dims.count >= 1, dims.count <= tags.count else { throw DNNL.failure("memory descriptor", "describing rank \(dims.count)") }
+        return try DNNLDescriptor(dims, tags[dims.count - 1])
+    }
+
+    /// The channels-last layout for `[N, C, spatial…]` dims (`acd…b`).
+    static func channelsLast(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
+        let tags: [Int: dnnl_format_tag_t] = [3: dnnl_acb, 4: dnnl_acdb, 5: dnnl_acdeb]
+        guard let tag = tags[dims.count] else { throw DNNL.failure("memory descriptor", "channels-last rank \(dims.count)") }
+        return try DNNLDescriptor(dims, tag)
+    }
+
+    /// Bytes a buffer of this descriptor takes (padding of blocked layouts included).
+    var bytes: Int {
+        var copy = raw
+        return dnnl_memory_desc_get_size(&copy)
+    }
+
+    /// Whether two descriptors describe the same layout.
+    func matches(_ other: DNNLDescriptor) -> Bool {
+        var a = raw, b = other.raw
+        return dnnl_memory_desc_equal(&a, &b) != 0
+    }
+}
+
+/// Memory oneDNN owns, filled once at plan time (packed weights, a bias):
+/// immutable afterwards, so any number of runs read it at once.
+final class DNNLConstant: @unchecked Sendable {
+    let memory: dnnl_memory_t
+    let descriptor: DNNLDescriptor
+
+    private init(memory: dnnl_memory_t, descriptor: DNNLDescriptor) {
+        self.memory = memory
+        self.descriptor = descriptor
+    }
+
+    deinit { dnnl_memory_destroy(memory) }
+
+    var bytes: Int { descriptor.bytes }
+
+    /// `values`, laid out as `given` says, reordered once into `wanted` (the
+    /// layout a primitive chose for its weights).
+    static func packed(_ values: [Float], given: DNNLDescriptor, wanted: DNNLDescriptor, for primitive: String) throws(RuntimeError) -> DNNLConstant {
+        guard let engine = DNNL.engine?.handle else { throw DNNL.failure(primitive, "oneDNN is unavailable") }
+        guard values.count * 4 >= given.bytes else { throw DNNL.failure(primitive, "packing \(values.count) weights into \(given.bytes / 4)") }
+        var target: dnnl_memory_t?
+        var wantedRaw = wanted.raw
+        let status = dnnl_memory_create(&target, &wantedRaw, engine, DNNL.allocate)
+        guard status == dnnl_success, let target else { throw DNNL.failure(primitive, "allocating packed weights", status) }
+        let constant = DNNLConstant(memory: target, descriptor: wanted)
+        var givenRaw = given.raw
+        try values.withUnsafeBufferPointer { buffer throws(RuntimeError) in
+            var source: dnnl_memory_t?
+            let made = dnnl_memory_create(&source, &givenRaw, engine, UnsafeMutableRawPointer(mutating: buffer.baseAddress))
+            guard made == dnnl_success, let source else { throw DNNL.failure(primitive, "wrapping the weights", made) }
+            defer { dnnl_memory_destroy(source) }
+            try DNNL.reorder(from: source, to: target, for: primitive)
+        }
+        return constant
+    }
+
+    /// `values` copied as they are (a bias) into memory of `descriptor`.
+    static func copied(_ values: [Float], descriptor: DNNLDescriptor, for primitive: String) throws(RuntimeError) -> DNNLConstant {
+        try packed(values, given: descriptor, wanted: descriptor, for: primitive)
+    }
+}
+
+extension DNNL {
+    /// oneDNN's `DNNL_MEMORY_ALLOCATE`: the library allocates the buffer.
+    static var allocate: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: -1) }
+
+    /// Copies `source` into `target`, converting between their layouts.
+    static func reorder(from source: dnnl_memory_t, to target: dnnl_memory_t, for primitive: String) throws(RuntimeError) {
+        guard let engine = engine?.handle else { throw failure(primitive, "oneDNN is unavailable") }
+        var sourceDescriptor: UnsafePointer<dnnl_memory_desc_t>?, targetDescriptor: UnsafePointer<dnnl_memory_desc_t>?
+        guard dnnl_memory_get_memory_desc(source, &sourceDescriptor) == dnnl_success, let sourceDescriptor,
+              dnnl_memory_get_memory_desc(target, &targetDescriptor) == dnnl_success, let targetDescriptor
+        else { throw failure(primitive, "reading a reorder's descriptors") }
+        var description: dnnl_primitive_desc_t?
+        let described = dnnl_reorder_primitive_desc_create(&description, sourceDescriptor, engine, targetDescriptor, engine, nil)
+        guard described == dnnl_success, let description else { throw failure(primitive, "describing a reorder", described) }
+        defer { dnnl_primitive_desc_destroy(description) }
+        var reorder: dnnl_primitive_t?
+        let created = dnnl_primitive_create(&reorder, description)
+        guard created == dnnl_success, let reorder else { throw failure(primitive, "creating a reorder", created) }
+        defer { dnnl_primitive_destroy(reorder) }
+        var arguments = [dnnl_exec_arg_t(arg: DNNL_ARG_FROM, memory: source), dnnl_exec_arg_t(arg: DNNL_ARG_TO, memory: target)]
+        try withStream { stream throws(RuntimeError) in
+            let status = dnnl_primitive_execute(reorder, stream.handle, 2, &arguments)
+            guard status == dnnl_success, dnnl_stream_wait(stream.handle) == dnnl_success else { throw failure(primitive, "running a reorder", status) }
+        }
+    }
+}
+
+/// The post-operations oneDNN applies to a primitive's result before it is
+/// written: eltwise functions and binary operations with a second tensor.
+struct DNNLPostOperations: Sendable {
+    enum Step: Sendable, Equatable {
+        /// `dnnl_eltwise_*` with its alpha and beta.
+        case eltwise(UInt32, alpha: Float, beta: Float)
+        /// `dnnl_binary_add` (or another `dnnl_binary_*`) with a second tensor of `dims`, read from the
+        /// run argument `DNNL.postOperationSource(index)` where `index` is this step's position.
+        case binary(UInt32, dims: [Int], channelsLast: Bool)
+    }
+
+    var steps: [Step] = []
+
+    var isEmpty: Bool { steps.isEmpty }
+
+    /// The positions of the binary steps: each needs its tensor when the primitive runs.
+    var binaryIndices: [Int] {
+        steps.indices.filter { if case .binary = steps[$0] { return true } else { return false } }
+    }
+
+    /// Sets these post-operations on `attributes`.
+    func apply(to attributes: dnnl_primitive_attr_t, for primitive: String) throws(RuntimeError) {
+        guard !steps.isEmpty else { return }
+        var handle: dnnl_post_ops_t?
+        guard dnnl_post_ops_create(&handle) == dnnl_success, let handle else { throw DNNL.failure(primitive, "creating post-operations") }
+        defer { dnnl_post_ops_destroy(handle) }
+        for step in steps {
+            let status: dnnl_status_t
+            switch step {
+            case .eltwise(let kind, let alpha, let beta):
+                status = dnnl_post_ops_append_eltwise(handle, 1, dnnl_alg_kind_t(kind), alpha, beta)
+            case .binary(let kind, let dims, let channelsLast):
+                var descriptor = try channelsLast ? DNNLDescriptor.channelsLast(dims) : DNNLDescriptor.plain(dims)
+                status = dnnl_post_ops_append_binary(handle, dnnl_alg_kind_t(kind), &descriptor.raw)
+            }
+            guard status == dnnl_success else { throw DNNL.failure(primitive, "adding post-operation \(step)", status) }
+        }
+        let set = dnnl_primitive_attr_set_post_ops(attributes, handle)
+        guard set == dnnl_success else { throw DNNL.failure(primitive, "setting post-operations", set) }
+    }
+}
+
+/// A primitive made once at plan time — the implementation oneDNN chose for
+/// this processor, with its constants (weights packed into the layout it
+/// reads, a bias) — and run by a kernel on the buffers of any state.
+/// Immutable: runs on several threads at once each bring their own
+/// scratchpad (a value of the plan, see `scratchpadBytes`).
+final class DNNLPrimitive: @unchecked Sendable {
+    /// What it computes, in messages: `convolution "conv_3"`.
+    let name: String
+    private let primitive: dnnl_primitive_t
+    private let descriptor: dnnl_primitive_desc_t
+    /// Constant arguments (packed weights, bias) bound at every run.
+    private var constants: [(Int32, DNNLConstant)] = []
+    /// Threads the primitive was prepared for and runs on.
+    let threads: Int
+    /// Bytes of temporary memory one run needs.
+    let scratchpadBytes: Int
+
+    /// Makes the primitive for an operation descriptor oneDNN filled in (a
+    /// `dnnl_convolution_desc_t`, `dnnl_pooling_v2_desc_t`, …), with
+    /// `postOperations`, prepared for `threads` threads.
+    init<OperationDescriptor>(name: String, operation: inout OperationDescriptor, postOperations: DNNLPostOperations = DNNLPostOperations(),
+                              threads: Int) throws(RuntimeError) {
+        guard let engine = DNNL.engine?.handle else { throw DNNL.failure(name, "oneDNN is unavailable") }
+        self.name = name
+        self.threads = max(1, threads)
+        var attributes: dnnl_primitive_attr_t?
+        guard dnnl_primitive_attr_create(&attributes) == dnnl_success, let attributes else { throw DNNL.failure(name, "creating attributes") }
+        defer { dnnl_primitive_attr_destroy(attributes) }
+        try postOperations.apply(to: attributes, for: name)
+        let mode = dnnl_primitive_attr_set_scratchpad_mode(attributes, dnnl_scratchpad_mode_user)
+        guard mode == dnnl_success else { throw DNNL.failure(name, "asking for a user scratchpad", mode) }
+        // oneDNN splits the work for the threads there are when it prepares.
+        DNNL.useThreads(self.threads)
+        var description: dnnl_primitive_desc_t?
+        let described = withUnsafePointer(to: &operation) { pointer in
+            dnnl_primitive_desc_create(&description, UnsafeRawPointer(pointer), attributes, engine, nil)
+        }
+        guard described == dnnl_success, let description else { throw DNNL.failure(name, "choosing an implementation", described) }
+        var created: dnnl_primitive_t?
+        let status = dnnl_primitive_create(&created, description)
+        guard status == dnnl_success, let created else {
+            dnnl_primitive_desc_destroy(description)
+            throw DNNL.failure(name, "creating the primitive", status)
+        }
+        self.descriptor = description
+        self.primitive = created
+        var scratchpad = dnnl_primitive_desc_query_md(description, dnnl_query_scratchpad_md, 0)?.pointee ?? dnnl_memory_desc_t()
+        scratchpadBytes = dnnl_memory_desc_get_size(&scratchpad)
+    }
+
+    deinit {
+        dnnl_primitive_destroy(primitive)
+        dnnl_primitive_desc_destroy(descriptor)
+    }
+
+    /// The layout the primitive chose for run argument `argument` (`DNNL_ARG_WEIGHTS`, `DNNL_ARG_SRC`, …).
+    func layout(of argument: Int32) throws(RuntimeError) -> DNNLDescriptor {
+        guard let raw = dnnl_primitive_desc_query_md(descriptor, dnnl_query_exec_arg_md, argument)?.pointee else {
+            throw DNNL.failure(name, "asking the layout of argument \(argument)")
+        }
+        return DNNLDescriptor(raw: raw)
+    }
+
+    /// The name of the implementation oneDNN chose (`jit:avx512_core`, `gemm:jit`, …), for profiles and tests.
+    var implementation: String {
+        var text: UnsafePointer<CChar>?
+        guard dnnl_primitive_desc_query(descriptor, dnnl_query_impl_info_str, 0, &text) == dnnl_success, let text else { return "?" }
+        return String(cString: text)
+    }
+
+    /// Packs `values` (laid out as `given`) once into the layout the primitive
+    /// chose for `argument`, and binds it to every run.
+    func bindConstant(_ argument: Int32, values: [Float], given: DNNLDescriptor) throws(RuntimeError) {
+        let constant = try DNNLConstant.packed(values, given: given, wanted: layout(of: argument), for: name)
+        constants.append((argument, constant))
+    }
+
+    /// Bytes of the constants the primitive holds.
+    var constantBytes: Int { constants.reduce(0) { $0 + $1.1.bytes } }
+
+    /// Runs the primitive on `arguments` (run argument, buffer in the layout
+    /// the primitive chose for it) and `scratchpad` (at least
+    /// `scratchpadBytes`), on the threads it was prepared for.
+    func run(_ arguments: [(Int32, UnsafeMutableRawPointer)], scratchpad: UnsafeMutableRawPointer?) throws(RuntimeError) {
+        guard let engine = DNNL.engine?.handle else { throw DNNL.failure(name, "oneDNN is unavailable") }
+        var memories: [dnnl_memory_t] = []
+        memories.reserveCapacity(arguments.count + 1)
+        defer { for memory in memories { dnnl_memory_destroy(memory) } }
+        var list: [dnnl_exec_arg_t] = []
+        list.reserveCapacity(arguments.count + constants.count + 1)
+        var all = arguments
+        if scratchpadBytes > 0 {
+            guard let scratchpad else { throw DNNL.failure(name, "running without its \(scratchpadBytes)-byte scratchpad") }
+            all.append((Int32(DNNL_ARG_SCRATCHPAD), scratchpad))
+        }
+        for (argument, pointer) in all {
+            guard let layout = dnnl_primitive_desc_query_md(descriptor, dnnl_query_exec_arg_md, argument) else {
+                throw DNNL.failure(name, "asking the layout of argument \(argument)")
+            }
+            var memory: dnnl_memory_t?
+            let status = dnnl_memory_create(&memory, layout, engine, pointer)
+            guard status == dnnl_success, let memory else { throw DNNL.failure(name, "binding argument \(argument)", status) }
+            memories.append(memory)
+            list.append(dnnl_exec_arg_t(arg: argument, memory: memory))
+        }
+        for (argument, constant) in constants { list.append(dnnl_exec_arg_t(arg: argument, memory: constant.memory)) }
+        DNNL.useThreads(threads)
+        let primitive = self.primitive, name = self.name
+        try DNNL.withStream { stream throws(RuntimeError) in
+            let status = dnnl_primitive_execute(primitive, stream.handle, Int32(list.count), list)
+            guard status == dnnl_success else { throw DNNL.failure(name, "running", status) }
+            let waited = dnnl_stream_wait(stream.handle)
+            guard waited == dnnl_success else { throw DNNL.failure(name, "waiting for the run", waited) }
+        }
+    }
+}

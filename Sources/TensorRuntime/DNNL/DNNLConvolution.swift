@@ -1,0 +1,146 @@
+import CDNNL
+import Foundation
+import ModelFeatures
+
+/// Convolution, transposed convolution and pooling on oneDNN, in plain
+/// (`[N, C, spatial…]`) or channels-last (`[N, spatial…, C]`) layout: the
+/// primitive made and the weights packed when the plan is made, the
+/// post-operations applied by oneDNN. Each maker returns `nil` where oneDNN
+/// has no implementation, so the caller keeps its own kernel.
+enum DNNLConvolution {
+    /// A convolution's geometry, in the MIL order `[N, C, spatial…]` whatever the layout.
+    struct Geometry {
+        var input: [Int]
+        var output: [Int]
+        /// `[O, I per group, kernel…]`.
+        var weightShape: [Int]
+        var groups: Int
+        var strides: [Int]
+        var dilations: [Int]
+        var padBefore: [Int]
+        var channelsLast: Bool
+
+        /// Padding after each spatial axis that makes oneDNN's output size formula give `output`.
+        func padAfter(transposed: Bool) -> [Int] {
+            (0..<strides.count).map { axis in
+                let effective = (weightShape[axis + 2] - 1) * dilations[axis] + 1
+                return transposed
+                    ? (input[axis + 2] - 1) * strides[axis] + effective - output[axis + 2] - padBefore[axis]
+                    : (output[axis + 2] - 1) * strides[axis] + effective - input[axis + 2] - padBefore[axis]
+            }
+        }
+
+        func descriptor(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
+            channelsLast ? try .channelsLast(dims) : try .plain(dims)
+        }
+    }
+
+    /// One activation of a fused convolution as oneDNN post-operations, or
+    /// `nil` when oneDNN has none for it.
+    static func steps(kind: String, alpha: Float, beta: Float) -> [DNNLPostOperations.Step]? {
+        switch kind {
+        case "relu": [.eltwise(dnnl_eltwise_relu.rawValue, alpha: 0, beta: 0)]
+        case "relu6": [.eltwise(dnnl_eltwise_clip.rawValue, alpha: 0, beta: 6)]
+        case "clip": [.eltwise(dnnl_eltwise_clip.rawValue, alpha: alpha, beta: beta)]
+        case "sigmoid": [.eltwise(dnnl_eltwise_logistic.rawValue, alpha: 0, beta: 0)]
+        case "silu": [.eltwise(dnnl_eltwise_swish.rawValue, alpha: 1, beta: 0)]
+        case "tanh": [.eltwise(dnnl_eltwise_tanh.rawValue, alpha: 0, beta: 0)]
+        case "leaky_relu": [.eltwise(dnnl_eltwise_relu.rawValue, alpha: alpha, beta: 0)]
+        case "elu": [.eltwise(dnnl_eltwise_elu.rawValue, alpha: alpha, beta: 0)]
+        case "sigmoid_hard": [.eltwise(dnnl_eltwise_linear.rawValue, alpha: alpha, beta: beta),
+                              .eltwise(dnnl_eltwise_clip.rawValue, alpha: 0, beta: 1)]
+        case "gelu_EXACT": [.eltwise(dnnl_eltwise_gelu_erf.rawValue, alpha: 0, beta: 0)]
+        case "gelu_TANH_APPROXIMATION": [.eltwise(dnnl_eltwise_gelu_tanh.rawValue, alpha: 0, beta: 0)]
+        default: nil
+        }
+    }
+
+    /// A convolution (or, `transposed`, a deconvolution) over `geometry`
+    /// with `weights` in MIL's layout (`[O, I/groups, k…]`, or for a
+    /// transposed one `[I, O/groups, k…]`), `bias`, and `post` applied to
+    /// the result; the residuals of binary post-operations have the output's
+    /// shape and layout.
+    static func convolution(name: String, geometry: Geometry, weights: [Float], bias: [Float]?, post: DNNLPostOperations,
+                            transposed: Bool = false, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        let g = geometry
+        let spatial = g.strides.count
+        var source = try g.descriptor(g.input), destination = try g.descriptor(g.output)
+        // oneDNN's weights: [(groups,) O/groups, I/groups, k…]; MIL's transposed weights are [I, O/groups, k…].
+        let outPerGroup = transposed ? g.weightShape[1] : g.weightShape[0] / g.groups
+        let inPerGroup = transposed ? g.weightShape[0] / g.groups : g.weightShape[1]
+        let kernel = Array(g.weightShape[2...])
+        let dims = (g.groups > 1 ? [g.groups] : []) + [outPerGroup, inPerGroup] + kernel
+        var chosen = try DNNLDescriptor(dims, dnnl_format_tag_any)
+        // As MIL holds them: plain for a convolution; for a transposed one, [g, I/g, O/g, k…] read with O and I swapped.
+        let given: DNNLDescriptor
+        if transposed {
+            var strides = Shapes.strides([g.groups, inPerGroup, outPerGroup] + kernel)
+            strides.swapAt(1, 2)
+            given = try DNNLDescriptor(dims, strides: g.groups > 1 ? strides : Array(strides.dropFirst()))
+        } else {
+            given = try .plain(dims)
+        }
+        let biasDescriptor = try bias.map { values throws(RuntimeError) in try DNNLDescriptor([values.count], dnnl_a) }
+        var biasRaw = biasDescriptor?.raw
+        let strides = g.strides.map(Int64.init)
+        let dilations = g.dilations.map { Int64($0 - 1) }   // oneDNN counts dilation from 0 (no gaps)
+        let before = g.padBefore.map(Int64.init), after = g.padAfter(transposed: transposed).map(Int64.init)
+        guard strides.count == spatial, after.allSatisfy({ $0 >= 0 }) else { throw DNNL.failure(name, "describing padding \(after)") }
+        let primitive: DNNLPrimitive
+        if transposed {
+            var description = dnnl_deconvolution_desc_t()
+            let status = withOptionalPointer(&biasRaw) { biasPointer in
+                dnnl_dilated_deconvolution_forward_desc_init(&description, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                             &source.raw, &chosen.raw, biasPointer, &destination.raw,
+                                                             strides, dilations, before, after)
+            }
+            guard status == dnnl_success else { throw DNNL.failure(name, "describing the deconvolution", status) }
+            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, threads: threads)
+        } else {
+            var description = dnnl_convolution_desc_t()
+            let status = withOptionalPointer(&biasRaw) { biasPointer in
+                dnnl_dilated_convolution_forward_desc_init(&description, dnnl_forward_inference, dnnl_convolution_direct,
+                                                           &source.raw, &chosen.raw, biasPointer, &destination.raw,
+                                                           strides, dilations, before, after)
+            }
+            guard status == dnnl_success else { throw DNNL.failure(name, "describing the convolution", status) }
+            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, threads: threads)
+        }
+        // The primitive must read and write the layouts the plan holds (never a blocked one it chose).
+        guard try primitive.layout(of: Int32(DNNL_ARG_SRC)).matches(source), try primitive.layout(of: Int32(DNNL_ARG_DST)).matches(destination) else {
+            throw DNNL.failure(name, "keeping the plan's layout")
+        }
+        try primitive.bindConstant(Int32(DNNL_ARG_WEIGHTS), values: weights, given: given)
+        if let bias, let biasDescriptor {
+            try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: bias, given: biasDescriptor)
+        }
+        return primitive
+    }
+
+    /// Pooling (`dnnl_pooling_max`, `dnnl_pooling_avg_include_padding`,
+    /// `dnnl_pooling_avg_exclude_padding`) from `input` to `output` shapes,
+    /// `[N, C, spatial…]`, in either layout.
+    static func pooling(name: String, algorithm: dnnl_alg_kind_t, input: [Int], output: [Int], kernel: [Int], strides: [Int],
+                        padBefore: [Int], channelsLast: Bool, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        var source = channelsLast ? try DNNLDescriptor.channelsLast(input) : try DNNLDescriptor.plain(input)
+        var destination = channelsLast ? try DNNLDescriptor.channelsLast(output) : try DNNLDescriptor.plain(output)
+        let after = kernel.indices.map { axis in (output[axis + 2] - 1) * strides[axis] + kernel[axis] - input[axis + 2] - padBefore[axis] }
+        guard after.allSatisfy({ $0 >= 0 }) else { throw DNNL.failure(name, "describing padding \(after)") }
+        var description = dnnl_pooling_v2_desc_t()
+        let status = dnnl_pooling_v2_forward_desc_init(&description, dnnl_forward_inference, algorithm, &source.raw, &destination.raw,
+                                                       strides.map(Int64.init), kernel.map(Int64.init),
+                                                       Array(repeating: 0, count: kernel.count),
+                                                       padBefore.map(Int64.init), after.map(Int64.init))
+        guard status == dnnl_success else { throw DNNL.failure(name, "describing the pooling", status) }
+        let primitive = try DNNLPrimitive(name: name, operation: &description, threads: threads)
+        guard try primitive.layout(of: Int32(DNNL_ARG_DST)).matches(destination) else { throw DNNL.failure(name, "keeping the plan's layout") }
+        return primitive
+    }
+}
+
+/// Calls `body` with a pointer to `value`, or `nil` without one.
+private func withOptionalPointer<Value, Result>(_ value: inout Value?, _ body: (UnsafePointer<Value>?) -> Result) -> Result {
+    guard var unwrapped = value else { return body(nil) }
+    defer { value = unwrapped }
+    return withUnsafePointer(to: &unwrapped) { body($0) }
+}
