@@ -16,6 +16,21 @@ enum LinearAlgebraOperations {
             guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
         },
+        // A linear layer with what follows it fused (Fusion/ProductFusion.swift): an activation, then a residual sum.
+        "fused_linear": OperationDefinition(["x", "weight", "bias", "activation", "residual"]) { context throws(RuntimeError) in
+            let x = try context.input(), weight = try context.input("weight")
+            guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
+            var activation: DNNLKernels.Activation?
+            switch try context.string("activation", "") {
+            case "": activation = nil
+            case "relu": activation = .relu
+            case "gelu_EXACT": activation = .geluExact
+            case "gelu_TANH_APPROXIMATION": activation = .geluTanh
+            case let other: throw context.unsupported("fused activation \(other) is not one modelc fuses")
+            }
+            try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"),
+                       activation: activation, residual: try context.optional("residual"))
+        },
         "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
         "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
             try attention(context)
@@ -44,8 +59,12 @@ enum LinearAlgebraOperations {
 
     /// x · y with MIL's matmul rules: rank-1 operands become a row (x) or a
     /// column (y) and lose that axis again; batch axes broadcast.
+    ///
+    /// `activation` and then the addition of `residual` (a fused linear
+    /// layer's) apply to the result: in oneDNN's kernel, or as a step after
+    /// the product where oneDNN does not take them.
     static func matmul(_ context: OperationContext, x: PlanValue, y: PlanValue, transposeX: Bool, transposeY: Bool,
-                       bias: PlanValue?) throws(RuntimeError) {
+                       bias: PlanValue?, activation: DNNLKernels.Activation? = nil, residual: PlanValue? = nil) throws(RuntimeError) {
         guard x.rank >= 1, y.rank >= 1 else { throw context.invalid("matmul needs operands of rank 1 or more") }
         let xShape = x.rank == 1 ? [1, x.shape[0]] : x.shape
         let yShape = y.rank == 1 ? [y.shape[0], 1] : y.shape
@@ -63,10 +82,18 @@ enum LinearAlgebraOperations {
         if let bias, bias.count != n, bias.count != 1 { throw context.invalid("bias has \(bias.count) values for \(n) outputs") }
         guard x.isFloat, y.isFloat else { throw context.unsupported("integer matrix products are not supported") }
         let out = try context.output(shape)
+        if let residual {
+            guard let combined = Shapes.broadcast(shape, residual.shape), combined == shape, residual.isFloat else {
+                throw context.invalid("residual \(residual.shape) does not broadcast to the product's shape \(shape)")
+            }
+        }
         if try productOnDNNL(context, x: x, y: y, xShape: xShape, yShape: yShape, transposeX: tx, transposeY: ty,
-                             batch: batch, m: m, k: k, n: n, bias: bias, out: out) {
+                             batch: batch, m: m, k: k, n: n, bias: bias, activation: activation,
+                             residual: residual?.shape == shape ? residual : nil, out: out) {
+            if let residual, residual.shape != shape { addAfter(context, out: out, shape: shape, activation: nil, residual: residual) }
             return
         }
+        defer { if activation != nil || residual != nil { addAfter(context, out: out, shape: shape, activation: activation, residual: residual) } }
         let batches = batch.reduce(1, *)
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
         let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
@@ -117,7 +144,8 @@ enum LinearAlgebraOperations {
     /// (transposes as strides, batch axes broadcast). `false` leaves it to OpenBLAS.
     private static func productOnDNNL(_ context: OperationContext, x: PlanValue, y: PlanValue, xShape: [Int], yShape: [Int],
                                       transposeX tx: Bool, transposeY ty: Bool, batch: [Int], m: Int, k: Int, n: Int,
-                                      bias: PlanValue?, out: Int) throws(RuntimeError) -> Bool {
+                                      bias: PlanValue?, activation: DNNLKernels.Activation?, residual: PlanValue?,
+                                      out: Int) throws(RuntimeError) -> Bool {
         guard m > 0, n > 0, k > 0, bias == nil || bias?.constant != nil else { return false }
         let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
         let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
@@ -128,7 +156,8 @@ enum LinearAlgebraOperations {
             let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
             kernel = weights.floats.withUnsafeBufferPointer { values in
                 DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
-                                   bias: biasValues, activation: nil, residual: nil, threads: context.threads)
+                                   bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
+                                   threads: context.threads)
             }
             packed = true
         } else {
@@ -142,23 +171,51 @@ enum LinearAlgebraOperations {
             }
             kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
                                         weights: operand(yShape, transposed: ty, rows: k, columns: n),
-                                        destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: nil,
-                                        residual: nil, threads: context.threads)
+                                        destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: activation,
+                                        residual: residual.map { _ in .init(batch + [m, n]) }, threads: context.threads)
             packed = false
         }
         guard let kernel else { return false }
-        let a = x.id, b = y.id
+        let a = x.id, b = y.id, r = residual?.id
         let failure = DNNLKernels.failure(context)
-        if packed {
-            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
-                guard kernel.run(buffers.raw(a), buffers.raw(out)) else { throw failure }
+        let reads = (packed ? [x] : [x, y]) + (residual.map { [$0] } ?? [])
+        context.run(reads: reads, writes: [out]) { buffers throws(RuntimeError) in
+            let ran = switch (packed, r) {
+            case (true, nil): kernel.run(buffers.raw(a), buffers.raw(out))
+            case (true, let r?): kernel.run(buffers.raw(a), buffers.raw(out), buffers.raw(r))
+            case (false, nil): kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out))
+            case (false, let r?): kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out), buffers.raw(r))
             }
-        } else {
-            context.run(reads: [x, y], writes: [out]) { buffers throws(RuntimeError) in
-                guard kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out)) else { throw failure }
-            }
+            guard ran else { throw failure }
         }
         return true
+    }
+
+    /// A step after a product that applies `activation` to its result in
+    /// place, then adds `residual` (broadcast to `shape`).
+    private static func addAfter(_ context: OperationContext, out: Int, shape: [Int], activation: DNNLKernels.Activation?, residual: PlanValue?) {
+        let count = shape.reduce(1, *)
+        let strides = residual.map { Shapes.broadcastStrides($0.shape, to: shape) } ?? []
+        let r = residual?.id
+        context.run(reads: [out] + (residual.map { [$0.id] } ?? []), outputs: [out], scratch: []) { buffers in
+            let target = buffers.floats(out)
+            switch activation {
+            case .relu?: for index in 0..<count { target[index] = max(target[index], 0) }
+            case .geluExact?: for index in 0..<count { target[index] = 0.5 * target[index] * (1 + erf(target[index] * Float(0.5).squareRoot())) }
+            case .geluTanh?:
+                for index in 0..<count {
+                    let x = target[index]
+                    target[index] = 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x)))
+                }
+            case nil: break
+            }
+            guard let r else { return }
+            let addend = buffers.floats(r)
+            let step = strides.last ?? 0
+            Shapes.walk(shape, [strides]) { o, offsets, n in
+                for k in 0..<n { target[o + k] += addend[offsets[0] + k * step] }
+            }
+        }
     }
 
     /// The element offset (in matrices) of each batch index for broadcast strides.
