@@ -101,10 +101,15 @@ enum ElementwiseOperations {
         let count = x.count, from = x.id
         switch (x.isFloat, target.isFloat) {
         case (true, true):
-            let half = target == .float16
+            // Values of an fp16 tensor are already fp16's: only a cast to fp16 rounds.
+            let half = target == .float16 && x.type != .float16
             context.run(reads: [x], writes: [out]) { buffers in
                 let source = buffers.floats(from), result = buffers.floats(out)
-                for index in 0..<count { result[index] = half ? Float(Float16(source[index])) : source[index] }
+                if half {
+                    for index in 0..<count { result[index] = roundedToHalf(source[index]) }
+                } else {
+                    result.update(from: source, count: count)
+                }
             }
         case (true, false):
             let bool = target == .bool
@@ -126,6 +131,19 @@ enum ElementwiseOperations {
                 for index in 0..<count { result[index] = target == .bool ? (source[index] != 0 ? 1 : 0) : wrap(source[index], to: target) }
             }
         }
+    }
+
+    /// `value` rounded to the nearest fp16 (ties to even), as `Float(Float16(value))`
+    /// gives it, without the conversion library calls for normal fp16 values.
+    @inline(__always)
+    static func roundedToHalf(_ value: Float) -> Float {
+        let magnitude = abs(value)
+        // fp16's normal range; the rest (subnormals, overflow to infinity, NaN) through Float16.
+        guard magnitude >= 0x1p-14, magnitude <= 65504 else { return Float(Float16(value)) }
+        let bits = value.bitPattern
+        // Keep 10 of Float's 23 mantissa bits, rounding to nearest even.
+        let rounded = (bits &+ 0xFFF &+ ((bits >> 13) & 1)) & ~0x1FFF
+        return Float(bitPattern: rounded)
     }
 
     /// An int32 as the narrower integer type would hold it (wrapping, as NumPy's `astype`).
