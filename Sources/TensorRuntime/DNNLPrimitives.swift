@@ -20,6 +20,10 @@ final class DNNLPreparedPrimitive: @unchecked Sendable {
     private let slots: [Slot]
     /// Arguments held by the primitive itself (packed weights, bias, scale, shift).
     private let fixed: [dnnl_exec_arg_t]
+    /// The memories of `fixed` this primitive destroys (the others are `lender`'s).
+    private let owned: [dnnl_memory_t]
+    /// A primitive whose packed weights this one reads, kept alive as long as this one.
+    private let lender: DNNLPreparedPrimitive?
     private let scratchpad: dnnl_memory_desc_t
     private let threads: Int
     private let workspaces = Locked<[Workspace]>([])
@@ -39,31 +43,41 @@ final class DNNLPreparedPrimitive: @unchecked Sendable {
         }
     }
 
-    /// Takes `fixed`'s memories (destroyed with the primitive) and makes the
-    /// primitive from `description` (which the caller still owns).
-    fileprivate init?(_ description: dnnl_primitive_desc_t, slots: [Slot], fixed: [dnnl_exec_arg_t], threads: Int) {
+    /// Takes `fixed`'s memories (destroyed with the primitive, except those
+    /// `lender` owns) and makes the primitive from `description` (which the caller still owns).
+    fileprivate init?(_ description: dnnl_primitive_desc_t, slots: [Slot], fixed: [dnnl_exec_arg_t], threads: Int,
+                      lender: DNNLPreparedPrimitive? = nil) {
+        let borrowed = Set(lender?.fixed.compactMap { $0.memory.map { UInt(bitPattern: $0) } } ?? [])
+        let owned = fixed.compactMap(\.memory).filter { !borrowed.contains(UInt(bitPattern: $0)) }
         var created: dnnl_primitive_t?
         guard let scratchpad = dnnl_primitive_desc_query_md(description, dnnl_query_scratchpad_md, 0)?.pointee,
               dnnl_primitive_create(&created, description) == dnnl_success, let created
         else {
-            for argument in fixed { dnnl_memory_destroy(argument.memory) }
+            for memory in owned { dnnl_memory_destroy(memory) }
             return nil
         }
         primitive = created
         self.slots = slots
         self.fixed = fixed
+        self.owned = owned
+        self.lender = lender
         self.scratchpad = scratchpad
         self.threads = threads
-        preparedBytes = fixed.reduce(0) { total, argument in
+        preparedBytes = owned.reduce(0) { total, memory in
             var descriptor: UnsafePointer<dnnl_memory_desc_t>?
-            guard dnnl_memory_get_memory_desc(argument.memory, &descriptor) == dnnl_success, let descriptor else { return total }
+            guard dnnl_memory_get_memory_desc(memory, &descriptor) == dnnl_success, let descriptor else { return total }
             return total + dnnl_memory_desc_get_size(descriptor)
         }
     }
 
     deinit {
         dnnl_primitive_destroy(primitive)
-        for argument in fixed { dnnl_memory_destroy(argument.memory) }
+        for memory in owned { dnnl_memory_destroy(memory) }
+    }
+
+    /// The memory this primitive holds for `argument` (its packed weights for `DNNL_ARG_WEIGHTS`).
+    fileprivate func fixedMemory(_ argument: Int32) -> dnnl_memory_t? {
+        fixed.first { $0.arg == argument }?.memory
     }
 
     /// Runs on the calling thread (and oneDNN's threads) with one pointer per
@@ -102,7 +116,11 @@ final class DNNLPreparedPrimitive: @unchecked Sendable {
     }
 }
 
-/// The tensor engine's oneDNN kernels, prepared at plan time.
+/// The tensor engine's oneDNN kernels, prepared at plan time. They run on
+/// one OpenMP thread each: Debian's oneDNN threads through OpenMP, whose
+/// barriers spin and stall when the cores are shared (BERT at 2 threads took
+/// 8× longer than at 1 on a loaded machine), so a product's threads are
+/// Dispatch's, each with its own block of rows (`LinearAlgebraOperations`).
 enum DNNLKernels {
     /// A tensor operand: dimensions and element strides (transposes are strides).
     struct Operand {
@@ -146,9 +164,11 @@ enum DNNLKernels {
     ///   - bias: one value per column, added to every row.
     ///   - residual: the layout of a tensor added to the result (the destination's dims).
     /// - Returns: `nil` when oneDNN is unavailable or refuses the shapes.
+    ///   - sharingWeightsWith: a product over the same constant weights (other
+    ///     rows): its packed weights are read when oneDNN wants the same layout.
     static func matmul(source sourceOperand: Operand, weights weightsOperand: Operand, destination destinationOperand: Operand,
                        constantWeights: UnsafePointer<Float>?, bias biasValues: [Float]?, activation: Activation?,
-                       residual: Operand?, threads: Int) -> DNNLPreparedPrimitive? {
+                       residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPreparedPrimitive? = nil) -> DNNLPreparedPrimitive? {
         guard let engine = engine?.handle,
               var source = descriptor(sourceOperand), let givenWeights = descriptor(weightsOperand),
               var destination = descriptor(destinationOperand)
@@ -183,7 +203,12 @@ enum DNNLKernels {
         guard let wanted = dnnl_primitive_desc_query_md(made, dnnl_query_weights_md, 0) else { return nil }
         var fixed: [dnnl_exec_arg_t] = []
         var slots = [DNNLPreparedPrimitive.Slot(argument: DNNL_ARG_SRC, descriptor: source)]
-        if let constantWeights {
+        var lender: DNNLPreparedPrimitive?
+        if let other, let theirs = other.fixedMemory(DNNL_ARG_WEIGHTS), constantWeights != nil,
+           let layout = memoryDescriptor(theirs), dnnl_memory_desc_equal(layout, wanted) != 0 {
+            fixed.append(dnnl_exec_arg_t(arg: DNNL_ARG_WEIGHTS, memory: theirs))
+            lender = other
+        } else if let constantWeights {
             var given = givenWeights
             guard let packed = reorder(constantWeights, from: &given, to: wanted, engine: engine) else { return nil }
             fixed.append(dnnl_exec_arg_t(arg: DNNL_ARG_WEIGHTS, memory: packed))
@@ -199,12 +224,12 @@ enum DNNLKernels {
         }
         if let biasValues, var biasDescriptor {
             guard let copied = copy(biasValues, described: &biasDescriptor, engine: engine) else {
-                for argument in fixed { dnnl_memory_destroy(argument.memory) }
+                for argument in fixed where lender == nil || argument.arg != DNNL_ARG_WEIGHTS { dnnl_memory_destroy(argument.memory) }
                 return nil
             }
             fixed.append(dnnl_exec_arg_t(arg: DNNL_ARG_BIAS, memory: copied))
         }
-        return DNNLPreparedPrimitive(made, slots: slots, fixed: fixed, threads: threads)
+        return DNNLPreparedPrimitive(made, slots: slots, fixed: fixed, threads: threads, lender: lender)
     }
 
     // MARK: Element-wise, softmax, layer norm
@@ -299,6 +324,11 @@ enum DNNLKernels {
         guard let symbol = dlsym(nil, "omp_set_num_threads") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Void).self)
     }()
+
+    private static func memoryDescriptor(_ memory: dnnl_memory_t) -> UnsafePointer<dnnl_memory_desc_t>? {
+        var descriptor: UnsafePointer<dnnl_memory_desc_t>?
+        return dnnl_memory_get_memory_desc(memory, &descriptor) == dnnl_success ? descriptor : nil
+    }
 
     /// oneDNN's `DNNL_MEMORY_ALLOCATE`: the library allocates the buffer.
     static var allocate: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: -1) }

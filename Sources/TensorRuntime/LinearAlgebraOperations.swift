@@ -2,6 +2,7 @@ import COpenBLAS
 import Dispatch
 import Foundation
 import ModelFeatures
+import SystemIO
 
 /// Matrix products on OpenBLAS (`matmul` with NumPy batch broadcasting,
 /// `linear`, `einsum` of two operands) and scaled dot-product attention.
@@ -149,42 +150,63 @@ enum LinearAlgebraOperations {
         guard m > 0, n > 0, k > 0, bias == nil || bias?.constant != nil else { return false }
         let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
         let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
-        let kernel: DNNLPreparedPrimitive?
-        let packed: Bool
-        if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
-            let rows = xBatch.reduce(1, *) * m
-            let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
-            kernel = weights.floats.withUnsafeBufferPointer { values in
-                DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
-                                   bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
-                                   threads: context.threads)
-            }
-            packed = true
-        } else {
-            // One rank for all three; a stored operand's last two axes are (rows, columns) before any transpose.
-            let rank = batch.count + 2
-            func operand(_ stored: [Int], transposed: Bool, rows: Int, columns: Int) -> DNNLKernels.Operand {
-                let padded = Array(repeating: 1, count: rank - stored.count) + stored
-                var strides = Shapes.strides(padded)
-                if transposed { strides.swapAt(rank - 2, rank - 1) }
-                return DNNLKernels.Operand(dims: Array(padded.dropLast(2)) + [rows, columns], strides: strides)
-            }
-            kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
-                                        weights: operand(yShape, transposed: ty, rows: k, columns: n),
-                                        destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: activation,
-                                        residual: residual.map { _ in .init(batch + [m, n]) }, threads: context.threads)
-            packed = false
-        }
-        guard let kernel else { return false }
-        let a = x.id, b = y.id, r = residual?.id
         let failure = DNNLKernels.failure(context)
-        let reads = (packed ? [x] : [x, y]) + (residual.map { [$0] } ?? [])
-        context.run(reads: reads, writes: [out]) { buffers throws(RuntimeError) in
-            let ran = switch (packed, r) {
-            case (true, nil): kernel.run(buffers.raw(a), buffers.raw(out))
-            case (true, let r?): kernel.run(buffers.raw(a), buffers.raw(out), buffers.raw(r))
-            case (false, nil): kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out))
-            case (false, let r?): kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out), buffers.raw(r))
+        let a = x.id, b = y.id, r = residual?.id
+        if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
+            // Row blocks, one per thread, each a single-threaded oneDNN product (Dispatch's
+            // threads, not OpenMP's: OpenMP's barriers spin and stall when the cores are shared).
+            let rows = xBatch.reduce(1, *) * m
+            let workers = min(context.threads, max(1, rows / 16))
+            let block = (rows + workers - 1) / workers, lastBlock = rows - block * (workers - 1)
+            let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
+            let kernels: [DNNLPreparedPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+                func make(_ rows: Int, sharing other: DNNLPreparedPrimitive?) -> DNNLPreparedPrimitive? {
+                    DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
+                                       bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
+                                       threads: 1, sharingWeightsWith: other)
+                }
+                guard let main = make(block, sharing: nil) else { return nil }
+                if lastBlock == block { return [main] }
+                guard let last = make(lastBlock, sharing: main) else { return nil }
+                return [main, last]
+            }
+            guard let kernels else { return false }
+            context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
+                let blocks = RowBlocks(source: buffers.raw(a), destination: buffers.raw(out), residual: r.map { buffers.raw($0) },
+                                       sourceRow: k * 4, destinationRow: n * 4)
+                let ok: Bool
+                if workers == 1 {
+                    ok = blocks.run(kernels[0], first: 0)
+                } else {
+                    let failed = Locked(false)
+                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                        let kernel = worker == workers - 1 ? kernels[kernels.count - 1] : kernels[0]
+                        if !blocks.run(kernel, first: worker * block) { failed.withLock { $0 = true } }
+                    }
+                    ok = !failed.withLock { $0 }
+                }
+                guard ok else { throw failure }
+            }
+            return true
+        }
+        // One rank for all three; a stored operand's last two axes are (rows, columns) before any transpose.
+        let rank = batch.count + 2
+        func operand(_ stored: [Int], transposed: Bool, rows: Int, columns: Int) -> DNNLKernels.Operand {
+            let padded = Array(repeating: 1, count: rank - stored.count) + stored
+            var strides = Shapes.strides(padded)
+            if transposed { strides.swapAt(rank - 2, rank - 1) }
+            return DNNLKernels.Operand(dims: Array(padded.dropLast(2)) + [rows, columns], strides: strides)
+        }
+        guard let kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
+                                              weights: operand(yShape, transposed: ty, rows: k, columns: n),
+                                              destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: activation,
+                                              residual: residual.map { _ in .init(batch + [m, n]) }, threads: 1)
+        else { return false }
+        context.run(reads: [x, y] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
+            let ran = if let r {
+                kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out), buffers.raw(r))
+            } else {
+                kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out))
             }
             guard ran else { throw failure }
         }
@@ -361,6 +383,24 @@ enum LinearAlgebraOperations {
                 }
             }
         }
+    }
+}
+
+/// A product's rows split between threads: each block's source, destination
+/// and residual rows start at the block's first row.
+private struct RowBlocks: @unchecked Sendable {
+    let source: UnsafeMutableRawPointer
+    let destination: UnsafeMutableRawPointer
+    let residual: UnsafeMutableRawPointer?
+    /// Bytes per row of the source and of the destination (and residual).
+    let sourceRow: Int
+    let destinationRow: Int
+
+    func run(_ kernel: DNNLPreparedPrimitive, first: Int) -> Bool {
+        if let residual {
+            return kernel.run(source + first * sourceRow, destination + first * destinationRow, residual + first * destinationRow)
+        }
+        return kernel.run(source + first * sourceRow, destination + first * destinationRow)
     }
 }
 

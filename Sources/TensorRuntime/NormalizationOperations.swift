@@ -14,7 +14,7 @@ enum NormalizationOperations {
             let scale = try parameter(context, "gamma", count: normalized), shift = try parameter(context, "beta", count: normalized)
             if x.isFloat, axes == [x.rank - 1], normalized > 0,
                let kernel = DNNLKernels.layerNorm(rows: x.count / normalized, width: normalized, epsilon: epsilon, scale: scale, shift: shift,
-                                                  threads: context.threads) {
+                                                  threads: 1) {
                 let out = try context.output(x.shape)
                 let from = x.id
                 let failure = DNNLKernels.failure(context)
