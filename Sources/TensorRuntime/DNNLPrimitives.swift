@@ -232,6 +232,40 @@ enum DNNLKernels {
         return DNNLPreparedPrimitive(made, slots: slots, fixed: fixed, threads: threads, lender: lender)
     }
 
+    /// Which constant weights a product was prepared for: where their values
+    /// live (a constant's array, shared by every plan of one engine), their
+    /// count and their layout.
+    struct WeightsKey: Hashable {
+        var address: UInt
+        var count: Int
+        var dims: [Int]
+        var strides: [Int]
+    }
+
+    /// Products holding packed weights, by the weights they packed, so that
+    /// the plans of other input shapes (a decoder's prefill and its one-token
+    /// steps) read the same packed copy. Weak: an entry lives as long as its
+    /// product, whose plan keeps the weights' array (and so its address) alive.
+    private static let packedProducts = Locked<[WeightsKey: WeakPrimitive]>([:])
+
+    private final class WeakPrimitive: @unchecked Sendable {
+        weak var primitive: DNNLPreparedPrimitive?
+        init(_ primitive: DNNLPreparedPrimitive) { self.primitive = primitive }
+    }
+
+    /// A live product that packed these weights, if any.
+    static func product(packing key: WeightsKey) -> DNNLPreparedPrimitive? {
+        packedProducts.withLock { $0[key]?.primitive }
+    }
+
+    /// Records `primitive` as holding the packed weights of `key`.
+    static func remember(_ primitive: DNNLPreparedPrimitive, packing key: WeightsKey) {
+        packedProducts.withLock { products in
+            products = products.filter { $0.value.primitive != nil }
+            products[key] = WeakPrimitive(primitive)
+        }
+    }
+
     // MARK: Element-wise, softmax, layer norm
 
     /// `activation` over `count` contiguous values. Slots: source, destination (may be the same).

@@ -165,7 +165,11 @@ enum LinearAlgebraOperations {
                                        bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
                                        threads: 1, sharingWeightsWith: other)
                 }
-                guard let main = make(block, sharing: nil) else { return nil }
+                let key = values.baseAddress.map {
+                    DNNLKernels.WeightsKey(address: UInt(bitPattern: $0), count: values.count, dims: operand.dims, strides: operand.strides)
+                }
+                guard let main = make(block, sharing: key.flatMap(DNNLKernels.product(packing:))) else { return nil }
+                if let key { DNNLKernels.remember(main, packing: key) }
                 if lastBlock == block { return [main] }
                 guard let last = make(lastBlock, sharing: main) else { return nil }
                 return [main, last]
