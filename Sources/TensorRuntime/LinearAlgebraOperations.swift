@@ -165,9 +165,12 @@ enum LinearAlgebraOperations {
                                        bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
                                        threads: 1, sharingWeightsWith: other)
                 }
-                let key = values.baseAddress.map {
+                // The address names the weights only when it is the constant's own array, which
+                // the plan keeps alive (not a temporary converted from integers).
+                let stored: Bool = if case .floats = weights.storage { true } else { false }
+                let key = stored ? values.baseAddress.map {
                     DNNLKernels.WeightsKey(address: UInt(bitPattern: $0), count: values.count, dims: operand.dims, strides: operand.strides)
-                }
+                } : nil
                 guard let main = make(block, sharing: key.flatMap(DNNLKernels.product(packing:))) else { return nil }
                 if let key { DNNLKernels.remember(main, packing: key) }
                 if lastBlock == block { return [main] }
