@@ -97,6 +97,11 @@ enum ElementwiseOperations {
         let x = try context.input()
         let name = try context.string("dtype", "fp32")
         guard let target = ElementType(milName: name), target != .string else { throw context.unsupported("casting to \(name) is not supported") }
+        // Floats that keep their values (fp16 to fp32, fp32 and fp64 either way): a view, no copy.
+        if x.isFloat, target.isFloat, target != .float16 || x.type == .float16, context.outputType() == target {
+            try context.alias(x, shape: x.shape)
+            return
+        }
         let out = try context.output(x.shape, type: target)
         let count = x.count, from = x.id
         switch (x.isFloat, target.isFloat) {
