@@ -87,14 +87,14 @@ final class DNNLPreparedPrimitive: @unchecked Sendable {
               let workspace = workspaces.withLock({ $0.popLast() }) ?? makeWorkspace() else { return false }
         defer { workspaces.withLock { $0.append(workspace) } }
         for (index, pointer) in pointers.enumerated() { dnnl_memory_set_data_handle(workspace.memories[index], pointer) }
-        DNNLKernels.useThreads(threads)
+        DNNL.useThreads(threads)
         return workspace.arguments.withUnsafeBufferPointer { arguments in
             dnnl_primitive_execute(primitive, workspace.stream, Int32(arguments.count), arguments.baseAddress) == dnnl_success
         } && dnnl_stream_wait(workspace.stream) == dnnl_success
     }
 
     private func makeWorkspace() -> Workspace? {
-        guard let engine = DNNLKernels.engine?.handle else { return nil }
+        guard let engine = DNNL.engine?.handle else { return nil }
         var stream: dnnl_stream_t?
         guard dnnl_stream_create(&stream, engine, dnnl_stream_default_flags.rawValue) == dnnl_success, let stream else { return nil }
         let workspace = Workspace(stream: stream)
@@ -169,7 +169,7 @@ enum DNNLKernels {
     static func matmul(source sourceOperand: Operand, weights weightsOperand: Operand, destination destinationOperand: Operand,
                        constantWeights: UnsafePointer<Float>?, bias biasValues: [Float]?, activation: Activation?,
                        residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPreparedPrimitive? = nil) -> DNNLPreparedPrimitive? {
-        guard let engine = engine?.handle,
+        guard let engine = DNNL.engine?.handle,
               var source = descriptor(sourceOperand), let givenWeights = descriptor(weightsOperand),
               var destination = descriptor(destinationOperand)
         else { return nil }
@@ -191,7 +191,7 @@ enum DNNLKernels {
         }
         guard let attributes = attributes(activation: activation, residual: residualDescriptor) else { return nil }
         defer { dnnl_primitive_attr_destroy(attributes) }
-        useThreads(threads)
+        DNNL.useThreads(threads)
         var operation = dnnl_matmul_desc_t()
         let described = withOptionalPointer(to: &biasDescriptor) { biasPointer in
             dnnl_matmul_desc_init(&operation, &source, &weights, biasPointer, &destination)
@@ -218,9 +218,7 @@ enum DNNLKernels {
         slots.append(DNNLPreparedPrimitive.Slot(argument: DNNL_ARG_DST, descriptor: destination))
         if let residualDescriptor {
             // The residual's post-operation comes after the activation's.
-            let index: Int32 = activation == nil ? 0 : 1
-            slots.append(DNNLPreparedPrimitive.Slot(argument: (DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE * (index + 1)) | DNNL_ARG_SRC_1,
-                                            descriptor: residualDescriptor))
+            slots.append(DNNLPreparedPrimitive.Slot(argument: DNNL.postOperationSource(activation == nil ? 0 : 1), descriptor: residualDescriptor))
         }
         if let biasValues, var biasDescriptor {
             guard let copied = copy(biasValues, described: &biasDescriptor, engine: engine) else {
@@ -270,10 +268,10 @@ enum DNNLKernels {
 
     /// `activation` over `count` contiguous values. Slots: source, destination (may be the same).
     static func eltwise(_ activation: Activation, count: Int, threads: Int) -> DNNLPreparedPrimitive? {
-        guard let engine = engine?.handle, count > 0, var data = descriptor(Operand([count])),
+        guard let engine = DNNL.engine?.handle, count > 0, var data = descriptor(Operand([count])),
               let attributes = attributes(activation: nil, residual: nil) else { return nil }
         defer { dnnl_primitive_attr_destroy(attributes) }
-        useThreads(threads)
+        DNNL.useThreads(threads)
         var operation = dnnl_eltwise_desc_t()
         guard dnnl_eltwise_forward_desc_init(&operation, dnnl_forward_inference, activation.algorithm, &data, 0, 0) == dnnl_success else {
             return nil
@@ -284,10 +282,10 @@ enum DNNLKernels {
 
     /// Softmax along `axis` of a row-major `shape`. Slots: source, destination.
     static func softmax(shape: [Int], axis: Int, threads: Int) -> DNNLPreparedPrimitive? {
-        guard let engine = engine?.handle, !shape.contains(0), var data = descriptor(Operand(shape)),
+        guard let engine = DNNL.engine?.handle, !shape.contains(0), var data = descriptor(Operand(shape)),
               let attributes = attributes(activation: nil, residual: nil) else { return nil }
         defer { dnnl_primitive_attr_destroy(attributes) }
-        useThreads(threads)
+        DNNL.useThreads(threads)
         var operation = dnnl_softmax_desc_t()
         guard dnnl_softmax_forward_desc_init(&operation, dnnl_forward_inference, &data, Int32(axis)) == dnnl_success else { return nil }
         return make(&operation, attributes: attributes, engine: engine, threads: threads,
@@ -297,11 +295,11 @@ enum DNNLKernels {
     /// Layer norm over the last axis of `rows × width` values with optional
     /// per-element scale and shift. Slots: source, destination.
     static func layerNorm(rows: Int, width: Int, epsilon: Float, scale: [Float]?, shift: [Float]?, threads: Int) -> DNNLPreparedPrimitive? {
-        guard let engine = engine?.handle, rows > 0, width > 0, var data = descriptor(Operand([rows, width])),
+        guard let engine = DNNL.engine?.handle, rows > 0, width > 0, var data = descriptor(Operand([rows, width])),
               var statistics = descriptor(Operand([rows])), var parameter = descriptor(Operand([width])),
               let attributes = attributes(activation: nil, residual: nil) else { return nil }
         defer { dnnl_primitive_attr_destroy(attributes) }
-        useThreads(threads)
+        DNNL.useThreads(threads)
         var flags: UInt32 = 0
         if scale != nil { flags |= dnnl_use_scale.rawValue }
         if shift != nil { flags |= dnnl_use_shift.rawValue }
@@ -333,31 +331,6 @@ enum DNNLKernels {
     }
 
     // MARK: oneDNN
-
-    /// oneDNN's CPU engine, made once per process; `nil` when oneDNN cannot run here.
-    static let engine: EngineHandle? = {
-        var handle: dnnl_engine_t?
-        guard dnnl_engine_create(&handle, dnnl_cpu, 0) == dnnl_success, let handle else { return nil }
-        return EngineHandle(handle: handle)
-    }()
-
-    /// The engine handle; never destroyed (it lives as long as the process).
-    final class EngineHandle: @unchecked Sendable {
-        let handle: dnnl_engine_t
-        init(handle: dnnl_engine_t) { self.handle = handle }
-    }
-
-    /// Debian's oneDNN runs on OpenMP threads; OpenMP's thread count is per
-    /// calling thread, so it is set before every preparation and run.
-    static func useThreads(_ count: Int) {
-        setThreads?(Int32(max(1, count)))
-    }
-
-    private static let setThreads: (@convention(c) (Int32) -> Void)? = {
-        // libgomp comes with libdnnl; only its versioned name is installed, so it is looked up, not linked.
-        guard let symbol = dlsym(nil, "omp_set_num_threads") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Void).self)
-    }()
 
     private static func memoryDescriptor(_ memory: dnnl_memory_t) -> UnsafePointer<dnnl_memory_desc_t>? {
         var descriptor: UnsafePointer<dnnl_memory_desc_t>?
