@@ -132,8 +132,9 @@ $(ZOO_VENV)/.installed: Scripts/zoo-requirements.txt Scripts/requirements.txt
 
 zoo: deps $(ZOO_VENV)/.installed
 	$(ZOO_VENV)/bin/python Scripts/zoo.py
+	$(ZOO_VENV)/bin/python Fixtures/stateful_decoder.py
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build --filter 'ZooParityTests'
+	$(SWIFT) test --skip-build --filter 'ZooParityTests|StatefulDecoderTests'
 
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in

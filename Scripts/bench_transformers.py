@@ -16,6 +16,7 @@ its median latency per input and its peak resident memory (getrusage), so the ra
 one run on one machine.
 """
 
+import copy
 import json
 import os
 import resource
@@ -67,7 +68,152 @@ def builders():
     return {"bert-base-s128": bert, "gpt2-small-t64": gpt2, "vit-s16": vit}
 
 
-NAMES = ["bert-base-s128", "gpt2-small-t64", "vit-s16"]
+NAMES = ["bert-base-s128", "gpt2-small-t64", "gpt2-small-step", "vit-s16"]
+# The decoder step: one token after PREFIX tokens, key/value caches of CACHE positions.
+PREFIX, CACHE = 64, 128
+
+
+def kv_decoders(lm, cache):
+    """GPT-2 one-token decoding over key/value caches, from the weights of `lm` (a GPT2LMHeadModel).
+
+    `Stateful` holds the caches as buffers updated in forward (Core ML states: the pattern
+    coremltools documents for stateful models); its token positions follow from the inputs'
+    shapes (`causal_mask` is [1, 1, tokens, end]: the tokens sit at end - tokens ..< end).
+    `Past` is the same computation with the caches as inputs and outputs (ONNX
+    past_key_values / present), for onnxruntime. The caches hold float16 in both (coremltools
+    9.0 makes states fp16 only); everything else computes in the module's precision.
+    """
+    import torch
+
+    config = lm.config
+    heads, width = config.n_head, config.n_embd // config.n_head
+    blocks = lm.transformer.h
+
+    def attend(block, h, causal_mask, store):
+        tokens = h.shape[1]
+        q, k, v = block.attn.c_attn(block.ln_1(h)).split(config.n_embd, dim=2)
+        q, k, v = (t.view(1, tokens, heads, width).transpose(1, 2) for t in (q, k, v))
+        keys, values = store(k, v)
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * (1.0 / width ** 0.5) + causal_mask
+        a = torch.matmul(torch.softmax(scores, dim=-1), values)
+        h = h + block.attn.c_proj(a.transpose(1, 2).reshape(1, tokens, config.n_embd))
+        return h + block.mlp(block.ln_2(h))
+
+    def embed(input_ids, position_ids):
+        return lm.transformer.wte(input_ids) + lm.transformer.wpe(position_ids)
+
+    def head(h):
+        return lm.lm_head(lm.transformer.ln_f(h))
+
+    class Stateful(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+            for i in range(config.n_layer):
+                self.register_buffer("keys_%d" % i, torch.zeros(1, heads, cache, width, dtype=torch.float16))
+                self.register_buffer("values_%d" % i, torch.zeros(1, heads, cache, width, dtype=torch.float16))
+
+        def forward(self, input_ids, position_ids, causal_mask):
+            end = causal_mask.shape[-1]
+            begin = end - input_ids.shape[-1]
+            h = embed(input_ids, position_ids)
+            for i, block in enumerate(blocks):
+                keys, values = getattr(self, "keys_%d" % i), getattr(self, "values_%d" % i)
+
+                def store(k, v):
+                    keys[:, :, begin:end, :] = k.half()
+                    values[:, :, begin:end, :] = v.half()
+                    return keys[:, :, :end, :].to(k.dtype), values[:, :, :end, :].to(v.dtype)
+
+                h = attend(block, h, causal_mask, store)
+            return head(h)
+
+    class Past(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids, position_ids, causal_mask, past_keys, past_values):
+            h = embed(input_ids, position_ids)
+            presents = []
+            for i, block in enumerate(blocks):
+                def store(k, v):
+                    keys, values = torch.cat([past_keys[i], k.half()], dim=2), torch.cat([past_values[i], v.half()], dim=2)
+                    presents.append((keys, values))
+                    return keys.to(k.dtype), values.to(v.dtype)
+
+                h = attend(block, h, causal_mask, store)
+            return head(h), torch.stack([k for k, _ in presents]), torch.stack([v for _, v in presents])
+
+    return Stateful().eval(), Past().eval()
+
+
+def causal_mask(tokens, end):
+    """[1, 1, tokens, end] additive mask: token t (at end - tokens + t) sees positions up to its own."""
+    mask = np.zeros((1, 1, tokens, end), dtype=np.float32)
+    for t in range(tokens):
+        mask[0, 0, t, end - tokens + t + 1:] = -1e9
+    return mask
+
+
+def build_step(out, name):
+    """The decoder step: a stateful ML program (flexible token count, caches as states) and an ONNX
+    model with the caches as inputs/outputs, from one GPT-2-small-shaped model; the logits of
+    the step checked against the same module's full forward of all PREFIX + 1 tokens in float64."""
+    import torch
+    import transformers
+    import coremltools as ct
+
+    rng = np.random.default_rng(sum(map(ord, name)))
+    lm = transformers.GPT2LMHeadModel(transformers.GPT2Config(use_cache=False)).eval()
+    stateful, past = kv_decoders(lm, CACHE)
+    tokens = rng.integers(0, lm.config.vocab_size, (1, PREFIX + 1)).astype(np.int32)
+    prefill = {"input_ids": tokens[:, :PREFIX], "position_ids": np.arange(PREFIX, dtype=np.int32)[None],
+               "causal_mask": causal_mask(PREFIX, PREFIX)}
+    step = {"input_ids": tokens[:, PREFIX:], "position_ids": np.array([[PREFIX]], dtype=np.int32),
+            "causal_mask": causal_mask(1, PREFIX + 1)}
+    torch_inputs = lambda feed: tuple(torch.from_numpy(feed[k].astype(np.int64) if feed[k].dtype == np.int32 else feed[k])
+                                      for k in ("input_ids", "position_ids", "causal_mask"))
+    with torch.no_grad():
+        traced = torch.jit.trace(stateful, torch_inputs(prefill), check_trace=False)
+        # The caches after the prefix, for onnxruntime's past inputs.
+        stateful(*torch_inputs(prefill))
+        past_keys = torch.stack([getattr(stateful, "keys_%d" % i)[:, :, :PREFIX] for i in range(lm.config.n_layer)])
+        past_values = torch.stack([getattr(stateful, "values_%d" % i)[:, :, :PREFIX] for i in range(lm.config.n_layer)])
+        step_logits = stateful(*torch_inputs(step)).numpy()
+        reference, _ = kv_decoders(copy.deepcopy(lm).double(), CACHE)
+        full = reference(*torch_inputs({"input_ids": tokens, "position_ids": np.arange(PREFIX + 1, dtype=np.int32)[None],
+                                        "causal_mask": causal_mask(PREFIX + 1, PREFIX + 1).astype(np.float64)}))[:, -1:].numpy()
+        torch.onnx.export(past, torch_inputs(step) + (past_keys, past_values), os.path.join(out, name + ".onnx"),
+                          input_names=["input_ids", "position_ids", "causal_mask", "past_keys", "past_values"],
+                          output_names=["logits", "present_keys", "present_values"], opset_version=17, dynamo=False)
+    error = float(np.max(np.abs(step_logits - full) / np.maximum(1, np.abs(full))))
+    print("%s: PyTorch step against the full float64 forward: max relative difference %.1e" % (name, error), file=sys.stderr)
+    assert error < TOLERANCE, error
+    length = ct.RangeDim(1, CACHE, default=PREFIX)
+    end = ct.RangeDim(1, CACHE, default=PREFIX)
+    inputs = [ct.TensorType(name="input_ids", shape=(1, length), dtype=np.int32),
+              ct.TensorType(name="position_ids", shape=(1, length), dtype=np.int32),
+              ct.TensorType(name="causal_mask", shape=(1, 1, length, end), dtype=np.float32)]
+    states = [ct.StateType(wrapped_type=ct.TensorType(shape=(1, lm.config.n_head, CACHE, lm.config.n_embd // lm.config.n_head),
+                                                      dtype=np.float16), name="%s_%d" % (kind, i))
+              for i in range(lm.config.n_layer) for kind in ("keys", "values")]
+    converted = ct.convert(traced, inputs=inputs, states=states, outputs=[ct.TensorType(name="logits")],
+                           convert_to="mlprogram", compute_precision=ct.precision.FLOAT32,
+                           minimum_deployment_target=ct.target.iOS18, skip_model_load=True)
+    package = os.path.join(out, name + ".mlpackage")
+    if os.path.exists(package):
+        shutil.rmtree(package)
+    converted.save(package)
+    as_lists = lambda feed: {k: v.tolist() for k, v in feed.items()}
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump({"prefill": as_lists(prefill), "step": as_lists(step)}, f)
+    np.savez(os.path.join(out, name + ".npz"), past_keys=past_keys.numpy(), past_values=past_values.numpy(), **step)
+
+
+def torch_seed(name):
+    import torch
+    torch.manual_seed(sum(map(ord, name)))
 
 
 def build(out):
@@ -76,6 +222,13 @@ def build(out):
     for name in NAMES:
         stamp = os.path.join(out, name + ".done")
         if os.path.exists(stamp) and open(stamp).read() == VERSION:
+            continue
+        if name == "gpt2-small-step":
+            torch_seed(name)
+            build_step(out, name)
+            with open(stamp, "w") as f:
+                f.write(VERSION)
+            print("built", name, file=sys.stderr)
             continue
         import torch
         import coremltools as ct
@@ -118,11 +271,15 @@ def ort(model, inputs, threads, runs, output):
     options.inter_op_num_threads = 1
     start = time.perf_counter()
     session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    with open(inputs) as f:
-        feed = {}
-        for name, value in json.load(f).items():
-            kind = next(i for i in session.get_inputs() if i.name == name).type
-            feed[name] = np.array(value, dtype=np.int64 if "int64" in kind else np.float32)
+    if inputs.endswith(".npz"):
+        given = dict(np.load(inputs))
+    else:
+        with open(inputs) as f:
+            given = json.load(f)
+    feed = {}
+    for name, value in given.items():
+        kind = next(i for i in session.get_inputs() if i.name == name).type
+        feed[name] = np.array(value, dtype=np.int64 if "int64" in kind else np.float16 if "float16" in kind else np.float32)
     result = session.run(None, feed)[0]
     first = time.perf_counter() - start
     if output:
@@ -160,7 +317,8 @@ def run(out, benchmarks, runs):
         for threads in (1, 2):
             mine = measure([benchmarks, "transformer", base + ".mlpackage", base + ".json", str(threads), str(runs),
                             "--output", base + ".modelc.f32"])
-            theirs = measure([sys.executable, os.path.abspath(__file__), "ort", base + ".onnx", base + ".json",
+            feed = base + ".npz" if os.path.exists(base + ".npz") else base + ".json"
+            theirs = measure([sys.executable, os.path.abspath(__file__), "ort", base + ".onnx", feed,
                               str(threads), str(runs), "--output", base + ".ort.f32"])
             a = np.fromfile(base + ".modelc.f32", dtype="<f4").astype(np.float64)
             b = np.fromfile(base + ".ort.f32", dtype="<f4").astype(np.float64)

@@ -10,7 +10,9 @@ import ModelRuntime
 /// Prints `key value` lines for Scripts/bench-transformers.sh: `latency_ms`
 /// (median of `runs` predictions after 3 warm-up ones), `first_ms` (opening
 /// and the first prediction) and `peak_rss_kb` (the process's high-water
-/// resident memory, VmHWM). With `outputFile`, writes the first output
+/// resident memory, VmHWM). Inputs `{"prefill": …, "step": …}` time one
+/// step of a stateful decoder: a state made and filled by the prefill,
+/// then the step predicted on it (`prediction(from:using:)`) each time. With `outputFile`, writes the first output
 /// of the first prediction there as little-endian float32 so the caller can
 /// compare it with onnxruntime's.
 enum TransformerBenchmark {
@@ -24,8 +26,24 @@ enum TransformerBenchmark {
 
         let start = DispatchTime.now().uptimeNanoseconds
         let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: .tensor))
-        let inputs = try PredictionInputs(model: model).parse(object: object)
-        let outputs = try model.prediction(from: inputs)
+        // A stateful decoder step: {"prefill": inputs, "step": inputs}; the prefill fills the state once,
+        // then every timed prediction is the same step on it.
+        let state: ModelState?
+        let inputs: [String: FeatureValue]
+        if let steps = object as? [String: Any], let prefill = steps["prefill"], let step = steps["step"] {
+            guard let made = model.makeState() else { throw Failure(description: "\(path) has no state") }
+            _ = try model.prediction(from: try PredictionInputs(model: model).parse(object: prefill), using: made)
+            state = made
+            inputs = try PredictionInputs(model: model).parse(object: step)
+        } else {
+            state = nil
+            inputs = try PredictionInputs(model: model).parse(object: object)
+        }
+        let predict: () throws -> [String: FeatureValue] = {
+            if let state { return try model.prediction(from: inputs, using: state) }
+            return try model.prediction(from: inputs)
+        }
+        let outputs = try predict()
         let first = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
 
         if let outputFile {
@@ -37,8 +55,8 @@ enum TransformerBenchmark {
                 throw Failure(description: "cannot write \(outputFile)")
             }
         }
-        for _ in 0..<3 { _ = try model.prediction(from: inputs) }
-        let latency = try median(runs: runs) { _ = try model.prediction(from: inputs) }
+        for _ in 0..<3 { _ = try predict() }
+        let latency = try median(runs: runs) { _ = try predict() }
 
         print("engine modelc-tensor")
         print("threads \(threads)")

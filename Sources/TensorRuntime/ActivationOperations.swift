@@ -28,6 +28,12 @@ enum ActivationOperations {
         define("scaled_tanh", { a, b in { a * tanh(b * $0) } }, alpha: 1, beta: 1)
         all["gelu"] = OperationDefinition(["x", "mode"]) { context throws(RuntimeError) in
             let mode = try context.string("mode", "EXACT")
+            let vectorised: DNNLKernels.Activation? = switch mode {
+            case "EXACT": .geluExact
+            case "TANH_APPROXIMATION": .geluTanh
+            default: nil
+            }
+            if let vectorised, try onDNNL(context, vectorised) { return }
             let function: @Sendable (Float) -> Float
             switch mode {
             // In Float (libm's erff/tanhf): the Double versions were a quarter of
@@ -48,6 +54,21 @@ enum ActivationOperations {
         }
         return all
     }()
+
+    /// Plans `activation` of a float tensor on oneDNN's vectorised, threaded
+    /// kernel; `false` when oneDNN does not take it (the scalar loop runs).
+    private static func onDNNL(_ context: OperationContext, _ activation: DNNLKernels.Activation) throws(RuntimeError) -> Bool {
+        let x = try context.input()
+        guard x.isFloat, context.outputType().isFloat, x.count > 0,
+              let kernel = DNNLKernels.eltwise(activation, count: x.count, threads: 1) else { return false }
+        let out = try context.output(x.shape)
+        let from = x.id
+        let failure = DNNLKernels.failure(context)
+        context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+            guard kernel.run(buffers.raw(from), buffers.raw(out)) else { throw failure }
+        }
+        return true
+    }
 
     /// f(x, parameters of x's channel) with channels on axis 1 (rank ≥ 3).
     private static func perChannel(_ context: OperationContext, parameters keys: [String],

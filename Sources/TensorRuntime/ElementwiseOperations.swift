@@ -23,7 +23,7 @@ enum ElementwiseOperations {
         all["cast"] = OperationDefinition(["x", "dtype"]) { context throws(RuntimeError) in try cast(context) }
         for (name, operation) in binaryFloat {
             all[name] = OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
-                try binary(context, float: operation, integer: binaryInteger[name])
+                try binary(context, float: operation, integer: binaryInteger[name], specialised: ElementwiseKernels.binary[name])
             }
         }
         all["select"] = OperationDefinition(["cond", "a", "b"]) { context throws(RuntimeError) in try select(context) }
@@ -97,14 +97,24 @@ enum ElementwiseOperations {
         let x = try context.input()
         let name = try context.string("dtype", "fp32")
         guard let target = ElementType(milName: name), target != .string else { throw context.unsupported("dtype \"\(name)\" is not supported") }
+        // Floats that keep their values (fp16 to fp32, fp32 and fp64 either way): a view, no copy.
+        if x.isFloat, target.isFloat, target != .float16 || x.type == .float16, context.outputType() == target {
+            try context.alias(x, shape: x.shape)
+            return
+        }
         let out = try context.output(x.shape, type: target)
         let count = x.count, from = x.id
         switch (x.isFloat, target.isFloat) {
         case (true, true):
-            let half = target == .float16
+            // Values of an fp16 tensor are already fp16's: only a cast to fp16 rounds.
+            let half = target == .float16 && x.type != .float16
             context.run(reads: [x], writes: [out]) { buffers in
                 let source = buffers.floats(from), result = buffers.floats(out)
-                for index in 0..<count { result[index] = half ? Float(Float16(source[index])) : source[index] }
+                if half {
+                    for index in 0..<count { result[index] = roundedToHalf(source[index]) }
+                } else {
+                    result.update(from: source, count: count)
+                }
             }
         case (true, false):
             let bool = target == .bool
@@ -126,6 +136,19 @@ enum ElementwiseOperations {
                 for index in 0..<count { result[index] = target == .bool ? (source[index] != 0 ? 1 : 0) : wrap(source[index], to: target) }
             }
         }
+    }
+
+    /// `value` rounded to the nearest fp16 (ties to even), as `Float(Float16(value))`
+    /// gives it, without the conversion library calls for normal fp16 values.
+    @inline(__always)
+    static func roundedToHalf(_ value: Float) -> Float {
+        let magnitude = abs(value)
+        // fp16's normal range; the rest (subnormals, overflow to infinity, NaN) through Float16.
+        guard magnitude >= 0x1p-14, magnitude <= 65504 else { return Float(Float16(value)) }
+        let bits = value.bitPattern
+        // Keep 10 of Float's 23 mantissa bits, rounding to nearest even.
+        let rounded = (bits &+ 0xFFF &+ ((bits >> 13) & 1)) & ~0x1FFF
+        return Float(bitPattern: rounded)
     }
 
     /// An int32 as the narrower integer type would hold it (wrapping, as NumPy's `astype`).
@@ -183,8 +206,11 @@ enum ElementwiseOperations {
         "logical_xor": { ($0 != 0) != ($1 != 0) ? 1 : 0 },
     ]
 
+    /// `specialised`, when given, computes float operands into a float output
+    /// (the same operation as `float`, in a loop with no call per element).
     static func binary(_ context: OperationContext, float: @escaping @Sendable (Float, Float) -> Float,
-                       integer: (@Sendable (Int32, Int32) -> Int32)?) throws(RuntimeError) {
+                       integer: (@Sendable (Int32, Int32) -> Int32)?,
+                       specialised: ElementwiseKernels.BinaryRun? = nil) throws(RuntimeError) {
         let x = try context.input("x"), y = try context.input("y")
         guard let shape = Shapes.broadcast(x.shape, y.shape) else {
             throw context.invalid("shapes \(x.shape) and \(y.shape) do not broadcast")
@@ -196,6 +222,7 @@ enum ElementwiseOperations {
         let sa = strides[0].last ?? 0, sb = strides[1].last ?? 0
         let count = shape.reduce(1, *)
         let same = x.shape == shape && y.shape == shape
+        let xCount = x.count, yCount = y.count
         if !x.isFloat, !y.isFloat, let integer {
             context.run(reads: [x, y], writes: [out]) { buffers in
                 let left = buffers.ints(a), right = buffers.ints(b)
@@ -226,6 +253,20 @@ enum ElementwiseOperations {
                 let target = buffers.floats(out)
                 if leftFloat, rightFloat {
                     let left = buffers.floats(a), right = buffers.floats(b)
+                    if let specialised {
+                        if xCount == count, yCount == count {
+                            specialised(left, 1, right, 1, target, count)
+                        } else if xCount == count, yCount == 1 {
+                            specialised(left, 1, right, 0, target, count)
+                        } else if xCount == 1, yCount == count {
+                            specialised(left, 0, right, 1, target, count)
+                        } else {
+                            Shapes.walk(shape, strides) { o, offsets, n in
+                                specialised(left + offsets[0], sa, right + offsets[1], sb, target + o, n)
+                            }
+                        }
+                        return
+                    }
                     if same {
                         for k in 0..<count { target[k] = float(left[k], right[k]) }
                         return

@@ -2,6 +2,7 @@ import COpenBLAS
 import Dispatch
 import Foundation
 import ModelFeatures
+import SystemIO
 
 /// Matrix products on OpenBLAS (`matmul` with NumPy batch broadcasting,
 /// `linear`, `einsum` of two operands) and scaled dot-product attention.
@@ -15,6 +16,21 @@ enum LinearAlgebraOperations {
             let x = try context.input(), weight = try context.input("weight")
             guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
+        },
+        // A linear layer with what follows it fused (Fusion/ProductFusion.swift): an activation, then a residual sum.
+        "fused_linear": OperationDefinition(["x", "weight", "bias", "activation", "residual"]) { context throws(RuntimeError) in
+            let x = try context.input(), weight = try context.input("weight")
+            guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
+            var activation: DNNLKernels.Activation?
+            switch try context.string("activation", "") {
+            case "": activation = nil
+            case "relu": activation = .relu
+            case "gelu_EXACT": activation = .geluExact
+            case "gelu_TANH_APPROXIMATION": activation = .geluTanh
+            case let other: throw context.unsupported("fused activation \(other) is not one modelc fuses")
+            }
+            try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"),
+                       activation: activation, residual: try context.optional("residual"))
         },
         "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
         "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
@@ -44,8 +60,12 @@ enum LinearAlgebraOperations {
 
     /// x · y with MIL's matmul rules: rank-1 operands become a row (x) or a
     /// column (y) and lose that axis again; batch axes broadcast.
+    ///
+    /// `activation` and then the addition of `residual` (a fused linear
+    /// layer's) apply to the result: in oneDNN's kernel, or as a step after
+    /// the product where oneDNN does not take them.
     static func matmul(_ context: OperationContext, x: PlanValue, y: PlanValue, transposeX: Bool, transposeY: Bool,
-                       bias: PlanValue?) throws(RuntimeError) {
+                       bias: PlanValue?, activation: DNNLKernels.Activation? = nil, residual: PlanValue? = nil) throws(RuntimeError) {
         guard x.rank >= 1, y.rank >= 1 else { throw context.invalid("matmul needs operands of rank 1 or more") }
         let xShape = x.rank == 1 ? [1, x.shape[0]] : x.shape
         let yShape = y.rank == 1 ? [y.shape[0], 1] : y.shape
@@ -66,6 +86,18 @@ enum LinearAlgebraOperations {
             return
         }
         let out = try context.output(shape)
+        if let residual {
+            guard let combined = Shapes.broadcast(shape, residual.shape), combined == shape, residual.isFloat else {
+                throw context.invalid("residual \(residual.shape) does not broadcast to the product's shape \(shape)")
+            }
+        }
+        if try productOnDNNL(context, x: x, y: y, xShape: xShape, yShape: yShape, transposeX: tx, transposeY: ty,
+                             batch: batch, m: m, k: k, n: n, bias: bias, activation: activation,
+                             residual: residual?.shape == shape ? residual : nil, out: out) {
+            if let residual, residual.shape != shape { addAfter(context, out: out, shape: shape, activation: nil, residual: residual) }
+            return
+        }
+        defer { if activation != nil || residual != nil { addAfter(context, out: out, shape: shape, activation: activation, residual: residual) } }
         let batches = batch.reduce(1, *)
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
         let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
@@ -105,6 +137,115 @@ enum LinearAlgebraOperations {
                     gemm(shared.left + first * k, transposeA: false, shared.right, transposeB: ty, shared.target + first * n,
                          m: rows, n: n, k: k, accumulate: biasID != nil)
                 }
+            }
+        }
+    }
+
+    /// Plans the product on oneDNN when it takes it: constant weights
+    /// (`linear`'s, or a constant `y` shared by every batch) packed once now
+    /// into the layout oneDNN's kernel reads, the rows of every batch as one
+    /// product; otherwise a batched product reading both operands in place
+    /// (transposes as strides, batch axes broadcast). `false` leaves it to OpenBLAS.
+    private static func productOnDNNL(_ context: OperationContext, x: PlanValue, y: PlanValue, xShape: [Int], yShape: [Int],
+                                      transposeX tx: Bool, transposeY ty: Bool, batch: [Int], m: Int, k: Int, n: Int,
+                                      bias: PlanValue?, activation: DNNLKernels.Activation?, residual: PlanValue?,
+                                      out: Int) throws(RuntimeError) -> Bool {
+        guard m > 0, n > 0, k > 0, bias == nil || bias?.constant != nil else { return false }
+        let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
+        let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
+        let failure = DNNLKernels.failure(context)
+        let a = x.id, b = y.id, r = residual?.id
+        if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
+            // Row blocks, one per thread, each a single-threaded oneDNN product (Dispatch's
+            // threads, not OpenMP's: OpenMP's barriers spin and stall when the cores are shared).
+            let rows = xBatch.reduce(1, *) * m
+            let workers = min(context.threads, max(1, rows / 16))
+            let block = (rows + workers - 1) / workers, lastBlock = rows - block * (workers - 1)
+            let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
+            let kernels: [DNNLPreparedPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+                func make(_ rows: Int, sharing other: DNNLPreparedPrimitive?) -> DNNLPreparedPrimitive? {
+                    DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
+                                       bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
+                                       threads: 1, sharingWeightsWith: other)
+                }
+                // The address names the weights only when it is the constant's own array, which
+                // the plan keeps alive (not a temporary converted from integers).
+                let stored: Bool = if case .floats = weights.storage { true } else { false }
+                let key = stored ? values.baseAddress.map {
+                    DNNLKernels.WeightsKey(address: UInt(bitPattern: $0), count: values.count, dims: operand.dims, strides: operand.strides)
+                } : nil
+                guard let main = make(block, sharing: key.flatMap(DNNLKernels.product(packing:))) else { return nil }
+                if let key { DNNLKernels.remember(main, packing: key) }
+                if lastBlock == block { return [main] }
+                guard let last = make(lastBlock, sharing: main) else { return nil }
+                return [main, last]
+            }
+            guard let kernels else { return false }
+            context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
+                let blocks = RowBlocks(source: buffers.raw(a), destination: buffers.raw(out), residual: r.map { buffers.raw($0) },
+                                       sourceRow: k * 4, destinationRow: n * 4)
+                let ok: Bool
+                if workers == 1 {
+                    ok = blocks.run(kernels[0], first: 0)
+                } else {
+                    let failed = Locked(false)
+                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                        let kernel = worker == workers - 1 ? kernels[kernels.count - 1] : kernels[0]
+                        if !blocks.run(kernel, first: worker * block) { failed.withLock { $0 = true } }
+                    }
+                    ok = !failed.withLock { $0 }
+                }
+                guard ok else { throw failure }
+            }
+            return true
+        }
+        // One rank for all three; a stored operand's last two axes are (rows, columns) before any transpose.
+        let rank = batch.count + 2
+        func operand(_ stored: [Int], transposed: Bool, rows: Int, columns: Int) -> DNNLKernels.Operand {
+            let padded = Array(repeating: 1, count: rank - stored.count) + stored
+            var strides = Shapes.strides(padded)
+            if transposed { strides.swapAt(rank - 2, rank - 1) }
+            return DNNLKernels.Operand(dims: Array(padded.dropLast(2)) + [rows, columns], strides: strides)
+        }
+        guard let kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
+                                              weights: operand(yShape, transposed: ty, rows: k, columns: n),
+                                              destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: activation,
+                                              residual: residual.map { _ in .init(batch + [m, n]) }, threads: 1)
+        else { return false }
+        context.run(reads: [x, y] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
+            let ran = if let r {
+                kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out), buffers.raw(r))
+            } else {
+                kernel.run(buffers.raw(a), buffers.raw(b), buffers.raw(out))
+            }
+            guard ran else { throw failure }
+        }
+        return true
+    }
+
+    /// A step after a product that applies `activation` to its result in
+    /// place, then adds `residual` (broadcast to `shape`).
+    private static func addAfter(_ context: OperationContext, out: Int, shape: [Int], activation: DNNLKernels.Activation?, residual: PlanValue?) {
+        let count = shape.reduce(1, *)
+        let strides = residual.map { Shapes.broadcastStrides($0.shape, to: shape) } ?? []
+        let r = residual?.id
+        context.run(reads: [out] + (residual.map { [$0.id] } ?? []), outputs: [out], scratch: []) { buffers in
+            let target = buffers.floats(out)
+            switch activation {
+            case .relu?: for index in 0..<count { target[index] = max(target[index], 0) }
+            case .geluExact?: for index in 0..<count { target[index] = 0.5 * target[index] * (1 + erf(target[index] * Float(0.5).squareRoot())) }
+            case .geluTanh?:
+                for index in 0..<count {
+                    let x = target[index]
+                    target[index] = 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x)))
+                }
+            case nil: break
+            }
+            guard let r else { return }
+            let addend = buffers.floats(r)
+            let step = strides.last ?? 0
+            Shapes.walk(shape, [strides]) { o, offsets, n in
+                for k in 0..<n { target[o + k] += addend[offsets[0] + k * step] }
             }
         }
     }
@@ -255,6 +396,24 @@ enum LinearAlgebraOperations {
                 }
             }
         }
+    }
+}
+
+/// A product's rows split between threads: each block's source, destination
+/// and residual rows start at the block's first row.
+private struct RowBlocks: @unchecked Sendable {
+    let source: UnsafeMutableRawPointer
+    let destination: UnsafeMutableRawPointer
+    let residual: UnsafeMutableRawPointer?
+    /// Bytes per row of the source and of the destination (and residual).
+    let sourceRow: Int
+    let destinationRow: Int
+
+    func run(_ kernel: DNNLPreparedPrimitive, first: Int) -> Bool {
+        if let residual {
+            return kernel.run(source + first * sourceRow, destination + first * destinationRow, residual + first * destinationRow)
+        }
+        return kernel.run(source + first * sourceRow, destination + first * destinationRow)
     }
 }
 

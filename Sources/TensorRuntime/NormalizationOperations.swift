@@ -10,6 +10,19 @@ enum NormalizationOperations {
             var axes = Set<Int>()
             for axis in try context.ints("axes") ?? Array(x.shape.indices) { axes.insert(try context.axis(axis, rank: x.rank, key: "axes")) }
             let normalized = x.shape.indices.filter { axes.contains($0) }.map { x.shape[$0] }.reduce(1, *)
+            let epsilon = try context.float("epsilon", 1e-5)
+            let scale = try parameter(context, "gamma", count: normalized), shift = try parameter(context, "beta", count: normalized)
+            if x.isFloat, axes == [x.rank - 1], normalized > 0,
+               let kernel = DNNLKernels.layerNorm(rows: x.count / normalized, width: normalized, epsilon: epsilon, scale: scale, shift: shift,
+                                                  threads: 1) {
+                let out = try context.output(x.shape)
+                let from = x.id
+                let failure = DNNLKernels.failure(context)
+                context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+                    guard kernel.run(buffers.raw(from), buffers.raw(out)) else { throw failure }
+                }
+                return
+            }
             try normalize(context, x, over: axes, epsilon: try context.float("epsilon", 1e-5),
                           scale: try parameter(context, "gamma", count: normalized), shift: try parameter(context, "beta", count: normalized),
                           perInner: true)

@@ -20,6 +20,8 @@ final class Planner {
     private var runTimeValueError: RuntimeError?
     /// Where planning stopped (top-level operations only), if it did.
     private var stop: Int?
+    /// Values the steps of nested blocks read (their steps live inside the enclosing step's kernel).
+    private var readsInNestedBlocks: Set<Int> = []
     /// Threads a kernel may use within one prediction.
     let threads: Int
 
@@ -217,8 +219,8 @@ final class Planner {
         let table = UnsafeMutablePointer<UnsafeMutableRawPointer>.allocate(capacity: max(values.count, 1))
         defer { table.deallocate() }
         table.initialize(repeating: memory.empty, count: max(values.count, 1))
-        // Every constant (nested blocks read their own), then the step's reads.
-        for (id, pointer) in constantAddresses { table[id] = pointer }
+        // The constants nested blocks read, then the step's reads.
+        for id in readsInNestedBlocks where values[id].constant != nil { table[id] = address(of: id) }
         for id in step.reads { table[id] = address(of: id) }
         var scratch: [UnsafeMutableRawPointer] = []
         defer { for pointer in scratch { pointer.deallocate() } }
@@ -236,12 +238,16 @@ final class Planner {
                 ? Tensor(floats: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: value.count)), shape: value.shape, type: value.type)
                 : Tensor(ints: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Int32.self), count: value.count)), shape: value.shape, type: value.type)
             values[id] = PlanValue(id: id, type: value.type, shape: value.shape, constant: tensor)
-            constantAddresses[id] = memory.store(tensor)
         }
     }
 
     private func address(of id: Int) -> UnsafeMutableRawPointer {
         if let pointer = constantAddresses[id] { return pointer }
+        if let constant = values[id].constant {
+            let pointer = memory.store(constant)
+            constantAddresses[id] = pointer
+            return pointer
+        }
         if let root = aliasOf[id] { return address(of: root) }
         return memory.empty
     }
@@ -251,7 +257,8 @@ final class Planner {
     func add(type: ElementType, shape: [Int], constant: Tensor?) -> Int {
         let id = values.count
         values.append(PlanValue(id: id, type: type, shape: shape, constant: constant))
-        if let constant { constantAddresses[id] = memory.store(constant) }
+        // A constant gets the plan's memory only once a kernel reads it through its address
+        // (`address(of:)`): weights a kernel packs into its own layout are never copied there.
         return id
     }
 
@@ -304,9 +311,10 @@ final class Planner {
         }
         let inner = Array(steps[firstStep...])
         steps.removeSubrange(firstStep...)
+        readsInNestedBlocks.formUnion(inner.flatMap(\.reads))
         func root(_ id: Int) -> Int { aliasOf[id] ?? id }
-        let computed = (firstValue..<values.count).filter { constantAddresses[$0] == nil && aliasOf[$0] == nil }
-        let outer = Set(inner.flatMap(\.reads).map(root)).filter { $0 < firstValue && constantAddresses[$0] == nil }
+        let computed = (firstValue..<values.count).filter { values[$0].constant == nil && aliasOf[$0] == nil }
+        let outer = Set(inner.flatMap(\.reads).map(root)).filter { $0 < firstValue && values[$0].constant == nil }
         return NestedPlan(steps: inner, outputs: outputs, computed: computed, outerReads: outer.sorted())
     }
 
@@ -377,7 +385,7 @@ final class Planner {
             free = merged
         }
         func size(_ id: Int) -> Int { (max(values[id].count, 1) * 4 + 63) / 64 * 64 }
-        let inArena = values.indices.filter { constantAddresses[$0] == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 }
+        let inArena = values.indices.filter { values[$0].constant == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 }
         var born: [Int: [Int]] = [:], dies: [Int: [Int]] = [:]
         for id in inArena {
             born[firstDefinition[id], default: []].append(id)
@@ -391,6 +399,10 @@ final class Planner {
         for id in values.indices where offsets[id] == nil {
             if let source = aliasOf[id] { offsets[id] = offsets[source] }
         }
+        // The constants kernels read get the plan's memory now.
+        var read = Set(steps.flatMap(\.reads)).union(readsInNestedBlocks).union(outputs.values).union(inputs.values)
+        if let classification { read.insert(classification.probabilities) }
+        for id in read where values[id].constant != nil { _ = address(of: id) }
         var addresses: [Int: UnsafeMutableRawPointerBox] = [:]
         for (id, pointer) in constantAddresses { addresses[id] = UnsafeMutableRawPointerBox(pointer: pointer) }
         for (id, source) in aliasOf where offsets[source] == nil {

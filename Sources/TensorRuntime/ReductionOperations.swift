@@ -110,6 +110,14 @@ enum ReductionOperations {
         let x = try context.input()
         let axis = try context.axis(try context.int("axis", -1), rank: x.rank)
         let out = try context.output(x.shape)
+        if x.isFloat, x.rank >= 1, let kernel = DNNLKernels.softmax(shape: x.shape, axis: axis, threads: 1) {
+            let from = x.id
+            let failure = DNNLKernels.failure(context)
+            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+                guard kernel.run(buffers.raw(from), buffers.raw(out)) else { throw failure }
+            }
+            return
+        }
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
         let from = x.id
         context.run(reads: [x], writes: [out]) { buffers in

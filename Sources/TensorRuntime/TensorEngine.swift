@@ -346,6 +346,13 @@ public final class ProgramState: @unchecked Sendable {
 
     func write(_ name: String, from source: UnsafeMutableRawPointer, count: Int) {
         lock.withLock { values in
+            // In place when the size is unchanged: a decoder's caches are rewritten on every step.
+            if values[name]?.count == count {
+                values[name]?.withUnsafeMutableBytes { target in
+                    if let base = target.baseAddress { base.copyMemory(from: source, byteCount: count * 4) }
+                }
+                return
+            }
             values[name] = Array(UnsafeBufferPointer(start: source.assumingMemoryBound(to: UInt32.self), count: count))
         }
     }
