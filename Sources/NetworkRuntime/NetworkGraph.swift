@@ -294,6 +294,10 @@ private struct LayerReader {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ACTIVATION:
             guard let params = layer.activation?.pointee else { throw bad("no parameters") }
             return .activation(try activation(params))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_COPY:
+            // NeuralNetwork.proto: copies its input to its output (ct.convert writes one for
+            // DenseNet's concatenated features).
+            return .activation(.linear(alpha: 1, beta: 0))
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING:
             guard let params = layer.pooling?.pointee else { throw bad("no parameters") }
             return .pooling(try pooling(params))
