@@ -191,7 +191,7 @@ def electra(rng, full):
     return text(transformers.ElectraModel(config), rng, 96, [8, 19])
 
 
-@model("llama", ("fp32", "fp16", "pal6"))
+@model("llama", ("fp32", "fp16", "nn", "pal6"))
 def llama(rng, full):
     # Rotary position embeddings, RMSNorm, SiLU-gated MLP, grouped-query attention. coremltools
     # 9.0 cannot convert its traced graph (`x.shape[-1] // 2` in rotate_half becomes an `int` of
@@ -364,7 +364,7 @@ def googlenet(rng, full):
     return classifier(tvm.googlenet(aux_logits=False, init_weights=True), rng, full)
 
 
-@model("shufflenet_v2", ("fp16",), ("fp32", "fp16"))
+@model("shufflenet_v2", ("fp16", "nn"), CNN)
 def shufflenet_v2(rng, full):
     # Channel shuffle (reshape/transpose) and interleaved concatenation. coremltools 9.0 cannot
     # convert its traced graph (an `int` of a tensor in channel_shuffle): torch.export.

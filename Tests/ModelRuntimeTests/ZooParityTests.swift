@@ -18,8 +18,8 @@ struct ZooParityTests {
 
     @Test("the zoo is there")
     func fixturesExist() {
-        #expect(Self.files.count >= 60)
-        #expect(Self.files.count - Self.programs.count >= 10)
+        #expect(Self.files.count >= 66)
+        #expect(Self.files.count - Self.programs.count >= 12)
     }
 
     @Test("as modelc chooses the engine", arguments: files)
