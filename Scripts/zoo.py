@@ -598,9 +598,9 @@ def build(name, factory, variants, out, full, only_variants):
                 save_ml_package(converted, path)
             cases = [{"inputs": {entry.input_name: x.tolist()}, "outputs": {entry.output_name: rounded(r)}}
                      for x, r in zip(entry.inputs, refs)]
+            tolerance = FP16_TOLERANCE.get(name, TOLERANCE["fp16"]) if variant == "fp16" else TOLERANCE[variant]
             document = {"kind": "neuralNetwork" if variant == "nn" else "mlProgram", "model": os.path.basename(path),
-                        "reference": VERSIONS + ", same weights", "tolerance": FP16_TOLERANCE.get(name, 5e-3) if variant == "fp16" else TOLERANCE[variant], "note": note,
-                        "cases": cases}
+                        "reference": VERSIONS + ", same weights", "tolerance": tolerance, "note": note, "cases": cases}
             with open(os.path.join(out, "%s_%s.json" % (name, variant)), "w") as f:
                 json.dump(document, f, sort_keys=True, separators=(",", ":"))
                 f.write("\n")
