@@ -534,6 +534,17 @@ def references(module, inputs):
     return out
 
 
+def float32_error(module, inputs, refs):
+    """PyTorch's own float32 error against its float64 outputs, relative to max(1, |reference|)."""
+    worst = 0.0
+    with torch.no_grad():
+        for x, r in zip(inputs, refs):
+            given = torch.from_numpy(x.astype(np.int64)) if x.dtype == np.int32 else torch.from_numpy(x)
+            got = module(given).numpy().astype(np.float64)
+            worst = max(worst, float((np.abs(got - r) / np.maximum(1, np.abs(r))).max()))
+    return worst
+
+
 def describe(entry):
     inner = entry.module.inner if isinstance(entry.module, (Outputs, Key)) else entry.module
     library = "transformers" if type(inner).__module__.startswith("transformers") else "torchvision"
@@ -599,6 +610,13 @@ def build(name, factory, variants, out, full, only_variants):
             cases = [{"inputs": {entry.input_name: x.tolist()}, "outputs": {entry.output_name: rounded(r)}}
                      for x, r in zip(entry.inputs, refs)]
             tolerance = FP16_TOLERANCE.get(name, TOLERANCE["fp16"]) if variant == "fp16" else TOLERANCE[variant]
+            if variant != "fp16":
+                # Large activations (the published sizes) make float32 itself err by more than 1e-5:
+                # then the tolerance is 4 times PyTorch's own float32 error on the same inputs.
+                own = float32_error(entry.module, entry.inputs, refs)
+                if 4 * own > tolerance:
+                    tolerance = float("%.2g" % (4 * own))
+                    note += "; tolerance 4 times PyTorch float32's own error (%.3g)" % own
             document = {"kind": "neuralNetwork" if variant == "nn" else "mlProgram", "model": os.path.basename(path),
                         "reference": VERSIONS + ", same weights", "tolerance": tolerance, "note": note, "cases": cases}
             with open(os.path.join(out, "%s_%s.json" % (name, variant)), "w") as f:
