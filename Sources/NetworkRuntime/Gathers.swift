@@ -40,6 +40,20 @@ enum Gathers {
         return indices
     }
 
+    /// The source index of every output element of `shape` repeated `reps[i]`
+    /// times along each axis i.
+    static func tile(_ shape: [Int], _ reps: [Int]) -> [Int32] {
+        let sourceStrides = MultiArray.rowMajorStrides(shape)
+        var indices: [Int32] = []
+        indices.reserveCapacity(shape.reduce(1, *) * reps.reduce(1, *))
+        forEachIndex(zip(shape, reps).map { $0 * $1 }) { position in
+            var source = 0
+            for axis in 0..<shape.count { source += position[axis] % shape[axis] * sourceStrides[axis] }
+            indices.append(Int32(source))
+        }
+        return indices
+    }
+
     /// Calls `body` with every index of `shape` in row-major order.
     static func forEachIndex(_ shape: [Int], _ body: ([Int]) -> Void) {
         let total = shape.reduce(1, *)

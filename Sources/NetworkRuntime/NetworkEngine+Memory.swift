@@ -56,6 +56,7 @@ extension LayerOperation {
         case .batchedMatMul(_, _, let weights, _, _, let bias): [weights, bias]
         case .scaleBias(let scale, _, let bias, _): [scale, bias]
         case .embedding(_, _, let weights, let bias): [weights, bias]
+        case .embeddingND(_, _, let weights, let bias): [weights, bias]
         case .loadConstant(_, let values): [values]
         default: []
         }

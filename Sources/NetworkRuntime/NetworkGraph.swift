@@ -104,6 +104,9 @@ enum LayerOperation: Sendable {
     case slice(axis: SliceAxis, start: Int, end: Int, stride: Int)
     case reduce(ReduceMode, axes: ReduceAxes, epsilon: Float)
     case embedding(inputDim: Int, outputs: Int, weights: [Float], bias: [Float]?)
+    /// Rows of an `outputs × vocabulary` matrix picked by the indices of an
+    /// input `(…, 1)`, giving `(…, outputs)`.
+    case embeddingND(vocabulary: Int, outputs: Int, weights: [Float], bias: [Float]?)
     case loadConstant(shape: [Int], values: [Float])
     case dot(cosine: Bool)
     /// Reorders [S, C, H, W] axes (S is 1 here).
@@ -116,7 +119,12 @@ enum LayerOperation: Sendable {
     case reshapeStatic([Int], zerosFromEnd: Bool = false)
     case flattenTo2D(axis: Int)
     case transpose([Int])
-    case concatND(axis: Int)
+    /// Repeats the input `reps[i]` times along axis i (`reps` aligned to the
+    /// input's last axes).
+    case tile(reps: [Int])
+    /// Joins the inputs along `axis`; `interleave`: element by element
+    /// (inputs of one shape: output index i × n + k along the axis is input k's i).
+    case concatND(axis: Int, interleave: Bool)
 
     // ML program operations, on tensors of any rank.
     /// A binary operation with NumPy broadcasting.
@@ -294,6 +302,10 @@ private struct LayerReader {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ACTIVATION:
             guard let params = layer.activation?.pointee else { throw bad("no parameters") }
             return .activation(try activation(params))
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_COPY:
+            // NeuralNetwork.proto: copies its input to its output (ct.convert writes one for
+            // DenseNet's concatenated features).
+            return .activation(.linear(alpha: 1, beta: 0))
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING:
             guard let params = layer.pooling?.pointee else { throw bad("no parameters") }
             return .pooling(try pooling(params))
@@ -443,6 +455,12 @@ private struct LayerReader {
             let values = try weights.required(params.weights, layer: name, role: "weights", count: inputDim * outputs, channels: outputs)
             let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: outputs) : nil
             return .embedding(inputDim: inputDim, outputs: outputs, weights: values, bias: bias)
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EMBEDDING_ND:
+            guard let params = layer.embeddingnd?.pointee else { throw bad("no parameters") }
+            let vocabulary = Int(params.vocabsize), outputs = Int(params.embeddingsize)
+            let values = try weights.required(params.weights, layer: name, role: "weights", count: vocabulary * outputs, channels: outputs)
+            let bias = params.hasbias != 0 ? try weights.required(params.bias, layer: name, role: "bias", count: outputs) : nil
+            return .embeddingND(vocabulary: vocabulary, outputs: outputs, weights: values, bias: bias)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOAD_CONSTANT:
             guard let params = layer.loadconstant?.pointee else { throw bad("no parameters") }
             let shape = scalars(params.shape, params.n_shape).map(Int.init)
@@ -477,6 +495,12 @@ private struct LayerReader {
             return .flattenTo2D(axis: Int(layer.flattento2d?.pointee.axis ?? 1))
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TRANSPOSE:
             return .transpose(layer.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [])
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE:
+            let reps = layer.tile.map { scalars($0.pointee.reps, $0.pointee.n_reps).map(Int.init) } ?? []
+            guard !reps.isEmpty else {
+                throw .unsupportedLayer(layer: name, kind: kind, reason: "repetitions from a second input are not supported")
+            }
+            return .tile(reps: reps)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ADD_BROADCASTABLE: return .binary(.add)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SUBTRACT_BROADCASTABLE: return .binary(.subtract)
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MULTIPLY_BROADCASTABLE: return .binary(.multiply)
@@ -519,10 +543,7 @@ private struct LayerReader {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANK_PRESERVING_RESHAPE:
             return .reshapeStatic(layer.rankpreservingreshape.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? [])
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT_ND:
-            guard layer.concatnd?.pointee.interleave == 0 else {
-                throw .unsupportedLayer(layer: name, kind: kind, reason: "interleaved concatenation is not supported yet")
-            }
-            return .concatND(axis: Int(layer.concatnd?.pointee.axis ?? 0))
+            return .concatND(axis: Int(layer.concatnd?.pointee.axis ?? 0), interleave: layer.concatnd?.pointee.interleave ?? 0 != 0)
         default:
             throw .unsupportedLayer(layer: name, kind: kind, reason: "modelc does not run this layer kind yet")
         }

@@ -259,10 +259,8 @@ struct ProgramReader {
             let parts = try operands(op, "values", owner: owner)
             var names: [String] = []
             for (index, part) in parts.enumerated() { names.append(try name(part, owner: owner, role: "values[\(index)]")) }
-            guard try constant(op, "interleave", owner: owner, kind: kind)?.scalar ?? 0 == 0 else {
-                throw .unsupportedLayer(layer: owner, kind: kind, reason: "interleaved concatenation is not supported")
-            }
-            add(owner, kind, names, [output], .concatND(axis: Int(try number("axis", 0))))
+            let interleave = try constant(op, "interleave", owner: owner, kind: kind)?.scalar ?? 0 != 0
+            add(owner, kind, names, [output], .concatND(axis: Int(try number("axis", 0)), interleave: interleave))
         case "split":
             let axis = Int(try number("axis", 0))
             let sizes = try constant(op, "split_sizes", owner: owner, kind: kind)?.ints

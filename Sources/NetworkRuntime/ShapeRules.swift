@@ -432,6 +432,11 @@ struct ShapeRules {
             let shape = first.count >= 4 ? Array(first.dropLast(3)) + [outputs, 1, 1]
                 : (first.count <= 1 || first.reduce(1, *) == 1 ? [outputs, 1, 1] : [first.reduce(1, *), outputs, 1, 1])
             return (.embedding(inputDim: inputDim, outputs: outputs, rows: first.reduce(1, *), weights: weights, bias: bias), shape)
+        case .embeddingND(let vocabulary, let outputs, let weights, let bias):
+            // NeuralNetwork.proto: rank 2 to 5, the last dimension 1: (x1, …, 1) → (x1, …, embeddingSize).
+            guard first.count >= 2, first.last == 1 else { throw bad("input \(first) does not end in a dimension of 1") }
+            return (.embedding(inputDim: vocabulary, outputs: outputs, rows: first.reduce(1, *), weights: weights, bias: bias),
+                    Array(first.dropLast()) + [outputs])
         case .dot(let cosine):
             guard inputs.count == 2, inputs[0].reduce(1, *) == inputs[1].reduce(1, *) else { throw bad("needs two inputs of one size") }
             return (.dot(cosine: cosine, count: first.reduce(1, *)), [1, 1, 1])
@@ -486,7 +491,11 @@ struct ShapeRules {
             let axes = given.map { $0 < 0 ? $0 + first.count : $0 }
             guard axes.count == first.count, Set(axes) == Set(0..<first.count) else { throw bad("axes \(given) do not permute rank \(first.count)") }
             return (.gather(indices: Gathers.transpose(first, axes), constant: 0), axes.map { first[$0] })
-        case .concatND(let axis):
+        case .tile(let reps):
+            guard reps.count <= first.count, reps.allSatisfy({ $0 > 0 }) else { throw bad("repetitions \(reps) for rank \(first.count)") }
+            let all = [Int](repeating: 1, count: first.count - reps.count) + reps
+            return (.gather(indices: Gathers.tile(first, all), constant: 0), zip(first, all).map { $0 * $1 })
+        case .concatND(let axis, let interleave):
             let rank = first.count
             let resolved = axis < 0 ? axis + rank : axis
             guard (0..<rank).contains(resolved), inputs.allSatisfy({ $0.count == rank }) else { throw bad("axis \(axis) of rank \(rank) inputs") }
@@ -497,6 +506,13 @@ struct ShapeRules {
             }
             var output = first
             output[resolved] = inputs.reduce(0) { $0 + $1[resolved] }
+            if interleave {
+                // Inputs of one shape [outer, s, inner]: the output [outer, s, n, inner] is a
+                // concatenation of parts of 1 over outer × s.
+                guard inputs.allSatisfy({ $0 == first }) else { throw bad("interleaved inputs of shapes \(inputs) differ") }
+                return (.concat(parts: [Int](repeating: 1, count: inputs.count), outer: first.prefix(resolved + 1).reduce(1, *),
+                                inner: first.dropFirst(resolved + 1).reduce(1, *)), output)
+            }
             return (.concat(parts: inputs.map { $0[resolved] }, outer: first.prefix(resolved).reduce(1, *),
                             inner: first.dropFirst(resolved + 1).reduce(1, *)), output)
         default:
