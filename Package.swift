@@ -71,9 +71,11 @@ let package = Package(
         // Graphviz (Debian's libgvc6) opened at the first layout, the same way.
         .target(name: "CGraphviz", dependencies: ["CSystemShims"]),
         .target(name: "SystemIO", dependencies: ["CCrypto", "CSystemShims"]),
+        // JSON text to values (RFC 8259), standard library only: the server's requests and the bundle's documents.
+        .target(name: "JSONText"),
         .target(name: "ModelSpec", dependencies: ["CoreMLSchema", "SystemIO"]),
         .target(name: "ModelValidation", dependencies: ["ModelSpec", "CoreMLSchema"]),
-        .target(name: "BundleFormat", dependencies: ["ModelSpec", "SystemIO"]),
+        .target(name: "BundleFormat", dependencies: ["JSONText", "ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ModelLoader", dependencies: ["BundleFormat", "MemoryPressure", "ModelSpec", "SystemIO"]),
         .target(name: "ArgumentParsing"),
@@ -107,7 +109,7 @@ let package = Package(
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
         .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
         // The Open Inference Protocol (REST) over the runtime and its model cache: `modelc serve`.
-        .target(name: "ModelServing", dependencies: ["CMicroHTTPD", "CSystemShims", "ImageDecoding", "MemoryPressure", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelServing", dependencies: ["CMicroHTTPD", "CSystemShims", "ImageDecoding", "JSONText", "MemoryPressure", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ImageDecoding", "ImageRequests", "ModelFeatures", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelSpec", "ModelTraining", "SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
@@ -117,6 +119,7 @@ let package = Package(
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive", "CVips", "ImageDecoding"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "JSONTextTests", dependencies: ["JSONText"]),
         .testTarget(name: "ModelSpecTests", dependencies: ["ModelSpec", "CoreMLSchema", "SystemIO", "FixtureSupport"], exclude: ["Expected"]),
         .testTarget(name: "ModelValidationTests", dependencies: ["ModelValidation", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"]),

@@ -11,7 +11,7 @@ extension ResourceCache {
     /// cache goes: on a warning, unleased models down to half the budget; on
     /// critical pressure, every unleased model. Leased models always stay.
     public func watch(_ source: any MemoryPressureSource) {
-        eventSink.yield(.pressure("watching memory pressure: \(source.name)"))
+        emit(.pressure("watching memory pressure: \(source.name)"))
         let task = Task { [weak self] in
             for await level in source.levels {
                 guard let self else { return }
@@ -28,7 +28,7 @@ extension ResourceCache {
     public func watchSystemPressure(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         let (source, unavailable) = MemoryPressureSources.best(environment: environment)
         guard let source else {
-            eventSink.yield(.pressure("no memory pressure source (\(unavailable.joined(separator: "; "))); "
+            emit(.pressure("no memory pressure source (\(unavailable.joined(separator: "; "))); "
                 + "models are evicted by the budget only"))
             return false
         }
@@ -42,10 +42,10 @@ extension ResourceCache {
         case .normal:
             return
         case .warning:
-            eventSink.yield(.pressure("warning from \(name)"))
+            emit(.pressure("warning from \(name)"))
             evict(toAtMost: Int(Double(budget) * Self.lowWatermark), reason: .pressureWarning)
         case .critical:
-            eventSink.yield(.pressure("critical from \(name)"))
+            emit(.pressure("critical from \(name)"))
             evict(toAtMost: 0, reason: .pressureCritical)
         }
     }

@@ -95,6 +95,8 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     let pressureWatches = Locked<[(any MemoryPressureSource, Task<Void, Never>)]>([])
     /// Events as they happen; one consumer.
     public let events: AsyncStream<Event>
+    /// Told every event on the thread that raises it (`observe(_:)`).
+    private let observer = Locked<(@Sendable (Event) -> Void)?>(nil)
 
     /// A cache of at most `budget` bytes of unleased models, loaded by `loader`.
     public init(budget: Int, loader: @escaping Loader) {
@@ -109,6 +111,20 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             source.stop()
         }
         eventSink.finish()
+    }
+
+    /// Calls `handler` with every later event, synchronously on the thread that
+    /// raises it and before the event goes on `events`: a log written here has
+    /// every line in it by the time the load or eviction returns, whether or not
+    /// a task is free to read the stream (a process ending right after loses nothing).
+    /// Replaces any handler set before; `handler` must not call back into the cache.
+    public func observe(_ handler: @escaping @Sendable (Event) -> Void) {
+        observer.withLock { $0 = handler }
+    }
+
+    func emit(_ event: Event) {
+        observer.withLock { $0 }?(event)
+        eventSink.yield(event)
     }
 
     /// The counters now.
@@ -270,7 +286,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
                 state.statistics.waiting -= waiters.count
                 return waiters
             }
-            eventSink.yield(.loadFailed(path: key, error: error))
+            emit(.loadFailed(path: key, error: error))
             for waiter in waiters { waiter(.failure(error)) }
             throw error
         }
@@ -286,7 +302,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             state.statistics.modelsResident += 1
             return waiters
         }
-        eventSink.yield(.loaded(path: key, bytes: bytes))
+        emit(.loaded(path: key, bytes: bytes))
         for waiter in waiters { waiter(.success(model)) }
         evict(toAtMost: budget, reason: .budget)
         return lease(model, key)
@@ -322,7 +338,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     @discardableResult
     public func evict(at path: String, reason: EvictionReason = .requested) -> Bool {
         let key = URL(fileURLWithPath: path).standardizedFileURL.path
-        let evicted: (Int, Resource)? = state.withLock { state in
+        var evicted: (Int, Resource)? = state.withLock { state in
             guard let entry = state.entries[key], let model = entry.model else { return nil }
             guard entry.leases == 0 else {
                 state.entries[key]?.evictWhenReturned = true
@@ -334,8 +350,10 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             state.statistics.evictions += 1
             return (entry.bytes, model)
         }
-        guard let (bytes, _) = evicted else { return false }
-        eventSink.yield(.evicted(path: key, bytes: bytes, reason: reason))
+        guard let bytes = evicted?.0 else { return false }
+        // The model goes before the event is told (an observer may trim malloc's free memory).
+        evicted = nil
+        emit(.evicted(path: key, bytes: bytes, reason: reason))
         return true
     }
 
@@ -343,7 +361,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     /// loaded models take at most `bytes` (or only leased ones are left).
     /// Evicted models are unmapped once the cache drops them.
     public func evict(toAtMost bytes: Int, reason: EvictionReason = .requested) {
-        let evicted: [(String, Int, Resource)] = state.withLock { state in
+        var evicted: [(String, Int, Resource)] = state.withLock { state in
             var evicted: [(String, Int, Resource)] = []
             while state.statistics.bytesResident > bytes {
                 let candidates = state.entries.filter { $0.value.model != nil && $0.value.leases == 0 }
@@ -358,9 +376,12 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
             }
             return evicted
         }
-        // The models are released here, outside the lock: unmapping takes time.
-        for (path, size, _) in evicted {
-            eventSink.yield(.evicted(path: path, bytes: size, reason: reason))
+        // The models are released here, outside the lock (unmapping takes time), before
+        // the events are told.
+        let gone = evicted.map { (path: $0.0, bytes: $0.1) }
+        evicted.removeAll()
+        for (path, size) in gone {
+            emit(.evicted(path: path, bytes: size, reason: reason))
         }
     }
 

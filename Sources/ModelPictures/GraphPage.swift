@@ -5,12 +5,7 @@
 enum GraphPage {
     static func html(svg: String, title: String) -> String {
         """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>\(XMLText.escaped(title))</title>
+        \(XMLText.pageHead(title: title))
         <style>
         html, body { margin: 0; height: 100%; font: 14px Helvetica, Arial, sans-serif; color: #1d2433; }
         body { display: flex; flex-direction: column; }

@@ -161,12 +161,7 @@ public enum ReportPage {
 
     static func page(title: String, subtitle: String, body: String) -> String {
         """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>\(XMLText.escaped(title))</title>
+        \(XMLText.pageHead(title: title))
         <style>
         body { margin: 0 auto; max-width: 1220px; padding: 20px 28px 40px; font: 14px/1.45 Helvetica, Arial, sans-serif; color: #1d2433; background: white; }
         h1 { font-size: 22px; margin: 0 0 2px; }

@@ -18,6 +18,19 @@ enum XMLText {
         return result
     }
 
+    /// The first lines of a self-contained HTML page, up to its `<title>` (escaped): the doctype,
+    /// `lang`, UTF-8 and a viewport for small screens. No final line break.
+    static func pageHead(title: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(escaped(title))</title>
+        """
+    }
+
     /// A number for SVG coordinates: at most one decimal, no exponent.
     static func number(_ value: Double) -> String {
         let rounded = (value * 10).rounded() / 10

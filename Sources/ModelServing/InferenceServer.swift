@@ -35,20 +35,20 @@ public final class InferenceServer: Sendable {
             throw error
         }
         let cache = service.cache
-        Task.detached {
-            for await event in cache.events {
-                switch event {
-                case .loaded(let path, let bytes):
-                    log.write("info", "model loaded", [("model", InferenceService.name(of: path)), ("bytes", String(bytes))])
-                case .loadFailed(let path, let error):
-                    log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
-                case .evicted(let path, let bytes, let reason):
-                    // The evicted model's memory goes back to the system, not only to malloc.
-                    _ = modelc_malloc_trim()
-                    log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
-                case .pressure(let text):
-                    log.write("info", "memory pressure", [("detail", text)])
-                }
+        // Written on the thread that loads or evicts, not by a task reading `cache.events`:
+        // a line raised just before SIGTERM is in the log when the drain ends and the process exits.
+        cache.observe { event in
+            switch event {
+            case .loaded(let path, let bytes):
+                log.write("info", "model loaded", [("model", InferenceService.name(of: path)), ("bytes", String(bytes))])
+            case .loadFailed(let path, let error):
+                log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
+            case .evicted(let path, let bytes, let reason):
+                // The evicted model's memory goes back to the system, not only to malloc.
+                _ = modelc_malloc_trim()
+                log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
+            case .pressure(let text):
+                log.write("info", "memory pressure", [("detail", text)])
             }
         }
         cache.watchSystemPressure()

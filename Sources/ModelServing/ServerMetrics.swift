@@ -134,8 +134,18 @@ public struct ServerLog: Sendable {
     public enum Format: String, Sendable { case text, json }
     public let format: Format
     private let lock = Locked(())
+    private let sink: @Sendable (String) -> Void
 
-    public init(format: Format) { self.format = format }
+    /// A log on standard error.
+    public init(format: Format) {
+        self.init(format: format) { line in FileHandle.standardError.write(Data(line.utf8)) }
+    }
+
+    /// A log whose lines (each ending in a newline) go to `sink`, one at a time.
+    public init(format: Format, sink: @escaping @Sendable (String) -> Void) {
+        self.format = format
+        self.sink = sink
+    }
 
     /// Writes one line: `level` (`info`, `warning`, `error`), a message, and fields.
     public func write(_ level: String, _ message: String, _ fields: [(String, String)] = []) {
@@ -150,6 +160,6 @@ public struct ServerLog: Sendable {
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
             line = String(decoding: data, as: UTF8.self) + "\n"
         }
-        lock.withLock { _ in FileHandle.standardError.write(Data(line.utf8)) }
+        lock.withLock { _ in sink(line) }
     }
 }

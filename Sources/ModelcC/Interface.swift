@@ -236,18 +236,8 @@ public func modelc_features_add_array(_ features: OpaquePointer?, _ name: Unsafe
         guard count == 0 || data != nil else { throw Failure(.usage, "input \"\(key)\": data is NULL") }
         let bytes = UnsafeRawBufferPointer(start: data, count: count * type.size)
         return .value(.multiArray(MultiArray(copying: bytes, shape: dimensions,
-                                             strides: rowMajorStrides(dimensions), dataType: type)))
+                                             strides: MultiArray.rowMajorStrides(dimensions), dataType: type)))
     }
-}
-
-private func rowMajorStrides(_ shape: [Int]) -> [Int] {
-    var strides = [Int](repeating: 1, count: shape.count)
-    var stride = 1
-    for axis in shape.indices.reversed() {
-        strides[axis] = stride
-        stride *= shape[axis]
-    }
-    return strides
 }
 
 /// Adds a double input.

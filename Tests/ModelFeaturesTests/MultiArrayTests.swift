@@ -26,6 +26,16 @@ struct MultiArrayTests {
         #expect(array.floats == (0..<count).map(Float.init))
     }
 
+    /// The one row-major stride rule the C interface and the engines share.
+    @Test("row-major strides", arguments: [
+        ([], []), ([5], [1]), ([2, 3], [3, 1]), ([2, 3, 4], [12, 4, 1]), ([1, 3, 224, 224], [150_528, 50_176, 224, 1]),
+        ([2, 0, 3], [0, 3, 1]), ([4, 1, 1], [1, 1, 1]),
+    ] as [([Int], [Int])])
+    func rowMajorStrides(shape: [Int], strides: [Int]) {
+        #expect(MultiArray.rowMajorStrides(shape) == strides)
+        #expect(MultiArray(shape: shape, dataType: .float32).strides == strides)
+    }
+
     @Test("conversions keep values and copies do not share writes", arguments: MultiArray.DataType.allCases)
     func conversions(_ type: MultiArray.DataType) {
         let source = MultiArray([1, -2, 3.5, 1024], shape: [2, 2])

@@ -231,6 +231,27 @@ final class CountingLoader: Sendable {
         #expect(await iterator.next() == .evicted(path: keys[0], bytes: size, reason: .budget))
     }
 
+    /// The observer hears each event on the thread that raised it, before the call that
+    /// raised it returns (the server's log relies on it), and the stream still gets them all.
+    @Test(.timeLimit(.minutes(1))) func observerHearsEventsBeforeTheCallReturns() async throws {
+        let paths = try TestBundles.make([100, 100], label: "cache-observer")
+        let size = try ModelBundle.open(paths[0]).residentBytes
+        let cache = ModelCache(budget: size)
+        final class Heard: Sendable { let events = Mutex<[ModelCache.Event]>([]) }
+        let heard = Heard()
+        cache.observe { event in heard.events.withLock { $0.append(event) } }
+        let keys = paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        _ = try cache.modelBlocking(at: paths[0])
+        #expect(heard.events.withLock { $0 } == [.loaded(path: keys[0], bytes: size)])
+        _ = try await cache.model(at: paths[1])
+        #expect(heard.events.withLock { $0 } == [.loaded(path: keys[0], bytes: size), .loaded(path: keys[1], bytes: size),
+                                          .evicted(path: keys[0], bytes: size, reason: .budget)])
+        #expect(cache.evict(at: paths[1]))
+        #expect(heard.events.withLock { $0 }.last == .evicted(path: keys[1], bytes: size, reason: .requested))
+        var iterator = cache.events.makeAsyncIterator()
+        #expect(await iterator.next() == .loaded(path: keys[0], bytes: size))
+    }
+
     /// Eight threads, thousands of random requests over more models than the
     /// budget holds: the counters stay consistent and nothing hangs.
     @Test(.timeLimit(.minutes(2))) func stress() async throws {

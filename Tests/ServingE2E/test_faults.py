@@ -196,6 +196,27 @@ def test_sigterm_under_load_loses_no_accepted_request(model_dir, tmp_path):
     assert len(errors) <= len(threads), errors
 
 
+def test_sigterm_right_after_loads_keeps_their_log_lines(model_dir, tmp_path):
+    """The cache's load and eviction lines are written when they happen, not by a task that may not
+    run before the process exits: a server stopped right after them has them all in its log."""
+    for round in range(3):
+        server = Server(model_dir, tmp_path)
+        for path in ["/v2/repository/models/GLMClassifier/load", "/v2/repository/models/GLMClassifier/unload",
+                     "/v2/repository/models/TreeEnsembleClassifier/load"]:
+            status, body = server.request("POST", path)
+            assert status == 200, body
+        code = server.stop()
+        log = server.log_text()
+        assert code == 0, log
+        lines = log.splitlines()
+        stopped = next(index for index, line in enumerate(lines) if " info stopped answered=" in line)
+        for pattern in [r" info model loaded model=GLMClassifier bytes=\d+$",
+                        r" info model evicted model=GLMClassifier bytes=\d+ reason=requested$",
+                        r" info model loaded model=TreeEnsembleClassifier bytes=\d+$"]:
+            found = [index for index, line in enumerate(lines) if re.search(pattern, line)]
+            assert found and found[0] < stopped, (round, pattern, log)
+
+
 def test_manifest_json_logs_and_compressed_bodies(tmp_path):
     import shutil
     import subprocess
