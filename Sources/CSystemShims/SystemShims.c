@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -59,3 +62,36 @@ int modelc_start_writeback(int fd, long long offset, long long length) {
 
 int modelc_malloc_arena_max(int count) { return mallopt(M_ARENA_MAX, count); }
 int modelc_malloc_trim(void) { return malloc_trim(0); }
+
+static sem_t termination;
+static pthread_once_t termination_once = PTHREAD_ONCE_INIT;
+static int termination_status;
+
+/* sem_post is async-signal-safe. */
+static void on_termination(int number) {
+    (void)number;
+    sem_post(&termination);
+}
+
+static void install_termination(void) {
+    if (sem_init(&termination, 0, 0) != 0) {
+        termination_status = -1;
+        return;
+    }
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_termination;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &action, NULL) != 0 || sigaction(SIGINT, &action, NULL) != 0) termination_status = -1;
+}
+
+int modelc_catch_termination(void) {
+    pthread_once(&termination_once, install_termination);
+    return termination_status;
+}
+
+void modelc_wait_termination(void) {
+    while (sem_wait(&termination) != 0 && errno == EINTR) {
+    }
+}

@@ -59,22 +59,21 @@ public final class InferenceServer: Sendable {
 
     private static func hostText(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
+    /// Catches SIGTERM and SIGINT from now on, for `runUntilSignalled()`: call it
+    /// before the server is made, so that a signal sent as soon as the server
+    /// answers is kept for the drain instead of killing the process or being lost.
+    public static func catchTerminationSignals() {
+        _ = modelc_catch_termination()
+    }
+
     /// Serves until SIGTERM or SIGINT, then drains: health turns not ready,
     /// no new connection is accepted, every request already received is
     /// answered (open connections are told to close), and the server stops.
+    /// A signal caught since `catchTerminationSignals()` counts.
     public func runUntilSignalled() {
-        let stop = DispatchSemaphore(value: 0)
-        var sources: [DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stop.signal() }
-            source.resume()
-            sources.append(source)
-        }
-        stop.wait()
+        Self.catchTerminationSignals()
+        modelc_wait_termination()
         drain()
-        for source in sources { source.cancel() }
     }
 
     /// Drains and stops (see `runUntilSignalled`).

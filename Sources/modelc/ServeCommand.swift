@@ -107,6 +107,8 @@ enum ServeCommand {
             } else {
                 repository = try ModelRepository(directory: directory ?? ".", compileCache: cacheRoot)
             }
+            // Before the server listens: a SIGTERM sent once it answers must reach the drain.
+            InferenceServer.catchTerminationSignals()
             let server = try InferenceServer(repository: repository, options: options, log: ServerLog(format: format))
             server.runUntilSignalled()
             return .success

@@ -217,6 +217,16 @@ def test_sigterm_right_after_loads_keeps_their_log_lines(model_dir, tmp_path):
             assert found and found[0] < stopped, (round, pattern, log)
 
 
+def test_sigterm_as_soon_as_the_server_answers_drains(model_dir, tmp_path):
+    """SIGTERM is caught before the server listens: one sent the moment it answers is not lost (the
+    server then ran forever) and does not kill it undrained."""
+    for _ in range(5):
+        server = Server(model_dir, tmp_path)
+        code = server.stop(timeout=30)
+        log = server.log_text()
+        assert code == 0 and " info stopped answered=" in log, log
+
+
 def test_manifest_json_logs_and_compressed_bodies(tmp_path):
     import shutil
     import subprocess

@@ -55,6 +55,14 @@ int modelc_library_open(const char *library, const struct modelc_library_symbol 
 int modelc_malloc_arena_max(int count);
 int modelc_malloc_trim(void);
 
+/* SIGTERM and SIGINT caught by a handler that posts a semaphore, installed
+   synchronously: a signal that comes before anyone waits is kept, never lost
+   (a Dispatch signal source registers later, and SIG_IGN drops what comes
+   before). Safe to call again. Returns 0, or -1 with errno. */
+int modelc_catch_termination(void);
+/* Waits until a caught SIGTERM or SIGINT (one that already came returns at once). */
+void modelc_wait_termination(void);
+
 /* libFuzzer's driver, for a program that has its own main (the fuzz build of
    ModelFuzzer); present only when linked with -sanitize=fuzzer. */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
