@@ -23,6 +23,8 @@ torch.export at fixed shapes) and converted by coremltools' ct.convert:
     pal4, pal6   the fp32 program palettized by ct.optimize.coreml (k-means, 4 and 6 bits)
     int8         the fp32 program with weights linearly quantized to int8
     sparse       the fp32 program with weights pruned to a sparse representation
+    lut4g        an iOS18 fp32 program palettized to 4 bits with a table per 8 output channels
+    int4b        an iOS18 fp32 program with weights quantized to int4 in blocks of 16
 
 For the compressed variants the PyTorch weights are first made representable (each compressed
 weight takes at most 2^bits distinct values, int8 multiples of one scale, 60 % exact zeros);
@@ -64,7 +66,16 @@ VERSIONS = "PyTorch %s float64 (torchvision %s, transformers %s)" % (
 # MobileViT's fp16 program: its weights rounded to fp16 (after the converter folds its batch
 # norms into them) move its outputs by up to 4.8e-3 of float64's.
 FP16_TOLERANCE = {"mobilevit": 1e-2}
-TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5}
+TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
+             "lut4g": 1e-5, "int4b": 1e-5}
+COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b")
+# Compressed with the iOS18 forms (per-grouped-channel tables, int4 blocks): iOS18 programs,
+# compressing every weight of more than 512 values (the others: more than 2048).
+IOS18 = ("lut4g", "int4b")
+
+
+def threshold(variant):
+    return 512 if variant in IOS18 else 2048
 MODELS = []
 
 
@@ -140,7 +151,7 @@ WITH_NN = ("fp32", "fp16", "nn")
 
 # ---- Hugging Face transformers -------------------------------------------------------------
 
-@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse"))
+@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse", "lut4g", "int4b"))
 def bert(rng, full):
     config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=64, hidden_act="gelu")
@@ -191,7 +202,7 @@ def electra(rng, full):
     return text(transformers.ElectraModel(config), rng, 96, [8, 19])
 
 
-@model("llama", ("fp32", "fp16", "nn", "pal6"))
+@model("llama", ("fp32", "fp16", "nn", "pal6", "lut4g", "int4b"))
 def llama(rng, full):
     # Rotary position embeddings, RMSNorm, SiLU-gated MLP, grouped-query attention. coremltools
     # 9.0 cannot convert its traced graph (`x.shape[-1] // 2` in rotate_half becomes an `int` of
@@ -431,19 +442,19 @@ def fcn_resnet50(rng, full):
 
 # ---- compression ---------------------------------------------------------------------------
 
-def compressible(module):
+def compressible(module, variant):
     """The weights ct.optimize.coreml compresses: convolution, linear and embedding weights."""
     kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear, torch.nn.Embedding)
-    return [m.weight for m in module.modules() if isinstance(m, kinds) and m.weight.numel() > 2048]
+    return [m.weight for m in module.modules() if isinstance(m, kinds) and m.weight.numel() > threshold(variant)]
 
 
 def make_representable(module, variant, rng):
     """Changes the PyTorch weights so that `variant`'s compression keeps them exactly."""
     with torch.no_grad():
-        for weight in compressible(module):
+        for weight in compressible(module, variant):
             w = weight.detach().numpy().astype(np.float64)
-            if variant in ("pal4", "pal6"):
-                levels = 1 << int(variant[3:])
+            if variant in ("pal4", "pal6", "lut4g"):
+                levels = 1 << (4 if variant == "lut4g" else int(variant[3:]))
                 lut = np.sort(rng.choice(w.ravel(), levels, replace=False))
                 w = lut[np.abs(w.ravel()[:, None] - lut[None, :]).argmin(axis=1)].reshape(w.shape)
             elif variant == "int8":
@@ -457,43 +468,53 @@ def make_representable(module, variant, rng):
 
 def compress(mlmodel, variant):
     if variant in ("pal4", "pal6"):
-        op = cto.OpPalettizerConfig(mode="kmeans", nbits=int(variant[3:]), granularity="per_tensor", weight_threshold=2048)
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=int(variant[3:]), granularity="per_tensor",
+                                    weight_threshold=threshold(variant))
         return cto.palettize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
     if variant == "int8":
         op = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8", granularity="per_tensor",
-                                         weight_threshold=2048)
+                                         weight_threshold=threshold(variant))
         return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
-    op = cto.OpThresholdPrunerConfig(threshold=1e-30, minimum_sparsity_percentile=0.3, weight_threshold=2048)
+    if variant == "lut4g":
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=4, granularity="per_grouped_channel", group_size=8,
+                                    weight_threshold=threshold(variant))
+        return cto.palettize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+    if variant == "int4b":
+        op = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=16,
+                                         weight_threshold=threshold(variant))
+        return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+    op = cto.OpThresholdPrunerConfig(threshold=1e-30, minimum_sparsity_percentile=0.3,
+                                     weight_threshold=threshold(variant))
     return cto.prune_weights(mlmodel, cto.OptimizationConfig(global_config=op))
 
 
-def constants(mlmodel):
+def constants(mlmodel, variant):
     values = {}
     for function in mlmodel._mil_program.functions.values():
         for op in function.operations:
-            if op.op_type == "const" and op.outputs[0].val is not None and np.size(op.outputs[0].val) > 2048:
+            if op.op_type == "const" and op.outputs[0].val is not None and np.size(op.outputs[0].val) > threshold(variant):
                 values[op.name] = np.asarray(op.outputs[0].val, dtype=np.float64)
     return values
 
 
-def adopt_decompressed(module, compressed):
+def adopt_decompressed(module, compressed, variant):
     """Copies the decompressed program's weights into the PyTorch model.
 
     Each compressed PyTorch weight takes the program constant of its shape that is closest to it
     (convolution, linear and embedding weights keep PyTorch's layout in the program). Returns
     the largest change: zero when the compression kept the weights exactly, else k-means or
     rounding moved them and the reference now uses the decompressed weights."""
-    restored = list(constants(cto.decompress_weights(compressed)).values())
+    restored = list(constants(cto.decompress_weights(compressed), variant).values())
     worst = 0.0
     with torch.no_grad():
-        for weight in compressible(module):
+        for weight in compressible(module, variant):
             w = weight.detach().numpy().astype(np.float64)
             match = [v for v in restored if v.shape == w.shape]
             if not match:
                 continue
             best = min(match, key=lambda v: float(np.abs(v - w).max()))
             change = float(np.abs(best - w).max())
-            if change <= 1e-2 * max(1e-12, float(np.abs(w).max())):
+            if change <= 0.25 * max(1e-12, float(np.abs(w).max())):
                 worst = max(worst, change)
                 weight.copy_(torch.from_numpy(best.astype(np.float32)))
     return worst
@@ -507,20 +528,20 @@ def rounded(array):
     return np.array(flat).reshape(np.shape(array)).tolist()
 
 
-def convert(traced, entry, variant):
+def convert(traced, entry, variant, target=ct.target.iOS17):
     if entry.export:
         if variant == "nn":
             return ct.convert(traced, convert_to="neuralnetwork", skip_model_load=True)
         precision = ct.precision.FLOAT16 if variant == "fp16" else ct.precision.FLOAT32
         return ct.convert(traced, convert_to="mlprogram", compute_precision=precision,
-                          minimum_deployment_target=ct.target.iOS17, skip_model_load=True)
+                          minimum_deployment_target=target, skip_model_load=True)
     # ct.convert sets an fp16 program's unspecified input type to fp16 in the given TensorType.
     kwargs = dict(inputs=[copy.deepcopy(entry.spec)], outputs=[ct.TensorType(name=entry.output_name)], skip_model_load=True)
     if variant == "nn":
         return ct.convert(traced, convert_to="neuralnetwork", **kwargs)
     precision = ct.precision.FLOAT16 if variant == "fp16" else ct.precision.FLOAT32
     return ct.convert(traced, convert_to="mlprogram", compute_precision=precision,
-                      minimum_deployment_target=ct.target.iOS17, **kwargs)
+                      minimum_deployment_target=target, **kwargs)
 
 
 def references(module, inputs):
@@ -554,7 +575,7 @@ def describe(entry):
 def build(name, factory, variants, out, full, only_variants):
     results = []
     seed = sum(map(ord, name))
-    for group in ("plain", "pal4", "pal6", "int8", "sparse"):
+    for group in ("plain",) + COMPRESSED:
         wanted = [v for v in variants if (v == group if group != "plain" else v in ("fp32", "fp16", "nn"))]
         wanted = [v for v in wanted if only_variants is None or v in only_variants]
         if not wanted:
@@ -586,8 +607,9 @@ def build(name, factory, variants, out, full, only_variants):
                     note += {"fp32": " computing in fp32", "fp16": " computing in fp16",
                              "nn": " to a neural network"}[variant]
                 else:
-                    converted = compress(convert(traced, entry, "fp32"), variant)
-                    difference = adopt_decompressed(entry.module, converted)
+                    target = ct.target.iOS18 if variant in IOS18 else ct.target.iOS17
+                    converted = compress(convert(traced, entry, "fp32", target), variant)
+                    difference = adopt_decompressed(entry.module, converted, variant)
                     refs = references(entry.module, entry.inputs)
                     note += " computing in fp32, weights compressed by ct.optimize.coreml (%s); the PyTorch " \
                             "weights were made representable first, and the reference runs on the program's " \
