@@ -25,6 +25,8 @@ torch.export at fixed shapes) and converted by coremltools' ct.convert:
     sparse       the fp32 program with weights pruned to a sparse representation
     lut4g        an iOS18 fp32 program palettized to 4 bits with a table per 8 output channels
     int4b        an iOS18 fp32 program with weights quantized to int4 in blocks of 16
+    splut4       an iOS18 fp32 program pruned, then its nonzero weights palettized to 4 bits
+                 (joint compression)
 
 For the compressed variants the PyTorch weights are first made representable (each compressed
 weight takes at most 2^bits distinct values, int8 multiples of one scale, 60 % exact zeros);
@@ -67,11 +69,11 @@ VERSIONS = "PyTorch %s float64 (torchvision %s, transformers %s)" % (
 # norms into them) move its outputs by up to 4.8e-3 of float64's.
 FP16_TOLERANCE = {"mobilevit": 1e-2}
 TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
-             "lut4g": 1e-5, "int4b": 1e-5}
-COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b")
+             "lut4g": 1e-5, "int4b": 1e-5, "splut4": 1e-5}
+COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b", "splut4")
 # Compressed with the iOS18 forms (per-grouped-channel tables, int4 blocks): iOS18 programs,
 # compressing every weight of more than 512 values (the others: more than 2048).
-IOS18 = ("lut4g", "int4b")
+IOS18 = ("lut4g", "int4b", "splut4")
 
 
 def threshold(variant):
@@ -151,7 +153,7 @@ WITH_NN = ("fp32", "fp16", "nn")
 
 # ---- Hugging Face transformers -------------------------------------------------------------
 
-@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse", "lut4g", "int4b"))
+@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse", "lut4g", "int4b", "splut4"))
 def bert(rng, full):
     config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=64, hidden_act="gelu")
@@ -202,7 +204,7 @@ def electra(rng, full):
     return text(transformers.ElectraModel(config), rng, 96, [8, 19])
 
 
-@model("llama", ("fp32", "fp16", "nn", "pal6", "lut4g", "int4b"))
+@model("llama", ("fp32", "fp16", "nn", "pal6", "lut4g", "int4b", "splut4"))
 def llama(rng, full):
     # Rotary position embeddings, RMSNorm, SiLU-gated MLP, grouped-query attention. coremltools
     # 9.0 cannot convert its traced graph (`x.shape[-1] // 2` in rotate_half becomes an `int` of
@@ -453,10 +455,15 @@ def make_representable(module, variant, rng):
     with torch.no_grad():
         for weight in compressible(module, variant):
             w = weight.detach().numpy().astype(np.float64)
-            if variant in ("pal4", "pal6", "lut4g"):
-                levels = 1 << (4 if variant == "lut4g" else int(variant[3:]))
-                lut = np.sort(rng.choice(w.ravel(), levels, replace=False))
-                w = lut[np.abs(w.ravel()[:, None] - lut[None, :]).argmin(axis=1)].reshape(w.shape)
+            if variant == "splut4":
+                w = np.where(rng.random(w.shape) < 0.6, 0.0, w)
+            if variant in ("pal4", "pal6", "lut4g", "splut4"):
+                levels = 1 << (int(variant[3:]) if variant.startswith("pal") else 4)
+                # Zeros (pruned weights) stay zero; the others take one of `levels` values.
+                nonzero = w.ravel()[w.ravel() != 0]
+                lut = np.sort(rng.choice(nonzero, levels, replace=False))
+                snapped = lut[np.abs(w.ravel()[:, None] - lut[None, :]).argmin(axis=1)].reshape(w.shape)
+                w = np.where(w == 0, 0.0, snapped)
             elif variant == "int8":
                 scale = np.float32(np.abs(w).max() / 127)
                 w = np.clip(np.round(w / scale), -127, 127) * scale
@@ -479,6 +486,11 @@ def compress(mlmodel, variant):
         op = cto.OpPalettizerConfig(mode="kmeans", nbits=4, granularity="per_grouped_channel", group_size=8,
                                     weight_threshold=threshold(variant))
         return cto.palettize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+    if variant == "splut4":
+        pruned = cto.prune_weights(mlmodel, cto.OptimizationConfig(global_config=cto.OpThresholdPrunerConfig(
+            threshold=1e-30, minimum_sparsity_percentile=0.3, weight_threshold=threshold(variant))))
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=4, granularity="per_tensor", weight_threshold=threshold(variant))
+        return cto.palettize_weights(pruned, cto.OptimizationConfig(global_config=op), joint_compression=True)
     if variant == "int4b":
         op = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=16,
                                          weight_threshold=threshold(variant))
