@@ -19,6 +19,7 @@ torch.jit.trace (or, where coremltools 9.0 cannot convert the traced graph, expo
 torch.export at fixed shapes) and converted by coremltools' ct.convert:
 
     fp32, fp16   ML programs computing in float32 / float16 (iOS17 opsets)
+    ios18        an fp32 ML program for iOS18 (attention as `scaled_dot_product_attention`)
     nn           a neural network (convert_to="neuralnetwork"), where the converter makes one
     pal4, pal6   the fp32 program palettized by ct.optimize.coreml (k-means, 4 and 6 bits)
     int8         the fp32 program with weights linearly quantized to int8
@@ -68,7 +69,7 @@ VERSIONS = "PyTorch %s float64 (torchvision %s, transformers %s)" % (
 # MobileViT's fp16 program: its weights rounded to fp16 (after the converter folds its batch
 # norms into them) move its outputs by up to 4.8e-3 of float64's.
 FP16_TOLERANCE = {"mobilevit": 1e-2}
-TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
+TOLERANCE = {"fp32": 1e-5, "ios18": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
              "lut4g": 1e-5, "int4b": 1e-5, "splut4": 1e-5}
 COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b", "splut4")
 # Compressed with the iOS18 forms (per-grouped-channel tables, int4 blocks): iOS18 programs,
@@ -153,7 +154,7 @@ WITH_NN = ("fp32", "fp16", "nn")
 
 # ---- Hugging Face transformers -------------------------------------------------------------
 
-@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse", "lut4g", "int4b", "splut4"))
+@model("bert", ("fp32", "fp16", "ios18", "pal4", "int8", "sparse", "lut4g", "int4b", "splut4"))
 def bert(rng, full):
     config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=64, hidden_act="gelu")
@@ -167,7 +168,7 @@ def distilbert(rng, full):
     return text(transformers.DistilBertModel(config), rng, 96, [9, 20])
 
 
-@model("gpt2")
+@model("gpt2", ("fp32", "fp16", "ios18"))
 def gpt2(rng, full):
     config = transformers.GPT2Config(vocab_size=96, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)
     return text(transformers.GPT2LMHeadModel(config), rng, 96, [16, 3, 40], "logits")
@@ -267,7 +268,7 @@ def swin(rng, full):
                  export=True)
 
 
-@model("whisper_encoder", WITH_NN)
+@model("whisper_encoder", WITH_NN + ("ios18",))
 def whisper_encoder(rng, full):
     config = transformers.WhisperConfig(vocab_size=96, num_mel_bins=16, d_model=32, encoder_layers=2,
                                         encoder_attention_heads=4, encoder_ffn_dim=64, decoder_layers=1,
@@ -588,7 +589,7 @@ def build(name, factory, variants, out, full, only_variants):
     results = []
     seed = sum(map(ord, name))
     for group in ("plain",) + COMPRESSED:
-        wanted = [v for v in variants if (v == group if group != "plain" else v in ("fp32", "fp16", "nn"))]
+        wanted = [v for v in variants if (v == group if group != "plain" else v in ("fp32", "fp16", "nn", "ios18"))]
         wanted = [v for v in wanted if only_variants is None or v in only_variants]
         if not wanted:
             continue
@@ -615,9 +616,12 @@ def build(name, factory, variants, out, full, only_variants):
             note = "%s %s with seeded weights, traced and converted by coremltools %s" % (library, cls, ct.__version__)
             try:
                 if group == "plain":
-                    converted = convert(traced, entry, variant)
-                    note += {"fp32": " computing in fp32", "fp16": " computing in fp16",
-                             "nn": " to a neural network"}[variant]
+                    if variant == "ios18":
+                        converted = convert(traced, entry, "fp32", ct.target.iOS18)
+                    else:
+                        converted = convert(traced, entry, variant)
+                    note += {"fp32": " computing in fp32", "fp16": " computing in fp16", "nn": " to a neural network",
+                             "ios18": " computing in fp32 for iOS18"}[variant]
                 else:
                     target = ct.target.iOS18 if variant in IOS18 else ct.target.iOS17
                     converted = compress(convert(traced, entry, "fp32", target), variant)
