@@ -19,10 +19,15 @@ torch.jit.trace (or, where coremltools 9.0 cannot convert the traced graph, expo
 torch.export at fixed shapes) and converted by coremltools' ct.convert:
 
     fp32, fp16   ML programs computing in float32 / float16 (iOS17 opsets)
+    ios18        an fp32 ML program for iOS18 (attention as `scaled_dot_product_attention`)
     nn           a neural network (convert_to="neuralnetwork"), where the converter makes one
     pal4, pal6   the fp32 program palettized by ct.optimize.coreml (k-means, 4 and 6 bits)
     int8         the fp32 program with weights linearly quantized to int8
     sparse       the fp32 program with weights pruned to a sparse representation
+    lut4g        an iOS18 fp32 program palettized to 4 bits with a table per 8 output channels
+    int4b        an iOS18 fp32 program with weights quantized to int4 in blocks of 16
+    splut4       an iOS18 fp32 program pruned, then its nonzero weights palettized to 4 bits
+                 (joint compression)
 
 For the compressed variants the PyTorch weights are first made representable (each compressed
 weight takes at most 2^bits distinct values, int8 multiples of one scale, 60 % exact zeros);
@@ -64,7 +69,16 @@ VERSIONS = "PyTorch %s float64 (torchvision %s, transformers %s)" % (
 # MobileViT's fp16 program: its weights rounded to fp16 (after the converter folds its batch
 # norms into them) move its outputs by up to 4.8e-3 of float64's.
 FP16_TOLERANCE = {"mobilevit": 1e-2}
-TOLERANCE = {"fp32": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5}
+TOLERANCE = {"fp32": 1e-5, "ios18": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
+             "lut4g": 1e-5, "int4b": 1e-5, "splut4": 1e-5}
+COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b", "splut4")
+# Compressed with the iOS18 forms (per-grouped-channel tables, int4 blocks): iOS18 programs,
+# compressing every weight of more than 512 values (the others: more than 2048).
+IOS18 = ("lut4g", "int4b", "splut4")
+
+
+def threshold(variant):
+    return 512 if variant in IOS18 else 2048
 MODELS = []
 
 
@@ -140,7 +154,7 @@ WITH_NN = ("fp32", "fp16", "nn")
 
 # ---- Hugging Face transformers -------------------------------------------------------------
 
-@model("bert", ("fp32", "fp16", "pal4", "int8", "sparse"))
+@model("bert", ("fp32", "fp16", "ios18", "pal4", "int8", "sparse", "lut4g", "int4b", "splut4"))
 def bert(rng, full):
     config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=64, hidden_act="gelu")
@@ -154,7 +168,7 @@ def distilbert(rng, full):
     return text(transformers.DistilBertModel(config), rng, 96, [9, 20])
 
 
-@model("gpt2")
+@model("gpt2", ("fp32", "fp16", "ios18"))
 def gpt2(rng, full):
     config = transformers.GPT2Config(vocab_size=96, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)
     return text(transformers.GPT2LMHeadModel(config), rng, 96, [16, 3, 40], "logits")
@@ -191,7 +205,7 @@ def electra(rng, full):
     return text(transformers.ElectraModel(config), rng, 96, [8, 19])
 
 
-@model("llama", ("fp32", "fp16", "nn", "pal6"))
+@model("llama", ("fp32", "fp16", "nn", "pal6", "lut4g", "int4b", "splut4"))
 def llama(rng, full):
     # Rotary position embeddings, RMSNorm, SiLU-gated MLP, grouped-query attention. coremltools
     # 9.0 cannot convert its traced graph (`x.shape[-1] // 2` in rotate_half becomes an `int` of
@@ -254,7 +268,7 @@ def swin(rng, full):
                  export=True)
 
 
-@model("whisper_encoder", WITH_NN)
+@model("whisper_encoder", WITH_NN + ("ios18",))
 def whisper_encoder(rng, full):
     config = transformers.WhisperConfig(vocab_size=96, num_mel_bins=16, d_model=32, encoder_layers=2,
                                         encoder_attention_heads=4, encoder_ffn_dim=64, decoder_layers=1,
@@ -431,21 +445,26 @@ def fcn_resnet50(rng, full):
 
 # ---- compression ---------------------------------------------------------------------------
 
-def compressible(module):
+def compressible(module, variant):
     """The weights ct.optimize.coreml compresses: convolution, linear and embedding weights."""
     kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear, torch.nn.Embedding)
-    return [m.weight for m in module.modules() if isinstance(m, kinds) and m.weight.numel() > 2048]
+    return [m.weight for m in module.modules() if isinstance(m, kinds) and m.weight.numel() > threshold(variant)]
 
 
 def make_representable(module, variant, rng):
     """Changes the PyTorch weights so that `variant`'s compression keeps them exactly."""
     with torch.no_grad():
-        for weight in compressible(module):
+        for weight in compressible(module, variant):
             w = weight.detach().numpy().astype(np.float64)
-            if variant in ("pal4", "pal6"):
-                levels = 1 << int(variant[3:])
-                lut = np.sort(rng.choice(w.ravel(), levels, replace=False))
-                w = lut[np.abs(w.ravel()[:, None] - lut[None, :]).argmin(axis=1)].reshape(w.shape)
+            if variant == "splut4":
+                w = np.where(rng.random(w.shape) < 0.6, 0.0, w)
+            if variant in ("pal4", "pal6", "lut4g", "splut4"):
+                levels = 1 << (int(variant[3:]) if variant.startswith("pal") else 4)
+                # Zeros (pruned weights) stay zero; the others take one of `levels` values.
+                nonzero = w.ravel()[w.ravel() != 0]
+                lut = np.sort(rng.choice(nonzero, levels, replace=False))
+                snapped = lut[np.abs(w.ravel()[:, None] - lut[None, :]).argmin(axis=1)].reshape(w.shape)
+                w = np.where(w == 0, 0.0, snapped)
             elif variant == "int8":
                 scale = np.float32(np.abs(w).max() / 127)
                 w = np.clip(np.round(w / scale), -127, 127) * scale
@@ -457,43 +476,58 @@ def make_representable(module, variant, rng):
 
 def compress(mlmodel, variant):
     if variant in ("pal4", "pal6"):
-        op = cto.OpPalettizerConfig(mode="kmeans", nbits=int(variant[3:]), granularity="per_tensor", weight_threshold=2048)
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=int(variant[3:]), granularity="per_tensor",
+                                    weight_threshold=threshold(variant))
         return cto.palettize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
     if variant == "int8":
         op = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8", granularity="per_tensor",
-                                         weight_threshold=2048)
+                                         weight_threshold=threshold(variant))
         return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
-    op = cto.OpThresholdPrunerConfig(threshold=1e-30, minimum_sparsity_percentile=0.3, weight_threshold=2048)
+    if variant == "lut4g":
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=4, granularity="per_grouped_channel", group_size=8,
+                                    weight_threshold=threshold(variant))
+        return cto.palettize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+    if variant == "splut4":
+        pruned = cto.prune_weights(mlmodel, cto.OptimizationConfig(global_config=cto.OpThresholdPrunerConfig(
+            threshold=1e-30, minimum_sparsity_percentile=0.3, weight_threshold=threshold(variant))))
+        op = cto.OpPalettizerConfig(mode="kmeans", nbits=4, granularity="per_tensor", weight_threshold=threshold(variant))
+        return cto.palettize_weights(pruned, cto.OptimizationConfig(global_config=op), joint_compression=True)
+    if variant == "int4b":
+        op = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=16,
+                                         weight_threshold=threshold(variant))
+        return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+    op = cto.OpThresholdPrunerConfig(threshold=1e-30, minimum_sparsity_percentile=0.3,
+                                     weight_threshold=threshold(variant))
     return cto.prune_weights(mlmodel, cto.OptimizationConfig(global_config=op))
 
 
-def constants(mlmodel):
+def constants(mlmodel, variant):
     values = {}
     for function in mlmodel._mil_program.functions.values():
         for op in function.operations:
-            if op.op_type == "const" and op.outputs[0].val is not None and np.size(op.outputs[0].val) > 2048:
+            if op.op_type == "const" and op.outputs[0].val is not None and np.size(op.outputs[0].val) > threshold(variant):
                 values[op.name] = np.asarray(op.outputs[0].val, dtype=np.float64)
     return values
 
 
-def adopt_decompressed(module, compressed):
+def adopt_decompressed(module, compressed, variant):
     """Copies the decompressed program's weights into the PyTorch model.
 
     Each compressed PyTorch weight takes the program constant of its shape that is closest to it
     (convolution, linear and embedding weights keep PyTorch's layout in the program). Returns
     the largest change: zero when the compression kept the weights exactly, else k-means or
     rounding moved them and the reference now uses the decompressed weights."""
-    restored = list(constants(cto.decompress_weights(compressed)).values())
+    restored = list(constants(cto.decompress_weights(compressed), variant).values())
     worst = 0.0
     with torch.no_grad():
-        for weight in compressible(module):
+        for weight in compressible(module, variant):
             w = weight.detach().numpy().astype(np.float64)
             match = [v for v in restored if v.shape == w.shape]
             if not match:
                 continue
             best = min(match, key=lambda v: float(np.abs(v - w).max()))
             change = float(np.abs(best - w).max())
-            if change <= 1e-2 * max(1e-12, float(np.abs(w).max())):
+            if change <= 0.25 * max(1e-12, float(np.abs(w).max())):
                 worst = max(worst, change)
                 weight.copy_(torch.from_numpy(best.astype(np.float32)))
     return worst
@@ -507,20 +541,20 @@ def rounded(array):
     return np.array(flat).reshape(np.shape(array)).tolist()
 
 
-def convert(traced, entry, variant):
+def convert(traced, entry, variant, target=ct.target.iOS17):
     if entry.export:
         if variant == "nn":
             return ct.convert(traced, convert_to="neuralnetwork", skip_model_load=True)
         precision = ct.precision.FLOAT16 if variant == "fp16" else ct.precision.FLOAT32
         return ct.convert(traced, convert_to="mlprogram", compute_precision=precision,
-                          minimum_deployment_target=ct.target.iOS17, skip_model_load=True)
+                          minimum_deployment_target=target, skip_model_load=True)
     # ct.convert sets an fp16 program's unspecified input type to fp16 in the given TensorType.
     kwargs = dict(inputs=[copy.deepcopy(entry.spec)], outputs=[ct.TensorType(name=entry.output_name)], skip_model_load=True)
     if variant == "nn":
         return ct.convert(traced, convert_to="neuralnetwork", **kwargs)
     precision = ct.precision.FLOAT16 if variant == "fp16" else ct.precision.FLOAT32
     return ct.convert(traced, convert_to="mlprogram", compute_precision=precision,
-                      minimum_deployment_target=ct.target.iOS17, **kwargs)
+                      minimum_deployment_target=target, **kwargs)
 
 
 def references(module, inputs):
@@ -554,8 +588,8 @@ def describe(entry):
 def build(name, factory, variants, out, full, only_variants):
     results = []
     seed = sum(map(ord, name))
-    for group in ("plain", "pal4", "pal6", "int8", "sparse"):
-        wanted = [v for v in variants if (v == group if group != "plain" else v in ("fp32", "fp16", "nn"))]
+    for group in ("plain",) + COMPRESSED:
+        wanted = [v for v in variants if (v == group if group != "plain" else v in ("fp32", "fp16", "nn", "ios18"))]
         wanted = [v for v in wanted if only_variants is None or v in only_variants]
         if not wanted:
             continue
@@ -582,12 +616,16 @@ def build(name, factory, variants, out, full, only_variants):
             note = "%s %s with seeded weights, traced and converted by coremltools %s" % (library, cls, ct.__version__)
             try:
                 if group == "plain":
-                    converted = convert(traced, entry, variant)
-                    note += {"fp32": " computing in fp32", "fp16": " computing in fp16",
-                             "nn": " to a neural network"}[variant]
+                    if variant == "ios18":
+                        converted = convert(traced, entry, "fp32", ct.target.iOS18)
+                    else:
+                        converted = convert(traced, entry, variant)
+                    note += {"fp32": " computing in fp32", "fp16": " computing in fp16", "nn": " to a neural network",
+                             "ios18": " computing in fp32 for iOS18"}[variant]
                 else:
-                    converted = compress(convert(traced, entry, "fp32"), variant)
-                    difference = adopt_decompressed(entry.module, converted)
+                    target = ct.target.iOS18 if variant in IOS18 else ct.target.iOS17
+                    converted = compress(convert(traced, entry, "fp32", target), variant)
+                    difference = adopt_decompressed(entry.module, converted, variant)
                     refs = references(entry.module, entry.inputs)
                     note += " computing in fp32, weights compressed by ct.optimize.coreml (%s); the PyTorch " \
                             "weights were made representable first, and the reference runs on the program's " \

@@ -18,7 +18,7 @@ struct ZooParityTests {
 
     @Test("the zoo is there")
     func fixturesExist() {
-        #expect(Self.files.count >= 66)
+        #expect(Self.files.count >= 75)
         #expect(Self.files.count - Self.programs.count >= 12)
     }
 
