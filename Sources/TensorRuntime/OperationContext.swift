@@ -17,12 +17,12 @@ final class OperationContext {
 
     /// The operation cannot run as given (exit 94 at load): names the operation and what.
     func unsupported(_ reason: String) -> RuntimeError {
-        .unsupportedLayer(layer: op.name, kind: op.type, reason: reason)
+        .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: reason)
     }
 
     /// The operation's parameters contradict each other or its inputs.
     func invalid(_ detail: String) -> RuntimeError {
-        .invalidParameters(model: "operation \"\(op.name)\" (\(op.type))", detail: detail)
+        .invalidParameters(model: "operation \"\(op.reportedName)\" (\(op.reportedType))", detail: detail)
     }
 
     // MARK: Arguments

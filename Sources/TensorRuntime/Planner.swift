@@ -198,13 +198,13 @@ final class Planner {
 
     private func plan(_ op: GraphOperation) throws(RuntimeError) {
         guard let definition = OperationRegistry.definitions[op.type] else {
-            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "modelc does not run this ML program operation yet")
+            throw .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: "modelc does not run this ML program operation yet")
         }
         let context = OperationContext(op: op, planner: self)
         let first = steps.count
         try definition.plan(context)
         guard context.outputIDs.count == op.outputs.count else {
-            throw .invalidParameters(model: "operation \"\(op.name)\" (\(op.type))", detail: "made \(context.outputIDs.count) of \(op.outputs.count) outputs")
+            throw .invalidParameters(model: "operation \"\(op.reportedName)\" (\(op.reportedType))", detail: "made \(context.outputIDs.count) of \(op.outputs.count) outputs")
         }
         for (output, id) in zip(op.outputs, context.outputIDs) { names[output.name] = id }
         // Fold: a step that reads only constants runs now, and its outputs become constants.

@@ -39,7 +39,21 @@ struct GraphOperation: Sendable {
     var arguments: [String: [GraphArgument]]
     var outputs: [(name: String, type: ValueType)]
     var blocks: [GraphBlock]
+    /// The program's operation a rewrite (a fusion, a layout change) made
+    /// this one from: messages name it, not the rewritten form.
+    var origin: (name: String, type: String)? = nil
 
-    /// The operation's name in messages: its first output.
+    /// The operation's name: its first output.
     var name: String { outputs.first?.name ?? type }
+    /// The name messages use: the program's operation this one came from.
+    var reportedName: String { origin?.name ?? name }
+    /// The type messages use: the program's operation this one came from.
+    var reportedType: String { origin?.type ?? type }
+
+    /// This operation, remembered as the program's `source` (or what `source` came from).
+    func rewritten(from source: GraphOperation) -> GraphOperation {
+        var result = self
+        result.origin = source.origin ?? (source.name, source.type)
+        return result
+    }
 }

@@ -143,6 +143,7 @@ enum ChannelsLastLayout {
         mutating func renameOutput(_ op: inout GraphOperation) {
             let name = op.outputs[0].name
             let target = name + ChannelsLastLayout.suffix
+            if op.origin == nil { op.origin = (name, op.type) }
             var type = op.outputs[0].type
             if let shape = type.shape, shape.count == 4 { type.shape = [shape[0], shape[2], shape[3], shape[1]] }
             op.outputs[0] = (target, type)
@@ -197,6 +198,7 @@ enum ChannelsLastLayout {
             else { return nil }
             var result = op
             if op.type == "conv" {
+                result = op.rewritten(from: op)
                 result.type = "fused_conv"
             }
             for (index, argument) in (op.arguments["residuals"] ?? []).enumerated() {

@@ -60,6 +60,7 @@ enum ConvolutionFusion {
         var arguments = conv.arguments
         post.store(into: &arguments)
         return GraphOperation(type: conv.type == "channel_affine" ? conv.type : "fused_conv", arguments: arguments, outputs: [output], blocks: [])
+            .rewritten(from: conv)
     }
 
     /// `batch_norm(conv(x))` with constant statistics: the convolution with

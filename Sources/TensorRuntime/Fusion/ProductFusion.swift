@@ -38,6 +38,7 @@ enum ProductFusion {
         var arguments = product.arguments
         post.store(into: &arguments)
         return GraphOperation(type: "fused_linear", arguments: arguments, outputs: outputs, blocks: [])
+            .rewritten(from: product)
     }
 
     /// `matmul(x, W)` with `W` a constant matrix and no transpose of `x`: `linear(x, Wᵀ)`.
