@@ -380,6 +380,17 @@ def unseeded_random(writer):
     npar.write_bytes(os.path.join(writer.dir, "nn_random_single_value.mlmodel"), npar.serialize(spec))
 
 
+def nn_categorical(writer):
+    """categoricalDistribution with a seed: one-hot probabilities draw their class every time."""
+    builder = nn([("x", (2, 3))], ["y"])
+    builder.add_categorical_distribution("draw", "x", "y", num_samples=4, is_logits=False, seed=5)
+    spec = finish(builder)
+    x = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    writer.write("nn_categorical", spec, NUMPY, [{"inputs": {"x": x}, "outputs": {"y": np.array([[2.0] * 4, [0.0] * 4])}}],
+                 "categoricalDistribution (probabilities, seeded): one-hot rows give their class",
+                 "Lowered to MIL random_categorical.", tolerance=TOLERANCE)
+
+
 def write_readme(writer):
     lines = ["# Lowering fixtures", "",
              "Made by `Fixtures/network_lowering.py` (run by `Fixtures/generate.py`): neural networks holding "
@@ -408,6 +419,7 @@ def generate(out_dir):
     nn_convolution3d(writer)
     nn_branch(writer)
     nn_loop(writer)
+    nn_categorical(writer)
     unseeded_random(writer)
     write_readme(writer)
     return writer.entries

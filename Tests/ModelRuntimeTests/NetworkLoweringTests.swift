@@ -2,6 +2,7 @@ import FixtureSupport
 import Foundation
 import ModelFeatures
 import ModelRuntime
+import ModelSpec
 import Testing
 
 /// Every neural-network fixture run on the tensor engine through the
@@ -81,6 +82,66 @@ struct NetworkLoweringTests {
             layer: "conv", kind: "convolution", reason: "weights given as a second input (computed at run time) are not supported"))) {
             _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/nn_convolution_weights_input.mlmodel"),
                           configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+        }
+    }
+
+    /// The neural networks of Fixtures/Models (and pipelines holding one).
+    static let models: [String] = {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: Fixtures.path("Models"))) ?? []
+        let kinds: Set<String> = ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor"]
+        return names.filter { $0.hasSuffix(".mlmodel") }.sorted().filter { name in
+            guard let model = try? Model(contentsOf: Fixtures.path("Models/\(name)"), configuration: ModelConfiguration(threads: 1)) else { return false }
+            let summary = model.summary
+            return kinds.contains(summary.modelType ?? "") || (summary.pipeline ?? []).contains { kinds.contains($0.modelType ?? "") }
+        }
+    }()
+
+    /// The layer engine's tests are the spec of what must keep working: on
+    /// the same seeded inputs, the lowering gives the layer engine's outputs.
+    @Test("the networks of Fixtures/Models give the layer engine's outputs", arguments: models)
+    func sameAsLayerEngine(_ name: String) throws {
+        let path = Fixtures.path("Models/\(name)")
+        let layer = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .layer))
+        let tensor = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+        var random = SplitMix(seed: 2026)
+        var inputs: [String: FeatureValue] = [:]
+        for input in layer.summary.inputs where !input.isOptional {
+            switch input.type {
+            case .image(let image):
+                let (width, height) = (Int(image.width), Int(image.height))
+                let pixels = (0..<(width * height * 3)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                inputs[input.name] = .image(try #require(PixelBuffer(width: width, height: height, pixelFormat: .rgb, bytes: pixels)))
+            case .multiArray(let array):
+                let shape = array.shape.map(Int.init)
+                let values = (0..<shape.reduce(1, *)).map { _ in Double.random(in: -1...1, using: &random) }
+                inputs[input.name] = .multiArray(MultiArray(values, shape: shape))
+            case .double:
+                inputs[input.name] = .double(0.5)
+            default:
+                Issue.record("input \(input.name) of \(name) has a type this test does not make")
+                return
+            }
+        }
+        let want = try layer.prediction(from: inputs), got = try tensor.prediction(from: inputs)
+        #expect(Set(got.keys) == Set(want.keys))
+        for (output, expected) in want {
+            switch (expected, got[output]) {
+            case (.multiArray(let a), .multiArray(let b)?):
+                #expect(a.count == b.count, "\(name) \(output)")
+                let (x, y) = (a.doubles, b.doubles)
+                for index in 0..<min(x.count, y.count) where abs(x[index] - y[index]) > 1e-4 * max(1, abs(x[index])) {
+                    Issue.record("\(name) \(output)[\(index)]: tensor \(y[index]), layer \(x[index])")
+                    break
+                }
+            case (.dictionary(.strings(let a)), .dictionary(.strings(let b))?):
+                #expect(Set(a.keys) == Set(b.keys), "\(name) \(output)")
+                for (key, value) in a { #expect(abs(value - (b[key] ?? .nan)) <= 1e-4, "\(name) \(output)[\(key)]") }
+            case (.dictionary(.int64s(let a)), .dictionary(.int64s(let b))?):
+                #expect(Set(a.keys) == Set(b.keys), "\(name) \(output)")
+                for (key, value) in a { #expect(abs(value - (b[key] ?? .nan)) <= 1e-4, "\(name) \(output)[\(key)]") }
+            default:
+                #expect(got[output] == expected, "\(name) \(output)")
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ extension NetworkLowering {
     static let layers: [UInt32: Lowering] = channelLayers.merging(ndLayers) { first, _ in first }
         .merging(moreNDLayers) { first, _ in first }.merging(recurrentLayers) { first, _ in first }
         .merging(randomLayers) { first, _ in first }.merging(volumeLayers) { first, _ in first }
-        .merging(controlLayers) { first, _ in first }
+        .merging(controlLayers) { first, _ in first }.merging(categoricalLayers) { first, _ in first }
 
     static let channelLayers: [UInt32: Lowering] = [
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION.rawValue: convolution,

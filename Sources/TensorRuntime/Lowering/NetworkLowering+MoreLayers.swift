@@ -58,6 +58,21 @@ extension NetworkLowering {
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP.rawValue: loop,
     ]
 
+    /// `categoricalDistribution`: MIL `random_categorical` (logits divided by the temperature).
+    static let categoricalLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CATEGORICAL_DISTRIBUTION.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.categoricaldistribution?.pointee else { throw b.invalid("no parameters") }
+            guard p.seed >= 0 else { throw b.unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed") }
+            var x = try b.input()
+            let r = b.rank(x)
+            if p.islogits != 0, p.temperature != 0, p.temperature != 1 {
+                x = b.op("real_div", ["x": .value(x), "y": .float(p.temperature)], rank: r)
+            }
+            b.op("random_categorical", ["x": .value(x), "mode": .string(p.islogits != 0 ? "logits" : "probs"),
+                                        "size": .int(max(1, Int(p.numsamples))), "seed": .int(Int(p.seed))], into: try b.output(), rank: r)
+        },
+    ]
+
     static let volumeLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION3D.rawValue: convolution3D,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING3D.rawValue: pooling3D,
