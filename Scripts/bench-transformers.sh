@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench, transformers section (also runnable alone): modelc's tensor
 # engine against onnxruntime on a BERT-base-shaped encoder (sequence 128), a
-# GPT-2-small-shaped decoder (64 tokens) and a ViT-S/16-shaped classifier, all
+# GPT-2-small-shaped decoder (64 tokens, and one token's step with its key/value
+# caches held in state) and a ViT-S/16-shaped classifier, all
 # from transformers configs with seeded weights (Scripts/bench_transformers.py).
 # Latency per input at 1 and 2 threads and peak RSS, as ratios measured in
 # this run. Exits non-zero only when the two engines' outputs disagree.

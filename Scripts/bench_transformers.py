@@ -6,9 +6,11 @@ Usage:
     bench_transformers.py ort MODEL.onnx INPUTS.json THREADS RUNS [--output FILE]
     bench_transformers.py run DIR BENCHMARKS RUNS   build, check agreement, time both, print the table
 
-Three models at real sizes, built from transformers configs with seeded random weights (nothing
+Four models at real sizes, built from transformers configs with seeded random weights (nothing
 is downloaded): a BERT-base-shaped encoder (sequence 128), a GPT-2-small-shaped decoder (one
-forward of 64 tokens) and a ViT-S/16-shaped classifier (224x224). Each is traced once and
+forward of 64 tokens), the same decoder's one-token step after 64 tokens with its key/value
+caches held in Core ML states (ONNX: caches as inputs and outputs; see kv_decoders) and a
+ViT-S/16-shaped classifier (224x224). Each is traced once and
 converted by ct.convert to an fp32 ML program, and exported by torch.onnx.export from the same
 module. modelc runs in process through ModelcBenchmarks (`transformer`, tensor engine forced),
 onnxruntime in its own Python process with the same intra-op thread count; each process reports

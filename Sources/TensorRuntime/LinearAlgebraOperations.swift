@@ -18,9 +18,12 @@ enum LinearAlgebraOperations {
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
         },
         // A linear layer with what follows it fused (Fusion/ProductFusion.swift): an activation, then a residual sum.
-        "fused_linear": OperationDefinition(["x", "weight", "bias", "activation", "residual"]) { context throws(RuntimeError) in
+        // The weight is linear's [out, in], or [in, out] with weight_layout "in_out" (a matmul's constant y).
+        "fused_linear": OperationDefinition(["x", "weight", "weight_layout", "bias", "activation", "residual"]) { context throws(RuntimeError) in
             let x = try context.input(), weight = try context.input("weight")
             guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
+            let layout = try context.string("weight_layout", "out_in")
+            guard layout == "out_in" || layout == "in_out" else { throw context.unsupported("weight layout \(layout) is not one modelc fuses") }
             var activation: DNNLKernels.Activation?
             switch try context.string("activation", "") {
             case "": activation = nil
@@ -29,7 +32,7 @@ enum LinearAlgebraOperations {
             case "gelu_TANH_APPROXIMATION": activation = .geluTanh
             case let other: throw context.unsupported("fused activation \(other) is not one modelc fuses")
             }
-            try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"),
+            try matmul(context, x: x, y: weight, transposeX: false, transposeY: layout == "out_in", bias: try context.optional("bias"),
                        activation: activation, residual: try context.optional("residual"))
         },
         "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },

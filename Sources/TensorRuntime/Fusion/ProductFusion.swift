@@ -41,40 +41,37 @@ enum ProductFusion {
             .rewritten(from: product)
     }
 
-    /// `matmul(x, W)` with `W` a constant matrix and no transpose of `x`: `linear(x, Wᵀ)`.
+    /// `matmul(x, W)` with `W` a constant matrix and no transpose of `x`: a
+    /// `fused_linear` reading `W` as it is (`weight_layout` "in_out" when it
+    /// is `[in, out]`, not `linear`'s `[out, in]`), so no transposed copy is made.
     static let matmulAsLinear = FusionRule("matmul with constant weights as linear") { graph, index in
         guard let matmul = graph.operation(at: index), matmul.type == "matmul", matmul.outputs.count == 1,
               graph.computed(matmul, "x") != nil, let weight = graph.constant(matmul, "y"), weight.type.isFloat, weight.shape.count == 2,
               graph.constant(matmul, "transpose_x")?.scalar ?? 0 == 0,
               Set(matmul.arguments.keys).isSubset(of: ["x", "y", "transpose_x", "transpose_y"]),
-              let x = matmul.arguments["x"]
+              let x = matmul.arguments["x"], let y = matmul.arguments["y"]
         else { return false }
         let transposed = graph.constant(matmul, "transpose_y")?.scalar ?? 0 != 0
-        // linear's weight is [out, in].
-        let (rows, columns) = (weight.shape[0], weight.shape[1])
-        var values = weight.floats
-        if !transposed {
-            values = [Float](repeating: 0, count: weight.count)
-            let source = weight.floats
-            for r in 0..<rows {
-                for c in 0..<columns { values[c * rows + r] = source[r * columns + c] }
-            }
-        }
-        let shape = transposed ? weight.shape : [columns, rows]
-        let linear = GraphOperation(type: "linear", arguments: ["x": x, "weight": [.constant(Tensor(floats: values, shape: shape, type: weight.type))]],
-                                    outputs: matmul.outputs, blocks: [])
-        graph.update(index, to: linear)
+        var arguments: [String: [GraphArgument]] = ["x": x, "weight": y]
+        if !transposed { arguments["weight_layout"] = [.constant(Tensor(type: .string, shape: [1], storage: .strings(["in_out"])))] }
+        graph.update(index, to: GraphOperation(type: "fused_linear", arguments: arguments, outputs: matmul.outputs, blocks: []))
         return true
+    }
+
+    /// The number of outputs of a product's constant weights.
+    private static func outputs(_ graph: FusionGraph, _ product: GraphOperation) -> Int? {
+        guard let weight = graph.constant(product, "weight"), weight.shape.count == 2 else { return nil }
+        return graph.constant(product, "weight_layout")?.strings.first == "in_out" ? weight.shape[1] : weight.shape[0]
     }
 
     /// `linear(x) + c` with `c` one constant per output (or one value): the bias.
     static let bias = FusionRule("linear + bias") { graph, index in
         guard let add = graph.operation(at: index), add.type == "add", add.outputs.count == 1 else { return false }
         for (productKey, constantKey) in [("x", "y"), ("y", "x")] {
-            guard let (productIndex, product) = privateProduct(graph, add, productKey), product.type == "linear",
-                  let weight = graph.constant(product, "weight"), let addend = graph.constant(add, constantKey), addend.type.isFloat
+            guard let (productIndex, product) = privateProduct(graph, add, productKey), product.arguments["activation"] == nil,
+                  product.arguments["residual"] == nil, let weight = graph.constant(product, "weight"),
+                  let outputs = outputs(graph, product), let addend = graph.constant(add, constantKey), addend.type.isFloat
             else { continue }
-            let outputs = weight.shape[0]
             // One value, or one per output along the last axis (every other axis of size 1).
             guard addend.count == 1 || (addend.count == outputs && addend.shape.last == outputs) else { continue }
             let values = addend.count == 1 ? Array(repeating: addend.floats[0], count: outputs) : addend.floats
