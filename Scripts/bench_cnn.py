@@ -98,8 +98,14 @@ def build(out, names):
         print("built", name, file=sys.stderr, flush=True)
 
 
-def report(engine, threads, times, first):
+def cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def report(engine, threads, times, first, cpu):
     print("engine %s" % engine)
+    print("cpu_ms %.3f" % (cpu / len(times) * 1000))
     print("threads %d" % threads)
     print("latency_ms %.3f" % (sorted(times)[len(times) // 2] * 1000))
     print("first_ms %.3f" % (first * 1000))
@@ -122,11 +128,12 @@ def ort(model, inputs, threads, runs, output):
     for _ in range(3):
         session.run(None, feed)
     times = []
+    cpu = cpu_seconds()
     for _ in range(runs):
         t = time.perf_counter()
         session.run(None, feed)
         times.append(time.perf_counter() - t)
-    report("onnxruntime-%s" % onnxruntime.__version__, threads, times, first)
+    report("onnxruntime-%s" % onnxruntime.__version__, threads, times, first, cpu_seconds() - cpu)
 
 
 def run_torch(name, inputs, threads, runs):
@@ -142,11 +149,12 @@ def run_torch(name, inputs, threads, runs):
         for _ in range(3):
             model(x)
         times = []
+        cpu = cpu_seconds()
         for _ in range(runs):
             t = time.perf_counter()
             model(x)
             times.append(time.perf_counter() - t)
-    report("torch-%s" % torch.__version__, threads, times, first)
+    report("torch-%s" % torch.__version__, threads, times, first, cpu_seconds() - cpu)
 
 
 def measure(command):
@@ -161,8 +169,9 @@ def run(out, benchmarks, runs, names):
     # oneDNN (modelc) and PyTorch run on OpenMP threads, which spin between parallel regions unless this says
     # passive: on a machine busy with other processes a spinning thread that loses its core stalls the other.
     print("OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY", "(unset: OpenMP's default, spinning)"))
-    print("%-29s %3s %9s %9s %9s %7s %7s %9s %7s %9s" % ("model", "thr", "modelc_ms", "torch_ms", "ort_ms",
-                                                       "/torch", "/ort", "modelc_MB", "MB/ort", "max_diff"))
+    print("%-29s %3s %9s %9s %9s %7s %7s %8s %8s %7s %9s %7s %9s" % (
+        "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "cpu_ms", "ort_cpu", "cpu/ort", "modelc_MB", "MB/ort",
+        "max_diff"))
     failed = False
     me = os.path.abspath(__file__)
     for name in names:
@@ -179,11 +188,13 @@ def run(out, benchmarks, runs, names):
             failed |= not diff <= TOLERANCE
             ml, tl, ol = float(mine["latency_ms"]), float(torch_["latency_ms"]), float(theirs["latency_ms"])
             mr, orr = int(mine["peak_rss_kb"]) / 1024, int(theirs["peak_rss_kb"]) / 1024
-            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %9.0f %7.2f %9.1e%s" % (
-                name, threads, ml, tl, ol, ml / tl, ml / ol, mr, mr / orr, diff,
+            mc, oc = float(mine["cpu_ms"]), float(theirs["cpu_ms"])
+            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %8.2f %8.2f %7.2f %9.0f %7.2f %9.1e%s" % (
+                name, threads, ml, tl, ol, ml / tl, ml / ol, mc, oc, mc / oc, mr, mr / orr, diff,
                 "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
-    print("/torch, /ort = modelc latency over theirs (below 1: modelc is faster); MB/ort = peak RSS over "
-          "onnxruntime's; max_diff relative to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)
+    print("/torch, /ort = modelc latency over theirs (below 1: modelc is faster); cpu_ms = mean CPU time per input, "
+          "every thread (what a busy machine's latency hides); MB/ort = peak RSS over onnxruntime's; max_diff relative "
+          "to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)
     return 1 if failed else 0
 
 

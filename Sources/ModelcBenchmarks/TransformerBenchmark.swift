@@ -8,7 +8,8 @@ import ModelRuntime
 /// predictions through the public API.
 ///
 /// Prints `key value` lines for Scripts/bench-transformers.sh: `latency_ms`
-/// (median of `runs` predictions after 3 warm-up ones), `first_ms` (opening
+/// (median of `runs` predictions after 3 warm-up ones), `cpu_ms` (the mean CPU
+/// time of those predictions, every thread counted), `first_ms` (opening
 /// and the first prediction) and `peak_rss_kb` (the process's high-water
 /// resident memory, VmHWM). Inputs `{"prefill": …, "step": …}` time one
 /// step of a stateful decoder: a state made and filled by the prefill,
@@ -56,13 +57,25 @@ enum TransformerBenchmark {
             }
         }
         for _ in 0..<3 { _ = try predict() }
+        let cpuBefore = processorSeconds()
         let latency = try median(runs: runs) { _ = try predict() }
+        let cpu = (processorSeconds() - cpuBefore) / Double(max(runs, 1))
 
         print("engine modelc-tensor")
         print("threads \(threads)")
         print(String(format: "latency_ms %.3f", latency * 1000))
         print(String(format: "first_ms %.3f", first * 1000))
+        print(String(format: "cpu_ms %.3f", cpu * 1000))
         print("peak_rss_kb \(peakResidentKilobytes())")
+    }
+
+    /// CPU time (user and system, every thread) this process has used, in seconds: the mean per
+    /// prediction is what a loaded machine's wall-clock latency cannot show.
+    static func processorSeconds() -> Double {
+        var usage = rusage()
+        guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return 0 }
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// VmHWM (peak resident memory) of this process, in kilobytes (0 where

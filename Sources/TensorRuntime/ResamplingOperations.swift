@@ -138,15 +138,24 @@ enum ResamplingOperations {
         let height = ys.count, width = xs.count
         let planes = x.count / max(rows * columns, 1), from = x.id
         let out = try context.output(shape ?? Array(x.shape.dropLast(2)) + [height, width])
+        // Separable: each output row blends its two source rows once (per source column), then each output
+        // column blends two neighbours of that row — one interpolation per output element instead of three.
+        let rowLow = ys.map(\.0), rowHigh = ys.map(\.1), rowWeight = ys.map(\.2)
+        let columnLow = xs.map(\.0), columnHigh = xs.map(\.1), columnWeight = xs.map(\.2)
         context.run(reads: [x], writes: [out]) { buffers in
             let input = buffers.floats(from), target = buffers.floats(out)
-            for p in 0..<planes {
-                let image = input + p * rows * columns, result = target + p * height * width
-                for (i, y) in ys.enumerated() {
-                    for (j, x) in xs.enumerated() {
-                        let top = image[y.0 * columns + x.0] * (1 - x.2) + image[y.0 * columns + x.1] * x.2
-                        let bottom = image[y.1 * columns + x.0] * (1 - x.2) + image[y.1 * columns + x.1] * x.2
-                        result[i * width + j] = top * (1 - y.2) + bottom * y.2
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: max(columns, 1)) { row in
+                guard let blended = row.baseAddress else { return }
+                for p in 0..<planes {
+                    let image = input + p * rows * columns, result = target + p * height * width
+                    for i in 0..<height {
+                        let top = image + rowLow[i] * columns, bottom = image + rowHigh[i] * columns, fy = rowWeight[i]
+                        for c in 0..<columns { blended[c] = top[c] * (1 - fy) + bottom[c] * fy }
+                        let line = result + i * width
+                        for j in 0..<width {
+                            let fx = columnWeight[j]
+                            line[j] = blended[columnLow[j]] * (1 - fx) + blended[columnHigh[j]] * fx
+                        }
                     }
                 }
             }

@@ -227,11 +227,22 @@ enum ChannelsLastLayout {
             return result
         }
 
-        /// An elementwise operation on channels-last operands: only when every
-        /// computed operand already has a channels-last version (no transpose is added for it).
+        /// An elementwise operation on channels-last operands: when one
+        /// computed operand is channels-last, the other rank-4 ones are transposed to join it.
         mutating func elementwiseOperation(_ op: GraphOperation) -> GraphOperation? {
             var result = op
             var any = false
+            let computed = op.arguments.values.flatMap { $0 }.compactMap { argument -> String? in
+                if case .value(let name) = argument, constants[name] == nil { return name }
+                return nil
+            }
+            guard computed.contains(where: { channelsLast[$0] != nil }), computed.allSatisfy({ ranks[$0] == 4 }) else { return nil }
+            // Every tensor constant must lay out channels-last too, before any transpose is added.
+            for key in ["x", "y"] {
+                for argument in op.arguments[key] ?? [] {
+                    if let tensor = isConstant(argument), tensor.count != 1, !tensor.type.isFloat || tensor.shape.count > 4 { return nil }
+                }
+            }
             for (key, arguments) in op.arguments {
                 for (index, argument) in arguments.enumerated() {
                     if let tensor = isConstant(argument) {
@@ -241,8 +252,8 @@ enum ChannelsLastLayout {
                         result.arguments[key]?[index] = .constant(permuted)
                         continue
                     }
-                    guard case .value(let name) = argument, let layout = channelsLast[name], ranks[name] == 4 else { return nil }
-                    result.arguments[key]?[index] = .value(layout)
+                    guard case .value(let name) = argument, ranks[name] == 4 else { return nil }
+                    result.arguments[key]?[index] = .value(channelsLastValue(name))
                     any = true
                 }
             }
@@ -259,10 +270,12 @@ enum ChannelsLastLayout {
             else { return nil }
             let resolved = Int(axis) < 0 ? Int(axis) + 4 : Int(axis)
             guard resolved >= 0, resolved < 4 else { return nil }
+            // When some operands are channels-last, the others (rank 4) are transposed to join them.
+            guard values.contains(where: { if case .value(let name) = $0 { channelsLast[name] != nil } else { false } }) else { return nil }
             var converted: [GraphArgument] = []
             for argument in values {
-                guard case .value(let name) = argument, let layout = channelsLast[name] else { return nil }
-                converted.append(.value(layout))
+                guard case .value(let name) = argument, constants[name] == nil, ranks[name] == 4 else { return nil }
+                converted.append(.value(channelsLastValue(name)))
             }
             var result = op
             result.arguments["values"] = converted
