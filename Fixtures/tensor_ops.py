@@ -972,7 +972,7 @@ def nms_reference(boxes, scores, iou_threshold, score_threshold, max_boxes, per_
     return out_boxes, out_scores, indices, len(kept)
 
 
-@case("non_maximum_suppression")
+@case("non_maximum_suppression", target=ct.target.iOS16)
 def non_maximum_suppression(rng):
     """Both layouts (iOS 15: boxes [n, B, 4]; iOS 17: [n, 4, B]), per class or not, and no box passing the threshold."""
     boxes = rng.uniform(0, 20, (2, 12, 4)).astype(np.float32)
