@@ -859,6 +859,15 @@ def finish_ml_package(path):
     with open(manifest_path) as f:
         manifest = json.load(f)
     package = os.path.basename(path)
+    # An item whose folder is empty (the weights of a program without large
+    # constants) is not kept by git: a fresh clone would hold a manifest that
+    # names a missing item, which coremltools' ModelPackage refuses to open.
+    for item_id, item in list(manifest["itemInfoEntries"].items()):
+        item_path = os.path.join(path, "Data", item["path"])
+        if os.path.isdir(item_path) and not any(files for _, _, files in os.walk(item_path)):
+            shutil.rmtree(item_path)
+        if not os.path.exists(item_path) and item_id != manifest["rootModelIdentifier"]:
+            del manifest["itemInfoEntries"][item_id]
     renamed = {}
     for old_id, item in manifest["itemInfoEntries"].items():
         renamed[old_id] = str(uuid.uuid5(MANIFEST_NAMESPACE, package + "/" + item["path"])).upper()
