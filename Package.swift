@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(name: "ModelFeaturesTests", dependencies: ["ModelFeatures", "ModelSpec"]),
         .testTarget(name: "ImageDecodingTests", dependencies: ["ImageDecoding", "CVips", "ModelFeatures", "SystemIO"]),
         .testTarget(name: "ModelRuntimeTests", dependencies: ["ModelRuntime", "ImageDecoding", "CVips", "ModelFeatures", "ClassicModels", "ModelCompiler", "ModelLoader", "MemoryPressure", "ModelSpec", "SystemIO", "FixtureSupport"]),
-        .testTarget(name: "TensorRuntimeTests", dependencies: ["TensorRuntime", "CDNNL", "CoreMLSchema", "ModelFeatures", "ModelRuntime", "ModelSpec", "FixtureSupport"], exclude: ["README.md"]),
+        .testTarget(name: "TensorRuntimeTests", dependencies: ["TensorRuntime", "CDNNL", "CoreMLSchema", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO", "FixtureSupport"], exclude: ["README.md"]),
         .testTarget(name: "ImageRequestsTests", dependencies: ["FaceDetection", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"]),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"]),

@@ -2,9 +2,10 @@ import Foundation
 import ModelFeatures
 import ModelRuntime
 
-/// The two ML program engines on the same programs (Fixtures/Parity case
-/// files): the median latency of `runs` predictions of the first case on one
-/// thread with the layer engine and with the tensor engine, and their ratio.
+/// The two engines on the same models (Fixtures/Parity case files, ML
+/// programs and neural networks alike): the median latency of `runs`
+/// predictions of the first case on `threads` threads with the layer engine
+/// and with the tensor engine, and their ratio.
 /// Prints `name layer_ms tensor_ms tensor/layer` lines (`-` where the layer
 /// engine does not take the program).
 enum ProgramBenchmark {
@@ -12,7 +13,7 @@ enum ProgramBenchmark {
         let description: String
     }
 
-    static func run(runs: Int, cases: [String]) throws {
+    static func run(runs: Int, threads: Int, cases: [String]) throws {
         print("program layer_ms tensor_ms tensor/layer")
         for file in cases {
             guard let data = FileManager.default.contents(atPath: file),
@@ -23,7 +24,7 @@ enum ProgramBenchmark {
             }
             let path = (file as NSString).deletingLastPathComponent + "/" + modelName
             func latency(_ engine: ProgramEngineChoice) -> Double? {
-                guard let model = try? Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: engine)),
+                guard let model = try? Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: engine)),
                       let parsed = try? PredictionInputs(model: model).parse(object: inputs),
                       (try? model.prediction(from: parsed)) != nil else { return nil }
                 for _ in 0..<3 { _ = try? model.prediction(from: parsed) }

@@ -8,7 +8,7 @@ import Foundation
 //        ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
 //        ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
 //        ModelcBenchmarks graph MODEL...
-//        ModelcBenchmarks programs RUNS CASES.json...
+//        ModelcBenchmarks programs RUNS [--threads N] CASES.json...
 //        ModelcBenchmarks transformer MODEL INPUTS.json THREADS RUNS [--output FILE]
 
 let usage = """
@@ -19,7 +19,7 @@ let usage = """
            ModelcBenchmarks detect MODEL.mlmodelc IMAGES_DIR THREADS
            ModelcBenchmarks training BASE.mlmodel DATA_DIR WORK_DIR L2 MAX_ITERATIONS
            ModelcBenchmarks graph MODEL...
-           ModelcBenchmarks programs RUNS CASES.json...
+           ModelcBenchmarks programs RUNS [--threads N] CASES.json...
            ModelcBenchmarks transformer MODEL INPUTS.json THREADS RUNS [--output FILE]
 
     """
@@ -64,7 +64,16 @@ do {
             FileHandle.standardError.write(Data(usage.utf8))
             exit(64)
         }
-        try ProgramBenchmark.run(runs: runs, cases: Array(arguments[2...]))
+        var cases = Array(arguments[2...]), threads = 1
+        if cases.first == "--threads" {
+            guard cases.count >= 3, let count = Int(cases[1]), count > 0 else {
+                FileHandle.standardError.write(Data(usage.utf8))
+                exit(64)
+            }
+            threads = count
+            cases.removeFirst(2)
+        }
+        try ProgramBenchmark.run(runs: runs, threads: threads, cases: cases)
     case "transformer" where arguments.count == 5 || (arguments.count == 7 && arguments[5] == "--output"):
         guard let threads = Int(arguments[3]), threads > 0, let runs = Int(arguments[4]), runs > 0 else {
             FileHandle.standardError.write(Data(usage.utf8))

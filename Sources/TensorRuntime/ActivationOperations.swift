@@ -60,7 +60,7 @@ enum ActivationOperations {
     private static func onDNNL(_ context: OperationContext, _ activation: DNNLKernels.Activation) throws(RuntimeError) -> Bool {
         let x = try context.input()
         guard x.isFloat, context.outputType().isFloat, x.count > 0,
-              let kernel = DNNLKernels.eltwise(activation, count: x.count, threads: 1) else { return false }
+              let kernel = try? DNNLKernels.eltwise(activation, count: x.count, threads: 1) else { return false }
         let out = try context.output(x.shape)
         let from = x.id
         let failure = DNNLKernels.failure(context)

@@ -165,9 +165,9 @@ enum LinearAlgebraOperations {
             let workers = min(context.threads, max(1, rows / 16))
             let block = (rows + workers - 1) / workers, lastBlock = rows - block * (workers - 1)
             let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
-            let kernels: [DNNLPreparedPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
-                func make(_ rows: Int, sharing other: DNNLPreparedPrimitive?) -> DNNLPreparedPrimitive? {
-                    DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values.baseAddress,
+            let kernels: [DNNLPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+                func make(_ rows: Int, sharing other: DNNLPrimitive?) -> DNNLPrimitive? {
+                    try? DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values,
                                        bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
                                        threads: 1, sharingWeightsWith: other)
                 }
@@ -210,7 +210,7 @@ enum LinearAlgebraOperations {
             if transposed { strides.swapAt(rank - 2, rank - 1) }
             return DNNLKernels.Operand(dims: Array(padded.dropLast(2)) + [rows, columns], strides: strides)
         }
-        guard let kernel = DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
+        guard let kernel = try? DNNLKernels.matmul(source: operand(xShape, transposed: tx, rows: m, columns: k),
                                               weights: operand(yShape, transposed: ty, rows: k, columns: n),
                                               destination: .init(batch + [m, n]), constantWeights: nil, bias: biasValues, activation: activation,
                                               residual: residual.map { _ in .init(batch + [m, n]) }, threads: 1)
@@ -412,7 +412,7 @@ private struct RowBlocks: @unchecked Sendable {
     let sourceRow: Int
     let destinationRow: Int
 
-    func run(_ kernel: DNNLPreparedPrimitive, first: Int) -> Bool {
+    func run(_ kernel: DNNLPrimitive, first: Int) -> Bool {
         if let residual {
             return kernel.run(source + first * sourceRow, destination + first * destinationRow, residual + first * destinationRow)
         }

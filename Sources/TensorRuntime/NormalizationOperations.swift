@@ -13,7 +13,7 @@ enum NormalizationOperations {
             let epsilon = try context.float("epsilon", 1e-5)
             let scale = try parameter(context, "gamma", count: normalized), shift = try parameter(context, "beta", count: normalized)
             if x.isFloat, axes == [x.rank - 1], normalized > 0,
-               let kernel = DNNLKernels.layerNorm(rows: x.count / normalized, width: normalized, epsilon: epsilon, scale: scale, shift: shift,
+               let kernel = try? DNNLKernels.layerNorm(rows: x.count / normalized, width: normalized, epsilon: epsilon, scale: scale, shift: shift,
                                                   threads: 1) {
                 let out = try context.output(x.shape)
                 let from = x.id

@@ -5,7 +5,8 @@ import SystemIO
 
 /// oneDNN for the tensor engine: the CPU engine (one per process), thread
 /// counts, memory descriptors, constants packed once into the layout a
-/// primitive prefers, and primitives made at plan time and run by kernels.
+/// primitive prefers, and post-operations; the primitives themselves are
+/// `DNNLPrimitive`s, made at plan time and run by kernels.
 ///
 /// Nothing here knows Core ML: a kernel describes its operation with
 /// oneDNN's own descriptors, makes a `DNNLPrimitive` once when it is
@@ -151,7 +152,8 @@ final class DNNLConstant: @unchecked Sendable {
 
     /// `values`, laid out as `given` says, reordered once into `wanted` (the
     /// layout a primitive chose for its weights).
-    static func packed(_ values: [Float], given: DNNLDescriptor, wanted: DNNLDescriptor, for primitive: String) throws(RuntimeError) -> DNNLConstant {
+    static func packed(_ values: UnsafeBufferPointer<Float>, given: DNNLDescriptor, wanted: DNNLDescriptor,
+                       for primitive: String) throws(RuntimeError) -> DNNLConstant {
         guard let engine = DNNL.engine?.handle else { throw DNNL.failure(primitive, "oneDNN is unavailable") }
         guard values.count * 4 >= given.bytes else { throw DNNL.failure(primitive, "packing \(values.count) weights into \(given.bytes / 4)") }
         var target: dnnl_memory_t?
@@ -160,19 +162,12 @@ final class DNNLConstant: @unchecked Sendable {
         guard status == dnnl_success, let target else { throw DNNL.failure(primitive, "allocating packed weights", status) }
         let constant = DNNLConstant(memory: target, descriptor: wanted)
         var givenRaw = given.raw
-        try values.withUnsafeBufferPointer { buffer throws(RuntimeError) in
-            var source: dnnl_memory_t?
-            let made = dnnl_memory_create(&source, &givenRaw, engine, UnsafeMutableRawPointer(mutating: buffer.baseAddress))
-            guard made == dnnl_success, let source else { throw DNNL.failure(primitive, "wrapping the weights", made) }
-            defer { dnnl_memory_destroy(source) }
-            try DNNL.reorder(from: source, to: target, for: primitive)
-        }
+        var source: dnnl_memory_t?
+        let made = dnnl_memory_create(&source, &givenRaw, engine, UnsafeMutableRawPointer(mutating: values.baseAddress))
+        guard made == dnnl_success, let source else { throw DNNL.failure(primitive, "wrapping the weights", made) }
+        defer { dnnl_memory_destroy(source) }
+        try DNNL.reorder(from: source, to: target, for: primitive)
         return constant
-    }
-
-    /// `values` copied as they are (a bias) into memory of `descriptor`.
-    static func copied(_ values: [Float], descriptor: DNNLDescriptor, for primitive: String) throws(RuntimeError) -> DNNLConstant {
-        try packed(values, given: descriptor, wanted: descriptor, for: primitive)
     }
 }
 
@@ -246,122 +241,5 @@ struct DNNLPostOperations: Sendable {
         }
         let set = dnnl_primitive_attr_set_post_ops(attributes, handle)
         guard set == dnnl_success else { throw DNNL.failure(primitive, "setting post-operations", set) }
-    }
-}
-
-/// A primitive made once at plan time — the implementation oneDNN chose for
-/// this processor, with its constants (weights packed into the layout it
-/// reads, a bias) — and run by a kernel on the buffers of any state.
-/// Immutable: runs on several threads at once each bring their own
-/// scratchpad (a value of the plan, see `scratchpadBytes`).
-final class DNNLPrimitive: @unchecked Sendable {
-    /// What it computes, in messages: `convolution "conv_3"`.
-    let name: String
-    private let primitive: dnnl_primitive_t
-    private let descriptor: dnnl_primitive_desc_t
-    /// Constant arguments (packed weights, bias) bound at every run.
-    private var constants: [(Int32, DNNLConstant)] = []
-    /// Threads the primitive was prepared for and runs on.
-    let threads: Int
-    /// Bytes of temporary memory one run needs.
-    let scratchpadBytes: Int
-
-    /// Makes the primitive for an operation descriptor oneDNN filled in (a
-    /// `dnnl_convolution_desc_t`, `dnnl_pooling_v2_desc_t`, …), with
-    /// `postOperations`, prepared for `threads` threads.
-    init<OperationDescriptor>(name: String, operation: inout OperationDescriptor, postOperations: DNNLPostOperations = DNNLPostOperations(),
-                              threads: Int) throws(RuntimeError) {
-        guard let engine = DNNL.engine?.handle else { throw DNNL.failure(name, "oneDNN is unavailable") }
-        self.name = name
-        self.threads = max(1, threads)
-        var attributes: dnnl_primitive_attr_t?
-        guard dnnl_primitive_attr_create(&attributes) == dnnl_success, let attributes else { throw DNNL.failure(name, "creating attributes") }
-        defer { dnnl_primitive_attr_destroy(attributes) }
-        try postOperations.apply(to: attributes, for: name)
-        let mode = dnnl_primitive_attr_set_scratchpad_mode(attributes, dnnl_scratchpad_mode_user)
-        guard mode == dnnl_success else { throw DNNL.failure(name, "asking for a user scratchpad", mode) }
-        // oneDNN splits the work for the threads there are when it prepares.
-        DNNL.useThreads(self.threads)
-        var description: dnnl_primitive_desc_t?
-        let described = withUnsafePointer(to: &operation) { pointer in
-            dnnl_primitive_desc_create(&description, UnsafeRawPointer(pointer), attributes, engine, nil)
-        }
-        guard described == dnnl_success, let description else { throw DNNL.failure(name, "choosing an implementation", described) }
-        var created: dnnl_primitive_t?
-        let status = dnnl_primitive_create(&created, description)
-        guard status == dnnl_success, let created else {
-            dnnl_primitive_desc_destroy(description)
-            throw DNNL.failure(name, "creating the primitive", status)
-        }
-        self.descriptor = description
-        self.primitive = created
-        var scratchpad = dnnl_primitive_desc_query_md(description, dnnl_query_scratchpad_md, 0)?.pointee ?? dnnl_memory_desc_t()
-        scratchpadBytes = dnnl_memory_desc_get_size(&scratchpad)
-    }
-
-    deinit {
-        dnnl_primitive_destroy(primitive)
-        dnnl_primitive_desc_destroy(descriptor)
-    }
-
-    /// The layout the primitive chose for run argument `argument` (`DNNL_ARG_WEIGHTS`, `DNNL_ARG_SRC`, …).
-    func layout(of argument: Int32) throws(RuntimeError) -> DNNLDescriptor {
-        guard let raw = dnnl_primitive_desc_query_md(descriptor, dnnl_query_exec_arg_md, argument)?.pointee else {
-            throw DNNL.failure(name, "asking the layout of argument \(argument)")
-        }
-        return DNNLDescriptor(raw: raw)
-    }
-
-    /// The name of the implementation oneDNN chose (`jit:avx512_core`, `gemm:jit`, …), for profiles and tests.
-    var implementation: String {
-        var text: UnsafePointer<CChar>?
-        guard dnnl_primitive_desc_query(descriptor, dnnl_query_impl_info_str, 0, &text) == dnnl_success, let text else { return "?" }
-        return String(cString: text)
-    }
-
-    /// Packs `values` (laid out as `given`) once into the layout the primitive
-    /// chose for `argument`, and binds it to every run.
-    func bindConstant(_ argument: Int32, values: [Float], given: DNNLDescriptor) throws(RuntimeError) {
-        let constant = try DNNLConstant.packed(values, given: given, wanted: layout(of: argument), for: name)
-        constants.append((argument, constant))
-    }
-
-    /// Bytes of the constants the primitive holds.
-    var constantBytes: Int { constants.reduce(0) { $0 + $1.1.bytes } }
-
-    /// Runs the primitive on `arguments` (run argument, buffer in the layout
-    /// the primitive chose for it) and `scratchpad` (at least
-    /// `scratchpadBytes`), on the threads it was prepared for.
-    func run(_ arguments: [(Int32, UnsafeMutableRawPointer)], scratchpad: UnsafeMutableRawPointer?) throws(RuntimeError) {
-        guard let engine = DNNL.engine?.handle else { throw DNNL.failure(name, "oneDNN is unavailable") }
-        var memories: [dnnl_memory_t] = []
-        memories.reserveCapacity(arguments.count + 1)
-        defer { for memory in memories { dnnl_memory_destroy(memory) } }
-        var list: [dnnl_exec_arg_t] = []
-        list.reserveCapacity(arguments.count + constants.count + 1)
-        var all = arguments
-        if scratchpadBytes > 0 {
-            guard let scratchpad else { throw DNNL.failure(name, "running without its \(scratchpadBytes)-byte scratchpad") }
-            all.append((Int32(DNNL_ARG_SCRATCHPAD), scratchpad))
-        }
-        for (argument, pointer) in all {
-            guard let layout = dnnl_primitive_desc_query_md(descriptor, dnnl_query_exec_arg_md, argument) else {
-                throw DNNL.failure(name, "asking the layout of argument \(argument)")
-            }
-            var memory: dnnl_memory_t?
-            let status = dnnl_memory_create(&memory, layout, engine, pointer)
-            guard status == dnnl_success, let memory else { throw DNNL.failure(name, "binding argument \(argument)", status) }
-            memories.append(memory)
-            list.append(dnnl_exec_arg_t(arg: argument, memory: memory))
-        }
-        for (argument, constant) in constants { list.append(dnnl_exec_arg_t(arg: argument, memory: constant.memory)) }
-        DNNL.useThreads(threads)
-        let primitive = self.primitive, name = self.name
-        try DNNL.withStream { stream throws(RuntimeError) in
-            let status = dnnl_primitive_execute(primitive, stream.handle, Int32(list.count), list)
-            guard status == dnnl_success else { throw DNNL.failure(name, "running", status) }
-            let waited = dnnl_stream_wait(stream.handle)
-            guard waited == dnnl_success else { throw DNNL.failure(name, "waiting for the run", waited) }
-        }
     }
 }

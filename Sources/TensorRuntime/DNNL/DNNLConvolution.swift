@@ -140,7 +140,7 @@ enum DNNLConvolution {
 }
 
 /// Calls `body` with a pointer to `value`, or `nil` without one.
-private func withOptionalPointer<Value, Result>(_ value: inout Value?, _ body: (UnsafePointer<Value>?) -> Result) -> Result {
+func withOptionalPointer<Value, Result>(_ value: inout Value?, _ body: (UnsafePointer<Value>?) -> Result) -> Result {
     guard var unwrapped = value else { return body(nil) }
     defer { value = unwrapped }
     return withUnsafePointer(to: &unwrapped) { body($0) }

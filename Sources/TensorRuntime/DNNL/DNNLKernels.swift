@@ -1,0 +1,172 @@
+import CDNNL
+import Foundation
+import ModelFeatures
+import SystemIO
+
+/// The tensor engine's oneDNN products, activations, softmax and layer
+/// norm, made at plan time as `DNNLPrimitive`s with their slots (the run
+/// arguments their kernels pass pointers for). They are prepared for one
+/// OpenMP thread each: Debian's oneDNN threads through OpenMP, whose
+/// barriers spin and stall when the cores are shared (BERT at 2 threads took
+/// 8× longer than at 1 on a loaded machine), so a product's threads are
+/// Dispatch's, each with its own block of rows (`LinearAlgebraOperations`).
+enum DNNLKernels {
+    /// A tensor operand: dimensions and element strides (transposes are strides).
+    struct Operand {
+        var dims: [Int]
+        var strides: [Int]
+
+        /// Row-major `dims`.
+        init(_ dims: [Int]) {
+            self.dims = dims
+            strides = Shapes.strides(dims)
+        }
+
+        init(dims: [Int], strides: [Int]) {
+            self.dims = dims
+            self.strides = strides
+        }
+
+        var descriptor: DNNLDescriptor {
+            get throws(RuntimeError) { try DNNLDescriptor(dims, strides: strides) }
+        }
+    }
+
+    /// An activation oneDNN computes after a product, or on its own.
+    enum Activation: Equatable {
+        case geluExact, geluTanh, relu
+
+        var algorithm: dnnl_alg_kind_t {
+            switch self {
+            case .geluExact: dnnl_eltwise_gelu_erf
+            case .geluTanh: dnnl_eltwise_gelu_tanh
+            case .relu: dnnl_eltwise_relu
+            }
+        }
+    }
+
+    // MARK: Matrix products
+
+    /// `source · weights (+ bias) → activation (+ residual)`. Slots: source,
+    /// then weights unless constant, destination, then the residual if any.
+    ///
+    /// - Parameters:
+    ///   - constantWeights: the weights' values laid out as `weights` says;
+    ///     reordered now into the layout oneDNN's kernel reads (the caller may
+    ///     drop its copy), so nothing is packed per run.
+    ///   - bias: one value per column, added to every row.
+    ///   - residual: a row-major tensor of the destination's dims added to the result.
+    ///   - sharingWeightsWith: a product over the same constant weights (other
+    ///     rows, another plan): its packed weights are read when oneDNN wants the same layout.
+    /// - Throws: when oneDNN is unavailable or refuses the shapes.
+    static func matmul(source sourceOperand: Operand, weights weightsOperand: Operand, destination destinationOperand: Operand,
+                       constantWeights: UnsafeBufferPointer<Float>?, bias biasValues: [Float]?, activation: Activation?,
+                       residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPrimitive? = nil) throws(RuntimeError) -> DNNLPrimitive {
+        var source = try sourceOperand.descriptor, destination = try destinationOperand.descriptor
+        let givenWeights = try weightsOperand.descriptor
+        var weights = constantWeights == nil ? givenWeights : try DNNLDescriptor(weightsOperand.dims, dnnl_format_tag_any)
+        let rank = destinationOperand.dims.count
+        let bias = try biasValues.map { values throws(RuntimeError) in
+            try Operand(Array(repeating: 1, count: rank - 1) + [values.count]).descriptor
+        }
+        var post = DNNLPostOperations()
+        if let activation { post.steps.append(.eltwise(activation.algorithm.rawValue, alpha: 0, beta: 0)) }
+        if let residual { post.steps.append(.binary(dnnl_binary_add.rawValue, dims: residual.dims, channelsLast: false)) }
+        var operation = dnnl_matmul_desc_t()
+        var biasRaw = bias?.raw
+        let described = withOptionalPointer(&biasRaw) { biasPointer in
+            dnnl_matmul_desc_init(&operation, &source.raw, &weights.raw, biasPointer, &destination.raw)
+        }
+        guard described == dnnl_success else { throw DNNL.failure("matrix product", "describing", described) }
+        var slots = [Int32(DNNL_ARG_SRC)] + (constantWeights == nil ? [Int32(DNNL_ARG_WEIGHTS)] : []) + [Int32(DNNL_ARG_DST)]
+        if residual != nil { slots.append(DNNL.postOperationSource(post.steps.count - 1)) }
+        let primitive = try DNNLPrimitive(name: "matrix product", operation: &operation, postOperations: post, slots: slots, threads: threads)
+        if let constantWeights, !(other.map { primitive.shareConstant(Int32(DNNL_ARG_WEIGHTS), from: $0) } ?? false) {
+            try primitive.bindConstant(Int32(DNNL_ARG_WEIGHTS), values: constantWeights, given: givenWeights)
+        }
+        if let biasValues, let bias { try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: biasValues, given: bias) }
+        return primitive
+    }
+
+    /// Which constant weights a product was prepared for: where their values
+    /// live (a constant's array, shared by every plan of one engine), their
+    /// count and their layout.
+    struct WeightsKey: Hashable {
+        var address: UInt
+        var count: Int
+        var dims: [Int]
+        var strides: [Int]
+    }
+
+    /// Products holding packed weights, by the weights they packed, so that
+    /// the plans of other input shapes (a decoder's prefill and its one-token
+    /// steps) read the same packed copy. Weak: an entry lives as long as its
+    /// product, whose plan keeps the weights' array (and so its address) alive.
+    private static let packedProducts = Locked<[WeightsKey: WeakPrimitive]>([:])
+
+    private final class WeakPrimitive: @unchecked Sendable {
+        weak var primitive: DNNLPrimitive?
+        init(_ primitive: DNNLPrimitive) { self.primitive = primitive }
+    }
+
+    /// A live product that packed these weights, if any.
+    static func product(packing key: WeightsKey) -> DNNLPrimitive? {
+        packedProducts.withLock { $0[key]?.primitive }
+    }
+
+    /// Records `primitive` as holding the packed weights of `key`.
+    static func remember(_ primitive: DNNLPrimitive, packing key: WeightsKey) {
+        packedProducts.withLock { products in
+            products = products.filter { $0.value.primitive != nil }
+            products[key] = WeakPrimitive(primitive)
+        }
+    }
+
+    // MARK: Element-wise, softmax, layer norm
+
+    /// `activation` over `count` contiguous values. Slots: source, destination (may be the same).
+    static func eltwise(_ activation: Activation, count: Int, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        guard count > 0 else { throw DNNL.failure("activation", "describing \(count) values") }
+        var data = try Operand([count]).descriptor
+        var operation = dnnl_eltwise_desc_t()
+        let status = dnnl_eltwise_forward_desc_init(&operation, dnnl_forward_inference, activation.algorithm, &data.raw, 0, 0)
+        guard status == dnnl_success else { throw DNNL.failure("activation", "describing", status) }
+        return try DNNLPrimitive(name: "activation", operation: &operation, slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: threads)
+    }
+
+    /// Softmax along `axis` of a row-major `shape`. Slots: source, destination.
+    static func softmax(shape: [Int], axis: Int, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        guard !shape.contains(0) else { throw DNNL.failure("softmax", "describing \(shape)") }
+        var data = try Operand(shape).descriptor
+        var operation = dnnl_softmax_desc_t()
+        let status = dnnl_softmax_forward_desc_init(&operation, dnnl_forward_inference, &data.raw, Int32(axis))
+        guard status == dnnl_success else { throw DNNL.failure("softmax", "describing", status) }
+        return try DNNLPrimitive(name: "softmax", operation: &operation, slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: threads)
+    }
+
+    /// Layer norm over the last axis of `rows × width` values with optional
+    /// per-element scale and shift. Slots: source, destination.
+    static func layerNorm(rows: Int, width: Int, epsilon: Float, scale: [Float]?, shift: [Float]?, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        guard rows > 0, width > 0 else { throw DNNL.failure("layer norm", "describing \(rows) × \(width) values") }
+        var data = try Operand([rows, width]).descriptor, statistics = try Operand([rows]).descriptor
+        let parameter = try Operand([width]).descriptor
+        var flags: UInt32 = 0
+        if scale != nil { flags |= dnnl_use_scale.rawValue }
+        if shift != nil { flags |= dnnl_use_shift.rawValue }
+        var operation = dnnl_layer_normalization_desc_t()
+        let status = dnnl_layer_normalization_forward_desc_init(&operation, dnnl_forward_inference, &data.raw, &statistics.raw, epsilon, flags)
+        guard status == dnnl_success else { throw DNNL.failure("layer norm", "describing", status) }
+        let primitive = try DNNLPrimitive(name: "layer norm", operation: &operation, slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)],
+                                          threads: threads)
+        if let scale { try primitive.bindConstant(Int32(DNNL_ARG_SCALE), values: scale, given: parameter) }
+        if let shift { try primitive.bindConstant(Int32(DNNL_ARG_SHIFT), values: shift, given: parameter) }
+        return primitive
+    }
+}
+
+extension DNNLKernels {
+    /// The error a prepared kernel's failed run throws, naming the operation.
+    static func failure(_ context: OperationContext) -> RuntimeError {
+        .invalidParameters(model: "oneDNN", detail: "running operation \"\(context.op.name)\" (\(context.op.type)) failed")
+    }
+}

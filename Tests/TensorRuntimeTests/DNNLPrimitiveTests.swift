@@ -1,0 +1,71 @@
+import CDNNL
+import Foundation
+import SystemIO
+import Testing
+@testable import TensorRuntime
+
+/// The tensor engine's one oneDNN primitive type, as products use it: packed
+/// weights shared between primitives, runs through slots, and concurrent
+/// runs of one primitive, each with its own workspace.
+@Suite("oneDNN primitives")
+struct DNNLPrimitiveTests {
+    /// `rows × 3` inputs times a `3 × 2` matrix plus a bias, in float64.
+    static func reference(_ input: [Float], rows: Int, weights: [Float], bias: [Float]) -> [Float] {
+        var result: [Float] = []
+        for r in 0..<rows {
+            for c in 0..<2 {
+                var sum = Double(bias[c])
+                for k in 0..<3 { sum += Double(input[r * 3 + k]) * Double(weights[k * 2 + c]) }
+                result.append(Float(sum))
+            }
+        }
+        return result
+    }
+
+    @Test("a product over the same constant weights reads the other's packed copy and computes the same")
+    func sharedPackedWeights() throws {
+        #expect(DNNL.isAvailable)
+        let weights: [Float] = [1, -2, 0.5, 3, -1, 4], bias: [Float] = [0.25, -0.5]
+        func product(rows: Int, sharing other: DNNLPrimitive?) throws -> DNNLPrimitive {
+            try weights.withUnsafeBufferPointer { values in
+                try DNNLKernels.matmul(source: .init([rows, 3]), weights: .init([3, 2]), destination: .init([rows, 2]), constantWeights: values,
+                                       bias: bias, activation: nil, residual: nil, threads: 1, sharingWeightsWith: other)
+            }
+        }
+        let first = try product(rows: 4, sharing: nil)
+        let second = try product(rows: 1, sharing: first)
+        #expect(first.constantBytes >= weights.count * 4)
+        // The second packed nothing of its own but its bias.
+        #expect(second.constantBytes == bias.count * 4)
+        for (primitive, rows) in [(first, 4), (second, 1)] {
+            var input = (0..<(rows * 3)).map { Float($0) * 0.5 - 1 }, output = [Float](repeating: .nan, count: rows * 2)
+            let ran = input.withUnsafeMutableBytes { x in
+                output.withUnsafeMutableBytes { y in primitive.run(x.baseAddress!, y.baseAddress!) }
+            }
+            #expect(ran)
+            let expected = Self.reference(input, rows: rows, weights: weights, bias: bias)
+            #expect(zip(output, expected).allSatisfy { abs($0 - $1) <= 1e-5 })
+        }
+    }
+
+    @Test("one primitive runs on several threads at once, each run with its own workspace")
+    func concurrentRuns() throws {
+        let weights: [Float] = [1, -2, 0.5, 3, -1, 4], bias: [Float] = [0, 1]
+        let primitive = try weights.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([64, 3]), weights: .init([3, 2]), destination: .init([64, 2]), constantWeights: values,
+                                   bias: bias, activation: .relu, residual: nil, threads: 1)
+        }
+        let failures = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            var input = (0..<192).map { Float(($0 + worker) % 7) - 3 }, output = [Float](repeating: .nan, count: 128)
+            for _ in 0..<20 {
+                let ran = input.withUnsafeMutableBytes { x in
+                    output.withUnsafeMutableBytes { y in primitive.run(x.baseAddress!, y.baseAddress!) }
+                }
+                let expected = Self.reference(input, rows: 64, weights: weights, bias: bias).map { max(0, $0) }
+                if !ran || !zip(output, expected).allSatisfy({ abs($0 - $1) <= 1e-5 }) { failures.withLock { $0 += 1 } }
+            }
+        }
+        #expect(failures.withLock { $0 } == 0)
+    }
+}
