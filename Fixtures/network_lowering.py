@@ -414,6 +414,29 @@ def nn_dynamic_shapes(writer):
                  "rangeDynamic: end and start (and step) from inputs",
                  "Lowered to MIL range_1d; staged plans (the length is known at prediction).", tolerance=TOLERANCE)
 
+    # A shape vector computed from getShape (sliced, added to an input's value, concatenated), as a
+    # converted list's reallocation computes it: its length, hence fillDynamic's rank, is known at load.
+    builder = nn([("x", (4, 3)), ("n", (1,))], ["grown", "reversed"])
+    builder.add_get_shape("shape_of_x", "x", "x_shape")
+    builder.add_slice_static("rows", "x_shape", "x_rows", begin_ids=[0], end_ids=[1], strides=[1],
+                             begin_masks=[False], end_masks=[False])
+    builder.add_slice_static("columns", "x_shape", "x_columns", begin_ids=[1], end_ids=[-1], strides=[1],
+                             begin_masks=[False], end_masks=[True])
+    builder.add_add_broadcastable("plus_n", ["x_rows", "n"], "rows_n")
+    builder.add_elementwise("plus_one", ["rows_n"], "rows_n1", mode="ADD", alpha=1.0)
+    builder.add_concat_nd("grown_shape", ["rows_n1", "x_columns"], "grown_shape", axis=0)
+    builder.add_fill_dynamic("grow", "grown_shape", "grown", value=0.5)
+    builder.add_slice_static("reverse", "x_shape", "x_shape_reversed", begin_ids=[0], end_ids=[0], strides=[-1],
+                             begin_masks=[True], end_masks=[True])
+    builder.add_fill_dynamic("fill_reversed", "x_shape_reversed", "reversed", value=-1.0)
+    spec = finish(builder)
+    rng = np.random.default_rng(3111)
+    cases = [{"inputs": {"x": f32(rng.standard_normal((4, 3))), "n": np.array([float(n)])},
+              "outputs": {"grown": np.full((5 + n, 3), 0.5), "reversed": np.full((3, 4), -1.0)}} for n in (0, 2, 5)]
+    writer.write("nn_shape_arithmetic", spec, NUMPY, cases,
+                 "fillDynamic of a shape computed from getShape: sliceStatic, addBroadcastable, add, concatND",
+                 "Shape-vector lengths tracked through slices and elementwise layers; staged plans.", tolerance=TOLERANCE)
+
     # Seeded with a real distribution: runs, reproducibly; unseeded: refused at load.
     builder = nn([("shape", (2,))], ["y"])
     builder.add_random_uniform_dynamic("draw", ["shape"], "y", minval=-1.0, maxval=3.0, seed=11)
