@@ -423,7 +423,9 @@ def nn_dynamic_shapes(writer):
     builder.add_slice_static("columns", "x_shape", "x_columns", begin_ids=[1], end_ids=[-1], strides=[1],
                              begin_masks=[False], end_masks=[True])
     builder.add_add_broadcastable("plus_n", ["x_rows", "n"], "rows_n")
-    builder.add_elementwise("plus_one", ["rows_n"], "rows_n1", mode="ADD", alpha=1.0)
+    builder.add_reduce_max("largest", "n", "n_max", axes=[0], keepdims=False, reduce_all=True)
+    builder.add_elementwise("plus_max", ["rows_n", "n_max"], "rows_2n", mode="ADD")
+    builder.add_elementwise("plus_one", ["rows_2n"], "rows_n1", mode="ADD", alpha=1.0)
     builder.add_concat_nd("grown_shape", ["rows_n1", "x_columns"], "grown_shape", axis=0)
     builder.add_fill_dynamic("grow", "grown_shape", "grown", value=0.5)
     builder.add_slice_static("reverse", "x_shape", "x_shape_reversed", begin_ids=[0], end_ids=[0], strides=[-1],
@@ -432,9 +434,9 @@ def nn_dynamic_shapes(writer):
     spec = finish(builder)
     rng = np.random.default_rng(3111)
     cases = [{"inputs": {"x": f32(rng.standard_normal((4, 3))), "n": np.array([float(n)])},
-              "outputs": {"grown": np.full((5 + n, 3), 0.5), "reversed": np.full((3, 4), -1.0)}} for n in (0, 2, 5)]
+              "outputs": {"grown": np.full((5 + 2 * n, 3), 0.5), "reversed": np.full((3, 4), -1.0)}} for n in (0, 2, 5)]
     writer.write("nn_shape_arithmetic", spec, NUMPY, cases,
-                 "fillDynamic of a shape computed from getShape: sliceStatic, addBroadcastable, add, concatND",
+                 "fillDynamic of a shape computed from getShape: sliceStatic, addBroadcastable, reduceMax, add, concatND",
                  "Shape-vector lengths tracked through slices and elementwise layers; staged plans.", tolerance=TOLERANCE)
 
     # Seeded with a real distribution: runs, reproducibly; unseeded: refused at load.

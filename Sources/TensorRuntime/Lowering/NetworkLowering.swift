@@ -201,13 +201,15 @@ struct LoweringBuilder {
 
     /// Records the length of a rank-1 result whose length follows from the
     /// lengths of its rank-1 inputs known at load: elementwise layers
-    /// (broadcast) and `sliceStatic`, so that a shape vector computed from a
+    /// (broadcast), the rank-N reductions and `sliceStatic`, so that a shape vector computed from a
     /// `getShape` still gives `fillDynamic` and its kin their rank.
     private mutating func trackLength(_ layer: NetworkLowering.Layer) {
         guard outputs.count == 1, let output = outputs.first, ranks[output] == 1, lengths[output] == nil, !inputs.isEmpty else { return }
         let known = inputs.compactMap { ranks[$0] == 1 ? lengths[$0] : nil }
         guard known.count == inputs.count else { return }
-        if Self.elementwiseKinds.contains(kind) {
+        if kind.hasPrefix("reduce"), kind != "reduce" {
+            lengths[output] = 1  // a reduction of a vector that keeps rank 1 (kept axis, or a scalar as [1])
+        } else if Self.elementwiseKinds.contains(kind) {
             let wide = Set(known.filter { $0 != 1 })
             if wide.count <= 1 { lengths[output] = wide.first ?? 1 }
         } else if kind == "sliceStatic", let params = layer.slicestatic?.pointee, known.count == 1 {
