@@ -380,6 +380,78 @@ def unseeded_random(writer):
     npar.write_bytes(os.path.join(writer.dir, "nn_random_single_value.mlmodel"), npar.serialize(spec))
 
 
+def nn_dynamic_shapes(writer):
+    """Layers whose output shape is an input's values (fillDynamic, the dynamic random layers with a
+    single-valued distribution, seeded or not) and rangeDynamic with its bounds from inputs: planned at
+    prediction, once the values are known; a layer after them runs on their output."""
+    builder = nn([("shape", (3,))], ["filled", "doubled", "coin", "normal", "uniform"])
+    builder.add_fill_dynamic("fill", "shape", "filled", value=2.5)
+    builder.add_activation("double", "LINEAR", "filled", "doubled", params=[2.0, 0.0])
+    builder.add_random_bernoulli_dynamic("bernoulli", ["shape"], "coin", prob=1.0)
+    builder.add_random_normal_dynamic("gauss", ["shape"], "normal", mean=-1.5, stddev=0.0, seed=4)
+    builder.add_random_uniform_dynamic("flat", ["shape"], "uniform", minval=0.25, maxval=0.25)
+    spec = finish(builder)
+    cases = []
+    for shape in ((2, 3, 4), (1, 5, 2), (3, 1, 1)):
+        cases.append({"inputs": {"shape": np.array(shape, dtype=np.float64)},
+                      "outputs": {"filled": np.full(shape, 2.5), "doubled": np.full(shape, 5.0),
+                                  "coin": np.ones(shape), "normal": np.full(shape, -1.5),
+                                  "uniform": np.full(shape, 0.25)}})
+    writer.write("nn_dynamic_shapes", spec, NUMPY, cases,
+                 "fillDynamic, randomBernoulli/Normal/UniformDynamic: the shape is the input's values",
+                 "Lowered to MIL fill and random_*; staged plans (three shapes in turn).", tolerance=TOLERANCE)
+
+    builder = nn([("end", (1,)), ("start", (1,)), ("step", (1,))], ["y", "z"])
+    builder.add_range_dynamic("from_start", ["end", "start"], "y", step=0.5)
+    builder.add_range_dynamic("all_inputs", ["end", "start", "step"], "z")
+    spec = finish(builder)
+    cases = []
+    for end, start, step in ((5.0, 1.0, 1.5), (2.0, -1.5, 0.25), (-3.0, -6.0, 0.75)):
+        cases.append({"inputs": {"end": np.array([end]), "start": np.array([start]), "step": np.array([step])},
+                      "outputs": {"y": np.arange(start, end, 0.5),
+                                  "z": np.arange(start, end, step)}})
+    writer.write("nn_range_dynamic", spec, NUMPY, cases,
+                 "rangeDynamic: end and start (and step) from inputs",
+                 "Lowered to MIL range_1d; staged plans (the length is known at prediction).", tolerance=TOLERANCE)
+
+    # A shape vector computed from getShape (sliced, added to an input's value, concatenated), as a
+    # converted list's reallocation computes it: its length, hence fillDynamic's rank, is known at load.
+    builder = nn([("x", (4, 3)), ("n", (1,))], ["grown", "reversed"])
+    builder.add_get_shape("shape_of_x", "x", "x_shape")
+    builder.add_slice_static("rows", "x_shape", "x_rows", begin_ids=[0], end_ids=[1], strides=[1],
+                             begin_masks=[False], end_masks=[False])
+    builder.add_slice_static("columns", "x_shape", "x_columns", begin_ids=[1], end_ids=[-1], strides=[1],
+                             begin_masks=[False], end_masks=[True])
+    builder.add_add_broadcastable("plus_n", ["x_rows", "n"], "rows_n")
+    builder.add_reduce_max("largest", "n", "n_max", axes=[0], keepdims=False, reduce_all=True)
+    builder.add_elementwise("plus_max", ["rows_n", "n_max"], "rows_2n", mode="ADD")
+    builder.add_elementwise("plus_one", ["rows_2n"], "rows_n1", mode="ADD", alpha=1.0)
+    builder.add_concat_nd("grown_shape", ["rows_n1", "x_columns"], "grown_shape", axis=0)
+    builder.add_fill_dynamic("grow", "grown_shape", "grown", value=0.5)
+    builder.add_slice_static("reverse", "x_shape", "x_shape_reversed", begin_ids=[0], end_ids=[0], strides=[-1],
+                             begin_masks=[True], end_masks=[True])
+    builder.add_fill_dynamic("fill_reversed", "x_shape_reversed", "reversed", value=-1.0)
+    spec = finish(builder)
+    rng = np.random.default_rng(3111)
+    cases = [{"inputs": {"x": f32(rng.standard_normal((4, 3))), "n": np.array([float(n)])},
+              "outputs": {"grown": np.full((5 + 2 * n, 3), 0.5), "reversed": np.full((3, 4), -1.0)}} for n in (0, 2, 5)]
+    writer.write("nn_shape_arithmetic", spec, NUMPY, cases,
+                 "fillDynamic of a shape computed from getShape: sliceStatic, addBroadcastable, reduceMax, add, concatND",
+                 "Shape-vector lengths tracked through slices and elementwise layers; staged plans.", tolerance=TOLERANCE)
+
+    # Seeded with a real distribution: runs, reproducibly; unseeded: refused at load.
+    builder = nn([("shape", (2,))], ["y"])
+    builder.add_random_uniform_dynamic("draw", ["shape"], "y", minval=-1.0, maxval=3.0, seed=11)
+    spec = finish(builder)
+    npar.set_metadata(spec, "Lowering fixture: randomUniformDynamic with seed 11")
+    npar.write_bytes(os.path.join(writer.dir, "nn_random_dynamic_seeded.mlmodel"), npar.serialize(spec))
+    builder = nn([("shape", (2,))], ["y"])
+    builder.add_random_normal_dynamic("noise", ["shape"], "y", mean=0.0, stddev=1.0)
+    spec = finish(builder)
+    npar.set_metadata(spec, "Lowering fixture: randomNormalDynamic without a seed")
+    npar.write_bytes(os.path.join(writer.dir, "Refused", "nn_random_dynamic_unseeded.mlmodel"), npar.serialize(spec))
+
+
 def nn_categorical(writer):
     """categoricalDistribution with a seed: one-hot probabilities draw their class every time."""
     builder = nn([("x", (2, 3))], ["y"])
@@ -401,7 +473,9 @@ def write_readme(writer):
         lines.append("| `%s` | %s | %d | %s |" % (name, kind, count, checks))
     lines += ["", "`nn_random_seeded.mlmodel` (a seeded normal) and `nn_random_single_value.mlmodel` (an unseeded "
               "Bernoulli of probability 1) run; `Refused/nn_random_unseeded.mlmodel` (an unseeded normal) is "
-              "refused at load (exit 94)."]
+              "refused at load (exit 94). `nn_random_dynamic_seeded.mlmodel` (a seeded uniform whose shape is "
+              "its input's values) runs; `Refused/nn_random_dynamic_unseeded.mlmodel` (an unseeded normal, shape "
+              "from its input) is refused at load."]
     npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
 
 
@@ -421,6 +495,7 @@ def generate(out_dir):
     nn_loop(writer)
     nn_categorical(writer)
     unseeded_random(writer)
+    nn_dynamic_shapes(writer)
     write_readme(writer)
     return writer.entries
 

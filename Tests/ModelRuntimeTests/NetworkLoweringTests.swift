@@ -75,6 +75,32 @@ struct NetworkLoweringTests {
         #expect(drawn.doubles == [Double](repeating: 1, count: 6))
     }
 
+    /// A random layer whose shape is its input's values runs with a seed —
+    /// planned at prediction, the shape following the values, the same
+    /// numbers at every prediction of the same shape — and without one is
+    /// refused at load.
+    @Test("a seeded dynamic random layer takes its shape from its input at prediction; an unseeded one is refused")
+    func dynamicRandomLayers() throws {
+        #expect(throws: ModelError.runtime(.unsupportedLayer(
+            layer: "noise", kind: "randomNormalDynamic",
+            reason: "random sampling without a seed cannot be reproduced; modelc runs it only with a seed"))) {
+            _ = try Model(contentsOf: Fixtures.path("Parity/Lowering/Refused/nn_random_dynamic_unseeded.mlmodel"))
+        }
+        let model = try Model(contentsOf: Fixtures.path("Parity/Lowering/nn_random_dynamic_seeded.mlmodel"))
+        for shape in [[3, 4], [1, 7], [5, 2], [3, 4]] {
+            let input: [String: FeatureValue] = ["shape": .multiArray(MultiArray(shape.map(Double.init), shape: [2]))]
+            let first = try model.prediction(from: input), second = try model.prediction(from: input)
+            guard case .multiArray(let a)? = first["y"], case .multiArray(let b)? = second["y"] else {
+                Issue.record("no output y for shape \(shape)")
+                return
+            }
+            #expect(a.shape == shape)
+            #expect(a.doubles == b.doubles)
+            #expect(a.doubles.allSatisfy { $0 >= -1 && $0 < 3 }, "uniform in [-1, 3): \(a.doubles)")
+            #expect(Set(a.doubles).count == shape.reduce(1, *))
+        }
+    }
+
     /// A layer kind the lowering has no rule for is refused at load, naming it (exit 94 in the CLI).
     @Test("a network forced onto the tensor engine refuses what neither engine runs, naming the layer")
     func refusal() throws {

@@ -188,6 +188,56 @@ struct LoweringBuilder {
         for output in outputs where ranks[output] == nil {
             throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "computed no blob \"\(output)\"")
         }
+        trackLength(layer)
+    }
+
+    /// Layers that compute a shape vector elementwise from shape vectors (the
+    /// arithmetic a converter writes before `fillDynamic`: a list's new length).
+    private static let elementwiseKinds: Set<String> = [
+        "add", "multiply", "activation", "unary", "copy", "clip", "ceil", "floor", "round", "sign",
+        "addBroadcastable", "subtractBroadcastable", "multiplyBroadcastable", "divideBroadcastable",
+        "maxBroadcastable", "minBroadcastable", "modBroadcastable", "floorDivBroadcastable", "powBroadcastable",
+    ]
+
+    /// Records the length of a rank-1 result whose length follows from the
+    /// lengths of its rank-1 inputs known at load: elementwise layers
+    /// (broadcast), the rank-N reductions and `sliceStatic`, so that a shape vector computed from a
+    /// `getShape` still gives `fillDynamic` and its kin their rank.
+    private mutating func trackLength(_ layer: NetworkLowering.Layer) {
+        guard outputs.count == 1, let output = outputs.first, ranks[output] == 1, lengths[output] == nil, !inputs.isEmpty else { return }
+        let known = inputs.compactMap { ranks[$0] == 1 ? lengths[$0] : nil }
+        guard known.count == inputs.count else { return }
+        if kind.hasPrefix("reduce"), kind != "reduce" {
+            lengths[output] = 1  // a reduction of a vector that keeps rank 1 (kept axis, or a scalar as [1])
+        } else if Self.elementwiseKinds.contains(kind) {
+            let wide = Set(known.filter { $0 != 1 })
+            if wide.count <= 1 { lengths[output] = wide.first ?? 1 }
+        } else if kind == "sliceStatic", let params = layer.slicestatic?.pointee, known.count == 1 {
+            let begin = scalars(params.beginids, params.n_beginids), end = scalars(params.endids, params.n_endids)
+            let strides = scalars(params.strides, params.n_strides)
+            let beginMask = scalars(params.beginmasks, params.n_beginmasks), endMask = scalars(params.endmasks, params.n_endmasks)
+            let squeeze = scalars(params.squeezemasks, params.n_squeezemasks)
+            guard begin.count == 1, end.count == 1 else { return }
+            if squeeze.first.map({ $0 != 0 }) ?? false {
+                lengths[output] = 1
+                return
+            }
+            lengths[output] = Self.slicedLength(known[0], begin: Int(begin[0]), end: Int(end[0]), stride: Int(strides.first ?? 1),
+                                                fromStart: beginMask.first.map { $0 != 0 } ?? false, toEnd: endMask.first.map { $0 != 0 } ?? false)
+        }
+    }
+
+    /// How many elements `x[begin:end:stride]` of `count` elements holds
+    /// (negative bounds count from the end; masks ignore the bound).
+    static func slicedLength(_ count: Int, begin: Int, end: Int, stride: Int, fromStart: Bool, toEnd: Bool) -> Int? {
+        guard stride != 0 else { return nil }
+        let first = begin < 0 ? begin + count : begin, last = end < 0 ? end + count : end
+        if stride > 0 {
+            let from = fromStart ? 0 : min(max(first, 0), count), to = toEnd ? count : min(max(last, 0), count)
+            return max(0, (to - from + stride - 1) / stride)
+        }
+        let from = fromStart ? count - 1 : min(max(first, -1), count - 1), to = toEnd ? -1 : min(max(last, -1), count - 1)
+        return max(0, (from - to - stride - 1) / -stride)
     }
 
     /// Lowers the layers of a nested network (a branch) into operations of
