@@ -186,7 +186,7 @@ enum ConvolutionOperations {
            let primitive = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
                input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
                padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
-            let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
+            let scratch = scratchpad(primitive.kernel, context)
             let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel, summed = primitive.summed
             let bytes = stored.reduce(1, *) * 4
             context.run(reads: [given.id] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
@@ -400,12 +400,7 @@ enum ConvolutionOperations {
                geometry: DNNLConvolution.Geometry(input: x.shape, output: [x.shape[0], outputs] + output, weightShape: weight.shape, groups: groups,
                                                   strides: strides, dilations: dilations, padBefore: begin, channelsLast: false),
                weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true, threads: context.threads) {
-            let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
-            let from = x.id
-            context.run(reads: [x.id], outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
-                try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(from)), (Int32(DNNL_ARG_DST), buffers.raw(out))],
-                                  scratchpad: scratch.map { buffers.raw($0.id) })
-            }
+            run(primitive, context, source: x.id, destination: out)
             return
         }
         let kernelCount = kernel.reduce(1, *), inCount = input.reduce(1, *), outCount = output.reduce(1, *)
@@ -494,12 +489,7 @@ enum ConvolutionOperations {
             if let primitive = try? DNNLConvolution.pooling(name: "pooling \"\(context.op.name)\"", algorithm: algorithm, input: xShape, output: outShape,
                                                             kernel: kernel, strides: strides, padBefore: before, channelsLast: channelsLast,
                                                             threads: context.threads) {
-                let scratch = primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
-                let from = x.id
-                context.run(reads: [x.id], outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
-                    try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(from)), (Int32(DNNL_ARG_DST), buffers.raw(out))],
-                                      scratchpad: scratch.map { buffers.raw($0.id) })
-                }
+                run(primitive, context, source: x.id, destination: out)
                 return
             }
         }
@@ -611,6 +601,20 @@ enum ConvolutionOperations {
                     r0 = r1
                 }
             }
+        }
+    }
+
+    /// The plan value holding `primitive`'s scratchpad, when it needs one (each prediction state has its own).
+    private static func scratchpad(_ primitive: DNNLPrimitive, _ context: OperationContext) -> PlanValue? {
+        primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil
+    }
+
+    /// Adds the kernel that runs `primitive` (one source, one destination) with its scratchpad.
+    private static func run(_ primitive: DNNLPrimitive, _ context: OperationContext, source: Int, destination: Int) {
+        let scratch = scratchpad(primitive, context)
+        context.run(reads: [source], outputs: [destination], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+            try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(source)), (Int32(DNNL_ARG_DST), buffers.raw(destination))],
+                              scratchpad: scratch.map { buffers.raw($0.id) })
         }
     }
 }
