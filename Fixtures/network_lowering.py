@@ -359,6 +359,43 @@ def nn_loop(writer):
                  "Lowered to MIL while_loop over the blobs the loop writes that exist before it.", tolerance=TOLERANCE)
 
 
+def nn_list_loop(writer):
+    """A list grown inside a loop, as coremltools' MIL-to-NN converter writes it (its own
+    test_control_flow.py TestList while case): make_list of length 1, a while_loop writing
+    update * i at index i, so the list blob is a constant before the loop, a branch inside the body
+    reallocates it (a concatND copied back over it) and getShape reads its length after the loop."""
+    from coremltools.converters.mil.mil import Builder as mb
+    import coremltools as ct
+
+    def body(i, num_iters, ls, update):
+        value = mb.mul(x=update, y=mb.cast(x=i, dtype="fp32"))
+        return mb.add(x=i, y=1), num_iters, mb.list_write(ls=ls, index=i, value=value), update
+
+    def cond(i, num_iters, ls, update):
+        return mb.less(x=mb.cast(x=i, dtype="fp32"), y=num_iters)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1,)), mb.TensorSpec(shape=(2,))])
+    def program(num_iters, update):
+        ls = mb.make_list(init_length=1, elem_shape=(2,))
+        _, _, final, _ = mb.while_loop(_cond=cond, _body=body, loop_vars=(0, num_iters, ls, update))
+        length = mb.list_length(ls=final)
+        return mb.list_gather(ls=final, indices=mb.range_1d(start=0, end=length, step=1), name="gathered")
+
+    spec = ct.convert(program, convert_to="neuralnetwork", skip_model_load=True).get_spec()
+    output = spec.description.output[0].name
+    rng = np.random.default_rng(2024)
+    cases = []
+    for count in (3, 1, 0, 5):
+        update = f32(rng.standard_normal(2))
+        rows = [np.zeros(2)] if count == 0 else [update * i for i in range(count)]
+        cases.append({"inputs": {"num_iters": np.array([float(count)]), "update": update},
+                      "outputs": {output: np.stack(rows)}})
+    writer.write("nn_list_loop", spec, NUMPY, cases,
+                 "a list grown in a loop through a branch: every row, the list's length after the loop",
+                 "A blob that holds a constant before a loop the loop reassigns: nothing after the loop "
+                 "may be folded from the constant.", tolerance=TOLERANCE)
+
+
 def unseeded_random(writer):
     """Random layers: without a seed refused at load (its results could not be reproduced), with one
     run; without one but with a single-valued distribution, run."""
@@ -493,6 +530,7 @@ def generate(out_dir):
     nn_convolution3d(writer)
     nn_branch(writer)
     nn_loop(writer)
+    nn_list_loop(writer)
     nn_categorical(writer)
     unseeded_random(writer)
     nn_dynamic_shapes(writer)

@@ -66,23 +66,39 @@ final class Planner {
     /// Folds the operations of `block` whose arguments are all constants
     /// (weight decompression, shape-free arithmetic on constants) into
     /// constants, once, before any plan: the block returned runs the rest.
+    ///
+    /// A lowered neural network may write one blob name twice (a `while_loop`
+    /// or `cond` reassigning a blob that held a constant): a name an
+    /// operation left to run time has written is no longer known after it, and
+    /// an operation writing a name already defined is not folded (its
+    /// constant would stand for the name before its definition too).
     static func foldConstants(_ block: GraphBlock) -> GraphBlock {
         var result = block
         result.operations = []
+        var defined = Set(block.constants.keys)
+        var reassigned: Set<String> = []
+        func keep(_ op: GraphOperation) {
+            result.operations.append(op)
+            for output in op.outputs {
+                if defined.contains(output.name) { reassigned.insert(output.name) }
+                defined.insert(output.name)
+            }
+        }
         for op in block.operations {
             let known = op.arguments.values.allSatisfy { arguments in
                 arguments.allSatisfy { argument in
-                    if case .value(let name) = argument { return result.constants[name] != nil }
+                    if case .value(let name) = argument { return result.constants[name] != nil && !reassigned.contains(name) }
                     return true
                 }
             }
-            guard known, op.blocks.isEmpty, op.type != "classify", OperationRegistry.definitions[op.type]?.hasEffects == false else {
-                result.operations.append(op)
+            let redefines = op.outputs.contains { defined.contains($0.name) }
+            guard known, !redefines, op.blocks.isEmpty, op.type != "classify", OperationRegistry.definitions[op.type]?.hasEffects == false else {
+                keep(op)
                 continue
             }
             let planner = Planner()
             guard (try? planner.operation(op, constants: result.constants)) != nil else {
-                result.operations.append(op)
+                keep(op)
                 continue
             }
             var folded: [String: Tensor] = [:]
@@ -92,8 +108,9 @@ final class Planner {
             }
             if folded.count == op.outputs.count {
                 result.constants.merge(folded) { _, new in new }
+                defined.formUnion(folded.keys)
             } else {
-                result.operations.append(op)
+                keep(op)
             }
         }
         return result
