@@ -540,6 +540,51 @@ def nn_l2_normalize_epsilon(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_convolution_weights_input(writer):
+    """Found by coremltools' iOS14 TestConv::test_builder_to_backend_stress_weights_input:
+    specification 4 allows a convolution's weights as its second input blob,
+    [outputChannels, kernelChannels, kernelHeight, kernelWidth]; neither engine ran it."""
+    groups, c_in, c_out, kh, kw = 2, 4, 6, 3, 2
+    pads, strides = (1, 0, 2, 1), (2, 1)
+    b = nn([("x", (1, c_in, 5, 6)), ("w", (c_out, c_in // groups, kh, kw))], ["y"])
+    rng = np.random.default_rng(2515)
+    bias = f32(rng.standard_normal(c_out))
+    b.add_convolution("conv", kernel_channels=c_in // groups, output_channels=c_out, height=kh, width=kw,
+                      stride_height=strides[0], stride_width=strides[1], border_mode="valid", groups=groups,
+                      W=None, b=bias, has_bias=True, input_name=["x", "w"], output_name="y",
+                      padding_top=pads[0], padding_bottom=pads[1], padding_left=pads[2], padding_right=pads[3])
+    spec = finish(b)
+    # The builder stops before the bias when the weights are an input; the proto keeps it.
+    spec.neuralNetwork.layers[0].convolution.bias.floatValue.extend(bias.astype(np.float32))
+
+    def conv(x, w):
+        x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pads[:2], pads[2:]))
+        h = (x.shape[2] - kh) // strides[0] + 1
+        v = (x.shape[3] - kw) // strides[1] + 1
+        y = np.zeros((x.shape[0], c_out, h, v))
+        per = c_out // groups
+        for o in range(c_out):
+            g = o // per
+            xs = x[:, g * (c_in // groups):(g + 1) * (c_in // groups)]
+            for i in range(h):
+                for j in range(v):
+                    window = xs[:, :, i * strides[0]:i * strides[0] + kh, j * strides[1]:j * strides[1] + kw]
+                    y[:, o, i, j] = (window * w[o].astype(np.float64)).sum(axis=(1, 2, 3))
+        return y + bias.astype(np.float64).reshape(1, c_out, 1, 1)
+
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((1, c_in, 5, 6)))
+        w = f32(rng.standard_normal((c_out, c_in // groups, kh, kw)))
+        cases.append({"inputs": {"x": x, "w": w}, "outputs": {"y": conv(x, w)}})
+    writer.write("nn_convolution_weights_input", spec, NUMPY, cases,
+                 "convolution whose weights [6, 2, 3, 2] are its second input: 2 groups, bias, "
+                 "padding (1, 0, 2, 1), strides (2, 1)",
+                 "NeuralNetwork.proto: grouped cross-correlation of the padded input with the "
+                 "weight blob, plus bias, in float64.",
+                 tolerance=TOLERANCE)
+
+
 # ---------------------------------------------------------------------------
 # Valid models modelc does not run: refused as unsupported (exit 94), not invalid (exit 76)
 # ---------------------------------------------------------------------------
@@ -553,14 +598,16 @@ def unsupported_models(writer):
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(2513)
 
-    # Specification 4 allows a convolution's weights as a second input blob.
-    b = nn([("x", (1, 2, 4, 4)), ("w", (3, 2, 3, 3))], ["y"])
-    b.add_convolution("conv", kernel_channels=2, output_channels=3, height=3, width=3,
-                      stride_height=1, stride_width=1, border_mode="valid", groups=1, W=None, b=None,
-                      has_bias=False, input_name=["x", "w"], output_name="y")
+    # A custom layer: valid by the proto, its implementation is the app's own code.
+    b = nn([("x", (1, 2, 4, 4))], ["y"])
+    from coremltools.proto import NeuralNetwork_pb2
+    custom = NeuralNetwork_pb2.CustomLayerParams()
+    custom.className = "AppScaleLayer"
+    custom.description = "a scale the app implements"
+    b.add_custom("scale", ["x"], ["y"], custom)
     spec = finish(b)
-    npar.set_metadata(spec, "Regression fixture: convolution whose weights are its second input")
-    npar.write_bytes(os.path.join(directory, "nn_convolution_weights_input.mlmodel"), npar.serialize(spec))
+    npar.set_metadata(spec, "Regression fixture: a custom layer (the app's own code)")
+    npar.write_bytes(os.path.join(directory, "nn_custom_layer.mlmodel"), npar.serialize(spec))
     del rng
 
 
@@ -611,6 +658,7 @@ def generate(out_dir):
     program_matmul_broadcast(writer)
     program_reshape_zeros(writer)
     nn_l2_normalize_epsilon(writer)
+    nn_convolution_weights_input(writer)
     program_flexible_channels(writer)
     program_cast_of_constexpr(writer)
     unsupported_models(writer)

@@ -26,6 +26,7 @@ struct ConformanceRegressionTests {
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
+            "nn_convolution_weights_input",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -107,6 +108,14 @@ struct ConformanceRegressionTests {
         try check("nn_l2_normalize_epsilon")
     }
 
+    /// Found by coremltools' iOS14 TestConv weights-input stress test: a
+    /// convolution may take its weights [C_out, C_in / groups, kH, kW] as its
+    /// second input; grouped, biased, padded and strided, it matches NumPy.
+    @Test("a convolution runs with its weights as a second input")
+    func convolutionWeightsInput() throws {
+        try check("nn_convolution_weights_input")
+    }
+
     /// Found by the same tests: a flexible input whose default shape does not
     /// fit the weights is not an invalid model; the shape given is planned.
     @Test("a flexible input's default need not fit the weights")
@@ -128,8 +137,8 @@ struct ConformanceRegressionTests {
 @Suite("Valid models modelc cannot run are refused as unsupported, not invalid")
 struct UnsupportedValidModelTests {
     static let refused: [(file: String, error: RuntimeError)] = [
-        ("nn_convolution_weights_input", .unsupportedLayer(layer: "conv", kind: "convolution",
-                                                           reason: "weights given as a second input (computed at run time) are not supported")),
+        ("nn_custom_layer", .unsupportedLayer(layer: "scale", kind: "custom",
+                                              reason: "the tensor engine's lowering has no rule for this layer kind yet")),
     ]
 
     @Test("every fixture is listed here")

@@ -53,8 +53,10 @@ extension NetworkLowering {
 
     private static func convolution(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.convolution?.pointee else { throw b.invalid("no parameters") }
-        guard layer.n_input < 2 else { throw b.unsupported("weights given as a second input (computed at run time) are not supported") }
         let transposed = params.isdeconvolution != 0
+        // Specification 4 allows the weights as a second input blob, for convolution only.
+        let weightInput = layer.n_input > 1
+        if weightInput, transposed { throw b.invalid("a deconvolution cannot take its weights as a second input") }
         let sizes = scalars(params.kernelsize, params.n_kernelsize).map(Int.init)
         let strides = scalars(params.stride, params.n_stride).map(Int.init)
         let dilations = scalars(params.dilationfactor, params.n_dilationfactor).map(Int.init)
@@ -63,9 +65,16 @@ extension NetworkLowering {
         let outputs = Int(params.outputchannels), kernelChannels = Int(params.kernelchannels)
         guard outputs % groups == 0 else { throw b.invalid("\(outputs) output channels in \(groups) groups") }
         let weightShape = transposed ? [kernelChannels, outputs / groups] + kernel : [outputs, kernelChannels] + kernel
-        let weights = try b.weights(params.weights, "weights", count: weightShape.reduce(1, *), channels: transposed ? kernelChannels : outputs)
+        let weight: LoweredArgument
+        if weightInput {
+            // The blob is [outputChannels, kernelChannels, kernelHeight, kernelWidth], whatever its rank.
+            weight = .value(b.reshape(try b.input(1), weightShape))
+        } else {
+            weight = .floats(try b.weights(params.weights, "weights", count: weightShape.reduce(1, *), channels: transposed ? kernelChannels : outputs),
+                             shape: weightShape)
+        }
         var arguments: [String: LoweredArgument] = [
-            "weight": .floats(weights, shape: weightShape), "strides": .ints(strides.count == 2 ? strides : [1, 1]),
+            "weight": weight, "strides": .ints(strides.count == 2 ? strides : [1, 1]),
             "dilations": .ints(dilations.count == 2 ? dilations : [1, 1]), "groups": .int(groups),
         ]
         if params.hasbias != 0 { arguments["bias"] = .floats(try b.weights(params.bias, "bias", count: outputs), shape: [outputs]) }
