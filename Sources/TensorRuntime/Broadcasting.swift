@@ -1,15 +1,10 @@
+import ModelFeatures
+
 /// Shape arithmetic shared by the kernels: row-major strides, NumPy
 /// broadcasting, and walks over broadcast operands.
 enum Shapes {
-    static func strides(_ shape: [Int]) -> [Int] {
-        var strides = [Int](repeating: 1, count: shape.count)
-        var stride = 1
-        for axis in shape.indices.reversed() {
-            strides[axis] = stride
-            stride *= shape[axis]
-        }
-        return strides
-    }
+    /// Row-major strides of `shape`, in elements (`MultiArray`'s rule).
+    static func strides(_ shape: [Int]) -> [Int] { MultiArray.rowMajorStrides(shape) }
 
     /// The NumPy broadcast of two shapes, or `nil` when they do not broadcast.
     static func broadcast(_ a: [Int], _ b: [Int]) -> [Int]? {
