@@ -71,6 +71,7 @@ import network_parity  # noqa: E402  (Fixtures/network_parity.py: neural network
 import detection  # noqa: E402  (Fixtures/detection.py: the object detector and NMS fixtures)
 import conformance_regressions  # noqa: E402  (Fixtures/conformance_regressions.py: one model per defect of issue 25)
 import network_lowering  # noqa: E402  (Fixtures/network_lowering.py: layers only the tensor engine's lowering runs)
+import model_references  # noqa: E402  (Fixtures/model_references.py: references for the networks of Fixtures/Models)
 
 # Field numbers of Model.proto / Pipeline (checked against Model_pb2 at run time).
 MODEL_SPECIFICATION_VERSION = 1
@@ -1480,6 +1481,7 @@ def generate(out_dir):
     network_parity.generate(out_dir)
     conformance_regressions.generate(out_dir)
     network_lowering.generate(out_dir)
+    model_references.generate(out_dir)
 
 
 def generate_large(path, megabytes, layers=None):

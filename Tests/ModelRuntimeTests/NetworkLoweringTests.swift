@@ -122,52 +122,57 @@ struct NetworkLoweringTests {
         }
     }()
 
-    /// The layer engine's tests are the spec of what must keep working: on
-    /// the same seeded inputs, the lowering gives the layer engine's outputs.
-    @Test("the networks of Fixtures/Models give the layer engine's outputs", arguments: models)
-    func sameAsLayerEngine(_ name: String) throws {
-        let path = Fixtures.path("Models/\(name)")
-        let layer = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .layer))
-        let tensor = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
-        var random = SplitMix(seed: 2026)
-        var inputs: [String: FeatureValue] = [:]
-        for input in layer.summary.inputs where !input.isOptional {
-            switch input.type {
-            case .image(let image):
-                let (width, height) = (Int(image.width), Int(image.height))
-                let pixels = (0..<(width * height * 3)).map { _ in UInt8.random(in: 0...255, using: &random) }
-                inputs[input.name] = .image(try #require(PixelBuffer(width: width, height: height, pixelFormat: .rgb, bytes: pixels)))
-            case .multiArray(let array):
-                let shape = array.shape.map(Int.init)
-                let values = (0..<shape.reduce(1, *)).map { _ in Double.random(in: -1...1, using: &random) }
-                inputs[input.name] = .multiArray(MultiArray(values, shape: shape))
-            case .double:
-                inputs[input.name] = .double(0.5)
-            default:
-                Issue.record("input \(input.name) of \(name) has a type this test does not make")
-                return
-            }
+    /// References for the networks of Fixtures/Models (Fixtures/model_references.py).
+    static let modelReferences = ParityFile.all(in: "Models")
+
+    /// Networks of Fixtures/Models whose reference lives elsewhere: copies with
+    /// onnxruntime references in Parity/Networks (Fixtures/network_parity.py),
+    /// and the image-to-image inverter, checked pixel by pixel below.
+    static let referencedElsewhere: Set<String> = [
+        "ImageClassifier.mlmodel", "ImageClassifierFP16.mlmodel", "ImageClassifierInt8.mlmodel",
+        "ImageClassifierFlexible.mlmodel", "ImageInverter.mlmodel",
+    ]
+
+    @Test("every network of Fixtures/Models has an independent reference")
+    func everyModelHasAReference() {
+        let referenced = Set(Self.modelReferences.map { String($0.name.dropFirst("Models/".count)) + ".mlmodel" })
+        #expect(Self.models.count >= 15)
+        for name in Self.models {
+            #expect(referenced.contains(name) || Self.referencedElsewhere.contains(name), "\(name) has no reference")
         }
-        let want = try layer.prediction(from: inputs), got = try tensor.prediction(from: inputs)
-        #expect(Set(got.keys) == Set(want.keys))
-        for (output, expected) in want {
-            switch (expected, got[output]) {
-            case (.multiArray(let a), .multiArray(let b)?):
-                #expect(a.count == b.count, "\(name) \(output)")
-                let (x, y) = (a.doubles, b.doubles)
-                for index in 0..<min(x.count, y.count) where abs(x[index] - y[index]) > 1e-4 * max(1, abs(x[index])) {
-                    Issue.record("\(name) \(output)[\(index)]: tensor \(y[index]), layer \(x[index])")
-                    break
+    }
+
+    /// The networks of Fixtures/Models against NumPy float64 and onnxruntime,
+    /// on the tensor engine and on the default engine from the compiled bundle.
+    @Test("the networks of Fixtures/Models agree with NumPy and onnxruntime", arguments: modelReferences)
+    func modelNetwork(_ file: ParityFile) throws {
+        try file.check(engine: .tensor)
+        try file.check(compiled: true, concurrently: 2)
+    }
+
+    /// ImageInverter's output is an image: 255 - every input byte, exactly.
+    @Test("the image inverter gives 255 minus every pixel")
+    func imageInverter() throws {
+        let model = try Model(contentsOf: Fixtures.path("Models/ImageInverter.mlmodel"), configuration: ModelConfiguration(threads: 1))
+        var random = SplitMix(seed: 2027)
+        let pixels = (0..<(32 * 32 * 3)).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let image = try #require(PixelBuffer(width: 32, height: 32, pixelFormat: .rgb, bytes: pixels))
+        guard case .image(let inverted)? = try model.prediction(from: ["image": .image(image)])["inverted"] else {
+            Issue.record("no image output \"inverted\"")
+            return
+        }
+        #expect(inverted.width == 32 && inverted.height == 32)
+        let (r, g, b) = inverted.pixelFormat.rgbOffsets
+        let step = inverted.pixelFormat.bytesPerPixel
+        var wrong = 0
+        for y in 0..<32 {
+            for x in 0..<32 {
+                let at = y * inverted.bytesPerRow + x * step, source = (y * 32 + x) * 3
+                for (offset, channel) in [(r, 0), (g, 1), (b, 2)] where inverted.bytes[at + offset] != 255 - pixels[source + channel] {
+                    wrong += 1
                 }
-            case (.dictionary(.strings(let a)), .dictionary(.strings(let b))?):
-                #expect(Set(a.keys) == Set(b.keys), "\(name) \(output)")
-                for (key, value) in a { #expect(abs(value - (b[key] ?? .nan)) <= 1e-4, "\(name) \(output)[\(key)]") }
-            case (.dictionary(.int64s(let a)), .dictionary(.int64s(let b))?):
-                #expect(Set(a.keys) == Set(b.keys), "\(name) \(output)")
-                for (key, value) in a { #expect(abs(value - (b[key] ?? .nan)) <= 1e-4, "\(name) \(output)[\(key)]") }
-            default:
-                #expect(got[output] == expected, "\(name) \(output)")
             }
         }
+        #expect(wrong == 0)
     }
 }
