@@ -18,7 +18,6 @@ enum EngineBuilder {
         var threads: Int
         /// The function of a multi-function ML program to run; `nil` for its default.
         var functionName: String?
-        var programEngine: ProgramEngineChoice = .automatic
     }
 
     static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary,
@@ -62,61 +61,28 @@ enum EngineBuilder {
         throw .unsupportedModel(kind: kind, reason: refusalReason(kind))
     }
 
-    /// The engine for an ML program (docs/runtime.md): the tensor engine
-    /// (TensorRuntime); a program it refuses at load falls back to the layer
-    /// engine (NetworkRuntime) when that one takes it and the run names no
-    /// function, so that nothing that ran before stops running.
-    /// `ProgramEngineChoice.layer` forces the layer engine, `.tensor` the
-    /// tensor engine alone.
+    /// The engine for an ML program (docs/runtime.md, "Which engine runs an
+    /// ML program"): the tensor engine, whatever `programEngine` says; a
+    /// program it refuses at load is refused.
     static func programEngine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
-        if context.programEngine == .layer {
-            return try NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory, threads: context.threads)
-        }
-        do {
-            return try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
-                                    functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
-        } catch {
-            if context.programEngine == .tensor || summary.functionInterfaces.count > 1 || context.functionName != nil { throw error }
-            if let engine = try? NetworkEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
-                                               threads: context.threads) {
-                return engine
-            }
-            throw error
-        }
+        try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
+                         functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
     }
 
     /// The engine for a neural network (docs/runtime.md, "Neural networks on
-    /// the tensor engine"): the layer engine when it takes the network (it is
-    /// the faster one for CNNs today), otherwise the tensor engine through the
-    /// lowering; `.tensor` always lowers, `.layer` never does.
+    /// the tensor engine"): the network lowered onto the tensor engine,
+    /// whatever `programEngine` says; a layer the lowering refuses is refused.
     static func networkEngine(for model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
-        func lowered() throws(RuntimeError) -> TensorEngine {
-            let decoder = WeightDecoder(bundle: context.bundle)
-            let weights = NetworkWeightReader { params, layer, role, channels throws(RuntimeError) in
-                try decoder.floats(params, layer: layer, role: role, channels: channels)
-            }
-            return try TensorEngine(network: model, interface: interface, weights: weights, threads: context.threads)
+        let decoder = WeightDecoder(bundle: context.bundle)
+        let weights = NetworkWeightReader { params, layer, role, channels throws(RuntimeError) in
+            try decoder.floats(params, layer: layer, role: role, channels: channels)
         }
-        switch context.programEngine {
-        case .layer:
-            return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
-        case .tensor:
-            return try lowered()
-        case .automatic:
-            do {
-                return try NetworkEngine(model: model, interface: interface, bundle: context.bundle, threads: context.threads)
-            } catch {
-                do {
-                    return try lowered()
-                } catch let refusal {
-                    // The lowering's refusal names the layer neither engine runs; any other failure is the layer engine's to report.
-                    if case .unsupportedLayer = refusal { throw refusal }
-                    throw error
-                }
-            }
-        }
+        let engine = try TensorEngine(network: model, interface: interface, weights: weights, threads: context.threads)
+        // The weights are decoded: their mapped pages need not count against this process any more.
+        context.bundle?.releaseWeightPages()
+        return engine
     }
 
     /// Why modelc does not run a model kind.

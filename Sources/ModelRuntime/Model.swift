@@ -16,7 +16,8 @@ public struct ModelConfiguration: Sendable, Equatable {
     /// The function of a multi-function ML program to run (Core ML's
     /// `MLModelConfiguration.functionName`); `nil` runs the default function.
     public var functionName: String?
-    /// Which engine runs ML programs and neural networks (transitional; see docs/runtime.md).
+    /// Kept from when modelc had two engines; every choice runs the tensor
+    /// engine (docs/runtime.md, "Which engine runs an ML program").
     public var programEngine: ProgramEngineChoice
 
     public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil,
@@ -27,14 +28,16 @@ public struct ModelConfiguration: Sendable, Equatable {
     }
 }
 
-/// The engine that runs an ML program or a neural network while two exist (docs/runtime.md).
+/// The engine choice of the time modelc had two engines (docs/runtime.md).
+/// One engine is left, the tensor engine: it runs ML programs, and neural
+/// networks lowered onto it, whichever case is chosen.
 public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// ML programs: the tensor engine; the layer engine only for a program the tensor engine refuses at load (and no
-    /// function named). Neural networks: the layer engine when it takes them, else the tensor engine through the lowering.
+    /// The tensor engine (the default).
     case automatic
-    /// Always the tensor engine (TensorRuntime); neural networks are lowered onto it.
+    /// The tensor engine (TensorRuntime); neural networks are lowered onto it. The same as `.automatic`.
     case tensor
-    /// Always the layer engine (NetworkRuntime).
+    /// Once the layer engine (NetworkRuntime), which was removed: the tensor engine runs the model.
+    @available(*, deprecated, message: "the layer engine was removed; the tensor engine runs the model")
     case layer
 }
 
@@ -110,8 +113,7 @@ public final class Model: Sendable {
                                          context: EngineBuilder.Context(bundle: bundle, modelDirectory: modelDirectory ?? bundle?.path,
                                                                        threads: configuration.threads,
                                                                        functionName: summary.functionInterfaces.isEmpty ? nil
-                                                                           : configuration.functionName ?? summary.defaultFunctionName,
-                                                                       programEngine: configuration.programEngine))
+                                                                           : configuration.functionName ?? summary.defaultFunctionName))
             }
         } catch {
             throw .runtime(error)

@@ -2,10 +2,12 @@ import CoreMLSchema
 import ModelFeatures
 import ModelLoader
 import ModelSpec
-import NetworkRuntime
+import TensorRuntime
 
 /// Whether modelc runs a model, and if not, everything in it that it cannot
-/// run: model kinds (pipeline stages included) and network layers.
+/// run: model kinds (pipeline stages included), network layers and program
+/// operations, judged by what the engines take (for networks, the lowering
+/// onto the tensor engine) and named with their refusal messages.
 public struct RuntimeSupport: Sendable, Equatable {
     /// One line per thing that cannot run, naming it and why.
     public var problems: [String]
@@ -28,20 +30,21 @@ public struct RuntimeSupport: Sendable, Equatable {
                 problems(stage.0, summary: stage.1, bundle: bundle).map { "pipeline stage \(index): \($0)" }
             }
         }
-        switch kind {
-        case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
-            return NetworkEngine.unsupportedLayers(in: model, bundle: bundle).map(\.description)
-        default:
-            do {
-                _ = try EngineBuilder.engine(for: model, summary: summary, context: .init(bundle: bundle, modelDirectory: bundle?.path, threads: 1))
-                return []
-            } catch {
-                switch error {
-                case .unsupportedModel: return [error.description]
-                // ML programs are read whole when prepared: the first operation neither engine runs.
-                case .unsupportedLayer where kind == "mlProgram": return [error.description]
-                default: return []
-                }
+        let network = ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor"].contains(kind)
+        if network {
+            // Every layer kind the lowering has no rule for, without preparing the network.
+            let withoutRule = TensorEngine.layersWithoutLowering(in: model)
+            if !withoutRule.isEmpty { return withoutRule.map(\.description) }
+        }
+        do {
+            _ = try EngineBuilder.engine(for: model, summary: summary, context: .init(bundle: bundle, modelDirectory: bundle?.path, threads: 1))
+            return []
+        } catch {
+            switch error {
+            case .unsupportedModel: return [error.description]
+            // Networks and ML programs are read whole when prepared: the first layer or operation the tensor engine refuses.
+            case .unsupportedLayer where network || kind == "mlProgram": return [error.description]
+            default: return []
             }
         }
     }

@@ -2,19 +2,17 @@ import Foundation
 import ModelFeatures
 import ModelRuntime
 
-/// The two engines on the same models (Fixtures/Parity case files, ML
+/// The tensor engine on the models of parity case files (Fixtures/Parity, ML
 /// programs and neural networks alike): the median latency of `runs`
-/// predictions of the first case on `threads` threads with the layer engine
-/// and with the tensor engine, and their ratio.
-/// Prints `name layer_ms tensor_ms tensor/layer` lines (`-` where the layer
-/// engine does not take the program).
+/// predictions of the first case on `threads` threads, after three warm-up
+/// ones. Prints `name tensor_ms` lines (`-` where the model does not run).
 enum ProgramBenchmark {
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
 
     static func run(runs: Int, threads: Int, cases: [String]) throws {
-        print("program layer_ms tensor_ms tensor/layer")
+        print("program tensor_ms")
         for file in cases {
             guard let data = FileManager.default.contents(atPath: file),
                   let document = try JSONSerialization.jsonObject(with: data) as? [String: Any],
@@ -23,17 +21,15 @@ enum ProgramBenchmark {
                 throw Failure(description: "\(file) is not a parity case file")
             }
             let path = (file as NSString).deletingLastPathComponent + "/" + modelName
-            func latency(_ engine: ProgramEngineChoice) -> Double? {
-                guard let model = try? Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: engine)),
+            func latency() -> Double? {
+                guard let model = try? Model(contentsOf: path, configuration: ModelConfiguration(threads: threads)),
                       let parsed = try? PredictionInputs(model: model).parse(object: inputs),
                       (try? model.prediction(from: parsed)) != nil else { return nil }
                 for _ in 0..<3 { _ = try? model.prediction(from: parsed) }
                 return median(runs: runs) { _ = try? model.prediction(from: parsed) }
             }
-            let layer = latency(.layer), tensor = latency(.tensor)
-            func text(_ value: Double?) -> String { value.map { String(format: "%.3f", $0 * 1000) } ?? "-" }
-            let ratio = layer.flatMap { l in tensor.map { String(format: "%.2f", $0 / l) } } ?? "-"
-            print("\((modelName as NSString).deletingPathExtension) \(text(layer)) \(text(tensor)) \(ratio)")
+            let text = latency().map { String(format: "%.3f", $0 * 1000) } ?? "-"
+            print("\((modelName as NSString).deletingPathExtension) \(text)")
         }
     }
 }

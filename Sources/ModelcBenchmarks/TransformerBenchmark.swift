@@ -2,8 +2,7 @@ import Foundation
 import ModelFeatures
 import ModelRuntime
 
-/// One transformer ML program on the tensor engine (forced through
-/// `ModelConfiguration.programEngine`), predicting the way an application
+/// One transformer ML program on the tensor engine, predicting the way an application
 /// does: opened from its package, inputs parsed from JSON, then
 /// predictions through the public API.
 ///
@@ -26,7 +25,7 @@ enum TransformerBenchmark {
         let object = try JSONSerialization.jsonObject(with: data)
 
         let start = DispatchTime.now().uptimeNanoseconds
-        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: .tensor))
+        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads))
         // A stateful decoder step: {"prefill": inputs, "step": inputs}; the prefill fills the state once,
         // then every timed prediction is the same step on it.
         let state: ModelState?

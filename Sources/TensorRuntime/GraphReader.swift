@@ -74,6 +74,12 @@ struct GraphReader {
         }
         var blocks: [GraphBlock] = []
         for block in elements(op.blocks, op.n_blocks) { blocks.append(try readBlock(block.pointee)) }
+        if text(op.type) == "reshape" {
+            // A program's 0 copies the input dimension counted from the end (iOS 17; the same from
+            // the start where earlier opsets allow a 0, the ranks being equal); a lowered network's
+            // `reshape` counts from the start.
+            arguments[ShapeOperations.zerosFromEnd] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+        }
         return GraphOperation(type: text(op.type), arguments: arguments, outputs: outputs, blocks: blocks)
     }
 

@@ -6,7 +6,7 @@ import ModelFeatures
 /// They copy 4-byte elements, so one kernel serves every data type.
 enum ShapeOperations {
     static let definitions: [String: OperationDefinition] = [
-        "reshape": OperationDefinition(["x", "shape"]) { context throws(RuntimeError) in try reshape(context) },
+        "reshape": OperationDefinition(["x", "shape", zerosFromEnd]) { context throws(RuntimeError) in try reshape(context) },
         "reshape_like": OperationDefinition(["x", "ref_tensors", "begins", "ends", "end_masks"]) { context throws(RuntimeError) in
             try reshapeLike(context)
         },
@@ -226,10 +226,24 @@ enum ShapeOperations {
         }
     }
 
+    /// The parameter GraphReader gives a program's `reshape`: a 0 in `shape`
+    /// copies the input dimension at the same distance from the end (1 where
+    /// there is none), as MIL's iOS 17 `reshape` does; without it (a lowered
+    /// network) a 0 copies the dimension at the same position from the start.
+    static let zerosFromEnd = "zeros_from_end"
+
     private static func reshape(_ context: OperationContext) throws(RuntimeError) {
         let x = try context.input()
         guard let requested = try context.ints("shape") else { throw context.invalid("no shape") }
-        var shape = requested.enumerated().map { axis, size in size == 0 && axis < x.rank ? x.shape[axis] : size }
+        let fromEnd = try context.bool(zerosFromEnd, false)
+        var shape = requested.enumerated().map { axis, size in
+            guard size == 0 else { return size }
+            if fromEnd {
+                let source = x.rank - (requested.count - axis)
+                return source >= 0 ? x.shape[source] : 1
+            }
+            return axis < x.rank ? x.shape[axis] : size
+        }
         if let unknown = shape.firstIndex(of: -1) {
             let known = shape.enumerated().filter { $0.offset != unknown }.reduce(1) { $0 * $1.element }
             guard shape.filter({ $0 == -1 }).count == 1 else { throw context.invalid("shape \(requested) has more than one -1") }

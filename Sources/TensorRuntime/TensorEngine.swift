@@ -19,6 +19,8 @@ public final class TensorEngine: PredictionEngine {
     private let threads: Int
     /// Whether inputs are read as NeuralNetwork.proto's rank-5 blobs `[Seq, B, C, H, W]` (a lowered network without exact array mapping).
     private let rank5Inputs: Bool
+    /// Bytes of the graph's constants (the weights), kept to plan other input shapes.
+    private let graphBytes: Int
 
     final class PlanEntry: Sendable {
         let plan: TensorPlan
@@ -67,17 +69,32 @@ public final class TensorEngine: PredictionEngine {
         function.block = ChannelsLastLayout.run(FusionPass.run(Planner.foldConstants(function.block)), inputs: function.inputs)
         self.function = function
         self.functionName = name
+        graphBytes = function.block.constantBytes
         var interface = interface
         if let classify = function.block.operations.last(where: { $0.type == "classify" }), classify.outputs.count == 2 {
             interface.predictedFeatureName = interface.predictedFeatureName ?? classify.outputs[0].name
             interface.predictedProbabilitiesName = interface.predictedProbabilitiesName ?? classify.outputs[1].name
         }
         self.interface = interface
-        _ = try entry(for: declaredShapes())
+        let declared = declaredShapes()
+        do {
+            _ = try entry(for: declared)
+        } catch {
+            // With a flexible input the declared shape is one allowed choice of many (a range's default
+            // may not fit the weights): when another allowed shape plans, or is refused for another
+            // reason, the refusal depends on the shape, not the model, and each prediction plans its
+            // own. A refusal that stays the same is the model's fault.
+            guard case .invalidParameters = error, let other = otherAllowedShapes(than: declared) else { throw error }
+            do {
+                _ = try entry(for: other)
+            } catch let second {
+                if second.description == error.description { throw error }
+            }
+        }
     }
 
     public var residentBytes: Int {
-        plans.withLock { plans in
+        graphBytes + plans.withLock { plans in
             plans.values.reduce(0) { total, entry in
                 total + entry.plan.memory.bytes + entry.idle.withLock { $0.reduce(0) { $0 + $1.state.bytes } }
             }
@@ -308,6 +325,54 @@ public final class TensorEngine: PredictionEngine {
         return shapes
     }
 
+    /// Input shapes the description allows besides `declared` (another size
+    /// in each flexible dimension: the upper bound, or one more than the
+    /// lower; another enumerated shape), or `nil` when no input is flexible.
+    private func otherAllowedShapes(than declared: [String: [Int]]) -> [String: [Int]]? {
+        func other(_ range: SizeRange, than current: Int) -> Int {
+            if range.upperBound > 0, Int(range.upperBound) != current { return Int(range.upperBound) }
+            return Int(range.lowerBound) != current ? Int(range.lowerBound) : current + 1
+        }
+        var shapes = declared
+        var changed = false
+        for input in function.inputs where !input.type.isState {
+            guard let description = interface.inputs.first(where: { $0.name == input.name }), var shape = shapes[input.name] else { continue }
+            switch description.type {
+            case .multiArray(let array) where !array.shape.isEmpty:
+                var given = array.shape.map(Int.init)
+                switch array.shapeFlexibility {
+                case .enumerated(let choices)?:
+                    guard let choice = choices.first(where: { $0 != array.shape }) else { continue }
+                    given = choice.map(Int.init)
+                case .ranges(let ranges)?:
+                    for (axis, range) in ranges.enumerated() where axis < given.count && Int64(range.lowerBound) != range.upperBound {
+                        given[axis] = other(range, than: given[axis])
+                    }
+                case nil:
+                    continue
+                }
+                shape = rank5Inputs ? Self.rank5(given) : given
+            case .image(let image):
+                switch image.sizeFlexibility {
+                case .enumerated(let sizes)?:
+                    guard let size = sizes.first(where: { $0.width != image.width || $0.height != image.height }) else { continue }
+                    shape[shape.count - 2] = Int(size.height)
+                    shape[shape.count - 1] = Int(size.width)
+                case .ranges(let width, let height)?:
+                    shape[shape.count - 2] = other(height, than: shape[shape.count - 2])
+                    shape[shape.count - 1] = other(width, than: shape[shape.count - 1])
+                case nil:
+                    continue
+                }
+            default:
+                continue
+            }
+            changed = changed || shape != shapes[input.name]
+            shapes[input.name] = shape
+        }
+        return changed ? shapes : nil
+    }
+
     /// The plan for `shapes` (made now, or the cached one).
     func plan(for shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan { try entry(for: shapes).plan }
 
@@ -361,4 +426,28 @@ public final class ProgramState: @unchecked Sendable {
 private func nonEmptyText(_ pointer: UnsafeMutablePointer<CChar>?) -> String? {
     let value = text(pointer)
     return value.isEmpty ? nil : value
+}
+
+extension GraphBlock {
+    /// Bytes of every constant the block holds: its own, its operations'
+    /// inline ones and those of nested blocks.
+    var constantBytes: Int {
+        constants.values.reduce(0) { $0 + $1.storageBytes } + operations.reduce(0) { total, operation in
+            let inline = operation.arguments.values.joined().reduce(0) { sum, argument in
+                if case .constant(let tensor) = argument { sum + tensor.storageBytes } else { sum }
+            }
+            return total + inline + operation.blocks.reduce(0) { $0 + $1.constantBytes }
+        }
+    }
+}
+
+extension Tensor {
+    /// Bytes its elements take in memory.
+    var storageBytes: Int {
+        switch storage {
+        case .floats(let values): values.count * MemoryLayout<Float>.size
+        case .ints(let values): values.count * MemoryLayout<Int32>.size
+        case .strings(let values): values.reduce(0) { $0 + $1.utf8.count }
+        }
+    }
 }

@@ -26,8 +26,9 @@ enum PredictCommand {
             --output-dir DIR writes each image output as a PNG file: DIR/OUTPUT.png for one case,
             DIR/N-OUTPUT.png for case N (from 1) of several.
             --function NAME runs that function of a multi-function ML program (default: the
-            model's default function). --engine tensor|layer runs an ML program on that engine
-            (default auto: the tensor engine, the layer engine for a program it refuses; transitional).
+            model's default function). --engine auto|tensor|layer is kept from when modelc had two
+            engines: every value runs the tensor engine; layer is deprecated (the layer engine was
+            removed) and prints a warning.
             """,
         arguments: [PositionalSpec(name: "MODEL", help: "A compiled bundle, .mlmodel or .mlpackage.")],
         options: [
@@ -38,7 +39,7 @@ enum PredictCommand {
             OptionSpec(name: "top", valueName: "K", help: "Classifiers: how many labels to show (default 5)."),
             OptionSpec(name: "output-dir", valueName: "DIR", help: "Write image outputs into DIR as PNG files."),
             OptionSpec(name: "function", valueName: "NAME", help: "The function of a multi-function ML program to run."),
-            OptionSpec(name: "engine", valueName: "E", help: "ML programs: auto (default), tensor or layer."),
+            OptionSpec(name: "engine", valueName: "E", help: "auto (default) or tensor: the tensor engine; layer: deprecated, the same."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -51,12 +52,14 @@ enum PredictCommand {
             top = try arguments.positiveInteger("top") ?? 5
             configuration.functionName = arguments.value("function")
             if let engine = arguments.value("engine") {
-                switch engine {
-                case "auto": configuration.programEngine = .automatic
-                case "tensor": configuration.programEngine = .tensor
-                case "layer": configuration.programEngine = .layer
-                default: throw UsageError.invalidValue(option: "engine", value: engine, reason: "expected auto, tensor or layer")
+                guard let choice = ProgramEngineChoice(option: engine) else {
+                    throw UsageError.invalidValue(option: "engine", value: engine, reason: "expected auto, tensor or layer")
                 }
+                if engine == "layer" {
+                    Output.error("\(Modelc.toolName): warning: --engine layer is deprecated: the layer engine was removed; "
+                        + "the tensor engine runs the model\n")
+                }
+                configuration.programEngine = choice
             }
         } catch {
             return Modelc.usageFailure(error, usage: usage)
@@ -287,5 +290,13 @@ struct PredictionReport {
         let head = values.prefix(6).map(FeatureJSON.numberText)
         let tail = values.suffix(3).map(FeatureJSON.numberText)
         return "[" + head.joined(separator: ", ") + ", … " + tail.joined(separator: ", ") + "] (\(array.count) values)"
+    }
+}
+
+extension ProgramEngineChoice {
+    /// The choice `--engine` names: `auto`, `tensor`, or the deprecated `layer`.
+    init?(option: String) {
+        guard option != "automatic" else { return nil }
+        self.init(rawValue: option == "auto" ? "automatic" : option)
     }
 }

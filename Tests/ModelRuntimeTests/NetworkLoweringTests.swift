@@ -6,8 +6,8 @@ import ModelSpec
 import Testing
 
 /// Every neural-network fixture run on the tensor engine through the
-/// lowering (`engine: .tensor`), with the tolerances and shape checks the
-/// layer engine's tests use: NumPy float64 and onnxruntime references.
+/// lowering, the only way networks run: NumPy float64 and onnxruntime
+/// references, with their tolerances and shape checks.
 @Suite("Neural networks lowered onto the tensor engine agree with NumPy and onnxruntime")
 struct NetworkLoweringTests {
     /// The neural networks (and pipelines holding them) of Fixtures/Parity/Networks.
@@ -38,7 +38,7 @@ struct NetworkLoweringTests {
         try file.check(exactShapes: true, engine: .tensor)
     }
 
-    @Test("layers the layer engine refuses", arguments: lowered)
+    @Test("layers only the lowering ran before the layer engine was removed", arguments: lowered)
     func loweredLayer(_ file: ParityFile) throws {
         try file.check(exactShapes: true, engine: .tensor)
         try file.check(compiled: true, exactShapes: true, engine: .automatic)
@@ -101,13 +101,33 @@ struct NetworkLoweringTests {
         }
     }
 
-    /// A layer kind the lowering has no rule for is refused at load, naming it (exit 94 in the CLI).
-    @Test("a network forced onto the tensor engine refuses what neither engine runs, naming the layer")
+    /// A layer kind the lowering has no rule for is refused at load, naming it
+    /// (exit 94 in the CLI), whichever engine choice is given; the support
+    /// check (`modelc inspect`) names it with the same message.
+    @Test("a layer the lowering has no rule for is refused at load and reported by the support check, naming it")
     func refusal() throws {
-        #expect(throws: ModelError.runtime(.unsupportedLayer(
-            layer: "scale", kind: "custom", reason: "the tensor engine's lowering has no rule for this layer kind yet"))) {
-            _ = try Model(contentsOf: Fixtures.path("Parity/Regressions/Unsupported/nn_custom_layer.mlmodel"),
-                          configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+        let refusal = RuntimeError.unsupportedLayer(
+            layer: "scale", kind: "custom", reason: "the tensor engine's lowering has no rule for this layer kind yet")
+        let path = Fixtures.path("Parity/Regressions/Unsupported/nn_custom_layer.mlmodel")
+        for choice in ["automatic", "tensor", "layer"] {
+            let engine = try #require(ProgramEngineChoice(rawValue: choice))
+            #expect(throws: ModelError.runtime(refusal)) {
+                _ = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: engine))
+            }
+        }
+        let support = RuntimeSupport(try ModelFile.open(path).specification)
+        #expect(support.problems == [refusal.description])
+        // A parameter the lowering cannot honour shows when the network is prepared.
+        let unseeded = RuntimeSupport(try ModelFile.open(Fixtures.path("Parity/Lowering/Refused/nn_random_unseeded.mlmodel")).specification)
+        #expect(unseeded.problems == [RuntimeError.unsupportedLayer(
+            layer: "noise", kind: "randomNormalLike",
+            reason: "random sampling without a seed cannot be reproduced; modelc runs it only with a seed").description])
+        // Layers the layer engine refused run: the check is the lowering's.
+        for file in Self.lowered {
+            let document = try #require(try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(file.name).json")))) as? [String: Any])
+            let model = try #require(document["model"] as? String)
+            #expect(RuntimeSupport(try ModelFile.open(Fixtures.path("\(file.folder)/\(model)")).specification).runs, "\(file.name)")
         }
     }
 

@@ -182,7 +182,7 @@ struct LoweringBuilder {
             throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "reads blob \"\(input)\", which no earlier layer or input gives")
         }
         guard let lowering = NetworkLowering.layers[layer.layer_case.rawValue] else {
-            throw unsupported("the tensor engine's lowering has no rule for this layer kind yet")
+            throw unsupported(NetworkLowering.noRuleReason)
         }
         try lowering(&self, layer)
         for output in outputs where ranks[output] == nil {

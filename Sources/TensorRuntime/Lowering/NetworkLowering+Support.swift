@@ -1,0 +1,56 @@
+import CoreMLSchema
+import ModelFeatures
+import ModelSpec
+
+extension NetworkLowering {
+    /// Why a layer whose kind has no entry in `layers` is refused.
+    static let noRuleReason = "the tensor engine's lowering has no rule for this layer kind yet"
+
+    /// Every layer of the network in `model` (a NeuralNetwork, classifier or
+    /// regressor), the networks of its loops and branches included, whose kind
+    /// the lowering has no rule for, in order: what a support check lists
+    /// without preparing the network.
+    static func layersWithoutRule(in model: UnsafePointer<CoreML__Specification__Model>) -> [RuntimeError] {
+        let spec = model.pointee
+        let layers: [UnsafeMutablePointer<Layer>] = switch spec.type_case {
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_CLASSIFIER:
+            spec.neuralnetworkclassifier.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
+            spec.neuralnetworkregressor.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        default:
+            spec.neuralnetwork.map { elements($0.pointee.layers, $0.pointee.n_layers) } ?? []
+        }
+        var problems: [RuntimeError] = []
+        collectLayersWithoutRule(layers, into: &problems)
+        return problems
+    }
+
+    private static func collectLayersWithoutRule(_ list: [UnsafeMutablePointer<Layer>], into problems: inout [RuntimeError]) {
+        for layer in list {
+            if Self.layers[layer.pointee.layer_case.rawValue] == nil {
+                problems.append(.unsupportedLayer(layer: text(layer.pointee.name), kind: kind(of: layer), reason: noRuleReason))
+            }
+            let nested: [UnsafeMutablePointer<CoreML__Specification__NeuralNetwork>?] = switch layer.pointee.layer_case {
+            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP:
+                [layer.pointee.loop?.pointee.conditionnetwork, layer.pointee.loop?.pointee.bodynetwork]
+            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH:
+                [layer.pointee.branch?.pointee.ifbranch, layer.pointee.branch?.pointee.elsebranch]
+            default:
+                []
+            }
+            for case let network? in nested {
+                collectLayersWithoutRule(elements(network.pointee.layers, network.pointee.n_layers), into: &problems)
+            }
+        }
+    }
+}
+
+extension TensorEngine {
+    /// Every layer of the network in `model` whose kind the lowering has no
+    /// rule for (`RuntimeError.unsupportedLayer`, the lowering's message), in
+    /// order; nested networks of loops and branches included. Parameters a
+    /// rule cannot honour show only when the network is prepared.
+    package static func layersWithoutLowering(in model: UnsafePointer<CoreML__Specification__Model>) -> [RuntimeError] {
+        NetworkLowering.layersWithoutRule(in: model)
+    }
+}
