@@ -83,7 +83,7 @@ extension ModelSummary {
 
     /// Class labels of any classifier: every classifier message in the schema
     /// holds them in fields named `stringClassLabels` / `int64ClassLabels`.
-    private static func classLabels(in message: MessageView) -> ClassLabels? {
+    static func classLabels(in message: MessageView) -> ClassLabels? {
         if let labels = message.message(named: "stringClassLabels") {
             let vector = labels.pointer.assumingMemoryBound(to: CoreML__Specification__StringVector.self).pointee
             return .strings(strings(vector.vector, vector.n_vector))

@@ -74,14 +74,7 @@ enum TensorBytes {
                                _ format: (UInt64) -> String) -> [String] {
         let capacity = bytes.count * 8 / bits
         let count = declaredCount > 0 ? min(declaredCount, capacity) : capacity
-        return (0..<count).map { index in
-            var raw: UInt64 = 0
-            for bit in 0..<bits {
-                let position = index * bits + bit
-                raw |= UInt64(bytes[position / 8] >> UInt8(position % 8) & 1) << UInt64(bit)
-            }
-            return format(raw)
-        }
+        return (0..<count).map { format(MILPackedBits.code(bytes, bits: bits, at: $0)) }
     }
 
     /// The low `bits` bits of `raw` as a two's complement number.

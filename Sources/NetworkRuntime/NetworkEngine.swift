@@ -65,14 +65,9 @@ public final class NetworkEngine: PredictionEngine {
             layers = elements(network.layers, network.n_layers)
             preprocessors = elements(network.preprocessing, network.n_preprocessing)
             mapping = network.arrayinputshapemapping
-            switch network.class_labels_case {
-            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_CLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS:
-                labels = .strings(network.stringclasslabels.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? [])
-            default:
-                labels = .int64s(network.int64classlabels.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
-            }
-            let named = text(network.labelprobabilitylayername)
-            probabilitiesValue = named.isEmpty ? layers.last.flatMap { strings($0.pointee.output, $0.pointee.n_output).first } : named
+            let classifier = NetworkClassifier(network)
+            labels = classifier.labels
+            probabilitiesValue = classifier.probabilities
         case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
             guard let network = spec.neuralnetworkregressor?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
             layers = elements(network.layers, network.n_layers)

@@ -166,13 +166,5 @@ struct ProgramValueReader {
 /// - Precondition: `bytes` holds at least `count × bits` bits.
 func unpack<Bytes: RandomAccessCollection>(_ bytes: Bytes, bits: Int, count: Int, signed: Bool = false) -> [Int]
     where Bytes.Element == UInt8, Bytes.Index == Int {
-    (0..<count).map { index in
-        var code = 0
-        for bit in 0..<bits {
-            let position = index * bits + bit
-            code |= Int(bytes[bytes.startIndex + position / 8] >> (position % 8) & 1) << bit
-        }
-        if signed, code >= 1 << (bits - 1) { code -= 1 << bits }
-        return code
-    }
+    MILPackedBits.codes(bytes, bits: bits, count: count, signed: signed)
 }

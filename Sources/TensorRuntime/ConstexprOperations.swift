@@ -1,5 +1,6 @@
 import Foundation
 import ModelFeatures
+import ModelSpec
 
 /// The weight-compression operations (`constexpr_*`): evaluated when the
 /// program is read (their arguments are constants), once per model.
@@ -64,14 +65,7 @@ enum ConstexprOperations {
             guard bytes.count * 8 >= count * bits else { throw context.invalid("\(bytes.count) bytes of indices for \(count) values") }
             let values = table.floats
             var floats = [Float](repeating: 0, count: count)
-            for index in 0..<count {
-                var code = 0
-                for bit in 0..<bits {
-                    let position = index * bits + bit
-                    code |= Int(bytes[position / 8] >> (position % 8) & 1) << bit
-                }
-                floats[index] = values[code]
-            }
+            for index in 0..<count { floats[index] = values[Int(MILPackedBits.code(bytes, bits: bits, at: index))] }
             context.output(constant: Tensor(floats: floats, shape: shape.ints))
             return
         }
@@ -120,8 +114,7 @@ enum ConstexprOperations {
             shape = given.ints
             let count = shape.reduce(1, *)
             guard bits.count * 8 >= count else { throw context.invalid("\(bits.count) mask bytes for \(count) values") }
-            let bytes = bits
-            bits = (0..<count).map { Int(UInt8(truncatingIfNeeded: bytes[$0 / 8]) >> ($0 % 8) & 1) }
+            bits = MILPackedBits.codes(bits.map(UInt8.init(truncatingIfNeeded:)), bits: 1, count: count)
         }
         context.output(constant: try dense(context, values, bits: bits, shape: shape, type: values.type))
     }

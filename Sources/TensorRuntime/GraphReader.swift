@@ -221,17 +221,7 @@ struct ConstantReader {
         }
         func subByte(_ bits: Int, signed: Bool) throws(RuntimeError) -> Tensor {
             try need((count * bits + 7) / 8)
-            var codes = [Int32](repeating: 0, count: count)
-            for index in 0..<count {
-                var code = 0
-                for bit in 0..<bits {
-                    let position = index * bits + bit
-                    code |= Int(bytes[position / 8] >> (position % 8) & 1) << bit
-                }
-                if signed, code >= 1 << (bits - 1) { code -= 1 << bits }
-                codes[index] = Int32(code)
-            }
-            return Tensor(ints: codes, shape: shape)
+            return Tensor(ints: MILPackedBits.codes(bytes, bits: bits, count: count, signed: signed).map { Int32($0) }, shape: shape)
         }
         switch dataType {
         case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32:

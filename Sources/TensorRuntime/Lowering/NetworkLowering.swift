@@ -54,15 +54,12 @@ enum NetworkLowering {
             layers = elements(network.layers, network.n_layers)
             preprocessors = elements(network.preprocessing, network.n_preprocessing)
             mapping = network.arrayinputshapemapping
-            if network.class_labels_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_CLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS {
-                let names = network.stringclasslabels.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? []
-                labels = Tensor(type: .string, shape: [names.count], storage: .strings(names))
-            } else {
-                let values: [Int64] = network.int64classlabels.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? []
-                labels = Tensor(ints: values.map { Int32(clamping: $0) }, shape: [values.count])
+            let classifier = NetworkClassifier(network)
+            switch classifier.labels {
+            case .strings(let names): labels = Tensor(type: .string, shape: [names.count], storage: .strings(names))
+            case .int64s(let values): labels = Tensor(ints: values.map { Int32(clamping: $0) }, shape: [values.count])
             }
-            let named = text(network.labelprobabilitylayername)
-            probabilities = named.isEmpty ? layers.last.flatMap { strings($0.pointee.output, $0.pointee.n_output).first } : named
+            probabilities = classifier.probabilities
         case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
             guard let network = spec.neuralnetworkregressor?.pointee else { throw .invalidParameters(model: interface.kind, detail: "no network") }
             layers = elements(network.layers, network.n_layers)
