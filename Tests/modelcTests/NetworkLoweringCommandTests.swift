@@ -52,4 +52,22 @@ import Testing
         #expect(result.standardError.contains("layer \"noise\" (randomNormalLike): random sampling without a seed"), "\(result.standardError)")
         #expect(result.standardError.split(separator: "\n").count == 1)
     }
+
+    /// `modelc inspect` judges a network by the lowering, with its message.
+    @Test("inspect reports a layer the lowering has no rule for, and a lowered network as running")
+    func inspectSupport() throws {
+        let directory = try Fixtures.temporaryDirectory("lowering-inspect")
+        let refused = try ModelcProcess.run(["inspect", Fixtures.path("Parity/Regressions/Unsupported/nn_custom_layer.mlmodel")],
+                                            environment: ["MODELC_CACHE": directory.path])
+        #expect(refused.status == 0, "\(refused.standardError)")
+        #expect(refused.standardOutput.hasSuffix("""
+              runs here               no
+                layer "scale" (custom): the tensor engine's lowering has no rule for this layer kind yet
+
+            """), "\(refused.standardOutput)")
+        let lowered = try ModelcProcess.run(["inspect", Fixtures.path("Parity/Lowering/nn_lstm.mlmodel"), "--json"],
+                                            environment: ["MODELC_CACHE": directory.path])
+        #expect(lowered.status == 0, "\(lowered.standardError)")
+        #expect(lowered.standardOutput.contains("\"runs\" : true"), "\(lowered.standardOutput)")
+    }
 }
