@@ -33,7 +33,6 @@ let package = Package(
         // C libraries from Debian.
         .systemLibrary(name: "CProtobufC", pkgConfig: "libprotobuf-c", providers: [.apt(["libprotobuf-c-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CXNNPack", providers: [.apt(["libxnnpack-dev", "libpthreadpool-dev"])]),
         .systemLibrary(name: "CDNNL", providers: [.apt(["libdnnl-dev"])]),
         .systemLibrary(name: "CLBFGS", pkgConfig: "liblbfgs", providers: [.apt(["liblbfgs-dev"])]),
 
@@ -83,14 +82,13 @@ let package = Package(
         .target(name: "ModelFeatures", dependencies: ["ModelSpec"]),
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
         .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
-        // Neural networks: the graph read from the spec, a plan made once, kernels on XNNPACK, OpenBLAS and our own loops.
-        .target(name: "NetworkRuntime", dependencies: ["CDNNL", "COpenBLAS", "CXNNPack", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
-        // ML programs on a tensor engine: the graph read from the program, a plan per input shape, kernels by operation and type.
+        // ML programs, and neural networks lowered onto them, on one tensor engine: the graph read from the
+        // program, a plan per input shape, kernels by operation and type.
         .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "NetworkRuntime", "TensorRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.

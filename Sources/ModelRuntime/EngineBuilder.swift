@@ -2,7 +2,6 @@ import ClassicModels
 import CoreMLSchema
 import ModelFeatures
 import ModelLoader
-import NetworkRuntime
 import ModelSpec
 import TensorRuntime
 

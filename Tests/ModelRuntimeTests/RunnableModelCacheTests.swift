@@ -9,7 +9,7 @@ import Synchronization
 import Testing
 
 /// Two real models compiled into bundles — the fixture image classifier (a
-/// neural network on XNNPACK) and a tree ensemble regressor (classic) — each
+/// neural network on the tensor engine) and a tree ensemble regressor (classic) — each
 /// with an input and the outputs it gives.
 struct RunnableFixtures: Sendable {
     struct Case: Sendable {

@@ -4,8 +4,8 @@ import ModelSpec
 
 /// Decodes a neural-network layer's `WeightParams` to float32 values, in
 /// whatever form they are stored (float32, float16, quantized, in a compiled
-/// bundle's weight file). The model runtime hands in the decoder it uses for
-/// the layer engine, so that both engines read weights the same way.
+/// bundle's weight file). The model runtime hands in its decoder, which reads
+/// the bundle this module does not open.
 package struct NetworkWeightReader {
     /// `(params, layer, role, channels)` → the values, or `nil` when the params hold none;
     /// `channels` groups per-channel quantization parameters (outermost).

@@ -9,12 +9,14 @@ import ModelSpec
 ///
 /// In a compiled bundle the values live in the weight file and the
 /// specification keeps only the quantization parameters; a source model holds
-/// the values inline. Decoding happens once, when the plan is made.
-package struct WeightDecoder {
+/// the values inline. Decoding happens once, when the network is lowered onto
+/// the tensor engine (which reads no bundle itself: it gets these values
+/// through a `NetworkWeightReader`).
+struct WeightDecoder {
     /// The bundle the specification came from, if it came from one.
     let bundle: ModelBundle?
 
-    package init(bundle: ModelBundle?) {
+    init(bundle: ModelBundle?) {
         self.bundle = bundle
     }
 
@@ -23,7 +25,7 @@ package struct WeightDecoder {
     ///
     /// - Parameter channels: the number of output channels, for per-channel
     ///   linear quantization (the values are grouped by channel, outermost).
-    package func floats(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
+    func floats(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
                 channels: Int = 1) throws(RuntimeError) -> [Float]? {
         guard let weights = params?.pointee else { return nil }
         if weights.n_floatvalue > 0 { return scalars(weights.floatvalue, weights.n_floatvalue) }
@@ -47,22 +49,6 @@ package struct WeightDecoder {
         default:
             throw .unsupportedLayer(layer: layer, kind: role, reason: "weights stored as \(view.dataType) are not a neural-network weight form")
         }
-    }
-
-    /// The values of a weight that the layer requires.
-    func required(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
-                  count: Int, channels: Int = 1) throws(RuntimeError) -> [Float] {
-        guard var values = try floats(params, layer: layer, role: role, channels: channels) else {
-            throw .invalidParameters(model: "layer \"\(layer)\"", detail: "\(role) has no values")
-        }
-        // Sub-byte codes fill their last byte with padding bits.
-        if values.count > count, values.count - count < 8, params?.pointee.n_floatvalue == 0 {
-            values.removeLast(values.count - count)
-        }
-        guard values.count == count else {
-            throw .invalidParameters(model: "layer \"\(layer)\"", detail: "\(role) holds \(values.count) values, expected \(count)")
-        }
-        return values
     }
 
     private static func halves(_ bytes: UnsafeRawBufferPointer) -> [Float] {
