@@ -251,8 +251,7 @@ struct LoweringBuilder {
             flushViews()
             try lowering(&self, layer)
             flushViews()
-        } else if Self.viewLayers.contains(layer.layer_case.rawValue), layer.concat?.pointee.sequenceconcat ?? 0 == 0,
-                  let lead = viewLead() {
+        } else if Self.viewLayers.contains(layer.layer_case.rawValue), !Self.sequenceConcat(layer), let lead = viewLead() {
             try lowerOnViews(lowering, layer, lead: lead)
         } else {
             try lowering(&self, layer)
@@ -264,6 +263,11 @@ struct LoweringBuilder {
     }
 
     // MARK: Views
+
+    /// Whether `layer` concatenates along the sequence axis (which a view merges into its batch).
+    private static func sequenceConcat(_ layer: NetworkLowering.Layer) -> Bool {
+        layer.layer_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT && layer.concat?.pointee.sequenceconcat ?? 0 != 0
+    }
 
     /// The leading-dimensions vector the current layer's inputs share when
     /// it can run on their views: every input of rank 4 or more has the same
