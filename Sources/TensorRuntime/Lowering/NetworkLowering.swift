@@ -630,6 +630,21 @@ struct LoweringBuilder {
                 let bgr = colorSpace == "BGR"
                 let biases: [Float] = gray ? [scaler.graybias]
                     : (bgr ? [scaler.bluebias, scaler.greenbias, scaler.redbias] : [scaler.redbias, scaler.greenbias, scaler.bluebias])
+                // x · 1 + 0 is x: nothing to compute.
+                if scale == 1, biases.allSatisfy({ $0 == 0 }) { continue }
+                if r >= 4 {
+                    // On [N, C, H, W] (the input's view at rank 5): one scale and shift per channel,
+                    // which the plan runs as one channel_affine laid out like the convolution after it.
+                    let view = r == 4 ? nil : (views[feature] ?? makeView(feature))
+                    let channels = biases.count
+                    let result = op("batch_norm", ["x": .value(view?.value ?? feature), "mean": .floats(Array(repeating: 0, count: channels), shape: [channels]),
+                                                   "variance": .floats(Array(repeating: 1, count: channels), shape: [channels]),
+                                                   "gamma": .floats(Array(repeating: scale, count: channels), shape: [channels]),
+                                                   "beta": .floats(biases, shape: [channels]), "epsilon": .float(0)],
+                                    into: view == nil ? feature : nil, rank: 4)
+                    if let view { views[feature] = View(value: result, lead: view.lead, pending: true) }
+                    continue
+                }
                 let scaled = op("mul", ["x": .value(feature), "y": .float(scale)], rank: r)
                 op("add", ["x": .value(scaled), "y": .floats(biases, shape: channelShape)], into: feature, rank: r)
             } else if let mean = preprocessor.pointee.meanimage?.pointee {
