@@ -15,6 +15,7 @@ import Testing
 struct ZooParityTests {
     static let files = ParityFile.all(in: "Zoo")
     static let programs = files.filter { !$0.name.hasSuffix("_nn") }
+    static let networks = files.filter { $0.name.hasSuffix("_nn") }
 
     @Test("the zoo is there")
     func fixturesExist() {
@@ -30,6 +31,11 @@ struct ZooParityTests {
     @Test("ML programs on the tensor engine", arguments: programs)
     func tensor(_ file: ParityFile) throws {
         try file.check(exactShapes: true, engine: .tensor)
+    }
+
+    @Test("neural networks lowered onto the tensor engine", arguments: networks)
+    func lowered(_ file: ParityFile) throws {
+        try file.check(engine: .tensor)
     }
 
     @Test("matrix products split over 2 and 3 threads", arguments: programs.filter { $0.name.hasSuffix("fp32") }, [2, 3])

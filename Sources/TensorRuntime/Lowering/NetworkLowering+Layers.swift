@@ -206,6 +206,13 @@ extension NetworkLowering {
         }
         let mean = try b.weights(params.mean, "mean", count: channels)
         let variance = try b.weights(params.variance, "variance", count: channels)
+        if b.rank(x) == 4 {
+            // [N, C, H, W] (a blob's view): MIL's batch_norm, which the plan folds into a convolution before it.
+            b.op("batch_norm", ["x": .value(x), "mean": .floats(mean, shape: [channels]), "variance": .floats(variance, shape: [channels]),
+                                "gamma": .floats(gamma, shape: [channels]), "beta": .floats(beta, shape: [channels]),
+                                "epsilon": .float(params.epsilon)], into: output, rank: 4)
+            return
+        }
         var scale = [Float](repeating: 0, count: channels), shift = scale
         for c in 0..<channels {
             scale[c] = gamma[c] / (variance[c] + params.epsilon).squareRoot()

@@ -96,6 +96,8 @@ enum NetworkLowering {
         for layer in layers {
             try builder.lower(layer.pointee)
         }
+        // Blobs the network returns (and the classifier reads) at their rank.
+        for name in interface.outputs.map(\.name) + [probabilities].compactMap({ $0 }) { builder.materialize(name) }
         if let labels, let probabilities, let predicted = interface.predictedFeatureName {
             let probabilityOutput = interface.predictedProbabilitiesName ?? probabilities
             builder.operations.append(GraphOperation(
@@ -164,6 +166,67 @@ struct LoweringBuilder {
     private(set) var inputs: [String] = []
     private(set) var outputs: [String] = []
     private var counter = 0
+    /// The `[N, C, H, W]` views of rank-5-and-up blobs (see `View`), by blob name.
+    private var views: [String: View] = [:]
+
+    /// A blob of rank 5 or more (`[Seq, B, C, H, W]`) seen as `[N, C, H, W]`:
+    /// `value` holds its numbers under that shape and `lead` is the int32
+    /// vector of its leading dimensions (`[Seq, B]`). Consecutive channel-first
+    /// layers run on views (`viewLayers`) so that a convolution's activation,
+    /// batch norm and residual sum read the convolution itself (and fuse with
+    /// it) and the channels-last chains do not end at every layer. A blob
+    /// computed on its view only is `pending`: its rank-5 value is made (a
+    /// reshape, which the plan makes an alias) when an operation reads it by
+    /// name, or when the network returns it.
+    struct View {
+        let value: String
+        let lead: String
+        var pending: Bool
+    }
+
+    /// Layers whose result keeps the leading dimensions of their inputs and
+    /// depends only on their last three (`[C, H, W]`) — the channel-first
+    /// layers, and the elementwise rank-N ones (their operands broadcast
+    /// from the right) — the same for a `[Seq, B, C, H, W]` blob and its
+    /// `[N, C, H, W]` view: they run on views (`lowerOnViews`).
+    static let viewLayers: Set<UInt32> = Set<UInt32>([
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BATCHNORM.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ACTIVATION.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ADD.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MULTIPLY.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MAX.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MIN.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_AVERAGE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SPLIT.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_PADDING.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UPSAMPLE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESIZE_BILINEAR.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CROP.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SCALE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BIAS.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_UNARY.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_L2NORMALIZE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LRN.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MVN.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLICE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SOFTMAX.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FLATTEN.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_INNER_PRODUCT.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REORGANIZE_DATA.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CLIP.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CLAMPED_RE_LU.rawValue,
+    ]).union(NetworkLowering.unaryTypes.keys).union(NetworkLowering.binaryTypes.keys)
+
+    /// Control-flow layers: their blocks see blobs by name only.
+    static let blockLayers: Set<UInt32> = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH.rawValue,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP.rawValue,
+    ]
 
     init(weights: NetworkWeightReader) {
         self.weights = weights
@@ -181,11 +244,110 @@ struct LoweringBuilder {
         guard let lowering = NetworkLowering.layers[layer.layer_case.rawValue] else {
             throw unsupported(NetworkLowering.noRuleReason)
         }
-        try lowering(&self, layer)
+        if Self.blockLayers.contains(layer.layer_case.rawValue) {
+            flushViews()
+            try lowering(&self, layer)
+            flushViews()
+        } else if Self.viewLayers.contains(layer.layer_case.rawValue), !Self.sequenceConcat(layer), let lead = viewLead() {
+            try lowerOnViews(lowering, layer, lead: lead)
+        } else {
+            try lowering(&self, layer)
+        }
         for output in outputs where ranks[output] == nil {
             throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "computed no blob \"\(output)\"")
         }
         trackLength(layer)
+    }
+
+    // MARK: Views
+
+    /// Whether `layer` concatenates along the sequence axis (which a view merges into its batch).
+    private static func sequenceConcat(_ layer: NetworkLowering.Layer) -> Bool {
+        layer.layer_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT && layer.concat?.pointee.sequenceconcat ?? 0 != 0
+    }
+
+    /// The leading-dimensions vector the current layer's inputs share when
+    /// it can run on their views: every input of rank 4 or more has the same
+    /// rank (5 or more) and a view with that vector (an input without one
+    /// gets one when it is the only such input); inputs of rank 3 or less
+    /// broadcast over `[C, H, W]` alike in both. `nil` otherwise.
+    private mutating func viewLead() -> String? {
+        let wide = inputs.filter { rank($0) >= 4 }
+        guard let first = wide.first, rank(first) >= 5, wide.allSatisfy({ rank($0) == rank(first) }) else { return nil }
+        if views[first] == nil, wide.allSatisfy({ $0 == first }) { makeView(first) }
+        guard let lead = views[first]?.lead, wide.allSatisfy({ views[$0]?.lead == lead }) else { return nil }
+        return lead
+    }
+
+    /// Gives `x` (rank 5 or more, computed by name) its `[N, C, H, W]` view.
+    @discardableResult
+    private mutating func makeView(_ x: String) -> View {
+        let lead = dims(x, 0, -3)
+        let flat = reshape(x, to: shape([.literal([-1]), .vector(dims(x, -3))]), rank: 4)
+        let view = View(value: flat, lead: lead, pending: false)
+        views[x] = view
+        return view
+    }
+
+    /// Runs `lowering` with the layer's inputs replaced by their views and
+    /// its outputs by fresh rank-4 values, which become the views of the
+    /// layer's outputs (pending: of the inputs' leading dimensions).
+    private mutating func lowerOnViews(_ lowering: NetworkLowering.Lowering, _ layer: NetworkLowering.Layer, lead: String) throws(RuntimeError) {
+        let blobInputs = inputs, blobOutputs = outputs
+        let blobRank = inputs.map(rank).max() ?? 5
+        inputs = inputs.map { views[$0]?.value ?? $0 }
+        outputs = outputs.map { _ in fresh() }
+        defer { (inputs, outputs) = (blobInputs, blobOutputs) }
+        try lowering(&self, layer)
+        for (blob, value) in zip(blobOutputs, outputs) {
+            guard ranks[value] == 4 else { throw invalid("computed \"\(blob)\" on a [N, C, H, W] view with rank \(rank(value))") }
+            ranks[blob] = blobRank
+            views[blob] = View(value: value, lead: lead, pending: true)
+        }
+    }
+
+    /// Makes `blob`'s own value from its view if it is pending: its view
+    /// reshaped to its leading dimensions and the view's last three.
+    mutating func materialize(_ blob: String) {
+        guard var view = views[blob], view.pending else { return }
+        view.pending = false
+        views[blob] = view
+        let r = rank(blob)
+        let target = shape([.vector(view.lead), .vector(dims(view.value, 1))])
+        operations.append(GraphOperation(type: "reshape", arguments: ["x": [.value(view.value)], "shape": [.value(target)]],
+                                         outputs: [(name: blob, type: ValueType(element: .float32, shape: Self.declared(rank: r)))], blocks: []))
+    }
+
+    /// Makes every pending blob's value and forgets the views (before and
+    /// after a control-flow layer, whose blocks read and write blobs by name).
+    mutating func flushViews() {
+        for blob in views.keys.sorted() { materialize(blob) }
+        views = [:]
+    }
+
+    /// The shape an operation declares for a result of rank `rank`: the rank
+    /// for `[N, C, H, W]` results (so that the channels-last layout sees
+    /// them), dimensions unknown until a plan is made; none otherwise.
+    static func declared(rank: Int) -> [Int?]? { rank == 4 ? [nil, nil, nil, nil] : nil }
+
+    /// Makes the values of the pending blobs `arguments` read by name.
+    private mutating func materializeReads(_ arguments: [String: LoweredArgument]) {
+        func names(_ argument: LoweredArgument) -> [String] {
+            switch argument {
+            case .value(let name): [name]
+            case .values(let names): names
+            case .list(let arguments): arguments.flatMap(names)
+            default: []
+            }
+        }
+        for argument in arguments.values {
+            for name in names(argument) where views[name]?.pending == true { materialize(name) }
+        }
+    }
+
+    /// Forgets the views of blobs an operation redefines.
+    private mutating func redefine(_ names: [String]) {
+        for name in names { views[name] = nil }
     }
 
     /// Layers that compute a shape vector elementwise from shape vectors (the
@@ -242,14 +404,16 @@ struct LoweringBuilder {
     /// the ranks after them. The builder's operations and current layer are kept.
     mutating func nested(_ network: CoreML__Specification__NeuralNetwork) throws(RuntimeError)
         -> (operations: [GraphOperation], written: [String], ranks: [String: Int]) {
-        let saved = (operations, ranks, name, kind, inputs, outputs)
-        defer { (operations, ranks, name, kind, inputs, outputs) = saved }
+        let saved = (operations, ranks, name, kind, inputs, outputs, views)
+        defer { (operations, ranks, name, kind, inputs, outputs, views) = saved }
         operations = []
+        views = [:]
         var written: [String] = []
         for layer in elements(network.layers, network.n_layers) {
             try lower(layer.pointee)
             written += outputs
         }
+        flushViews()
         return (operations, written, ranks)
     }
 
@@ -291,8 +455,10 @@ struct LoweringBuilder {
     mutating func op(_ type: String, _ arguments: [String: LoweredArgument], into output: String? = nil,
                      element: ElementType = .float32, rank: Int) -> String {
         let result = output ?? fresh()
+        materializeReads(arguments)
         operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
-                                         outputs: [(name: result, type: ValueType(element: element, shape: nil))], blocks: []))
+                                         outputs: [(name: result, type: ValueType(element: element, shape: Self.declared(rank: rank)))], blocks: []))
+        redefine([result])
         ranks[result] = rank
         return result
     }
@@ -301,8 +467,11 @@ struct LoweringBuilder {
     @discardableResult
     mutating func op(_ type: String, _ arguments: [String: LoweredArgument], outputs names: [String],
                      elements: [ElementType], ranks outputRanks: [Int]) -> [String] {
+        materializeReads(arguments)
         operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
-                                         outputs: zip(names, elements).map { (name: $0, type: ValueType(element: $1, shape: nil)) }, blocks: []))
+                                         outputs: zip(zip(names, elements), outputRanks).map { (name: $0.0, type: ValueType(element: $0.1, shape: Self.declared(rank: $1))) },
+                                         blocks: []))
+        redefine(names)
         for (name, rank) in zip(names, outputRanks) { ranks[name] = rank }
         return names
     }
@@ -372,6 +541,14 @@ struct LoweringBuilder {
         case 4:
             return (x, { builder, y, output in
                 guard let output else { return y }
+                // The operation that just computed `y` computes `output` instead (no copy).
+                if y != x, let last = builder.operations.indices.last, builder.operations[last].outputs.count == 1,
+                   builder.operations[last].outputs[0].name == y {
+                    builder.operations[last].outputs[0].name = output
+                    builder.redefine([output])
+                    builder.ranks[output] = builder.ranks[y]
+                    return output
+                }
                 builder.identity(y, into: output)
                 return output
             })
@@ -382,9 +559,8 @@ struct LoweringBuilder {
                 builder.op("squeeze", ["x": .value(y), "axes": .ints(Array(0..<(4 - keep)))], into: output, rank: keep)
             })
         default:
-            let lead = dims(x, 0, -3)
-            let tail = dims(x, -3)
-            let flat = reshape(x, to: shape([.literal([-1]), .vector(tail)]), rank: 4)
+            let view = views[x] ?? makeView(x)
+            let (flat, lead) = (view.value, view.lead)
             return (flat, { builder, y, output in
                 let yTail = builder.dims(y, 1)
                 return builder.reshape(y, to: builder.shape([.vector(lead), .vector(yTail)]), rank: r, into: output)
@@ -451,6 +627,21 @@ struct LoweringBuilder {
                 let bgr = colorSpace == "BGR"
                 let biases: [Float] = gray ? [scaler.graybias]
                     : (bgr ? [scaler.bluebias, scaler.greenbias, scaler.redbias] : [scaler.redbias, scaler.greenbias, scaler.bluebias])
+                // x · 1 + 0 is x: nothing to compute.
+                if scale == 1, biases.allSatisfy({ $0 == 0 }) { continue }
+                if r >= 4 {
+                    // On [N, C, H, W] (the input's view at rank 5): one scale and shift per channel,
+                    // which the plan runs as one channel_affine laid out like the convolution after it.
+                    let view = r == 4 ? nil : (views[feature] ?? makeView(feature))
+                    let channels = biases.count
+                    let result = op("batch_norm", ["x": .value(view?.value ?? feature), "mean": .floats(Array(repeating: 0, count: channels), shape: [channels]),
+                                                   "variance": .floats(Array(repeating: 1, count: channels), shape: [channels]),
+                                                   "gamma": .floats(Array(repeating: scale, count: channels), shape: [channels]),
+                                                   "beta": .floats(biases, shape: [channels]), "epsilon": .float(0)],
+                                    into: view == nil ? feature : nil, rank: 4)
+                    if let view { views[feature] = View(value: result, lead: view.lead, pending: true) }
+                    continue
+                }
                 let scaled = op("mul", ["x": .value(feature), "y": .float(scale)], rank: r)
                 op("add", ["x": .value(scaled), "y": .floats(biases, shape: channelShape)], into: feature, rank: r)
             } else if let mean = preprocessor.pointee.meanimage?.pointee {
