@@ -82,6 +82,19 @@ struct AttentionFusionTests {
                          try Self.run(function, fused, shapes: shapes, threads: threads), path)
     }
 
+    @Test("GPT-2's GELU after the reshape of its product fuses into the product", arguments: [1, 2])
+    func geluThroughReshape(threads: Int) throws {
+        let function = try Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
+        #expect(function.block.operations.filter { $0.type == "gelu" }.count == 2)
+        let fused = FusionPass.run(function.block)
+        #expect(!fused.operations.contains { $0.type == "gelu" })
+        #expect(fused.operations.filter { $0.type == "fused_linear" && $0.arguments["activation"] != nil }.count == 2)
+        let unfused = FusionPass.run(function.block, rules: FusionPass.rules.filter { $0.name != "linear + reshape + activation" })
+        #expect(unfused.operations.filter { $0.type == "gelu" }.count == 2)
+        Self.expectClose(try Self.run(function, unfused, shapes: ["input_ids": [1, 9]], threads: threads),
+                         try Self.run(function, fused, shapes: ["input_ids": [1, 9]], threads: threads), "gpt2")
+    }
+
     // MARK: Written by hand
 
     static func value(_ name: String, _ shape: [Int?]) -> (name: String, type: ValueType) {
