@@ -59,8 +59,13 @@ enum ActivationOperations {
     /// kernel; `false` when oneDNN does not take it (the scalar loop runs).
     private static func onDNNL(_ context: OperationContext, _ activation: DNNLKernels.Activation) throws(RuntimeError) -> Bool {
         let x = try context.input()
-        guard x.isFloat, context.outputType().isFloat, x.count > 0,
-              let kernel = try? DNNLKernels.eltwise(activation, count: x.count, threads: 1) else { return false }
+        // Rows of the last axis split between threads (at least 16 K values each).
+        let width = max(1, x.shape.last ?? 1), rows = x.count / width
+        guard x.isFloat, context.outputType().isFloat, x.count > 0, rows * width == x.count,
+              let kernel = try? RowSplitKernel(rows: rows, sourceRow: width * 4, destinationRow: width * 4, threads: context.threads,
+                                               minimumRows: max(1, 16_384 / width),
+                                               make: { rows throws(RuntimeError) in try DNNLKernels.eltwise(activation, count: rows * width, threads: 1) })
+        else { return false }
         let out = try context.output(x.shape)
         let from = x.id
         let failure = DNNLKernels.failure(context)

@@ -5,7 +5,7 @@ import ModelFeatures
 import SystemIO
 
 /// Matrix products on OpenBLAS (`matmul` with NumPy batch broadcasting,
-/// `linear`, `einsum` of two operands) and scaled dot-product attention.
+/// `linear`, `einsum` of two operands); attention is `AttentionOperations`.
 enum LinearAlgebraOperations {
     static let definitions: [String: OperationDefinition] = [
         "matmul": OperationDefinition(["x", "y", "transpose_x", "transpose_y"]) { context throws(RuntimeError) in
@@ -36,9 +36,6 @@ enum LinearAlgebraOperations {
                        activation: activation, residual: try context.optional("residual"))
         },
         "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
-        "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
-            try attention(context)
-        },
     ]
 
     /// Runs OpenBLAS on the calling thread only (set once per process).
@@ -327,77 +324,6 @@ enum LinearAlgebraOperations {
             }
             let target = buffers.floats(out)
             for index in outTable.indices { target[index] = product[Int(outTable[index])] }
-        }
-    }
-
-    /// softmax(Q·Kᵀ / √d + mask) · V over the last two axes, batch axes broadcast;
-    /// a bool mask keeps where true (−∞ elsewhere), a float mask is added.
-    private static func attention(_ context: OperationContext) throws(RuntimeError) {
-        let query = try context.input("query"), key = try context.input("key"), value = try context.input("value")
-        let mask = try context.optional("attn_mask")
-        guard query.rank >= 3, key.rank == query.rank, value.rank == query.rank else {
-            throw context.invalid("query, key and value need one rank of at least 3")
-        }
-        let l = query.shape[query.rank - 2], e = query.shape[query.rank - 1]
-        let s = key.shape[key.rank - 2], ev = value.shape[value.rank - 1]
-        guard key.shape[key.rank - 1] == e, value.shape[value.rank - 2] == s else {
-            throw context.invalid("key \(key.shape) and value \(value.shape) do not fit query \(query.shape)")
-        }
-        guard let batch = Shapes.broadcast(Array(query.shape.dropLast(2)), Array(key.shape.dropLast(2))),
-              Shapes.broadcast(batch, Array(value.shape.dropLast(2))) == batch else {
-            throw context.invalid("batch shapes of query, key and value do not broadcast")
-        }
-        let out = try context.output(batch + [l, ev])
-        let batches = batch.reduce(1, *)
-        let qOffsets = offsets(batch, Shapes.broadcastStrides(Array(query.shape.dropLast(2)), to: batch))
-        let kOffsets = offsets(batch, Shapes.broadcastStrides(Array(key.shape.dropLast(2)), to: batch))
-        let vOffsets = offsets(batch, Shapes.broadcastStrides(Array(value.shape.dropLast(2)), to: batch))
-        var maskTable: [Int32] = []
-        if let mask {
-            guard let maskShape = Shapes.broadcast(mask.shape, batch + [l, s]), maskShape == batch + [l, s] else {
-                throw context.invalid("attn_mask \(mask.shape) does not broadcast to \(batch + [l, s])")
-            }
-            let strides = Shapes.broadcastStrides(mask.shape, to: maskShape)
-            Shapes.forEachIndex(maskShape) { index in maskTable.append(Int32(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 })) }
-        }
-        let positions = maskTable, maskID = mask?.id, maskIsBool = mask.map { !$0.isFloat } ?? false
-        let q = query.id, kk = key.id, v = value.id
-        let scale = 1 / Float(e).squareRoot()
-        _ = singleThreaded
-        context.run(reads: [query, key, value] + (mask.map { [$0] } ?? []), writes: [out]) { buffers in
-            var scores = [Float](repeating: 0, count: l * s)
-            scores.withUnsafeMutableBufferPointer { pointer in
-                guard let weights = pointer.baseAddress else { return }
-                for index in 0..<batches {
-                    gemm(buffers.floats(q) + qOffsets[index] * l * e, transposeA: false, buffers.floats(kk) + kOffsets[index] * s * e,
-                         transposeB: true, weights, m: l, n: s, k: e)
-                    for row in 0..<l {
-                        let line = weights + row * s
-                        for column in 0..<s {
-                            line[column] *= scale
-                            if let maskID {
-                                let position = Int(positions[(index * l + row) * s + column])
-                                if maskIsBool {
-                                    if buffers.ints(maskID)[position] == 0 { line[column] = -.infinity }
-                                } else {
-                                    line[column] += buffers.floats(maskID)[position]
-                                }
-                            }
-                        }
-                        var largest = -Float.infinity
-                        for column in 0..<s { largest = max(largest, line[column]) }
-                        var sum: Double = 0
-                        for column in 0..<s {
-                            line[column] = largest == -.infinity ? 0 : exp(line[column] - largest)
-                            sum += Double(line[column])
-                        }
-                        let inverse = sum > 0 ? Float(1 / sum) : 0
-                        for column in 0..<s { line[column] *= inverse }
-                    }
-                    gemm(weights, transposeA: false, buffers.floats(v) + vOffsets[index] * s * ev, transposeB: false,
-                         buffers.floats(out) + index * l * ev, m: l, n: ev, k: s)
-                }
-            }
         }
     }
 }

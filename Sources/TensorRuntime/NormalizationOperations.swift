@@ -12,9 +12,14 @@ enum NormalizationOperations {
             let normalized = x.shape.indices.filter { axes.contains($0) }.map { x.shape[$0] }.reduce(1, *)
             let epsilon = try context.float("epsilon", 1e-5)
             let scale = try parameter(context, "gamma", count: normalized), shift = try parameter(context, "beta", count: normalized)
-            if x.isFloat, axes == [x.rank - 1], normalized > 0,
-               let kernel = try? DNNLKernels.layerNorm(rows: x.count / normalized, width: normalized, epsilon: epsilon, scale: scale, shift: shift,
-                                                  threads: 1) {
+            // Rows split between threads, each block one single-threaded oneDNN layer norm.
+            if x.isFloat, axes == [x.rank - 1], normalized > 0, x.count > 0,
+               let kernel = try? RowSplitKernel(rows: x.count / normalized, sourceRow: normalized * 4, destinationRow: normalized * 4,
+                                                threads: context.threads, minimumRows: max(1, 16_384 / normalized),
+                                                make: { rows throws(RuntimeError) in
+                                                    try DNNLKernels.layerNorm(rows: rows, width: normalized, epsilon: epsilon, scale: scale,
+                                                                              shift: shift, threads: 1)
+                                                }) {
                 let out = try context.output(x.shape)
                 let from = x.id
                 let failure = DNNLKernels.failure(context)

@@ -24,7 +24,7 @@ enum OperationRegistry {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         for family in [ElementwiseOperations.definitions, ActivationOperations.definitions, ReductionOperations.definitions,
-                       ShapeOperations.definitions, IndexingOperations.definitions, LinearAlgebraOperations.definitions,
+                       ShapeOperations.definitions, IndexingOperations.definitions, LinearAlgebraOperations.definitions, AttentionOperations.definitions,
                        NormalizationOperations.definitions, ConvolutionOperations.definitions, ConstexprOperations.definitions,
                        StateOperations.definitions, ResamplingOperations.definitions, SamplingOperations.definitions, RearrangementOperations.definitions, ControlFlowOperations.definitions, RecurrentOperations.definitions, RandomOperations.definitions, ListOperations.definitions, DetectionOperations.definitions, classify] {
             all.merge(family) { first, _ in first }

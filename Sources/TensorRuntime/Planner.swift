@@ -425,7 +425,9 @@ final class Planner {
         for (id, source) in aliasOf where offsets[source] == nil {
             addresses[id] = addresses[source]
         }
+        let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
         return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64),
-                          memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs)
+                          memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
+                          stateViews: stateViews)
     }
 }

@@ -110,6 +110,18 @@ enum ReductionOperations {
         let x = try context.input()
         let axis = try context.axis(try context.int("axis", -1), rank: x.rank)
         let out = try context.output(x.shape)
+        // Along the last axis: rows split between threads (BERT's and GPT-2's attention when not fused).
+        if x.isFloat, x.rank >= 1, axis == x.rank - 1, x.count > 0, let width = x.shape.last,
+           let kernel = try? RowSplitKernel(rows: x.count / width, sourceRow: width * 4, destinationRow: width * 4, threads: context.threads,
+                                            minimumRows: max(1, 16_384 / width),
+                                            make: { rows throws(RuntimeError) in try DNNLKernels.softmax(shape: [rows, width], axis: 1, threads: 1) }) {
+            let from = x.id
+            let failure = DNNLKernels.failure(context)
+            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+                guard kernel.run(buffers.raw(from), buffers.raw(out)) else { throw failure }
+            }
+            return
+        }
         if x.isFloat, x.rank >= 1, let kernel = try? DNNLKernels.softmax(shape: x.shape, axis: axis, threads: 1) {
             let from = x.id
             let failure = DNNLKernels.failure(context)

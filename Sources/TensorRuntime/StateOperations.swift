@@ -16,6 +16,34 @@ enum StateOperations {
         "coreml_update_state": OperationDefinition(["state", "value"], hasEffects: true) { context throws(RuntimeError) in
             try write(context, state: try context.input("state"), value: try context.input("value"))
         },
+        // A read_state after which nothing writes the state (Fusion/StateFusion.swift): its bytes, no copy.
+        "read_state_view": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
+            let state = try context.input("input")
+            try context.alias(state, shape: state.shape)
+        },
+        // read_state → slice_update → write_state of one state (Fusion/StateFusion.swift): the update
+        // written into the state where it lives, rounded to fp16 when the program's cast back did that.
+        "update_state_slice": OperationDefinition(["state", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask",
+                                                   "round_to_half"], hasEffects: true) { context throws(RuntimeError) in
+            let state = try context.input("state"), update = try context.input("update")
+            let slice = try ShapeOperations.slice(context, state)
+            guard update.count == slice.shape.reduce(1, *), update.isFloat, state.isFloat else {
+                throw context.invalid("update \(update.shape) for a slice of \(slice.shape)")
+            }
+            let to = state.id, values = update.id, shape = slice.shape, strides = slice.strides, offset = slice.offset
+            let half = try context.bool("round_to_half", false)
+            context.run(reads: [update], writes: [to]) { buffers in
+                let target = buffers.floats(to), source = buffers.floats(values)
+                var next = 0
+                Shapes.walk(shape, [strides]) { _, offsets, n in
+                    let step = strides.last ?? 0
+                    for k in 0..<n {
+                        target[offset + offsets[0] + k * step] = half ? ElementwiseOperations.roundedToHalf(source[next + k]) : source[next + k]
+                    }
+                    next += n
+                }
+            }
+        },
         // What coreml_update_state is serialized as: a write, then a read_state of the new value.
         "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
             try write(context, state: try context.input("input"), value: try context.input("data"))

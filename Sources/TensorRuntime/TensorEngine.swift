@@ -137,7 +137,7 @@ public final class TensorEngine: PredictionEngine {
             let target = run.table[id]
             let count = plan.values[id].count
             if input.type.isState {
-                state.read(input.name, into: target, count: count)
+                Self.bind(input.name, of: state, into: run, plan: plan)
                 continue
             }
             guard let value = inputs[input.name] else { continue }
@@ -157,7 +157,7 @@ public final class TensorEngine: PredictionEngine {
             plan = next.plan
             for (name, id) in plan.inputs {
                 if plan.states[name] != nil {
-                    state.read(name, into: run.table[id], count: plan.values[id].count)
+                    Self.bind(name, of: state, into: run, plan: plan)
                 } else if let source = continuation.carried[name] {
                     run.table[id].copyMemory(from: previous.table[source], byteCount: plan.values[id].count * 4)
                 } else if let tensor = produced[name] {
@@ -183,6 +183,23 @@ public final class TensorEngine: PredictionEngine {
             outputs[description.name] = .multiArray(Self.array(plan.values[id], at: run.table[id]))
         }
         return outputs
+    }
+
+    /// Points state `name`'s value (and its views) in `run` at the state's
+    /// storage, so the plan reads and writes it in place; copies it into the
+    /// arena when the sizes differ. (`write` afterwards copies nothing for a bound state.)
+    private static func bind(_ name: String, of state: ProgramState, into run: TensorState, plan: TensorPlan) {
+        guard let id = plan.states[name] else { return }
+        let count = plan.values[id].count
+        let views = plan.stateViews[name] ?? []
+        if let storage = state.storage(name, count: count) {
+            run.table[id] = storage
+            for view in views { run.table[view] = storage }
+            return
+        }
+        run.rebind(id)
+        for view in views { run.rebind(view) }
+        state.read(name, into: run.table[id], count: count)
     }
 
     // MARK: Inputs and outputs
@@ -392,33 +409,63 @@ public final class TensorEngine: PredictionEngine {
 /// The persistent state of a stateful program (Core ML's `MLState`): the
 /// values `read_state` reads and `coreml_update_state` writes, kept between
 /// predictions. One prediction at a time may use a state.
+///
+/// Each state's values live in one buffer the engine binds into a
+/// prediction's plan (its kernels read and write it in place) when the plan's
+/// shape for it has the same size; otherwise they are copied in and out.
 public final class ProgramState: @unchecked Sendable {
-    private let lock = Locked<[String: [UInt32]]>([:])
+    /// One state's 4-byte elements.
+    private final class Storage {
+        let pointer: UnsafeMutableRawPointer
+        let count: Int
+
+        init(count: Int) {
+            self.count = count
+            pointer = .allocate(byteCount: max(count, 1) * 4, alignment: 64)
+            pointer.initializeMemory(as: UInt32.self, repeating: 0, count: max(count, 1))
+        }
+
+        deinit { pointer.deallocate() }
+    }
+
+    private let lock = Locked<[String: Storage]>([:])
 
     init(values: [String: [UInt32]]) {
-        lock.withLock { $0 = values }
+        var storages: [String: Storage] = [:]
+        for (name, elements) in values {
+            let storage = Storage(count: elements.count)
+            elements.withUnsafeBytes { if let base = $0.baseAddress { storage.pointer.copyMemory(from: base, byteCount: $0.count) } }
+            storages[name] = storage
+        }
+        lock.withLock { $0 = storages }
     }
 
     /// The names of the states.
     public var names: [String] { lock.withLock { $0.keys.sorted() } }
 
+    /// Where state `name` lives when it holds `count` elements: a plan may
+    /// read and write it there for the duration of one prediction.
+    func storage(_ name: String, count: Int) -> UnsafeMutableRawPointer? {
+        lock.withLock { $0[name].flatMap { $0.count == count ? $0.pointer : nil } }
+    }
+
     func read(_ name: String, into target: UnsafeMutableRawPointer, count: Int) {
         lock.withLock { values in
             guard let stored = values[name] else { return }
-            stored.withUnsafeBytes { target.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(target), byteCount: min(count, stored.count) * 4) }
+            target.copyMemory(from: stored.pointer, byteCount: min(count, stored.count) * 4)
         }
     }
 
     func write(_ name: String, from source: UnsafeMutableRawPointer, count: Int) {
         lock.withLock { values in
             // In place when the size is unchanged: a decoder's caches are rewritten on every step.
-            if values[name]?.count == count {
-                values[name]?.withUnsafeMutableBytes { target in
-                    if let base = target.baseAddress { base.copyMemory(from: source, byteCount: count * 4) }
-                }
+            if let stored = values[name], stored.count == count {
+                if stored.pointer != source { stored.pointer.copyMemory(from: source, byteCount: count * 4) }
                 return
             }
-            values[name] = Array(UnsafeBufferPointer(start: source.assumingMemoryBound(to: UInt32.self), count: count))
+            let storage = Storage(count: count)
+            storage.pointer.copyMemory(from: source, byteCount: count * 4)
+            values[name] = storage
         }
     }
 }

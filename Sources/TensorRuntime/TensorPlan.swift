@@ -98,6 +98,9 @@ struct TensorPlan: Sendable {
     let classification: Classification?
     /// State inputs by name: written before the run, read back after it.
     let states: [String: Int]
+    /// For each state: the values that are its bytes (`read_state_view`s), pointed at
+    /// the state's storage with it when the engine binds the state in place.
+    var stateViews: [String: [Int]] = [:]
     /// What follows when planning stopped at an operation whose outputs'
     /// shapes depend on values computed at run time; `nil` for a whole plan.
     /// `outputs` then names the values the continuation reads.

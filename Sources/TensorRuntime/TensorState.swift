@@ -38,6 +38,15 @@ final class TensorState {
         }
     }
 
+    /// Points value `id` back at its own bytes (the arena, or its constant).
+    func rebind(_ id: Int) {
+        if let offset = plan.offsets[id] {
+            table[id] = arena + offset
+        } else if let constant = plan.constantAddresses[id] {
+            table[id] = constant.pointer
+        }
+    }
+
     deinit {
         arena.deallocate()
         table.deallocate()

@@ -56,12 +56,14 @@ enum DNNLKernels {
     ///     drop its copy), so nothing is packed per run.
     ///   - bias: one value per column, added to every row.
     ///   - residual: a row-major tensor of the destination's dims added to the result.
+    ///   - scale: a factor every result is multiplied by first (attention's 1/√d).
     ///   - sharingWeightsWith: a product over the same constant weights (other
     ///     rows, another plan): its packed weights are read when oneDNN wants the same layout.
     /// - Throws: when oneDNN is unavailable or refuses the shapes.
     static func matmul(source sourceOperand: Operand, weights weightsOperand: Operand, destination destinationOperand: Operand,
                        constantWeights: UnsafeBufferPointer<Float>?, bias biasValues: [Float]?, activation: Activation?,
-                       residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPrimitive? = nil) throws(RuntimeError) -> DNNLPrimitive {
+                       residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPrimitive? = nil,
+                       scale: Float? = nil) throws(RuntimeError) -> DNNLPrimitive {
         var source = try sourceOperand.descriptor, destination = try destinationOperand.descriptor
         let givenWeights = try weightsOperand.descriptor
         var weights = constantWeights == nil ? givenWeights : try DNNLDescriptor(weightsOperand.dims, dnnl_format_tag_any)
@@ -70,6 +72,7 @@ enum DNNLKernels {
             try Operand(Array(repeating: 1, count: rank - 1) + [values.count]).descriptor
         }
         var post = DNNLPostOperations()
+        if let scale { post.steps.append(.eltwise(dnnl_eltwise_linear.rawValue, alpha: scale, beta: 0)) }
         if let activation { post.steps.append(.eltwise(activation.algorithm.rawValue, alpha: 0, beta: 0)) }
         if let residual { post.steps.append(.binary(dnnl_binary_add.rawValue, dims: residual.dims, channelsLast: false)) }
         var operation = dnnl_matmul_desc_t()

@@ -15,7 +15,7 @@
 /// their own file).
 enum FusionPass {
     /// Every rule, in the order they run.
-    static let rules: [FusionRule] = ConvolutionFusion.rules + ProductFusion.rules
+    static let rules: [FusionRule] = ConvolutionFusion.rules + ProductFusion.rules + AttentionFusion.rules + StateFusion.rules
 
     /// `block` with `rules` applied.
     static func run(_ block: GraphBlock, rules: [FusionRule] = FusionPass.rules) -> GraphBlock {

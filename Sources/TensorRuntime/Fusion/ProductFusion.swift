@@ -4,7 +4,7 @@
 /// residual sum, as one `fused_linear` (see `LinearAlgebraOperations`),
 /// which oneDNN computes as post-operations while the result is in cache.
 enum ProductFusion {
-    static let rules: [FusionRule] = [matmulAsLinear, bias, activation, residual]
+    static let rules: [FusionRule] = [matmulAsLinear, bias, activation, activationThroughReshape, residual]
 
     /// Activations a `fused_linear` applies, by the name it stores (`gelu_` + mode for GELU).
     static let activations: Set<String> = ["relu", "gelu_EXACT", "gelu_TANH_APPROXIMATION"]

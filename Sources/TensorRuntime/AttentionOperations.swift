@@ -1,0 +1,245 @@
+import CDNNL
+import Dispatch
+import Foundation
+import ModelFeatures
+import SystemIO
+
+/// Attention as one kernel: `softmax(scale · Q·Kᵀ + mask) · V` over the last
+/// two axes, batch axes broadcast. It runs iOS18's
+/// `scaled_dot_product_attention` and `fused_attention`, what
+/// `Fusion/AttentionFusion.swift` makes of the batched `matmul`, scale, mask
+/// `add`, `softmax` and `matmul` that `ct.convert` writes for BERT, GPT-2 and
+/// ViT.
+///
+/// Each batch matrix (one head) is done in blocks of query rows whose scores
+/// stay in a per-thread scratch block while they are scaled, masked,
+/// normalised and multiplied by V, so the scores never go through the arena.
+/// Work items (head, row block) are split between Dispatch threads; the
+/// products and the softmax are single-threaded oneDNN primitives, with
+/// OpenBLAS and our own loops as the fallback when oneDNN refuses a shape.
+enum AttentionOperations {
+    static let definitions: [String: OperationDefinition] = [
+        "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
+            let query = try context.input("query")
+            try plan(context, query: query, key: try context.input("key"), keyTransposed: false, value: try context.input("value"),
+                     scale: 1 / Float(query.shape.last ?? 1).squareRoot(), mask: try context.optional("attn_mask"), zeroFullyMaskedRows: true)
+        },
+        // softmax(scale · matmul(query, key, transpose_y: transpose_key) + mask, axis: -1) · value (Fusion/AttentionFusion.swift).
+        "fused_attention": OperationDefinition(["query", "key", "value", "transpose_key", "scale", "mask"]) { context throws(RuntimeError) in
+            try plan(context, query: try context.input("query"), key: try context.input("key"),
+                     keyTransposed: !(try context.bool("transpose_key", false)), value: try context.input("value"),
+                     scale: try context.float("scale", 1), mask: try context.optional("mask"), zeroFullyMaskedRows: false)
+        },
+    ]
+
+    /// Plans attention of `query` `[…, L, E]` against `key` (`[…, S, E]`, or
+    /// `[…, E, S]` when `keyTransposed`) and `value` `[…, S, Ev]`, giving `[…, L, Ev]`.
+    /// A bool mask keeps where true (−∞ elsewhere), a float mask is added.
+    /// `zeroFullyMaskedRows` gives rows whose every score is −∞ zero weights
+    /// (the unfused softmax gives NaN there, as PyTorch does).
+    static func plan(_ context: OperationContext, query: PlanValue, key: PlanValue, keyTransposed: Bool, value: PlanValue,
+                     scale: Float, mask: PlanValue?, zeroFullyMaskedRows: Bool) throws(RuntimeError) {
+        guard query.rank >= 2, key.rank >= 2, value.rank >= 2, query.isFloat, key.isFloat, value.isFloat else {
+            throw context.invalid("query, key and value need float tensors of rank 2 or more")
+        }
+        let l = query.shape[query.rank - 2], e = query.shape[query.rank - 1]
+        let s = keyTransposed ? key.shape[key.rank - 1] : key.shape[key.rank - 2]
+        let keyInner = keyTransposed ? key.shape[key.rank - 2] : key.shape[key.rank - 1]
+        let ev = value.shape[value.rank - 1]
+        guard keyInner == e, value.shape[value.rank - 2] == s else {
+            throw context.invalid("key \(key.shape) and value \(value.shape) do not fit query \(query.shape)")
+        }
+        let qBatch = Array(query.shape.dropLast(2)), kBatch = Array(key.shape.dropLast(2)), vBatch = Array(value.shape.dropLast(2))
+        guard let qk = Shapes.broadcast(qBatch, kBatch), let batch = Shapes.broadcast(qk, vBatch) else {
+            throw context.invalid("batch shapes of query \(query.shape), key \(key.shape) and value \(value.shape) do not broadcast")
+        }
+        var maskLayout: MaskLayout?
+        if let mask {
+            guard let combined = Shapes.broadcast(mask.shape, batch + [l, s]), combined == batch + [l, s] else {
+                throw context.invalid("mask \(mask.shape) does not broadcast to the scores' shape \(batch + [l, s])")
+            }
+            let strides = Shapes.broadcastStrides(mask.shape, to: combined)
+            maskLayout = MaskLayout(offsets: offsets(batch, Array(strides.dropLast(2))), row: strides[strides.count - 2],
+                                    column: strides[strides.count - 1], isBool: !mask.isFloat)
+        }
+        let out = try context.output(batch + [l, ev])
+        let batches = batch.reduce(1, *)
+        guard batches > 0, l > 0, ev > 0 else {
+            context.run(reads: [], writes: [out]) { _ in }
+            return
+        }
+        // Row blocks of at most 64 K of scores each (a whole head for BERT-base at sequence 128).
+        let block = max(1, min(l, max(8, 16_384 / max(s, 1))))
+        let blocksPerBatch = (l + block - 1) / block
+        let items = batches * blocksPerBatch
+        let workers = max(1, min(context.threads, items))
+        let scratch = context.scratch(.float32, shape: [workers * block * max(s, 1)])
+        let geometry = Geometry(l: l, s: s, e: e, ev: ev, block: block, blocksPerBatch: blocksPerBatch, scale: scale,
+                                keyTransposed: keyTransposed,
+                                query: offsets(batch, Shapes.broadcastStrides(qBatch, to: batch)).map { $0 * l * e },
+                                key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { $0 * s * e },
+                                value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { $0 * s * ev },
+                                mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows)
+        let kernels = s > 0 && e > 0 ? try? Kernels(geometry, lastBlock: l - block * (blocksPerBatch - 1)) : nil
+        let ids = IDs(query: query.id, key: key.id, value: value.id, mask: mask?.id, out: out, scratch: scratch.id)
+        let failure = DNNLKernels.failure(context)
+        _ = LinearAlgebraOperations.singleThreaded
+        context.run(reads: [query, key, value] + (mask.map { [$0] } ?? []), writes: [out, scratch.id]) { buffers throws(RuntimeError) in
+            let pointers = Pointers(buffers, ids)
+            if workers == 1 {
+                for item in 0..<items where !geometry.run(item, pointers, scores: pointers.scratch, kernels: kernels) { throw failure }
+                return
+            }
+            let failed = Locked(false)
+            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                let scores = pointers.scratch + worker * block * max(s, 1)
+                for item in stride(from: worker, to: items, by: workers) where !geometry.run(item, pointers, scores: scores, kernels: kernels) {
+                    failed.withLock { $0 = true }
+                }
+            }
+            if failed.withLock({ $0 }) { throw failure }
+        }
+    }
+
+    /// The element offset (in matrices) of each batch index for broadcast strides.
+    private static func offsets(_ batch: [Int], _ strides: [Int]) -> [Int] {
+        var result: [Int] = []
+        Shapes.forEachIndex(batch) { index in result.append(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 }) }
+        return result.isEmpty ? [0] : result
+    }
+
+    /// Where the mask's element for (batch, row, column) is: a batch's first
+    /// element, then row and column strides (0 where it broadcasts).
+    struct MaskLayout: Sendable {
+        var offsets: [Int]
+        var row: Int
+        var column: Int
+        var isBool: Bool
+    }
+
+    private struct IDs: Sendable {
+        var query, key, value: Int
+        var mask: Int?
+        var out, scratch: Int
+    }
+
+    /// One run's addresses, shared (read-only, or written in disjoint parts) by the threads.
+    private struct Pointers: @unchecked Sendable {
+        let query, key, value, out, scratch: UnsafeMutablePointer<Float>
+        let mask: UnsafeMutableRawPointer?
+
+        init(_ buffers: Buffers, _ ids: IDs) {
+            query = buffers.floats(ids.query)
+            key = buffers.floats(ids.key)
+            value = buffers.floats(ids.value)
+            out = buffers.floats(ids.out)
+            scratch = buffers.floats(ids.scratch)
+            mask = ids.mask.map { buffers.raw($0) }
+        }
+    }
+
+    /// oneDNN's kernels for a full row block and for the last (shorter) one:
+    /// the scores product (with the scale as a post-operation), the softmax
+    /// in place, the product with V.
+    private final class Kernels: Sendable {
+        let scores: [DNNLPrimitive]
+        let softmax: [DNNLPrimitive]
+        let product: [DNNLPrimitive]
+
+        init(_ g: Geometry, lastBlock: Int) throws(RuntimeError) {
+            var scores: [DNNLPrimitive] = [], softmax: [DNNLPrimitive] = [], product: [DNNLPrimitive] = []
+            for rows in g.block == lastBlock ? [g.block] : [g.block, lastBlock] {
+                let keyOperand = g.keyTransposed ? DNNLKernels.Operand([g.e, g.s]) : DNNLKernels.Operand(dims: [g.e, g.s], strides: [1, g.e])
+                scores.append(try DNNLKernels.matmul(source: .init([rows, g.e]), weights: keyOperand, destination: .init([rows, g.s]),
+                                                     constantWeights: nil, bias: nil, activation: nil, residual: nil, threads: 1,
+                                                     scale: g.scale == 1 ? nil : g.scale))
+                softmax.append(try DNNLKernels.softmax(shape: [rows, g.s], axis: 1, threads: 1))
+                product.append(try DNNLKernels.matmul(source: .init([rows, g.s]), weights: .init([g.s, g.ev]), destination: .init([rows, g.ev]),
+                                                      constantWeights: nil, bias: nil, activation: nil, residual: nil, threads: 1))
+            }
+            self.scores = scores
+            self.softmax = softmax
+            self.product = product
+        }
+    }
+
+    /// The sizes and offsets of one planned attention.
+    private struct Geometry: Sendable {
+        let l, s, e, ev, block, blocksPerBatch: Int
+        let scale: Float
+        let keyTransposed: Bool
+        /// Element offsets of each batch matrix.
+        let query, key, value: [Int]
+        let mask: MaskLayout?
+        let zeroFullyMaskedRows: Bool
+
+        /// Computes work item `item` (batch matrix, row block) into `out`, with `scores` as its scratch block.
+        func run(_ item: Int, _ p: Pointers, scores: UnsafeMutablePointer<Float>, kernels: Kernels?) -> Bool {
+            let batch = item / blocksPerBatch, blockIndex = item % blocksPerBatch
+            let first = blockIndex * block, rows = min(l, first + block) - first
+            let q = p.query + query[batch] + first * e, k = p.key + key[batch], v = p.value + value[batch]
+            let o = p.out + (batch * l + first) * ev
+            guard s > 0, e > 0 else {
+                for index in 0..<(rows * ev) { o[index] = 0 }
+                return true
+            }
+            let which = rows == block ? 0 : 1
+            if let kernels {
+                guard kernels.scores[which].run(UnsafeMutableRawPointer(q), UnsafeMutableRawPointer(k), UnsafeMutableRawPointer(scores)) else { return false }
+            } else {
+                LinearAlgebraOperations.gemm(q, transposeA: false, k, transposeB: !keyTransposed, scores, m: rows, n: s, k: e)
+                if scale != 1 { for index in 0..<(rows * s) { scores[index] *= scale } }
+            }
+            if let mask, let base = p.mask { addMask(mask, base, batch: batch, first: first, rows: rows, scores: scores) }
+            if let kernels {
+                guard kernels.softmax[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(scores)) else { return false }
+            } else {
+                softmaxRows(scores, rows: rows)
+            }
+            if zeroFullyMaskedRows {
+                for row in 0..<rows where scores[row * s].isNaN {
+                    for column in 0..<s { scores[row * s + column] = 0 }
+                }
+            }
+            if let kernels {
+                return kernels.product[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(v), UnsafeMutableRawPointer(o))
+            }
+            LinearAlgebraOperations.gemm(scores, transposeA: false, v, transposeB: false, o, m: rows, n: ev, k: s)
+            return true
+        }
+
+        private func addMask(_ mask: MaskLayout, _ base: UnsafeMutableRawPointer, batch: Int, first: Int, rows: Int,
+                             scores: UnsafeMutablePointer<Float>) {
+            for row in 0..<rows {
+                let start = mask.offsets[batch] + (first + row) * mask.row
+                let line = scores + row * s
+                if mask.isBool {
+                    let values = base.assumingMemoryBound(to: Int32.self) + start
+                    for column in 0..<s where values[column * mask.column] == 0 { line[column] = -.infinity }
+                } else if mask.column == 1 {
+                    let values = base.assumingMemoryBound(to: Float.self) + start
+                    for column in 0..<s { line[column] += values[column] }
+                } else {
+                    let values = base.assumingMemoryBound(to: Float.self) + start
+                    for column in 0..<s { line[column] += values[column * mask.column] }
+                }
+            }
+        }
+
+        /// Softmax of each row (the fallback when oneDNN is not there).
+        private func softmaxRows(_ scores: UnsafeMutablePointer<Float>, rows: Int) {
+            for row in 0..<rows {
+                let line = scores + row * s
+                var largest = -Float.infinity
+                for column in 0..<s { largest = max(largest, line[column]) }
+                var sum: Double = 0
+                for column in 0..<s {
+                    line[column] = exp(line[column] - largest)
+                    sum += Double(line[column])
+                }
+                let inverse = Float(1 / sum)
+                for column in 0..<s { line[column] *= inverse }
+            }
+        }
+    }
+}

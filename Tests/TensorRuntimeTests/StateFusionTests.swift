@@ -1,0 +1,91 @@
+import FixtureSupport
+import ModelFeatures
+import ModelSpec
+import Testing
+@testable import TensorRuntime
+
+/// The state rewrites (Fusion/StateFusion.swift) on the converted decoder
+/// with key/value caches in states (Fixtures/Models/StatefulDecoder): each
+/// cache update becomes one in-place `update_state_slice`, each read after
+/// the last write a view; what the steps compute is StatefulDecoderTests'.
+@Suite("State fusion")
+struct StateFusionTests {
+    static func decoder() throws -> GraphFunction {
+        try AttentionFusionTests.graph("Models/StatefulDecoder.mlpackage")
+    }
+
+    @Test("a converted decoder's cache updates are written in place and read as views")
+    func decoderCaches() throws {
+        let function = try Self.decoder()
+        let before = function.block.operations.map(\.type)
+        #expect(before.filter { $0 == "write_state" }.count == 4)
+        let fused = FusionPass.run(function.block).operations.map(\.type)
+        #expect(fused.filter { $0 == "update_state_slice" }.count == 4)
+        #expect(fused.filter { $0 == "read_state_view" }.count == 4)
+        #expect(!fused.contains("write_state") && !fused.contains("read_state") && !fused.contains("slice_update"))
+    }
+
+    /// read_state(s) → slice_update(x, update) → write_state(s), then
+    /// read_state(s), with `between` placed after the first read.
+    static func block(between: [GraphOperation] = []) -> GraphBlock {
+        let type = ValueType(element: .float32, shape: [2, 4])
+        let operations = [
+            GraphOperation(type: "read_state", arguments: ["input": [.value("s")]], outputs: [("r", type)], blocks: []),
+        ] + between + [
+            GraphOperation(type: "slice_update", arguments: [
+                "x": [.value("r")], "update": [.value("u")],
+                "begin": [.constant(Tensor(ints: [0, 1], shape: [2]))], "end": [.constant(Tensor(ints: [2, 2], shape: [2]))],
+            ], outputs: [("a", type)], blocks: []),
+            GraphOperation(type: "write_state", arguments: ["input": [.value("s")], "data": [.value("a")]], outputs: [], blocks: []),
+            GraphOperation(type: "read_state", arguments: ["input": [.value("s")]], outputs: [("o", type)], blocks: []),
+        ]
+        return GraphBlock(operations: operations, outputs: ["o"], constants: [:])
+    }
+
+    @Test("an update is fused only when nothing else reads the state's copy or writes the state in between")
+    func nearMisses() throws {
+        #expect(FusionPass.run(Self.block()).operations.map(\.type) == ["update_state_slice", "read_state_view"])
+        // The copy read before the update is also returned: it must keep the old values.
+        var returned = Self.block()
+        returned.outputs.append("r")
+        #expect(FusionPass.run(returned).operations.map(\.type) == ["read_state", "slice_update", "write_state", "read_state_view"])
+        // Another write of the state between the read and the write.
+        let other = GraphOperation(type: "write_state", arguments: ["input": [.value("s")], "data": [.value("u2")]], outputs: [], blocks: [])
+        let interleaved = FusionPass.run(Self.block(between: [other])).operations.map(\.type)
+        #expect(interleaved == ["read_state", "write_state", "slice_update", "write_state", "read_state_view"])
+    }
+
+    @Test("the fused update and view compute what the unfused program does, on a state bound in place")
+    func inPlaceEqualsCopies() throws {
+        let function = GraphFunction(name: "main", inputs: [("s", ValueType(element: .float32, shape: [2, 4], isState: true)),
+                                                           ("u", ValueType(element: .float32, shape: [2, 1]))], block: Self.block())
+        /// Two steps on one state bound into the plan as TensorEngine binds it: outputs, then the state.
+        func run(_ block: GraphBlock) throws -> ([Float], [Float]) {
+            var function = function
+            function.block = block
+            let plan = try Planner.plan(function, shapes: ["u": [2, 1]])
+            let state = TensorState(plan: plan)
+            var stored = [Float](repeating: 0, count: 8)
+            var outputs: [Float] = []
+            let s = try #require(plan.states["s"]), u = try #require(plan.inputs["u"]), o = try #require(plan.outputs["o"])
+            try stored.withUnsafeMutableBytes { bytes in
+                let base = try #require(bytes.baseAddress)
+                state.table[s] = base
+                for view in plan.stateViews["s"] ?? [] { state.table[view] = base }
+                for step in 0..<2 {
+                    state.buffers.floats(u)[0] = Float(step) + 0.1
+                    state.buffers.floats(u)[1] = -Float(step) - 0.2
+                    try state.run()
+                    outputs += Array(UnsafeBufferPointer(start: state.buffers.floats(o), count: 8))
+                }
+            }
+            return (outputs, stored)
+        }
+        let fused = try run(FusionPass.run(function.block))
+        let unfused = try run(FusionPass.run(function.block, rules: FusionPass.rules.filter { !$0.name.hasPrefix("state") }))
+        #expect(fused.0.count == 16)
+        #expect(fused.0 == unfused.0)
+        #expect(fused.1 == unfused.1)
+        #expect(fused.1 == [0, 1.1, 0, 0, 0, -1.2, 0, 0])
+    }
+}
