@@ -358,6 +358,22 @@ def nn_upsample_fractional(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_tile_dynamic_reps(writer):
+    """Found by iOS14 TestDynamicTile (neural network): a tile layer whose repetitions are its
+    second input (computed at run time) was refused (exit 94)."""
+    b = nn([("x", (2, 3)), ("reps", (2,))], ["y"])
+    b.add_tile("tile", input_name=["x", "reps"], output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2533)
+    cases = []
+    for reps in ([1, 1], [2, 1], [2, 3], [1, 2]):
+        x = f32(rng.standard_normal((2, 3)))
+        cases.append({"inputs": {"x": x, "reps": f32(reps)}, "outputs": {"y": np.tile(x, reps)}})
+    writer.write("nn_tile_dynamic_reps", spec, NUMPY, cases,
+                 "tile with repetitions as a second input: (2, 3) x [2, 3] gives (4, 9)",
+                 "The output's shape follows the repetitions of each prediction.", tolerance=TOLERANCE)
+
+
 def program_instance_norm_defaults(writer):
     rng = np.random.default_rng(2507)
     gamma = 1 + npar.rand(rng, 5)
@@ -710,6 +726,7 @@ def generate(out_dir):
     program_cast_of_constexpr(writer)
     program_upsample_fractional(writer)
     nn_upsample_fractional(writer)
+    nn_tile_dynamic_reps(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -27,6 +27,7 @@ struct ConformanceRegressionTests {
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
             "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
+            "nn_tile_dynamic_reps",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -77,6 +78,14 @@ struct ConformanceRegressionTests {
     @Test("upsample_bilinear with fractional scales", arguments: ["program_upsample_bilinear_fractional", "nn_upsample_fractional"])
     func upsampleBilinearFractional(_ name: String) throws {
         try check(name)
+    }
+
+    /// A neural-network `tile` whose repetitions are its second input (once
+    /// refused, exit 94): the output's shape follows each prediction's repetitions
+    /// (coremltools' iOS14 `TestDynamicTile`).
+    @Test("tile with repetitions computed at run time")
+    func tileDynamicReps() throws {
+        try check("nn_tile_dynamic_reps")
     }
 
     /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).

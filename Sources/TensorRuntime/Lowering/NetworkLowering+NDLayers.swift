@@ -211,7 +211,11 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input(), r = b.rank(x)
-                guard b.inputs.count < 2 else { throw b.unsupported("repetitions given as a second input (computed at run time) are not supported") }
+                if b.inputs.count >= 2 {
+                    // Repetitions computed at run time: a vector of rank(x) counts, as MIL tile takes them.
+                    b.op("tile", ["x": .value(x), "reps": .value(b.toInt(try b.input(1)))], into: try b.output(), rank: r)
+                    return
+                }
                 var reps = l.tile.map { scalars($0.pointee.reps, $0.pointee.n_reps).map(Int.init) } ?? []
                 if reps.count == 1, r > 1 { reps = Array(repeating: reps[0], count: r) }
                 reps = Array(repeating: 1, count: max(0, r - reps.count)) + reps
