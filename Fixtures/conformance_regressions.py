@@ -374,6 +374,24 @@ def nn_tile_dynamic_reps(writer):
                  "The output's shape follows the repetitions of each prediction.", tolerance=TOLERANCE)
 
 
+def nn_slice_dynamic_defaults(writer):
+    """Found by iOS14 TestSliceBySize (neural network): the converter's sliceDynamic keeps
+    coremltools' builder defaults, five values per parameter (masks false, strides 1), for a
+    rank-3 input; the lowering refused the five strides ("stride has 5 values for rank 3")."""
+    b = nn([("x", (2, 3, 4)), ("begin", (3,)), ("end", (3,))], ["y"])
+    b.add_slice_dynamic("slice", input_names=["x", "begin", "end"], output_name="y")
+    spec = finish(b)
+    x = f32(np.arange(24).reshape(2, 3, 4))
+    cases = []
+    for begin, end in (([1, 1, 1], [2, 3, 4]), ([0, 1, 0], [2, 2, 3]), ([0, 0, 2], [1, 3, 3])):
+        cases.append({"inputs": {"x": x, "begin": f32(begin), "end": f32(end)},
+                      "outputs": {"y": x[begin[0]:end[0], begin[1]:end[1], begin[2]:end[2]]}})
+    writer.write("nn_slice_dynamic_defaults", spec, NUMPY, cases,
+                 "sliceDynamic with the builder's default parameters (5 values) on a rank-3 input",
+                 "x[1:2, 1:3, 1:4] of arange(24).reshape(2, 3, 4) is [[[17, 18, 19], [21, 22, 23]]].",
+                 tolerance=TOLERANCE)
+
+
 def program_instance_norm_defaults(writer):
     rng = np.random.default_rng(2507)
     gamma = 1 + npar.rand(rng, 5)
@@ -727,6 +745,7 @@ def generate(out_dir):
     program_upsample_fractional(writer)
     nn_upsample_fractional(writer)
     nn_tile_dynamic_reps(writer)
+    nn_slice_dynamic_defaults(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

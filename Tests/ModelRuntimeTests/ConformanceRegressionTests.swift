@@ -27,7 +27,7 @@ struct ConformanceRegressionTests {
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
             "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
-            "nn_tile_dynamic_reps",
+            "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -86,6 +86,14 @@ struct ConformanceRegressionTests {
     @Test("tile with repetitions computed at run time")
     func tileDynamicReps() throws {
         try check("nn_tile_dynamic_reps")
+    }
+
+    /// A neural-network `sliceDynamic` carrying coremltools' builder defaults
+    /// (five masks and strides) on a rank-3 input (once invalid: "stride has 5
+    /// values for rank 3"; coremltools' iOS14 `TestSliceBySize`).
+    @Test("sliceDynamic with five-value default parameters on rank 3")
+    func sliceDynamicDefaults() throws {
+        try check("nn_slice_dynamic_defaults")
     }
 
     /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).

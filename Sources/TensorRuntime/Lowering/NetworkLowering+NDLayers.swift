@@ -468,17 +468,20 @@ extension NetworkLowering {
     private static func sliceDynamic(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.slicedynamic?.pointee else { throw b.invalid("no parameters") }
         let x = try b.input(), r = b.rank(x)
-        let squeeze = scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 }
+        // coremltools' builder writes five values per parameter by default (masks false, strides 1)
+        // whatever the rank; only the first r can be meant (one per axis of x), the rest are its padding.
+        func axes<T>(_ values: [T]) -> [T] { values.count > r ? Array(values.prefix(r)) : values }
+        let squeeze = axes(scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 })
         var arguments: [String: LoweredArgument] = [
             "x": .value(x), "begin": .value(b.toInt(try b.input(1))),
-            "begin_mask": .bools(scalars(params.beginmasks, params.n_beginmasks).map { $0 != 0 }),
-            "end_mask": .bools(scalars(params.endmasks, params.n_endmasks).map { $0 != 0 }),
+            "begin_mask": .bools(axes(scalars(params.beginmasks, params.n_beginmasks).map { $0 != 0 })),
+            "end_mask": .bools(axes(scalars(params.endmasks, params.n_endmasks).map { $0 != 0 })),
         ]
-        arguments["end"] = b.inputs.count > 2 ? .value(b.toInt(try b.input(2))) : .ints(scalars(params.endids, params.n_endids).map(Int.init))
+        arguments["end"] = b.inputs.count > 2 ? .value(b.toInt(try b.input(2))) : .ints(axes(scalars(params.endids, params.n_endids).map(Int.init)))
         if b.inputs.count > 3 {
             arguments["stride"] = .value(b.toInt(try b.input(3)))
         } else {
-            let strides = scalars(params.strides, params.n_strides).map(Int.init)
+            let strides = axes(scalars(params.strides, params.n_strides).map(Int.init))
             if !strides.isEmpty { arguments["stride"] = .ints(strides) }
         }
         if !squeeze.isEmpty { arguments["squeeze_mask"] = .bools(squeeze) }
