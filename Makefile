@@ -205,7 +205,8 @@ ray-test: python-lib $(RAYVENV)/.installed
 
 # coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
 # backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
-# FILES (test_*.py names). Writes .build/conformance/summary.md. Not a test:
+# FILES (test_*.py names), PER_FILE=1 (each file in its own pytest process, resumable:
+# .build/conformance/files/). Writes .build/conformance/summary.md. Not a test:
 # the counts are recorded in docs/conformance.md. A third of the cases build
 # their programs from PyTorch, so they run in the zoo venv (torch 2.7.0, the
 # one copy of torch) with the Python package's test requirements (pytest) added.

@@ -311,6 +311,87 @@ def program_upsample_modes(writer):
                          "[1, 2] x3 gives [1, 1.33, 1.67, 2, 2, 2].", tolerance=TOLERANCE)
 
 
+def program_upsample_fractional(writer):
+    """Found by iOS14 TestUpsampleBilinear (scale 2.6, align_corners False): the spacing is
+    Xin / Xout of the floored output size, not 1 / scale (0.4, not 1 / 2.6, for 2 -> 5)."""
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 2))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return (mb.upsample_bilinear(x=x, scale_factor_height=0.75, scale_factor_width=2.6,
+                                     align_corners=False, half_pixel_centers=False, name="neither"),
+                mb.upsample_bilinear(x=x, scale_factor_height=0.75, scale_factor_width=2.6,
+                                     align_corners=False, half_pixel_centers=True, name="half_pixel"),
+                mb.upsample_bilinear(x=x, scale_factor_height=0.75, scale_factor_width=2.6,
+                                     align_corners=True, half_pixel_centers=False, name="align_corners"))
+
+    model = npar.finish_program(prog, ct.target.iOS16)
+    rng = np.random.default_rng(2531)
+    xs = [f32(np.arange(8).reshape(1, 1, 4, 2)), f32(rng.standard_normal((1, 1, 4, 2)))]
+    cases = [{"inputs": {"x": x},
+              "outputs": {mode: bilinear(x, 3, 5, mode)
+                          for mode in ("neither", "half_pixel", "align_corners")}} for x in xs]
+    writer.write_package("program_upsample_bilinear_fractional", model, NUMPY, cases,
+                         "iOS16 upsample_bilinear with fractional scales (0.75, 2.6): (4, 2) gives "
+                         "(3, 5), sampled Xin / Xout apart",
+                         "Half-pixel: input position = (i + 0.5) x Xin / Xout - 0.5 (clamped); "
+                         "[0, 1] x2.6 gives [0, 0.1, 0.5, 0.9, 1].", tolerance=TOLERANCE)
+
+
+def nn_upsample_fractional(writer):
+    """The same on the neural-network backend (fractionalScalingFactor, lowered onto the MIL op)."""
+    shape = (2, 3, 4, 2)
+    rng = np.random.default_rng(2532)
+    cases, outputs = [], ["half_pixel", "align_corners"]
+    b = nn([("x", shape)], outputs)
+    b.add_upsample("half_pixel", scaling_factor_h=0.75, scaling_factor_w=2.6, input_name="x",
+                   output_name="half_pixel", mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_FALSE")
+    b.add_upsample("align_corners", scaling_factor_h=0.75, scaling_factor_w=2.6, input_name="x",
+                   output_name="align_corners", mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_TRUE")
+    spec = finish(b)
+    for _ in range(2):
+        x = f32(rng.standard_normal(shape))
+        cases.append({"inputs": {"x": x},
+                      "outputs": {mode: bilinear(x, 3, 5, mode) for mode in outputs}})
+    writer.write("nn_upsample_fractional", spec, NUMPY, cases,
+                 "upsample with fractional scaling factors (0.75, 2.6), ALIGN_CORNERS_FALSE / TRUE: "
+                 "(2, 3, 4, 2) gives (2, 3, 3, 5)",
+                 "ALIGN_CORNERS_FALSE: spacing Xin / Xout (NeuralNetwork.proto), not 1 / scale.",
+                 tolerance=TOLERANCE)
+
+
+def nn_tile_dynamic_reps(writer):
+    """Found by iOS14 TestDynamicTile (neural network): a tile layer whose repetitions are its
+    second input (computed at run time) was refused (exit 94)."""
+    b = nn([("x", (2, 3)), ("reps", (2,))], ["y"])
+    b.add_tile("tile", input_name=["x", "reps"], output_name="y")
+    spec = finish(b)
+    rng = np.random.default_rng(2533)
+    cases = []
+    for reps in ([1, 1], [2, 1], [2, 3], [1, 2]):
+        x = f32(rng.standard_normal((2, 3)))
+        cases.append({"inputs": {"x": x, "reps": f32(reps)}, "outputs": {"y": np.tile(x, reps)}})
+    writer.write("nn_tile_dynamic_reps", spec, NUMPY, cases,
+                 "tile with repetitions as a second input: (2, 3) x [2, 3] gives (4, 9)",
+                 "The output's shape follows the repetitions of each prediction.", tolerance=TOLERANCE)
+
+
+def nn_slice_dynamic_defaults(writer):
+    """Found by iOS14 TestSliceBySize (neural network): the converter's sliceDynamic keeps
+    coremltools' builder defaults, five values per parameter (masks false, strides 1), for a
+    rank-3 input; the lowering refused the five strides ("stride has 5 values for rank 3")."""
+    b = nn([("x", (2, 3, 4)), ("begin", (3,)), ("end", (3,))], ["y"])
+    b.add_slice_dynamic("slice", input_names=["x", "begin", "end"], output_name="y")
+    spec = finish(b)
+    x = f32(np.arange(24).reshape(2, 3, 4))
+    cases = []
+    for begin, end in (([1, 1, 1], [2, 3, 4]), ([0, 1, 0], [2, 2, 3]), ([0, 0, 2], [1, 3, 3])):
+        cases.append({"inputs": {"x": x, "begin": f32(begin), "end": f32(end)},
+                      "outputs": {"y": x[begin[0]:end[0], begin[1]:end[1], begin[2]:end[2]]}})
+    writer.write("nn_slice_dynamic_defaults", spec, NUMPY, cases,
+                 "sliceDynamic with the builder's default parameters (5 values) on a rank-3 input",
+                 "x[1:2, 1:3, 1:4] of arange(24).reshape(2, 3, 4) is [[[17, 18, 19], [21, 22, 23]]].",
+                 tolerance=TOLERANCE)
+
+
 def program_instance_norm_defaults(writer):
     rng = np.random.default_rng(2507)
     gamma = 1 + npar.rand(rng, 5)
@@ -661,6 +742,10 @@ def generate(out_dir):
     nn_convolution_weights_input(writer)
     program_flexible_channels(writer)
     program_cast_of_constexpr(writer)
+    program_upsample_fractional(writer)
+    nn_upsample_fractional(writer)
+    nn_tile_dynamic_reps(writer)
+    nn_slice_dynamic_defaults(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

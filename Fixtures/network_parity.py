@@ -195,6 +195,15 @@ def save_ml_package(model, path):
     with open(manifest_path) as f:
         manifest = json.load(f)
     package = os.path.basename(path)
+    # An item whose folder is empty (the weights of a program without large constants) is not
+    # kept by git, so a fresh clone would list a missing item: drop it, as generate.py does, so
+    # that running the script again gives the committed files byte for byte.
+    for item_id, item in list(manifest["itemInfoEntries"].items()):
+        item_path = os.path.join(path, "Data", item["path"])
+        if os.path.isdir(item_path) and not any(files for _, _, files in os.walk(item_path)):
+            shutil.rmtree(item_path)
+        if not os.path.exists(item_path) and item_id != manifest["rootModelIdentifier"]:
+            del manifest["itemInfoEntries"][item_id]
     renamed = {old: str(uuid.uuid5(MANIFEST_NAMESPACE, package + "/" + item["path"])).upper()
                for old, item in manifest["itemInfoEntries"].items()}
     manifest["itemInfoEntries"] = {renamed[k]: v for k, v in manifest["itemInfoEntries"].items()}

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """make conformance: coremltools 9.0's MIL operation tests with modelc as the backend.
 
-Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--out DIR] [-- PYTEST ARGS]
+Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--per-file] [--out DIR] [-- PYTEST ARGS]
 
 Runs the tests shipped in the wheel (coremltools/converters/mil/mil/ops/tests/iOS14…iOS18/)
 under `modelc.coremltools.enable(pretend_macos=True)`, keeps a seeded sample
 of the collected test cases, and writes DIR/summary.md and DIR/summary.json:
 passed / failed / refused (modelc does not run an operation: UnsupportedModelError)
 / skipped per opset and backend, and the most frequent failure reasons.
+
+--per-file (PER_FILE=1) runs each test file in a pytest process of its own, writing
+DIR/files/OPSET-FILE/ (summary and log), skips the files whose summary is already there
+(so an interrupted run resumes), and merges them into DIR/summary.md with a table per file.
+Each file is sampled on its own (same seed), so a sample differs from the single-process one.
 """
 
 import argparse
@@ -17,6 +22,7 @@ import os
 import pathlib
 import random
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
@@ -84,6 +90,7 @@ def main():
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "21")))
     parser.add_argument("--opsets", default=os.environ.get("OPSETS", "iOS14,iOS15,iOS16,iOS17,iOS18"))
     parser.add_argument("--files", default=os.environ.get("FILES", ""))
+    parser.add_argument("--per-file", action="store_true", default=os.environ.get("PER_FILE", "") not in ("", "0"))
     parser.add_argument("--out", default=".build/conformance")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
@@ -105,15 +112,20 @@ def main():
     if not targets:
         print("no test files selected", file=sys.stderr)
         return 64
-    sampler = Sampler(args.sample, args.seed)
-    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore",
-                 "--continue-on-collection-errors"] + targets + args.pytest_args,
-                plugins=[sampler])
+    uncollected, per_file = [], None
+    if args.per_file:
+        results, per_file = run_per_file(args, targets)
+    else:
+        sampler = Sampler(args.sample, args.seed)
+        pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore",
+                     "--continue-on-collection-errors"] + targets + args.pytest_args,
+                    plugins=[sampler])
+        results, uncollected = sampler.results, sampler.uncollected
 
     counts = collections.defaultdict(collections.Counter)
     reasons = collections.Counter()
     skips = collections.Counter()
-    for result in sampler.results:
+    for result in results:
         counts[(result["opset"], result["backend"])][result["outcome"]] += 1
         if result["outcome"] == "skipped":
             skips[re.sub(r"\d+(\.\d+)?", "N", result["reason"])] += 1
@@ -122,22 +134,62 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# modelc against coremltools' MIL op tests",
-             "", "sample %.3g (seed %d), opsets %s%s" % (args.sample, args.seed, args.opsets,
-                                                        ", files " + args.files if args.files else ""),
+             "", "sample %.3g (seed %d), opsets %s%s%s" % (args.sample, args.seed, args.opsets,
+                                                          ", files " + args.files if args.files else "",
+                                                          ", one process per file" if args.per_file else ""),
              "", "| opset | backend | passed | failed | refused | skipped | needs torch |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for (opset, backend), counter in sorted(counts.items()):
         lines.append("| %s | %s | %d | %d | %d | %d | %d |" % (opset, backend, counter["passed"], counter["failed"],
                                                               counter["refused"], counter["skipped"], counter["needs torch"]))
-    if sampler.uncollected:
-        lines += ["", "Files not collected (not counted):", ""] + ["- %s: %s" % item for item in sampler.uncollected]
+    if per_file is not None:
+        lines += ["", "| file | backend | passed | failed | refused | skipped | needs torch |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for (name, backend), counter in sorted(per_file["counts"].items()):
+            lines.append("| %s | %s | %d | %d | %d | %d | %d |" % (name, backend, counter["passed"], counter["failed"],
+                                                                  counter["refused"], counter["skipped"], counter["needs torch"]))
+        if per_file["missing"]:
+            lines += ["", "Files without a summary (the run did not finish; not counted):", ""]
+            lines += ["- %s" % name for name in per_file["missing"]]
+    if uncollected:
+        lines += ["", "Files not collected (not counted):", ""] + ["- %s: %s" % item for item in uncollected]
+    not_passing = [r for r in results if r["outcome"] in ("failed", "refused", "needs torch")]
+    if not_passing:
+        lines += ["", "Cases that do not pass:", ""]
+        lines += ["- %s (%s, %s): %s" % (r["test"].split("/tests/")[-1], r["backend"], r["outcome"], r["reason"])
+                  for r in not_passing]
     lines += ["", "Top failure reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in reasons.most_common(10)]
     lines += ["", "Top skip reasons:", ""] + ["- %d × %s" % (n, reason) for reason, n in skips.most_common(5)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-    (out / "summary.json").write_text(json.dumps(sampler.results, indent=1))
+    (out / "summary.json").write_text(json.dumps(results, indent=1))
     print("\n".join(lines))
     return 0
 
+
+def run_per_file(args, targets):
+    """Each file in its own process (resumable); returns the merged results and per-file counts."""
+    results, counts, missing = [], collections.defaultdict(collections.Counter), []
+    for target in targets:
+        path = pathlib.Path(target)
+        name = "%s/%s" % (path.parent.name, path.name)
+        directory = pathlib.Path(args.out) / "files" / ("%s-%s" % (path.parent.name, path.stem))
+        summary = directory / "summary.json"
+        if not summary.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, os.path.abspath(__file__), "--sample", repr(args.sample), "--seed", str(args.seed),
+                       "--opsets", path.parent.name, "--files", path.name, "--out", str(directory)]
+            if args.pytest_args:
+                command += ["--"] + args.pytest_args
+            print("conformance: %s" % name, flush=True)
+            with open(directory / "log.txt", "w") as log:
+                subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+        if not summary.exists():
+            missing.append(name)
+            continue
+        for result in json.loads(summary.read_text()):
+            results.append(result)
+            counts[(name, result["backend"])][result["outcome"]] += 1
+    return results, {"counts": counts, "missing": missing}
 
 if __name__ == "__main__":
     sys.exit(main())

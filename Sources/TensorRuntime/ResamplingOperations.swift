@@ -19,19 +19,22 @@ enum ResamplingOperations {
         },
         "upsample_bilinear": OperationDefinition(["x", "scale_factor_height", "scale_factor_width", "align_corners", "half_pixel_centers"]) { context throws(RuntimeError) in
             let x = try context.input()
-            let (height, width, scaleH, scaleW) = try sizes(context, x)
+            let (height, width, _, _) = try sizes(context, x)
             let alignCorners = try context.bool("align_corners", false)
             let halfPixel = try context.bool("half_pixel_centers", !alignCorners)
-            func grid(_ scale: Double, _ input: Int, _ output: Int) -> [Double] {
-                (0..<output).map { o in
+            // The spacing is the sizes' ratio Xin / Xout, not 1 / scale: MIL recomputes the scale from the
+            // output size (they differ for fractional scales: 2 columns × 2.6 gives 5, spaced 0.4, not 1 / 2.6).
+            func grid(_ input: Int, _ output: Int) -> [Double] {
+                let spacing = Double(input) / Double(max(output, 1))
+                return (0..<output).map { o in
                     let position: Double
                     if alignCorners { position = output > 1 ? Double(o) * Double(input - 1) / Double(output - 1) : 0 }
-                    else if halfPixel { position = max((Double(o) + 0.5) / scale - 0.5, 0) }
-                    else { position = Double(o) / scale }
+                    else if halfPixel { position = max((Double(o) + 0.5) * spacing - 0.5, 0) }
+                    else { position = Double(o) * spacing }
                     return min(position, Double(input - 1))
                 }
             }
-            try bilinear(context, x, ys: grid(scaleH, x.shape[x.rank - 2], height), xs: grid(scaleW, x.shape[x.rank - 1], width))
+            try bilinear(context, x, ys: grid(x.shape[x.rank - 2], height), xs: grid(x.shape[x.rank - 1], width))
         },
         "resize_bilinear": OperationDefinition(["x", "target_size_height", "target_size_width", "sampling_mode"]) { context throws(RuntimeError) in
             let x = try context.input()

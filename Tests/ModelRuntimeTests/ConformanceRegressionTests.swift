@@ -26,7 +26,8 @@ struct ConformanceRegressionTests {
             "program_instance_norm_defaults", "nn_batchnorm_batch", "program_transpose_negative_axes",
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
-            "nn_convolution_weights_input",
+            "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
+            "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -69,6 +70,30 @@ struct ConformanceRegressionTests {
     @Test("4: upsample_bilinear sampling modes")
     func upsampleBilinearModes() throws {
         try check("program_upsample_bilinear_modes")
+    }
+
+    /// `upsample_bilinear` with fractional scales samples Xin / Xout apart (the
+    /// recomputed scale), not 1 / scale: [0, 1] × 2.6 gives [0, 0.1, 0.5, 0.9, 1]
+    /// (coremltools' iOS14 `TestUpsampleBilinear`, neural-network backend).
+    @Test("upsample_bilinear with fractional scales", arguments: ["program_upsample_bilinear_fractional", "nn_upsample_fractional"])
+    func upsampleBilinearFractional(_ name: String) throws {
+        try check(name)
+    }
+
+    /// A neural-network `tile` whose repetitions are its second input (once
+    /// refused, exit 94): the output's shape follows each prediction's repetitions
+    /// (coremltools' iOS14 `TestDynamicTile`).
+    @Test("tile with repetitions computed at run time")
+    func tileDynamicReps() throws {
+        try check("nn_tile_dynamic_reps")
+    }
+
+    /// A neural-network `sliceDynamic` carrying coremltools' builder defaults
+    /// (five masks and strides) on a rank-3 input (once invalid: "stride has 5
+    /// values for rank 3"; coremltools' iOS14 `TestSliceBySize`).
+    @Test("sliceDynamic with five-value default parameters on rank 3")
+    func sliceDynamicDefaults() throws {
+        try check("nn_slice_dynamic_defaults")
     }
 
     /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).

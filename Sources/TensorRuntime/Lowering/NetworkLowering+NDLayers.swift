@@ -211,7 +211,11 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input(), r = b.rank(x)
-                guard b.inputs.count < 2 else { throw b.unsupported("repetitions given as a second input (computed at run time) are not supported") }
+                if b.inputs.count >= 2 {
+                    // Repetitions computed at run time: a vector of rank(x) counts, as MIL tile takes them.
+                    b.op("tile", ["x": .value(x), "reps": .value(b.toInt(try b.input(1)))], into: try b.output(), rank: r)
+                    return
+                }
                 var reps = l.tile.map { scalars($0.pointee.reps, $0.pointee.n_reps).map(Int.init) } ?? []
                 if reps.count == 1, r > 1 { reps = Array(repeating: reps[0], count: r) }
                 reps = Array(repeating: 1, count: max(0, r - reps.count)) + reps
@@ -464,17 +468,20 @@ extension NetworkLowering {
     private static func sliceDynamic(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.slicedynamic?.pointee else { throw b.invalid("no parameters") }
         let x = try b.input(), r = b.rank(x)
-        let squeeze = scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 }
+        // coremltools' builder writes five values per parameter by default (masks false, strides 1)
+        // whatever the rank; only the first r can be meant (one per axis of x), the rest are its padding.
+        func axes<T>(_ values: [T]) -> [T] { values.count > r ? Array(values.prefix(r)) : values }
+        let squeeze = axes(scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 })
         var arguments: [String: LoweredArgument] = [
             "x": .value(x), "begin": .value(b.toInt(try b.input(1))),
-            "begin_mask": .bools(scalars(params.beginmasks, params.n_beginmasks).map { $0 != 0 }),
-            "end_mask": .bools(scalars(params.endmasks, params.n_endmasks).map { $0 != 0 }),
+            "begin_mask": .bools(axes(scalars(params.beginmasks, params.n_beginmasks).map { $0 != 0 })),
+            "end_mask": .bools(axes(scalars(params.endmasks, params.n_endmasks).map { $0 != 0 })),
         ]
-        arguments["end"] = b.inputs.count > 2 ? .value(b.toInt(try b.input(2))) : .ints(scalars(params.endids, params.n_endids).map(Int.init))
+        arguments["end"] = b.inputs.count > 2 ? .value(b.toInt(try b.input(2))) : .ints(axes(scalars(params.endids, params.n_endids).map(Int.init)))
         if b.inputs.count > 3 {
             arguments["stride"] = .value(b.toInt(try b.input(3)))
         } else {
-            let strides = scalars(params.strides, params.n_strides).map(Int.init)
+            let strides = axes(scalars(params.strides, params.n_strides).map(Int.init))
             if !strides.isEmpty { arguments["stride"] = .ints(strides) }
         }
         if !squeeze.isEmpty { arguments["squeeze_mask"] = .bools(squeeze) }
