@@ -504,7 +504,8 @@ enum ConvolutionOperations {
                name: "deconvolution \"\(context.op.name)\"",
                geometry: DNNLConvolution.Geometry(input: x.shape, output: [x.shape[0], outputs] + output, weightShape: weight.shape, groups: groups,
                                                   strides: strides, dilations: dilations, padBefore: begin, channelsLast: false),
-               weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true, threads: context.threads) {
+               weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true,
+               threads: primitiveThreads(1, output: [x.shape[0], outputs] + output, context: context)) {
             run(primitive, context, source: x.id, destination: out)
             return
         }
