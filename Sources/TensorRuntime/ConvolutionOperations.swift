@@ -298,7 +298,7 @@ enum ConvolutionOperations {
         }
         let name = "convolution \"\(context.op.name)\""
         // Several threads: blocks of the output on Dispatch's threads, each a single-threaded primitive
-        // (OpenMP's barriers spin, and stall when the cores are shared); one block keeps OpenMP's threads.
+        // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
         let split = blocks(geometry, kernel: kernel, threads: context.threads) ?? [(geometry, 0, 0)]
         var parts: [PreparedConvolution.Part] = []
