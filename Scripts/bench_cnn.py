@@ -166,8 +166,9 @@ def run(out, benchmarks, runs, names):
     build(out, names)
     print("CNNs: modelc tensor engine (fp32 ML program) against PyTorch (eager) and onnxruntime (torch.onnx "
           "export), same weights, 1x3x224x224; median of %d inputs after 3 warm-up, peak RSS per process" % runs)
-    # oneDNN (modelc) and PyTorch run on OpenMP threads, which spin between parallel regions unless this says
-    # passive: on a machine busy with other processes a spinning thread that loses its core stalls the other.
+    # PyTorch runs on OpenMP threads, which spin between parallel regions unless this says passive: on a machine
+    # busy with other processes a spinning thread that loses its core stalls the other. (modelc splits its
+    # convolutions over its own threads, each oneDNN call on one OpenMP thread, so the policy does not touch it.)
     print("OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY", "(unset: OpenMP's default, spinning)"))
     print("%-29s %3s %9s %9s %9s %7s %7s %8s %8s %7s %9s %7s %9s" % (
         "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "cpu_ms", "ort_cpu", "cpu/ort", "modelc_MB", "MB/ort",

@@ -98,7 +98,8 @@ enum ChannelsLastOperations {
         context.run(reads: [x], writes: [out]) { buffers in
             let source = buffers.floats(from), target = buffers.floats(out)
             var sums = [Double](repeating: 0, count: channels)
-            sums.withUnsafeMutableBufferPointer { sum in
+            sums.withUnsafeMutableBufferPointer { buffer in
+                guard let sum = buffer.baseAddress else { return }
                 for n in 0..<batch {
                     for c in 0..<channels { sum[c] = 0 }
                     let image = source + n * positions * channels
@@ -130,11 +131,14 @@ enum ChannelsLastOperations {
         let from = image.id, factors = scale.id
         context.run(reads: [image, scale], writes: [out]) { buffers in
             let source = buffers.floats(from), target = buffers.floats(out), s = buffers.floats(factors)
+            // Pointers per position, so that the inner loop has no index arithmetic to check and vectorizes.
+            var offset = 0
             for n in 0..<batch {
                 let row = s + n * channels
-                for p in 0..<positions {
-                    let offset = (n * positions + p) * channels
-                    for c in 0..<channels { target[offset + c] = source[offset + c] * row[c] }
+                for _ in 0..<positions {
+                    let x = source + offset, y = target + offset
+                    for c in 0..<channels { y[c] = x[c] * row[c] }
+                    offset += channels
                 }
             }
         }

@@ -1,6 +1,7 @@
 import CDNNL
 import Foundation
 import ModelFeatures
+import SystemIO
 
 /// Convolution (1-, 2- and 3-D, groups, dilations, every pad type),
 /// transposed convolution and pooling (max, average, L2) with `ceil_mode`:
@@ -183,19 +184,10 @@ enum ConvolutionOperations {
         let out = try context.output(stored)
 
         if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil,
-           let primitive = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
+           let prepared = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
                input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
                padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
-            let scratch = scratchpad(primitive.kernel, context)
-            let x = given.id, residuals = primitive.fusedResiduals, rest = primitive.rest, kernel = primitive.kernel, summed = primitive.summed
-            let bytes = stored.reduce(1, *) * 4
-            context.run(reads: [given.id] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
-                if let summed { buffers.raw(out).copyMemory(from: buffers.raw(summed), byteCount: bytes) }
-                var arguments: [(Int32, UnsafeMutableRawPointer)] = [(Int32(DNNL_ARG_SRC), buffers.raw(x)), (Int32(DNNL_ARG_DST), buffers.raw(out))]
-                for (argument, id) in residuals { arguments.append((argument, buffers.raw(id))) }
-                try kernel.run(arguments, scratchpad: scratch.map { buffers.raw($0.id) })
-                if !rest.isEmpty { apply(rest, to: buffers.floats(out), shape: stored, buffers: buffers) }
-            }
+            runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
             return
         }
         let weight: PlanValue
@@ -213,15 +205,69 @@ enum ConvolutionOperations {
         return nil
     }
 
-    /// A convolution prepared on oneDNN: the primitive, the run arguments
-    /// of the residuals it sums, and the post-operations left for our loops.
-    private struct PreparedConvolution {
-        var kernel: DNNLPrimitive
+    /// A convolution prepared on oneDNN: one primitive per block of the
+    /// output (one block, or one per thread), the run arguments of the
+    /// residuals it sums, and the post-operations left for our loops.
+    struct PreparedConvolution {
+        var parts: [Part]
         var fusedResiduals: [(Int32, Int)]
         /// The residual copied into the output before the run, for the sum post-operation.
         var summed: Int?
         var rest: [PostOperation]
-        var scratchpadBytes: Int { kernel.scratchpadBytes }
+
+        /// One primitive and where its block starts in the input and in the output (and residuals), in floats.
+        struct Part {
+            var kernel: DNNLPrimitive
+            var inputOffset: Int
+            var outputOffset: Int
+            var outputCount: Int
+            /// Where its scratchpad starts in the convolution's scratch value, in bytes.
+            var scratchOffset: Int
+        }
+
+        /// Bytes of scratchpad all parts need together (each its own, 64-byte aligned).
+        var scratchpadBytes: Int { parts.last.map { $0.scratchOffset + ($0.kernel.scratchpadBytes + 63) / 64 * 64 } ?? 0 }
+    }
+
+    /// Blocks a convolution's output is split into for `threads` threads:
+    /// the images of a batch, or one image's rows when it is channels-last
+    /// (both contiguous, so each block is a smaller convolution run in
+    /// place); `nil` keeps one primitive.
+    static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads: Int) -> [(geometry: DNNLConvolution.Geometry, input: Int, output: Int)]? {
+        guard threads > 1 else { return nil }
+        let inImage = geometry.input[1...].reduce(1, *), outImage = geometry.output[1...].reduce(1, *)
+        let batch = geometry.input[0]
+        if batch > 1 {
+            let count = min(threads, batch)
+            return (0..<count).map { part in
+                let first = part * batch / count, end = (part + 1) * batch / count
+                var block = geometry
+                block.input[0] = end - first
+                block.output[0] = end - first
+                return (block, first * inImage, first * outImage)
+            }
+        }
+        guard geometry.channelsLast,
+              let rows = DNNLConvolution.rowBlocks(input: geometry.input, output: geometry.output, kernel: kernel, strides: geometry.strides,
+                                                   dilations: geometry.dilations, padBefore: geometry.padBefore, parts: threads)
+        else { return nil }
+        let inRow = inImage / geometry.input[2], outRow = outImage / geometry.output[2]
+        return rows.map { row in
+            var block = geometry
+            block.input = row.input
+            block.output = row.output
+            block.padBefore = row.padBefore
+            return (block, row.inputFirst * inRow, row.first * outRow)
+        }
+    }
+
+    /// OpenMP threads of one block's primitive: one when the work is split
+    /// into `blocks` (Dispatch runs them at once) or too small to share —
+    /// a second OpenMP thread spins between regions and, on shared cores,
+    /// stalls the prediction's other threads; the caller's threads for one
+    /// large block that cannot be split (a plain-layout image).
+    static func primitiveThreads(_ blocks: Int, output: [Int], context: OperationContext) -> Int {
+        blocks > 1 || output.reduce(1, *) < 1 << 16 ? 1 : context.threads
     }
 
     private static func dnnlConvolution(_ context: OperationContext, geometry: DNNLConvolution.Geometry, weights: [Float], bias: [Float]?,
@@ -231,6 +277,7 @@ enum ConvolutionOperations {
         var residuals: [(Int32, Int)] = []
         var summed: Int?
         var fused = 0
+        var binaries: [Int] = []
         for item in posts {
             if let residual = item.residual {
                 guard residual.shape == stored, residual.isFloat else { break }
@@ -240,6 +287,7 @@ enum ConvolutionOperations {
                     post.steps.append(.sum)
                 } else {
                     residuals.append((DNNL.postOperationSource(post.steps.count), residual.id))
+                    binaries.append(post.steps.count)
                     post.steps.append(.binary(dnnl_binary_add.rawValue, dims: geometry.output, channelsLast: geometry.channelsLast))
                 }
             } else {
@@ -248,9 +296,66 @@ enum ConvolutionOperations {
             }
             fused += 1
         }
-        let primitive = try DNNLConvolution.convolution(name: "convolution \"\(context.op.name)\"", geometry: geometry, weights: weights, bias: bias,
-                                                        post: post, threads: context.threads)
-        return PreparedConvolution(kernel: primitive, fusedResiduals: residuals, summed: summed, rest: Array(posts[fused...]))
+        let name = "convolution \"\(context.op.name)\""
+        // Several threads: blocks of the output on Dispatch's threads, each a single-threaded primitive
+        // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
+        let kernel = Array(geometry.weightShape[2...])
+        let split = blocks(geometry, kernel: kernel, threads: context.threads) ?? [(geometry, 0, 0)]
+        var parts: [PreparedConvolution.Part] = []
+        var scratch = 0
+        for (block, inputOffset, outputOffset) in split {
+            var blockPost = post
+            for index in binaries {
+                blockPost.steps[index] = .binary(dnnl_binary_add.rawValue, dims: block.output, channelsLast: block.channelsLast)
+            }
+            let primitive = try DNNLConvolution.convolution(name: name, geometry: block, weights: weights, bias: bias, post: blockPost,
+                                                            threads: primitiveThreads(split.count, output: geometry.output, context: context),
+                                                            sharingWith: parts.first?.kernel)
+            parts.append(.init(kernel: primitive, inputOffset: inputOffset, outputOffset: outputOffset,
+                               outputCount: block.output.reduce(1, *), scratchOffset: scratch))
+            scratch += (primitive.scratchpadBytes + 63) / 64 * 64
+        }
+        return PreparedConvolution(parts: parts, fusedResiduals: residuals, summed: summed, rest: Array(posts[fused...]))
+    }
+
+    /// Adds the kernel running a prepared convolution: its blocks at once on
+    /// Dispatch's threads (or its one primitive), then the post-operations oneDNN did not take.
+    private static func runConvolution(_ prepared: PreparedConvolution, _ context: OperationContext, x: Int, out: Int,
+                                       posts: [PostOperation], stored: [Int]) {
+        let bytes = prepared.scratchpadBytes
+        let scratch = bytes > 0 ? context.scratch(.float32, shape: [(bytes + 3) / 4]) : nil
+        let residuals = prepared.fusedResiduals, rest = prepared.rest, summed = prepared.summed, parts = prepared.parts
+        context.run(reads: [x] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
+            let pointers = ConvolutionPointers(x: buffers.raw(x), out: buffers.raw(out), residuals: residuals.map { ($0.0, buffers.raw($0.1)) },
+                                               summed: summed.map { buffers.raw($0) }, scratch: scratch.map { buffers.raw($0.id) })
+            if parts.count == 1 {
+                try pointers.run(parts[0])
+            } else {
+                let failure = Locked<RuntimeError?>(nil)
+                DispatchQueue.concurrentPerform(iterations: parts.count) { index in
+                    do throws(RuntimeError) { try pointers.run(parts[index]) } catch { failure.withLock { $0 = error } }
+                }
+                if let error = failure.withLock({ $0 }) { throw error }
+            }
+            if !rest.isEmpty { apply(rest, to: buffers.floats(out), shape: stored, buffers: buffers) }
+        }
+    }
+
+    /// A convolution's buffers for one run, shared by the threads running its blocks (each writes only its own rows).
+    private struct ConvolutionPointers: @unchecked Sendable {
+        let x: UnsafeMutableRawPointer
+        let out: UnsafeMutableRawPointer
+        let residuals: [(Int32, UnsafeMutableRawPointer)]
+        let summed: UnsafeMutableRawPointer?
+        let scratch: UnsafeMutableRawPointer?
+
+        func run(_ part: PreparedConvolution.Part) throws(RuntimeError) {
+            let output = out + part.outputOffset * 4
+            if let summed { output.copyMemory(from: summed + part.outputOffset * 4, byteCount: part.outputCount * 4) }
+            var arguments: [(Int32, UnsafeMutableRawPointer)] = [(Int32(DNNL_ARG_SRC), x + part.inputOffset * 4), (Int32(DNNL_ARG_DST), output)]
+            for (argument, pointer) in residuals { arguments.append((argument, pointer + part.outputOffset * 4)) }
+            try part.kernel.run(arguments, scratchpad: scratch.map { $0 + part.scratchOffset })
+        }
     }
 
     /// Image-to-column and OpenBLAS: for weights computed at run time and what oneDNN refuses.
@@ -399,7 +504,8 @@ enum ConvolutionOperations {
                name: "deconvolution \"\(context.op.name)\"",
                geometry: DNNLConvolution.Geometry(input: x.shape, output: [x.shape[0], outputs] + output, weightShape: weight.shape, groups: groups,
                                                   strides: strides, dilations: dilations, padBefore: begin, channelsLast: false),
-               weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true, threads: context.threads) {
+               weights: weights.floats, bias: bias?.constant?.floats, post: DNNLPostOperations(), transposed: true,
+               threads: primitiveThreads(1, output: [x.shape[0], outputs] + output, context: context)) {
             run(primitive, context, source: x.id, destination: out)
             return
         }
@@ -486,10 +592,26 @@ enum ConvolutionOperations {
         let overhang = input.indices.contains { axis in (output[axis] - 1) * strides[axis] + kernel[axis] - before[axis] > padded[axis] }
         if DNNL.isAvailable, x.isFloat, mode != .l2, !(mode == .average && !exclude && overhang) {
             let algorithm = mode == .max ? dnnl_pooling_max : exclude ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding
-            if let primitive = try? DNNLConvolution.pooling(name: "pooling \"\(context.op.name)\"", algorithm: algorithm, input: xShape, output: outShape,
-                                                            kernel: kernel, strides: strides, padBefore: before, channelsLast: channelsLast,
-                                                            threads: context.threads) {
-                run(primitive, context, source: x.id, destination: out)
+            // Split between threads as a convolution is (blocks of images or rows, one primitive each).
+            let whole = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: [xShape[1], xShape[1]] + kernel, groups: 1,
+                                                 strides: strides, dilations: Array(repeating: 1, count: spatial), padBefore: before,
+                                                 channelsLast: channelsLast)
+            let split = blocks(whole, kernel: kernel, threads: context.threads) ?? [(whole, 0, 0)]
+            var parts: [PreparedConvolution.Part] = []
+            var scratch = 0
+            for (block, inputOffset, outputOffset) in split {
+                guard let primitive = try? DNNLConvolution.pooling(name: "pooling \"\(context.op.name)\"", algorithm: algorithm, input: block.input,
+                                                                   output: block.output, kernel: kernel, strides: strides, padBefore: block.padBefore,
+                                                                   channelsLast: channelsLast,
+                                                                   threads: primitiveThreads(split.count, output: outShape, context: context))
+                else { break }
+                parts.append(.init(kernel: primitive, inputOffset: inputOffset, outputOffset: outputOffset,
+                                   outputCount: block.output.reduce(1, *), scratchOffset: scratch))
+                scratch += (primitive.scratchpadBytes + 63) / 64 * 64
+            }
+            if parts.count == split.count {
+                runConvolution(PreparedConvolution(parts: parts, fusedResiduals: [], summed: nil, rest: []), context, x: x.id, out: out,
+                               posts: [], stored: [])
                 return
             }
         }

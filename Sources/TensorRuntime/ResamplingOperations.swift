@@ -145,6 +145,32 @@ enum ResamplingOperations {
         // column blends two neighbours of that row — one interpolation per output element instead of three.
         let rowLow = ys.map(\.0), rowHigh = ys.map(\.1), rowWeight = ys.map(\.2)
         let columnLow = xs.map(\.0), columnHigh = xs.map(\.1), columnWeight = xs.map(\.2)
+        if rows < height {
+            // Upsampling the rows: each source row is interpolated along the columns once (rows × width
+            // gathers, not height × width), then each output row blends two of those rows, contiguously.
+            context.run(reads: [x], writes: [out]) { buffers in
+                let input = buffers.floats(from), target = buffers.floats(out)
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: max(rows * width, 1)) { scratch in
+                    guard let widened = scratch.baseAddress else { return }
+                    for p in 0..<planes {
+                        let image = input + p * rows * columns, result = target + p * height * width
+                        for r in 0..<rows {
+                            let source = image + r * columns, line = widened + r * width
+                            for j in 0..<width {
+                                let fx = columnWeight[j]
+                                line[j] = source[columnLow[j]] * (1 - fx) + source[columnHigh[j]] * fx
+                            }
+                        }
+                        for i in 0..<height {
+                            let top = widened + rowLow[i] * width, bottom = widened + rowHigh[i] * width, fy = rowWeight[i]
+                            let line = result + i * width
+                            for j in 0..<width { line[j] = top[j] * (1 - fy) + bottom[j] * fy }
+                        }
+                    }
+                }
+            }
+            return
+        }
         context.run(reads: [x], writes: [out]) { buffers in
             let input = buffers.floats(from), target = buffers.floats(out)
             withUnsafeTemporaryAllocation(of: Float.self, capacity: max(columns, 1)) { row in

@@ -307,7 +307,10 @@ public final class TensorEngine: PredictionEngine {
     static func array(_ value: PlanValue, at pointer: UnsafeMutableRawPointer) -> MultiArray {
         let count = value.count
         if value.type == .float32 || value.type == .float64 {
-            return MultiArray(Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: count)), shape: value.shape)
+            // Copied once into the array's own memory (no intermediate [Float]: a segmentation
+            // model's 4 MB output paid a second allocation and its page faults per prediction).
+            return MultiArray(copying: UnsafeRawBufferPointer(start: pointer, count: count * 4), shape: value.shape,
+                              strides: MultiArray.rowMajorStrides(value.shape), dataType: .float32)
         }
         var array = MultiArray(shape: value.shape, dataType: value.type == .float16 ? .float16 : .int32)
         array.withUnsafeMutableBytes { raw in

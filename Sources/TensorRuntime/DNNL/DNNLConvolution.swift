@@ -35,6 +35,50 @@ enum DNNLConvolution {
         }
     }
 
+    /// Output rows `first..<first + count` of a convolution or pooling
+    /// (rows: the first spatial axis): the input rows they read and the
+    /// geometry of the smaller operation computing only them. In
+    /// channels-last layout with one image both are contiguous, so a block
+    /// runs on its rows in place, each on its own thread.
+    struct RowBlock: Equatable {
+        /// The first output row and the number of rows.
+        var first: Int
+        var count: Int
+        /// The first input row read (the rows before it are padding or another block's).
+        var inputFirst: Int
+        /// `[N, C, spatial…]` of the block's input and output.
+        var input: [Int]
+        var output: [Int]
+        /// Padding before each spatial axis (the first axis' only for the first block).
+        var padBefore: [Int]
+    }
+
+    /// `output`'s rows split into at most `parts` blocks of nearly equal
+    /// size, each reading at least one input row; `nil` when fewer than two
+    /// blocks result. Shapes are `[N, C, spatial…]`; `kernel`, `strides`,
+    /// `dilations` and `padBefore` have one value per spatial axis.
+    static func rowBlocks(input: [Int], output: [Int], kernel: [Int], strides: [Int], dilations: [Int], padBefore: [Int],
+                          parts: Int) -> [RowBlock]? {
+        guard input.count >= 3, output.count == input.count, !kernel.isEmpty else { return nil }
+        let rows = output[2], count = min(parts, rows)
+        guard count >= 2 else { return nil }
+        let height = input[2], reach = (kernel[0] - 1) * dilations[0]
+        var blocks: [RowBlock] = []
+        for part in 0..<count {
+            let first = part * rows / count, end = (part + 1) * rows / count
+            // Input rows first·s − pad … (end − 1)·s − pad + reach, clipped to the image.
+            let low = first * strides[0] - padBefore[0], high = (end - 1) * strides[0] - padBefore[0] + reach
+            let clippedLow = max(low, 0), clippedHigh = min(high, height - 1)
+            guard end > first, clippedHigh >= clippedLow else { return nil }
+            var blockInput = input, blockOutput = output, before = padBefore
+            blockInput[2] = clippedHigh - clippedLow + 1
+            blockOutput[2] = end - first
+            before[0] = clippedLow - low
+            blocks.append(RowBlock(first: first, count: end - first, inputFirst: clippedLow, input: blockInput, output: blockOutput, padBefore: before))
+        }
+        return blocks
+    }
+
     /// One activation of a fused convolution as oneDNN post-operations, or
     /// `nil` when oneDNN has none for it.
     static func steps(kind: String, alpha: Float, beta: Float) -> [DNNLPostOperations.Step]? {
@@ -60,9 +104,11 @@ enum DNNLConvolution {
     /// with `weights` in MIL's layout (`[O, I/groups, k…]`, or for a
     /// transposed one `[I, O/groups, k…]`), `bias`, and `post` applied to
     /// the result; the residuals of binary post-operations have the output's
-    /// shape and layout.
+    /// shape and layout. With `sharingWith` (another block of the same
+    /// convolution) its packed weights and bias are read, not packed again,
+    /// when oneDNN wants the same layout.
     static func convolution(name: String, geometry: Geometry, weights: [Float], bias: [Float]?, post: DNNLPostOperations,
-                            transposed: Bool = false, threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+                            transposed: Bool = false, threads: Int, sharingWith other: DNNLPrimitive? = nil) throws(RuntimeError) -> DNNLPrimitive {
         let g = geometry
         let spatial = g.strides.count
         var source = try g.descriptor(g.input), destination = try g.descriptor(g.output)
@@ -86,7 +132,9 @@ enum DNNLConvolution {
         let strides = g.strides.map(Int64.init)
         let dilations = g.dilations.map { Int64($0 - 1) }   // oneDNN counts dilation from 0 (no gaps)
         let before = g.padBefore.map(Int64.init), after = g.padAfter(transposed: transposed).map(Int64.init)
-        guard strides.count == spatial, after.allSatisfy({ $0 >= 0 }) else { throw DNNL.failure(name, "describing padding \(after)") }
+        // Negative padding after a convolution's last input rows (a 1×1 stride-2 convolution of an even
+        // size never reads its last row and column) is oneDNN's way of saying so; a transposed one needs it non-negative.
+        guard strides.count == spatial, !transposed || after.allSatisfy({ $0 >= 0 }) else { throw DNNL.failure(name, "describing padding \(after)") }
         let primitive: DNNLPrimitive
         if transposed {
             var description = dnnl_deconvolution_desc_t()
@@ -111,8 +159,11 @@ enum DNNLConvolution {
         guard try primitive.layout(of: Int32(DNNL_ARG_SRC)).matches(source), try primitive.layout(of: Int32(DNNL_ARG_DST)).matches(destination) else {
             throw DNNL.failure(name, "keeping the plan's layout")
         }
-        try primitive.bindConstant(Int32(DNNL_ARG_WEIGHTS), values: weights, given: given)
-        if let bias, let biasDescriptor {
+        // Another block of the same convolution (other rows, other images) has packed the same weights.
+        if !(other.map { primitive.shareConstant(Int32(DNNL_ARG_WEIGHTS), from: $0) } ?? false) {
+            try primitive.bindConstant(Int32(DNNL_ARG_WEIGHTS), values: weights, given: given)
+        }
+        if let bias, let biasDescriptor, !(other.map { primitive.shareConstant(Int32(DNNL_ARG_BIAS), from: $0) } ?? false) {
             try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: bias, given: biasDescriptor)
         }
         return primitive
