@@ -7,7 +7,7 @@ extension ProductFusion {
         guard let function = graph.operation(at: index), function.outputs.count == 1,
               let reshapeName = graph.computed(function, "x"), graph.isPrivate(reshapeName),
               let reshapeIndex = graph.producer(of: reshapeName), let reshape = graph.operation(at: reshapeIndex),
-              reshape.type == "reshape", reshape.outputs.count == 1, Set(reshape.arguments.keys) == ["x", "shape"],
+              reshape.type == "reshape", reshape.outputs.count == 1, Set(reshape.arguments.keys).subtracting([ShapeOperations.zerosFromEnd]) == ["x", "shape"],
               let productName = graph.computed(reshape, "x"), graph.isPrivate(productName),
               let productIndex = graph.producer(of: productName), let product = graph.operation(at: productIndex),
               product.type == "linear" || product.type == "fused_linear", product.outputs.count == 1,
