@@ -41,6 +41,9 @@ struct NetworkLoweringTests {
     @Test("layers the layer engine refuses", arguments: lowered)
     func loweredLayer(_ file: ParityFile) throws {
         try file.check(exactShapes: true, engine: .tensor)
+        // nn_sequence_views holds layers the layer engine takes at load, but not its
+        // sequence of two steps at prediction: `auto` (which keeps the layer engine) is not asked.
+        guard !file.name.hasSuffix("/nn_sequence_views") else { return }
         try file.check(compiled: true, exactShapes: true, engine: .automatic)
     }
 
