@@ -516,6 +516,54 @@ def write_readme(writer):
     npar.write_bytes(os.path.join(writer.dir, "README.md"), ("\n".join(lines) + "\n").encode())
 
 
+# ---------------------------------------------------------------------------
+# Channel-first layers on a [Seq, B, C, H, W] blob of two steps (rank-5 mapping)
+# ---------------------------------------------------------------------------
+def nn_sequence_views(writer):
+    """Convolution, ReLU, batchnorm, concat, add, max pooling and multiply on a sequence of two
+    steps: the lowering runs them on the blobs' [Seq·B, C, H, W] views (the layer engine takes
+    sequence and batch 1 only)."""
+    rng = np.random.default_rng(3120)
+    builder = NeuralNetworkBuilder([("x", datatypes.Array(2, 1, 3, 5, 5))], [("y", None), ("z", None)])
+    weights = f32(rng.standard_normal((4, 3, 3, 3)) * 0.5)  # [C_out, C_in, kH, kW]
+    bias = f32(rng.standard_normal(4) * 0.1)
+    builder.add_convolution("conv", 3, 4, 3, 3, 1, 1, "same", 1, np.transpose(weights, (2, 3, 1, 0)).astype(np.float32),
+                            bias.astype(np.float32), True, input_name="x", output_name="conv")
+    builder.add_activation("relu", "RELU", "conv", "relu")
+    gamma, beta = f32(rng.random(4) + 0.5), f32(rng.standard_normal(4))
+    mean, variance = f32(rng.standard_normal(4)), f32(rng.random(4) + 0.5)
+    builder.add_batchnorm("bn", 4, gamma.astype(np.float32), beta.astype(np.float32), mean.astype(np.float32),
+                          variance.astype(np.float32), "relu", "bn")
+    builder.add_elementwise("cat", ["bn", "x"], "cat", "CONCAT")
+    builder.add_elementwise("sum", ["conv", "bn"], "sum", "ADD")
+    builder.add_pooling("pool", 2, 2, 1, 1, "MAX", "VALID", "sum", "pool")
+    builder.add_elementwise("y", ["pool"], "y", "MULTIPLY", alpha=2.0)
+    builder.add_elementwise("z", ["cat"], "z", "ADD", alpha=1.0)
+    spec = builder.spec
+    epsilon = spec.neuralNetwork.layers[2].batchnorm.epsilon
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((2, 1, 3, 5, 5)))
+        padded = np.pad(x, ((0, 0), (0, 0), (0, 0), (1, 1), (1, 1)))
+        conv = np.zeros((2, 1, 4, 5, 5))
+        for i in range(5):
+            for j in range(5):
+                window = padded[:, :, None, :, i:i + 3, j:j + 3]
+                conv[..., i, j] = (window * weights[None, None]).sum(axis=(3, 4, 5)) + bias
+        channel = lambda v: v.reshape(1, 1, 4, 1, 1)  # noqa: E731
+        bn = (np.maximum(conv, 0) - channel(mean)) / np.sqrt(channel(variance) + epsilon) * channel(gamma) + channel(beta)
+        total = conv + bn
+        pool = np.zeros((2, 1, 4, 4, 4))
+        for i in range(4):
+            for j in range(4):
+                pool[..., i, j] = total[..., i:i + 2, j:j + 2].max(axis=(-2, -1))
+        cases.append({"inputs": {"x": x}, "outputs": {"y": 2 * pool, "z": np.concatenate([bn, x], axis=2) + 1}})
+    writer.write("nn_sequence_views", spec, NUMPY, cases,
+                 "convolution, activation, batchnorm, concat, add, pooling, multiply on a [2, 1, C, H, W] sequence",
+                 "Refused by the layer engine (sequence 2); the lowering runs the layers on [Seq·B, C, H, W] views.",
+                 tolerance=TOLERANCE)
+
+
 def generate(out_dir):
     writer = Writer(out_dir)
     if os.path.isdir(writer.dir):
@@ -534,6 +582,7 @@ def generate(out_dir):
     nn_categorical(writer)
     unseeded_random(writer)
     nn_dynamic_shapes(writer)
+    nn_sequence_views(writer)
     write_readme(writer)
     return writer.entries
 

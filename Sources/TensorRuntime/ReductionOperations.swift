@@ -54,6 +54,9 @@ enum ReductionOperations {
         let out = try context.output(shape)
         let from = x.id, isFloat = x.isFloat, outFloat = context.outputType().isFloat
         let n = inner.count
+        // The accumulation, decided once (not per element).
+        let square = mode == "l2_norm" || mode == "sum_square", absolute = mode == "l1_norm"
+        let contiguous = inner.enumerated().allSatisfy { Int($1) == $0 }
         context.run(reads: [x], writes: [out]) { buffers in
             @inline(__always) func load(_ index: Int) -> Double {
                 isFloat ? Double(buffers.floats(from)[index]) : Double(buffers.ints(from)[index])
@@ -86,12 +89,14 @@ enum ReductionOperations {
                     result = largest + Foundation.log(sum)
                 default:
                     var sum = 0.0
-                    for i in 0..<n {
-                        let value = load(start + Int(inner[i]))
-                        switch mode {
-                        case "l1_norm": sum += abs(value)
-                        case "l2_norm", "sum_square": sum += value * value
-                        default: sum += value
+                    if contiguous, isFloat, !square, !absolute {
+                        // A plain sum over consecutive floats (a spatial mean): no index table.
+                        let source = buffers.floats(from) + start
+                        for i in 0..<n { sum += Double(source[i]) }
+                    } else {
+                        for i in 0..<n {
+                            let value = load(start + Int(inner[i]))
+                            sum += absolute ? abs(value) : (square ? value * value : value)
                         }
                     }
                     switch mode {
