@@ -25,24 +25,7 @@ enum StateOperations {
         // written into the state where it lives, rounded to fp16 when the program's cast back did that.
         "update_state_slice": OperationDefinition(["state", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask",
                                                    "round_to_half"], hasEffects: true) { context throws(RuntimeError) in
-            let state = try context.input("state"), update = try context.input("update")
-            let slice = try ShapeOperations.slice(context, state)
-            guard update.count == slice.shape.reduce(1, *), update.isFloat, state.isFloat else {
-                throw context.invalid("update \(update.shape) for a slice of \(slice.shape)")
-            }
-            let to = state.id, values = update.id, shape = slice.shape, strides = slice.strides, offset = slice.offset
-            let half = try context.bool("round_to_half", false)
-            context.run(reads: [update], writes: [to]) { buffers in
-                let target = buffers.floats(to), source = buffers.floats(values)
-                var next = 0
-                Shapes.walk(shape, [strides]) { _, offsets, n in
-                    let step = strides.last ?? 0
-                    for k in 0..<n {
-                        target[offset + offsets[0] + k * step] = half ? ElementwiseOperations.roundedToHalf(source[next + k]) : source[next + k]
-                    }
-                    next += n
-                }
-            }
+            try updateSlice(context)
         },
         // What coreml_update_state is serialized as: a write, then a read_state of the new value.
         "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
@@ -58,6 +41,57 @@ enum StateOperations {
         context.run(reads: [value], writes: [to] + (out.map { [$0] } ?? [])) { buffers in
             buffers.raw(to).copyMemory(from: buffers.raw(from), byteCount: count * 4)
             if let out { buffers.raw(out).copyMemory(from: buffers.raw(from), byteCount: count * 4) }
+        }
+    }
+
+    /// Writes `update` into the slice of state `state` that begin, end,
+    /// stride and the masks select (`slice_update`'s parameters), in place;
+    /// a begin or end computed at run time (a cache position given as an
+    /// input) is read per prediction.
+    private static func updateSlice(_ context: OperationContext) throws(RuntimeError) {
+        let state = try context.input("state"), update = try context.input("update")
+        let begin = try context.input("begin"), end = try context.input("end")
+        guard update.isFloat, state.isFloat else { throw context.invalid("a float update is needed for a float state") }
+        let to = state.id, values = update.id, half = try context.bool("round_to_half", false)
+        @Sendable func write(_ buffers: Buffers, offset: Int, strides: [Int], shape: [Int]) {
+            let target = buffers.floats(to), source = buffers.floats(values)
+            let step = strides.last ?? 0
+            var next = 0
+            Shapes.walk(shape, [strides]) { _, offsets, n in
+                for k in 0..<n {
+                    target[offset + offsets[0] + k * step] = half ? ElementwiseOperations.roundedToHalf(source[next + k]) : source[next + k]
+                }
+                next += n
+            }
+        }
+        if begin.constant != nil, end.constant != nil {
+            let slice = try ShapeOperations.slice(context, state)
+            guard update.count == slice.shape.reduce(1, *) else { throw context.invalid("update \(update.shape) for a slice of \(slice.shape)") }
+            context.run(reads: [update], writes: [to]) { buffers in write(buffers, offset: slice.offset, strides: slice.strides, shape: slice.shape) }
+            return
+        }
+        let rank = state.rank
+        guard begin.count == rank, end.count == rank, !begin.isFloat, !end.isFloat else {
+            throw context.invalid("begin and end need \(rank) integer values")
+        }
+        let stride = try context.ints("stride") ?? Array(repeating: 1, count: rank)
+        func mask(_ key: String) throws(RuntimeError) -> [Bool] { try context.bools(key) ?? Array(repeating: false, count: rank) }
+        let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
+        guard stride.count == rank, beginMask.count == rank, endMask.count == rank, squeezeMask.count == rank else {
+            throw context.invalid("stride and masks need \(rank) values")
+        }
+        let shape = state.shape, count = update.count, name = context.op.reportedName, b = begin.id, e = end.id
+        context.run(reads: [update, begin, end], writes: [to]) { buffers throws(RuntimeError) in
+            let starts = (0..<rank).map { Int(buffers.ints(b)[$0]) }, stops = (0..<rank).map { Int(buffers.ints(e)[$0]) }
+            switch ShapeOperations.sliceGeometry(shape, begin: starts, end: stops, stride: stride, beginMask: beginMask, endMask: endMask,
+                                                 squeezeMask: squeezeMask) {
+            case .success(let found):
+                guard found.shape.reduce(1, *) == count else {
+                    throw .invalidValue(feature: name, detail: "begin \(starts) and end \(stops) select \(found.shape), the update has \(count) values")
+                }
+                write(buffers, offset: found.offset, strides: found.strides, shape: found.shape)
+            case .failure(let problem): throw .invalidValue(feature: name, detail: problem.description)
+            }
         }
     }
 }

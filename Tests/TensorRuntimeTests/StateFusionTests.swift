@@ -27,14 +27,15 @@ struct StateFusionTests {
 
     /// read_state(s) → slice_update(x, update) → write_state(s), then
     /// read_state(s), with `between` placed after the first read.
-    static func block(between: [GraphOperation] = []) -> GraphBlock {
+    static func block(between: [GraphOperation] = [], begin: GraphArgument = .constant(Tensor(ints: [0, 1], shape: [2])),
+                      end: GraphArgument = .constant(Tensor(ints: [2, 2], shape: [2]))) -> GraphBlock {
         let type = ValueType(element: .float32, shape: [2, 4])
         let operations = [
             GraphOperation(type: "read_state", arguments: ["input": [.value("s")]], outputs: [("r", type)], blocks: []),
         ] + between + [
             GraphOperation(type: "slice_update", arguments: [
                 "x": [.value("r")], "update": [.value("u")],
-                "begin": [.constant(Tensor(ints: [0, 1], shape: [2]))], "end": [.constant(Tensor(ints: [2, 2], shape: [2]))],
+                "begin": [begin], "end": [end],
             ], outputs: [("a", type)], blocks: []),
             GraphOperation(type: "write_state", arguments: ["input": [.value("s")], "data": [.value("a")]], outputs: [], blocks: []),
             GraphOperation(type: "read_state", arguments: ["input": [.value("s")]], outputs: [("o", type)], blocks: []),
@@ -87,5 +88,39 @@ struct StateFusionTests {
         #expect(fused.0 == unfused.0)
         #expect(fused.1 == unfused.1)
         #expect(fused.1 == [0, 1.1, 0, 0, 0, -1.2, 0, 0])
+    }
+
+    @Test("a slice position given as an input is found per prediction, not by staging the plan")
+    func runTimePosition() throws {
+        let integers = ValueType(element: .int32, shape: [2])
+        let function = GraphFunction(name: "main", inputs: [("s", ValueType(element: .float32, shape: [2, 4], isState: true)),
+                                                           ("u", ValueType(element: .float32, shape: [2, 1])), ("b", integers), ("e", integers)],
+                                     block: Self.block(begin: .value("b"), end: .value("e")))
+        func run(_ block: GraphBlock) throws -> [Float] {
+            var function = function
+            function.block = block
+            let plan = try Planner.plan(function, shapes: ["u": [2, 1], "b": [2], "e": [2]])
+            #expect(plan.continuation == nil)
+            let state = TensorState(plan: plan)
+            var outputs: [Float] = []
+            let u = try #require(plan.inputs["u"]), b = try #require(plan.inputs["b"]), e = try #require(plan.inputs["e"])
+            let o = try #require(plan.outputs["o"])
+            for position in [3, 0, 2] {
+                state.buffers.floats(u)[0] = Float(position) + 0.5
+                state.buffers.floats(u)[1] = -Float(position)
+                state.buffers.ints(b)[0] = 0
+                state.buffers.ints(b)[1] = Int32(position)
+                state.buffers.ints(e)[0] = 2
+                state.buffers.ints(e)[1] = Int32(position + 1)
+                try state.run()
+                outputs += Array(UnsafeBufferPointer(start: state.buffers.floats(o), count: 8))
+            }
+            return outputs
+        }
+        let fused = FusionPass.run(function.block)
+        #expect(fused.operations.map(\.type) == ["update_state_slice", "read_state_view"])
+        let expected = try run(FusionPass.run(function.block, rules: FusionPass.rules.filter { !$0.name.hasPrefix("state") }))
+        #expect(try run(fused) == expected)
+        #expect(Array(expected.suffix(8)) == [0.5, 0, 2.5, 3.5, 0, 0, -2, -3])
     }
 }
