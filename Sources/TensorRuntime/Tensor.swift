@@ -161,9 +161,8 @@ final class MappedValues: @unchecked Sendable, Equatable {
     /// The values decoded into an array.
     var floats: [Float] {
         if let direct { return Array(direct) }
-        let halves = bytes.bindMemory(to: UInt16.self)
         return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
-            for index in 0..<count { buffer[index] = Float(Float16(bitPattern: UInt16(littleEndian: halves[index]))) }
+            for index in 0..<count { buffer[index] = element(at: index) }
             initialized = count
         }
     }
@@ -174,8 +173,13 @@ final class MappedValues: @unchecked Sendable, Equatable {
             target.update(from: base, count: count)
             return
         }
-        let halves = bytes.bindMemory(to: UInt16.self)
-        for index in 0..<count { target[index] = Float(Float16(bitPattern: UInt16(littleEndian: halves[index]))) }
+        for index in 0..<count { target[index] = element(at: index) }
+    }
+
+    /// Float16 element `index` as a float.
+    @inline(__always)
+    private func element(at index: Int) -> Float {
+        Float(Float16(bitPattern: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))))
     }
 
     /// Drops the pages wholly inside these values from resident memory.

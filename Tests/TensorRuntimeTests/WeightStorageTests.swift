@@ -1,3 +1,4 @@
+import CoreMLSchema
 import FixtureSupport
 import Foundation
 import ModelFeatures
@@ -118,6 +119,29 @@ struct WeightStorageTests {
                 #expect(logits.shape == prediction.shape && worst <= tolerance, "round \(round) prediction \(index): \(worst)")
             }
         }
+    }
+
+    @Test("mapped values equal the decoded ones, after their pages are released too; a misaligned blob is not mapped")
+    func mappedValuesMatchDecoding() throws {
+        let file = try MILBlobFile(path: Fixtures.path("Parity/Zoo/bert_fp32.mlpackage/Data/com.apple.CoreML/weights/weight.bin"))
+        // The first blob's record follows the 64-byte header.
+        let data = try file.data(at: UInt64(MILBlobFile.headerSize))
+        let count = data.count / 4
+        #expect(count >= 16)
+        let decoded = try ConstantReader.decode(data, dataType: CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32, shape: [count], owner: "test")
+        let mapped = try #require(MappedValues(file: file, bytes: data, count: count, half: false))
+        #expect(mapped.floats == decoded.floats)
+        mapped.releasePages()
+        #expect(mapped.floats == decoded.floats)
+        // The same bytes read as float16, from 2 bytes in: decoded when asked.
+        let shifted = UnsafeRawBufferPointer(rebasing: data[2...])
+        let halves = try #require(MappedValues(file: file, bytes: shifted, count: count, half: true))
+        let decodedHalves = try ConstantReader.decode(shifted, dataType: CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT16, shape: [count], owner: "test")
+        #expect(halves.direct == nil)
+        #expect(halves.floats.elementsEqual(decodedHalves.floats) { $0 == $1 || ($0.isNaN && $1.isNaN) })
+        // Float32 values 2 bytes off a 4-byte boundary cannot be read in place; too few bytes neither.
+        #expect(MappedValues(file: file, bytes: shifted, count: count / 2, half: false) == nil)
+        #expect(MappedValues(file: file, bytes: data, count: count + 1, half: false) == nil)
     }
 
     static func flatten(_ json: Any) -> [Double] {
