@@ -3,7 +3,7 @@
 
 Usage:
     bench_transformers.py build DIR            build the models into DIR (cached: skipped when present)
-    bench_transformers.py ort MODEL.onnx INPUTS.json THREADS RUNS [--output FILE]
+    bench_transformers.py ort MODEL.onnx INPUTS.json|INPUTS.npz|INPUT.npy THREADS RUNS [--output FILE]
     bench_transformers.py run DIR BENCHMARKS RUNS   build, check agreement, time both, print the table
 
 Four models at real sizes, built from transformers configs with seeded random weights (nothing
@@ -15,7 +15,7 @@ converted by ct.convert to an fp32 ML program, and exported by torch.onnx.export
 module. modelc runs in process through ModelcBenchmarks (`transformer`, tensor engine forced),
 onnxruntime in its own Python process with the same intra-op thread count; each process reports
 its median latency per input and its peak resident memory (getrusage), so the ratios come from
-one run on one machine.
+one run on one machine. An image input is read by both from a .npy file (see array_input).
 """
 
 import copy
@@ -275,6 +275,8 @@ def ort(model, inputs, threads, runs, output):
     session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     if inputs.endswith(".npz"):
         given = dict(np.load(inputs))
+    elif inputs.endswith(".npy"):
+        given = {session.get_inputs()[0].name: np.load(inputs)}
     else:
         with open(inputs) as f:
             given = json.load(f)
@@ -300,6 +302,28 @@ def ort(model, inputs, threads, runs, output):
     print("peak_rss_kb %d" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def array_input(base):
+    """For a model whose one input is a float array (ViT's image): that array of BASE.json as BASE.npy
+    (written once) and BASE.npy.json, the inputs file naming it (`{"pixel_values": "@/…/BASE.npy"}`) for
+    modelc; None for token inputs. Peak RSS is the engines' memory: parsed from JSON, an image's 150,528
+    numbers cost modelc's process 32 MB (Foundation boxes each one) and Python's about 10 MB, so both
+    processes read the same float32 array from the .npy instead."""
+    with open(base + ".json") as f:
+        given = json.load(f)
+    if len(given) != 1 or not isinstance(given, dict):
+        return None
+    (name, value), = given.items()
+    array = np.array(value)
+    if array.dtype.kind != "f":
+        return None
+    path, named = base + ".npy", base + ".npy.json"
+    if not os.path.exists(path):
+        np.save(path, array.astype(np.float32))
+    with open(named, "w") as f:
+        json.dump({name: "@" + os.path.abspath(path)}, f)
+    return path, named
+
+
 def measure(command):
     text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return {key: value for key, value in (line.split(" ", 1) for line in text.splitlines() if " " in line)}
@@ -316,10 +340,14 @@ def run(out, benchmarks, runs):
     failed = False
     for name in NAMES:
         base = os.path.join(out, name)
+        inputs = feed = base + ".json"
+        if os.path.exists(base + ".npz"):
+            feed = base + ".npz"
+        elif (array := array_input(base)) is not None:
+            feed, inputs = array
         for threads in (1, 2):
-            mine = measure([benchmarks, "transformer", base + ".mlpackage", base + ".json", str(threads), str(runs),
+            mine = measure([benchmarks, "transformer", base + ".mlpackage", inputs, str(threads), str(runs),
                             "--output", base + ".modelc.f32"])
-            feed = base + ".npz" if os.path.exists(base + ".npz") else base + ".json"
             theirs = measure([sys.executable, os.path.abspath(__file__), "ort", base + ".onnx", feed,
                               str(threads), str(runs), "--output", base + ".ort.f32"])
             a = np.fromfile(base + ".modelc.f32", dtype="<f4").astype(np.float64)

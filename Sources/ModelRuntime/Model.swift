@@ -124,8 +124,9 @@ public final class Model: Sendable {
     /// unpacked; a compiled bundle's keeps no weights) and its engine's
     /// `PredictionEngine.residentBytes` — decoded and packed weights, and for
     /// networks every plan and pooled prediction state made so far. The
-    /// bundle's weight file is not counted: the model keeps no mapping of it
-    /// once its weights are decoded.
+    /// weight file is not counted: the tensor engine keeps an ML program's
+    /// float weights where that file is mapped, and its pages are the file's
+    /// (released once packed, read back only where a kernel reads them).
     public var residentBytes: Int { specificationBytes + engine.residentBytes }
 
     /// The class labels of a classifier, in the model's order; empty otherwise.

@@ -115,6 +115,14 @@ public struct MILBlobFile: Sendable {
         file.releasePages(in: 0..<file.bytes.count)
     }
 
+    /// Drops the pages wholly inside `data` (a blob's bytes from `data(at:)`)
+    /// from this process's memory; reading them again maps them back in.
+    public func releasePages(of data: UnsafeRawBufferPointer) {
+        guard let start = data.baseAddress, let base = file.bytes.baseAddress else { return }
+        let lower = start - base
+        file.releasePages(in: lower..<(lower + data.count))
+    }
+
     /// Lets the kernel read ahead again: for use once the records have been
     /// checked and the data is about to be read (the file is opened with
     /// readahead off, so checking it reads no weights).

@@ -2,7 +2,8 @@
 /// reference into it: turns a `@model_path/…` reference and an offset into the
 /// blob's bytes.
 ///
-/// The bytes stay valid as long as this object lives. Not for sharing between
+/// The bytes stay valid as long as this object lives (or the `MILBlobFile`
+/// `blob(reference:offset:)` returns with them). Not for sharing between
 /// threads: one reader of a program holds one.
 public final class MILWeightFiles {
     /// The directory `@model_path` names (a bundle, or a package's model folder); `nil` when there is none.
@@ -18,6 +19,15 @@ public final class MILWeightFiles {
     /// - Throws: `MILWeightReferenceError` when there is no model directory,
     ///   the reference leaves the model, or the file or blob is unreadable.
     public func bytes(reference: String, offset: UInt64) throws(MILWeightReferenceError) -> UnsafeRawBufferPointer {
+        try blob(reference: reference, offset: offset).data
+    }
+
+    /// The blob at `offset` of the weight file `reference` names, with the
+    /// file it lies in: its bytes stay valid while that file value lives, so
+    /// a reader may keep them past this object.
+    ///
+    /// - Throws: `MILWeightReferenceError`, as `bytes(reference:offset:)`.
+    public func blob(reference: String, offset: UInt64) throws(MILWeightReferenceError) -> (file: MILBlobFile, data: UnsafeRawBufferPointer) {
         guard let modelDirectory else { throw .noModelDirectory }
         let prefix = "@model_path/"
         guard reference.hasPrefix(prefix), !reference.contains("..") else { throw .outsideModel(reference) }
@@ -30,7 +40,7 @@ public final class MILWeightFiles {
                 file = try MILBlobFile(path: path)
                 open[path] = file
             }
-            return try file.data(at: offset)
+            return (file, try file.data(at: offset))
         } catch {
             throw .unreadable(error)
         }

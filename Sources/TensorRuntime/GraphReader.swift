@@ -3,7 +3,8 @@ import ModelFeatures
 import ModelSpec
 
 /// Reads an ML program's functions into a `ProgramGraph`: every function,
-/// nested blocks included, constants decoded (weights from the weight file).
+/// nested blocks included, constants decoded — float16 and float32 weights of
+/// the weight file as `MappedValues`, read where the file is mapped.
 /// An operation or parameter modelc does not run is refused here, naming it.
 struct GraphReader {
     private let values: ConstantReader
@@ -109,7 +110,8 @@ struct GraphReader {
     }
 }
 
-/// Decodes MIL values: immediate tensors and blobs of the weight file.
+/// Decodes MIL values: immediate tensors and blobs of the weight file (float
+/// blobs left in the mapped file, the file kept mapped while a tensor refers to it).
 struct ConstantReader {
     /// Weight files, each opened once per model.
     private let files: MILWeightFiles
@@ -155,7 +157,13 @@ struct ConstantReader {
             return try immediateTensor(tensor, shape: shape, element: declared.element, dataType: dataType, owner: owner)
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE:
             guard let blob = value.blobfilevalue?.pointee else { break }
-            let bytes = try blobBytes(text(blob.filename), offset: blob.offset, owner: owner)
+            let (file, bytes) = try blobBytes(text(blob.filename), offset: blob.offset, owner: owner)
+            // Float weights stay where the file is mapped: no decoded copy (see `MappedValues`).
+            let half = dataType == CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT16
+            if half || dataType == CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32,
+               let mapped = MappedValues(file: file, bytes: bytes, count: shape.reduce(1, *), half: half) {
+                return Tensor(type: half ? .float16 : .float32, shape: shape, storage: .mapped(mapped))
+            }
             return try Self.decode(bytes, dataType: dataType, shape: shape, owner: owner)
         default:
             break
@@ -197,9 +205,9 @@ struct ConstantReader {
         return result.converted(to: element)
     }
 
-    private func blobBytes(_ reference: String, offset: UInt64, owner: String) throws(RuntimeError) -> UnsafeRawBufferPointer {
+    private func blobBytes(_ reference: String, offset: UInt64, owner: String) throws(RuntimeError) -> (MILBlobFile, UnsafeRawBufferPointer) {
         do {
-            return try files.bytes(reference: reference, offset: offset)
+            return try files.blob(reference: reference, offset: offset)
         } catch {
             throw .invalidParameters(model: "operation \"\(owner)\"", detail: error.description)
         }
@@ -257,6 +265,7 @@ extension Tensor {
         case .floats(let values): Tensor(type: type, shape: shape, storage: .floats(Array(repeating: values.first ?? 0, count: count)))
         case .ints(let values): Tensor(type: type, shape: shape, storage: .ints(Array(repeating: values.first ?? 0, count: count)))
         case .strings(let values): Tensor(type: type, shape: shape, storage: .strings(Array(repeating: values.first ?? "", count: count)))
+        case .mapped(let values): Tensor(type: type, shape: shape, storage: .floats(Array(repeating: values.floats.first ?? 0, count: count)))
         }
     }
 }

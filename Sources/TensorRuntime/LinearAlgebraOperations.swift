@@ -162,18 +162,19 @@ enum LinearAlgebraOperations {
             let workers = min(context.threads, max(1, rows / 16))
             let block = (rows + workers - 1) / workers, lastBlock = rows - block * (workers - 1)
             let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
-            let kernels: [DNNLPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+            // Mapped float32 weights are packed straight from the weight file. The address names
+            // the weights only when it is the constant's own array or its mapped bytes, which the
+            // graph keeps alive (not a temporary converted from integers).
+            let stableAddress = weights.stableFloatAddress
+            let kernels: [DNNLPrimitive]? = weights.withUnsafeFloats { values in
                 func make(_ rows: Int, sharing other: DNNLPrimitive?) -> DNNLPrimitive? {
                     try? DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values,
                                        bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
                                        threads: 1, sharingWeightsWith: other)
                 }
-                // The address names the weights only when it is the constant's own array, which
-                // the plan keeps alive (not a temporary converted from integers).
-                let stored: Bool = if case .floats = weights.storage { true } else { false }
-                let key = stored ? values.baseAddress.map {
-                    DNNLKernels.WeightsKey(address: UInt(bitPattern: $0), count: values.count, dims: operand.dims, strides: operand.strides)
-                } : nil
+                let key = stableAddress.map {
+                    DNNLKernels.WeightsKey(address: $0, count: values.count, dims: operand.dims, strides: operand.strides)
+                }
                 guard let main = make(block, sharing: key.flatMap(DNNLKernels.product(packing:))) else { return nil }
                 if let key { DNNLKernels.remember(main, packing: key) }
                 if lastBlock == block { return [main] }

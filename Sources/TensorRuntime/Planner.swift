@@ -230,6 +230,22 @@ final class Planner {
             steps.removeLast()
             try fold(step)
         }
+        releaseMappedPages(of: op)
+    }
+
+    /// Drops the pages of the mapped weights `op` read while it was planned
+    /// (packing them, folding): a kernel that reads them in place maps back
+    /// only what it reads, so planning never holds the weight file and the
+    /// packed copies at once.
+    private func releaseMappedPages(of op: GraphOperation) {
+        for arguments in op.arguments.values {
+            for argument in arguments {
+                switch argument {
+                case .constant(let tensor): tensor.releasePages()
+                case .value(let name): if let id = names[name] { values[id].constant?.releasePages() }
+                }
+            }
+        }
     }
 
     private func fold(_ step: PlanStep) throws(RuntimeError) {

@@ -1,3 +1,5 @@
+import ModelSpec
+
 /// A tensor value known when a plan is made: a constant of the program, or
 /// what folding made of constants. Row-major.
 struct Tensor: Sendable, Equatable {
@@ -5,6 +7,8 @@ struct Tensor: Sendable, Equatable {
         case floats([Float])
         case ints([Int32])
         case strings([String])
+        /// Float values read where the weight file is mapped (see `MappedValues`).
+        case mapped(MappedValues)
     }
 
     var type: ElementType
@@ -30,6 +34,7 @@ struct Tensor: Sendable, Equatable {
         case .floats(let values): values.count
         case .ints(let values): values.count
         case .strings(let values): values.count
+        case .mapped(let values): values.count
         }
     }
 
@@ -39,6 +44,7 @@ struct Tensor: Sendable, Equatable {
         case .floats(let values): values.map(Double.init)
         case .ints(let values): values.map(Double.init)
         case .strings: []
+        case .mapped(let values): values.floats.map(Double.init)
         }
     }
 
@@ -48,15 +54,43 @@ struct Tensor: Sendable, Equatable {
         case .floats(let values): values.map { $0.isFinite ? Int($0) : 0 }
         case .ints(let values): values.map(Int.init)
         case .strings: []
+        case .mapped(let values): values.floats.map { $0.isFinite ? Int($0) : 0 }
         }
     }
 
+    /// The elements as floats (a mapped tensor's decoded into a new array).
     var floats: [Float] {
         switch storage {
         case .floats(let values): values
         case .ints(let values): values.map(Float.init)
         case .strings: []
+        case .mapped(let values): values.floats
         }
+    }
+
+    /// Calls `body` with the elements as floats: a mapped float32 tensor's
+    /// where the file is mapped (nothing copied), others from `floats`.
+    func withUnsafeFloats<Result, Failure: Error>(_ body: (UnsafeBufferPointer<Float>) throws(Failure) -> Result) throws(Failure) -> Result {
+        if case .mapped(let values) = storage, let direct = values.direct { return try body(direct) }
+        return try floats.withUnsafeBufferPointer { buffer throws(Failure) in try body(buffer) }
+    }
+
+    /// Where the elements stay for as long as this tensor's storage lives —
+    /// an array's own buffer, or the weight file's mapped bytes — naming the
+    /// weights in caches of what is made from them (packed copies); `nil` for
+    /// integers, whose floats are a temporary conversion.
+    var stableFloatAddress: UInt? {
+        switch storage {
+        case .floats(let values): values.withUnsafeBufferPointer { $0.baseAddress.map { UInt(bitPattern: $0) } }
+        case .mapped(let values): values.address
+        case .ints, .strings: nil
+        }
+    }
+
+    /// Drops a mapped tensor's pages from the process's resident memory
+    /// (the file keeps them; a later read maps them back in). Nothing for others.
+    func releasePages() {
+        if case .mapped(let values) = storage { values.releasePages() }
     }
 
     var strings: [String] {
@@ -79,10 +113,80 @@ struct Tensor: Sendable, Equatable {
         case .float16:
             return Tensor(floats: floats.map { Float(Float16($0)) }, shape: shape, type: .float16)
         case .float32, .float64:
+            // Float storage holds the values already: only the type changes (a mapped tensor stays mapped).
+            if case .mapped = storage { return Tensor(type: target, shape: shape, storage: storage) }
             return Tensor(floats: floats, shape: shape, type: target)
         default:
             if case .ints(let values) = storage { return Tensor(ints: values, shape: shape, type: target) }
             return Tensor(ints: floats.map { Int32(clamping: $0.isFinite ? Int($0) : 0) }, shape: shape, type: target)
         }
+    }
+}
+
+/// Float values a program's weight file holds, read where the file is
+/// mapped instead of decoded into an array: a float32 blob's elements are
+/// the values (read in place), a float16 blob's are decoded when asked.
+/// Costs no resident memory until read, and reading pages back in after
+/// `releasePages()` gives the same values, so the graph can keep its weights
+/// beside the packed copies plans make without holding them twice.
+///
+/// `@unchecked Sendable`: the mapping is read-only and lives as long as `file`.
+final class MappedValues: @unchecked Sendable, Equatable {
+    /// Keeps the mapping alive.
+    private let file: MILBlobFile
+    private let bytes: UnsafeRawBufferPointer
+    let count: Int
+    /// Whether the elements are float16 (otherwise float32).
+    let half: Bool
+
+    /// The `count` values at the start of `bytes` (a blob of `file`); `nil`
+    /// when there are too few bytes, or float32 values are not 4-byte aligned.
+    init?(file: MILBlobFile, bytes: UnsafeRawBufferPointer, count: Int, half: Bool) {
+        guard count > 0, bytes.count >= count * (half ? 2 : 4), let base = bytes.baseAddress,
+              UInt(bitPattern: base) % (half ? 2 : 4) == 0 else { return nil }
+        self.file = file
+        self.bytes = UnsafeRawBufferPointer(rebasing: bytes[0..<(count * (half ? 2 : 4))])
+        self.count = count
+        self.half = half
+    }
+
+    /// Where the values are mapped: the same for as long as this object lives.
+    var address: UInt { UInt(bitPattern: bytes.baseAddress) }
+
+    /// Float32 values where they are mapped; `nil` for float16 ones.
+    var direct: UnsafeBufferPointer<Float>? {
+        half ? nil : UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: Float.self), count: count)
+    }
+
+    /// The values decoded into an array.
+    var floats: [Float] {
+        if let direct { return Array(direct) }
+        return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for index in 0..<count { buffer[index] = element(at: index) }
+            initialized = count
+        }
+    }
+
+    /// Writes the values as floats at `target` (room for `count`).
+    func copy(to target: UnsafeMutablePointer<Float>) {
+        if let direct, let base = direct.baseAddress {
+            target.update(from: base, count: count)
+            return
+        }
+        for index in 0..<count { target[index] = element(at: index) }
+    }
+
+    /// Float16 element `index` as a float.
+    @inline(__always)
+    private func element(at index: Int) -> Float {
+        Float(Float16(bitPattern: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))))
+    }
+
+    /// Drops the pages wholly inside these values from resident memory.
+    func releasePages() { file.releasePages(of: bytes) }
+
+    static func == (left: MappedValues, right: MappedValues) -> Bool {
+        left === right || (left.count == right.count && left.half == right.half
+                           && left.bytes.elementsEqual(right.bytes))
     }
 }

@@ -4,8 +4,9 @@ import ModelSpec
 import SystemIO
 
 /// Runs an ML program on the tensor engine: the program read into a graph
-/// once (constants decoded, weight decompression folded), a plan made per
-/// distinct set of input shapes and cached, prediction states pooled per plan.
+/// once (float weights left where the weight file is mapped, other constants
+/// decoded, weight decompression folded), a plan made per distinct set of
+/// input shapes and cached, prediction states pooled per plan.
 ///
 /// Immutable after `init` apart from its locked caches: one engine serves
 /// concurrent predictions.

@@ -50,10 +50,13 @@ struct PlanValue: Sendable {
     var isFloat: Bool { type.isFloat }
 }
 
-/// Memory the plan owns: constants, in 4-byte elements. Immutable once the
-/// plan is made.
+/// Memory the plan owns: constants, in 4-byte elements (float32 weights of
+/// the weight file are not copied: their mapped bytes are read in place).
+/// Immutable once the plan is made.
 final class ConstantMemory: @unchecked Sendable {
     private var blocks: [UnsafeMutableRawPointer] = []
+    /// Mapped weights kernels read in place: kept mapped while the plan lives.
+    private var mapped: [MappedValues] = []
     /// Where a value with no bytes (a string, an empty tensor) points.
     let empty: UnsafeMutableRawPointer = .allocate(byteCount: 64, alignment: 64)
     private(set) var bytes = 0
@@ -61,10 +64,16 @@ final class ConstantMemory: @unchecked Sendable {
     func store(_ tensor: Tensor) -> UnsafeMutableRawPointer {
         let count = tensor.count
         guard count > 0, tensor.type != .string else { return empty }
+        // Float32 weights are read where the file is mapped (read-only: kernels never write constants).
+        if case .mapped(let values) = tensor.storage, let direct = values.direct?.baseAddress {
+            mapped.append(values)
+            return UnsafeMutableRawPointer(mutating: direct)
+        }
         let pointer = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64)
         switch tensor.storage {
         case .floats(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
         case .ints(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
+        case .mapped(let values): values.copy(to: pointer.assumingMemoryBound(to: Float.self))
         case .strings: break
         }
         blocks.append(pointer)

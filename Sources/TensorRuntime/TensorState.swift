@@ -88,6 +88,7 @@ final class TensorState {
         switch converted.storage {
         case .floats(let floats): for index in 0..<count { buffers.floats(id)[index] = floats[index] }
         case .ints(let ints): for index in 0..<count { buffers.ints(id)[index] = ints[index] }
+        case .mapped(let values): for (index, value) in values.floats.prefix(count).enumerated() { buffers.floats(id)[index] = value }
         case .strings: break
         }
     }

@@ -164,7 +164,9 @@ enum ChannelsLastLayout {
             for a in 0..<n { for y in 0..<h { for x in 0..<w { for k in 0..<c { order.append(((a * c + k) * h + y) * w + x) } } } }
             let target = [n, h, w, c]
             switch tensor.storage {
-            case .floats(let values): return Tensor(type: tensor.type, shape: target, storage: .floats(order.map { values[$0] }))
+            case .floats, .mapped:
+                let values = tensor.floats
+                return Tensor(type: tensor.type, shape: target, storage: .floats(order.map { values[$0] }))
             case .ints(let values): return Tensor(type: tensor.type, shape: target, storage: .ints(order.map { values[$0] }))
             case .strings: return nil
             }
