@@ -499,6 +499,9 @@ extension Tensor {
         case .floats(let values): values.count * MemoryLayout<Float>.size
         case .ints(let values): values.count * MemoryLayout<Int32>.size
         case .strings(let values): values.reduce(0) { $0 + $1.utf8.count }
+        // Mapped weights cost pages only while read, but the float32 copy a
+        // plan packs from them is about this size: counted as if resident.
+        case .mapped(let values): values.count * MemoryLayout<Float>.size
         }
     }
 }
