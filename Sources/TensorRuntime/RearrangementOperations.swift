@@ -103,30 +103,11 @@ enum RearrangementOperations {
     /// naming the operation).
     private static func sliceUpdateAtRunTime(_ context: OperationContext, _ x: PlanValue, update: PlanValue, begin: PlanValue,
                                              end: PlanValue) throws(RuntimeError) {
-        let rank = x.rank
-        guard begin.count == rank, end.count == rank, !begin.isFloat, !end.isFloat else {
-            throw context.invalid("begin and end need \(rank) integer values")
-        }
-        let stride = try context.ints("stride") ?? Array(repeating: 1, count: rank)
-        func mask(_ key: String) throws(RuntimeError) -> [Bool] { try context.bools(key) ?? Array(repeating: false, count: rank) }
-        let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
-        guard stride.count == rank, beginMask.count == rank, endMask.count == rank, squeezeMask.count == rank else {
-            throw context.invalid("stride and masks need \(rank) values")
-        }
+        let slice = try ShapeOperations.RunTimeSlice(context, shape: x.shape, begin: begin, end: end)
         let out = try context.output(x.shape)
-        let from = x.id, values = update.id, count = x.count, shape = x.shape, updateShape = update.shape, name = context.op.name
-        let b = begin.id, e = end.id
+        let from = x.id, values = update.id, count = x.count, updateCount = update.count
         context.run(reads: [x, update, begin, end], writes: [out]) { buffers throws(RuntimeError) in
-            let starts = (0..<rank).map { Int(buffers.ints(b)[$0]) }, stops = (0..<rank).map { Int(buffers.ints(e)[$0]) }
-            let geometry: (offset: Int, strides: [Int], shape: [Int])
-            switch ShapeOperations.sliceGeometry(shape, begin: starts, end: stops, stride: stride, beginMask: beginMask, endMask: endMask,
-                                                 squeezeMask: squeezeMask) {
-            case .success(let found): geometry = found
-            case .failure(let problem): throw .invalidValue(feature: name, detail: problem.description)
-            }
-            guard geometry.shape.reduce(1, *) == updateShape.reduce(1, *) else {
-                throw .invalidValue(feature: name, detail: "begin \(starts) and end \(stops) select \(geometry.shape), the update is \(updateShape)")
-            }
+            let geometry = try slice.geometry(buffers, count: updateCount)
             let target = buffers.ints(out), source = buffers.ints(values)
             target.update(from: buffers.ints(from), count: count)
             var next = 0

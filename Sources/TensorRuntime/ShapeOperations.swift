@@ -302,6 +302,47 @@ enum ShapeOperations {
         }
     }
 
+    /// A `slice_update`-style slice whose `begin` and `end` are computed at
+    /// run time: the stride and masks checked when the plan is made, the
+    /// selection found at prediction.
+    struct RunTimeSlice: Sendable {
+        let shape: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool], squeezeMask: [Bool]
+        let begin: Int, end: Int, name: String
+
+        /// Reads the stride and masks of `context`'s operation for a slice of
+        /// a tensor of `shape`; `begin` and `end` must be `shape.count` integers.
+        init(_ context: OperationContext, shape: [Int], begin: PlanValue, end: PlanValue) throws(RuntimeError) {
+            let rank = shape.count
+            guard begin.count == rank, end.count == rank, !begin.isFloat, !end.isFloat else {
+                throw context.invalid("begin and end need \(rank) integer values")
+            }
+            let stride = try context.ints("stride") ?? Array(repeating: 1, count: rank)
+            func mask(_ key: String) throws(RuntimeError) -> [Bool] { try context.bools(key) ?? Array(repeating: false, count: rank) }
+            let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
+            guard stride.count == rank, beginMask.count == rank, endMask.count == rank, squeezeMask.count == rank else {
+                throw context.invalid("stride and masks need \(rank) values")
+            }
+            (self.shape, self.stride, self.beginMask, self.endMask, self.squeezeMask) = (shape, stride, beginMask, endMask, squeezeMask)
+            (self.begin, self.end, name) = (begin.id, end.id, context.op.reportedName)
+        }
+
+        /// Where this prediction's `begin` and `end` select; it must be
+        /// `count` elements (the update's), else an error naming the operation.
+        func geometry(_ buffers: Buffers, count: Int) throws(RuntimeError) -> (offset: Int, strides: [Int], shape: [Int]) {
+            let rank = shape.count
+            let starts = (0..<rank).map { Int(buffers.ints(begin)[$0]) }, stops = (0..<rank).map { Int(buffers.ints(end)[$0]) }
+            switch sliceGeometry(shape, begin: starts, end: stops, stride: stride, beginMask: beginMask, endMask: endMask,
+                                 squeezeMask: squeezeMask) {
+            case .success(let found):
+                guard found.shape.reduce(1, *) == count else {
+                    throw .invalidValue(feature: name, detail: "begin \(starts) and end \(stops) select \(found.shape), the update has \(count) values")
+                }
+                return found
+            case .failure(let problem): throw .invalidValue(feature: name, detail: problem.description)
+            }
+        }
+    }
+
     struct SliceProblem: Error, CustomStringConvertible {
         let description: String
     }

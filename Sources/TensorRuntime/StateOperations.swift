@@ -70,28 +70,11 @@ enum StateOperations {
             context.run(reads: [update], writes: [to]) { buffers in write(buffers, offset: slice.offset, strides: slice.strides, shape: slice.shape) }
             return
         }
-        let rank = state.rank
-        guard begin.count == rank, end.count == rank, !begin.isFloat, !end.isFloat else {
-            throw context.invalid("begin and end need \(rank) integer values")
-        }
-        let stride = try context.ints("stride") ?? Array(repeating: 1, count: rank)
-        func mask(_ key: String) throws(RuntimeError) -> [Bool] { try context.bools(key) ?? Array(repeating: false, count: rank) }
-        let beginMask = try mask("begin_mask"), endMask = try mask("end_mask"), squeezeMask = try mask("squeeze_mask")
-        guard stride.count == rank, beginMask.count == rank, endMask.count == rank, squeezeMask.count == rank else {
-            throw context.invalid("stride and masks need \(rank) values")
-        }
-        let shape = state.shape, count = update.count, name = context.op.reportedName, b = begin.id, e = end.id
+        let slice = try ShapeOperations.RunTimeSlice(context, shape: state.shape, begin: begin, end: end)
+        let count = update.count
         context.run(reads: [update, begin, end], writes: [to]) { buffers throws(RuntimeError) in
-            let starts = (0..<rank).map { Int(buffers.ints(b)[$0]) }, stops = (0..<rank).map { Int(buffers.ints(e)[$0]) }
-            switch ShapeOperations.sliceGeometry(shape, begin: starts, end: stops, stride: stride, beginMask: beginMask, endMask: endMask,
-                                                 squeezeMask: squeezeMask) {
-            case .success(let found):
-                guard found.shape.reduce(1, *) == count else {
-                    throw .invalidValue(feature: name, detail: "begin \(starts) and end \(stops) select \(found.shape), the update has \(count) values")
-                }
-                write(buffers, offset: found.offset, strides: found.strides, shape: found.shape)
-            case .failure(let problem): throw .invalidValue(feature: name, detail: problem.description)
-            }
+            let found = try slice.geometry(buffers, count: count)
+            write(buffers, offset: found.offset, strides: found.strides, shape: found.shape)
         }
     }
 }

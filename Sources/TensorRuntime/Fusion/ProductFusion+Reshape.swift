@@ -15,15 +15,9 @@ extension ProductFusion {
               function.outputs[0].type.element == product.outputs[0].type.element
         else { return false }
         var post = PostOperations(product, graph: graph)
-        guard post.activation == nil, post.residual == nil else { return false }
-        switch function.type {
-        case "relu" where Set(function.arguments.keys) == ["x"]: post.activation = "relu"
-        case "gelu" where Set(function.arguments.keys).isSubset(of: ["x", "mode"]):
-            let mode = graph.constant(function, "mode")?.strings.first ?? "EXACT"
-            guard activations.contains("gelu_" + mode) else { return false }
-            post.activation = "gelu_" + mode
-        default: return false
-        }
+        guard post.activation == nil, post.residual == nil,
+              let activation = fusableActivation(function, graph) else { return false }
+        post.activation = activation
         var arguments = product.arguments
         post.store(into: &arguments)
         graph.update(productIndex, to: GraphOperation(type: "fused_linear", arguments: arguments, outputs: product.outputs, blocks: [])

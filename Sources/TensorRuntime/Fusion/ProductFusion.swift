@@ -95,17 +95,23 @@ enum ProductFusion {
               let (productIndex, product) = privateProduct(graph, function, "x")
         else { return false }
         var post = PostOperations(product, graph: graph)
-        guard post.activation == nil, post.residual == nil else { return false }
-        switch function.type {
-        case "relu" where Set(function.arguments.keys) == ["x"]: post.activation = "relu"
-        case "gelu" where Set(function.arguments.keys).isSubset(of: ["x", "mode"]):
-            let mode = graph.constant(function, "mode")?.strings.first ?? "EXACT"
-            guard activations.contains("gelu_" + mode) else { return false }
-            post.activation = "gelu_" + mode
-        default: return false
-        }
+        guard post.activation == nil, post.residual == nil,
+              let activation = fusableActivation(function, graph) else { return false }
+        post.activation = activation
         graph.replace([productIndex, index], with: fused(product, post: post, outputs: function.outputs))
         return true
+    }
+
+    /// The post-operation `function` becomes when it is ReLU or GELU (exact
+    /// or tanh) of its `x` alone; `nil` for anything else.
+    static func fusableActivation(_ function: GraphOperation, _ graph: FusionGraph) -> String? {
+        switch function.type {
+        case "relu" where Set(function.arguments.keys) == ["x"]: return "relu"
+        case "gelu" where Set(function.arguments.keys).isSubset(of: ["x", "mode"]):
+            let name = "gelu_" + (graph.constant(function, "mode")?.strings.first ?? "EXACT")
+            return activations.contains(name) ? name : nil
+        default: return nil
+        }
     }
 
     /// `linear(x) + r` with `r` computed elsewhere, of the same type: the
