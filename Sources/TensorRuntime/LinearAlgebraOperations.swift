@@ -155,6 +155,51 @@ enum LinearAlgebraOperations {
         let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
         let failure = DNNLKernels.failure(context)
         let a = x.id, b = y.id, r = residual?.id
+        if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch,
+           let columns = ColumnBlocks(threads: context.threads, k: k, n: n, fused: residual != nil) {
+            // Weights too large for any cache (a vocabulary projection): one block of columns per
+            // thread, each reordering only its slice once, so each thread streams its part of the
+            // weights from memory instead of every row block streaming all of them. Each block writes
+            // its columns of the destination in place (row stride n): oneDNN then runs its gemm
+            // kernel on plain [k, width] weights, which measured faster here (28 ms per thread for
+            // GPT-2's logits at 2 threads) than its brgemm kernel on packed weights writing a
+            // contiguous block copied afterwards (31–35 ms) or the row split (33 ms).
+            let rows = xBatch.reduce(1, *) * m
+            let stored: Bool = if case .floats = weights.storage { true } else { false }
+            let kernels: [DNNLPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+                var made: [DNNLPrimitive] = []
+                for (first, width) in columns.blocks {
+                    // The slice of the stored weights this block reads: [width, k] rows of linear's
+                    // [n, k], or the columns first..<first+width of a [k, n] matrix.
+                    let start = ty ? first * k : first
+                    let count = ty ? width * k : (k - 1) * n + width
+                    let slice = UnsafeBufferPointer(rebasing: values[start..<start + count])
+                    let operand = ty ? DNNLKernels.Operand(dims: [k, width], strides: [1, k]) : DNNLKernels.Operand(dims: [k, width], strides: [n, 1])
+                    let key = stored ? slice.baseAddress.map {
+                        DNNLKernels.WeightsKey(address: UInt(bitPattern: $0), count: count, dims: operand.dims, strides: operand.strides)
+                    } : nil
+                    guard let kernel = try? DNNLKernels.matmul(source: .init([rows, k]), weights: operand,
+                                                               destination: .init(dims: [rows, width], strides: [n, 1]), constantWeights: slice,
+                                                               bias: biasValues.map { Array($0[first..<first + width]) }, activation: activation,
+                                                               residual: nil, threads: 1, sharingWeightsWith: key.flatMap(DNNLKernels.product(packing:)))
+                    else { return nil }
+                    if let key { DNNLKernels.remember(kernel, packing: key) }
+                    made.append(kernel)
+                }
+                return made
+            }
+            guard let kernels else { return false }
+            let firsts = columns.blocks.map(\.first)
+            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
+                let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(out))
+                let failed = Locked(false)
+                DispatchQueue.concurrentPerform(iterations: kernels.count) { index in
+                    if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
+                }
+                guard !failed.withLock({ $0 }) else { throw failure }
+            }
+            return true
+        }
         if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
             // Row blocks, one per thread, each a single-threaded oneDNN product (Dispatch's
             // threads, not OpenMP's: OpenMP's barriers spin and stall when the cores are shared).
@@ -331,6 +376,41 @@ enum LinearAlgebraOperations {
 
 /// A product's rows split between threads: each block's source, destination
 /// and residual rows start at the block's first row.
+/// How a product over constant weights splits between threads by columns:
+/// when there are several threads and the weights are too large for any
+/// cache (at least 8 M values, a vocabulary projection such as GPT-2's
+/// logits), each thread computes a block of columns over all rows, reading
+/// only its slice of the weights. Row blocks would each stream the whole
+/// matrix from memory, halving the rate of every thread at two. A residual
+/// (a row-major addend) keeps the row split.
+struct ColumnBlocks {
+    /// First column and width of each block; widths are multiples of 64
+    /// (oneDNN's packed column block) except the last.
+    let blocks: [(first: Int, width: Int)]
+
+    /// The fewest weights split by columns (tests lower it to reach small models).
+    @TaskLocal static var minimumWeights = 1 << 23
+
+    init?(threads: Int, k: Int, n: Int, fused residual: Bool) {
+        guard threads > 1, !residual, k * n >= Self.minimumWeights, n > 64 else { return nil }
+        let width = ((n + threads - 1) / threads + 63) / 64 * 64
+        var blocks: [(first: Int, width: Int)] = []
+        var first = 0
+        while first < n {
+            blocks.append((first, min(width, n - first)))
+            first += width
+        }
+        self.blocks = blocks
+    }
+}
+
+/// A product's source and destination, read and written by several threads
+/// (each writes its own columns).
+private struct SharedRaw: @unchecked Sendable {
+    let source: UnsafeMutableRawPointer
+    let destination: UnsafeMutableRawPointer
+}
+
 private struct RowBlocks: @unchecked Sendable {
     let source: UnsafeMutableRawPointer
     let destination: UnsafeMutableRawPointer

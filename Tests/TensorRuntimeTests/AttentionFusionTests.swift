@@ -95,6 +95,34 @@ struct AttentionFusionTests {
                          try Self.run(function, fused, shapes: ["input_ids": [1, 9]], threads: threads), "gpt2")
     }
 
+    @Test("GPT-2's logits product split by columns between 2 threads equals the row split and 1 thread")
+    func logitsByColumns() throws {
+        let function = try Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
+        let fused = FusionPass.run(function.block)
+        let shapes = ["input_ids": [1, 9]]
+        // The zoo program is small: lowering the threshold sends its products without a residual
+        // (the logits, attention's projections) through the column split.
+        let rows = try Self.run(function, fused, shapes: shapes, threads: 2)
+        let columns = try ColumnBlocks.$minimumWeights.withValue(1) {
+            #expect(ColumnBlocks(threads: 2, k: 8, n: 1000, fused: false)?.blocks.map(\.width) == [512, 488])
+            return try Self.run(function, fused, shapes: shapes, threads: 2)
+        }
+        Self.expectClose(rows, columns, "gpt2 columns against rows")
+        Self.expectClose(try Self.run(function, fused, shapes: shapes, threads: 1), columns, "gpt2 columns against 1 thread")
+        Self.expectClose(try Self.run(function, FusionPass.run(function.block, rules: []), shapes: shapes, threads: 2), columns,
+                         "gpt2 columns against unfused")
+    }
+
+    @Test("column blocks: only for several threads, large weights, no residual; widths in 64s")
+    func columnBlocks() {
+        #expect(ColumnBlocks(threads: 1, k: 768, n: 50257, fused: false) == nil)
+        #expect(ColumnBlocks(threads: 2, k: 768, n: 50257, fused: true) == nil)
+        #expect(ColumnBlocks(threads: 2, k: 768, n: 3072, fused: false) == nil)
+        #expect(ColumnBlocks(threads: 2, k: 768, n: 50257, fused: false)?.blocks.map(\.first) == [0, 25152])
+        #expect(ColumnBlocks.$minimumWeights.withValue(1) { ColumnBlocks(threads: 2, k: 32, n: 96, fused: false)?.blocks.map(\.width) } == [64, 32])
+        #expect(ColumnBlocks(threads: 3, k: 768, n: 50257, fused: false)?.blocks.map(\.width) == [16768, 16768, 16721])
+    }
+
     // MARK: Written by hand
 
     static func value(_ name: String, _ shape: [Int?]) -> (name: String, type: ValueType) {
