@@ -165,8 +165,10 @@ enum LinearAlgebraOperations {
             // GPT-2's logits at 2 threads) than its brgemm kernel on packed weights writing a
             // contiguous block copied afterwards (31–35 ms) or the row split (33 ms).
             let rows = xBatch.reduce(1, *) * m
-            let stored: Bool = if case .floats = weights.storage { true } else { false }
-            let kernels: [DNNLPrimitive]? = weights.floats.withUnsafeBufferPointer { values in
+            let kernels: [DNNLPrimitive]? = weights.withUnsafeFloats { values in
+                // Mapped float32 weights are read where the file is mapped, so their slices name
+                // them for other plans; float16 ones are decoded into a temporary here.
+                let stored = values.baseAddress.map { UInt(bitPattern: $0) } == weights.stableFloatAddress
                 var made: [DNNLPrimitive] = []
                 for (first, width) in columns.blocks {
                     // The slice of the stored weights this block reads: [width, k] rows of linear's
