@@ -856,25 +856,7 @@ def save_ml_package(model, path):
 def finish_ml_package(path):
     """Stable identifiers in Manifest.json, a deterministic specification
     without the conversion date, and the same file modes on every machine."""
-    manifest_path = os.path.join(path, "Manifest.json")
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    package = os.path.basename(path)
-    # An item whose folder is empty (the weights of a program without large
-    # constants) is not kept by git: a fresh clone would hold a manifest that
-    # names a missing item, which coremltools' ModelPackage refuses to open.
-    for item_id, item in list(manifest["itemInfoEntries"].items()):
-        item_path = os.path.join(path, "Data", item["path"])
-        if os.path.isdir(item_path) and not any(files for _, _, files in os.walk(item_path)):
-            shutil.rmtree(item_path)
-        if not os.path.exists(item_path) and item_id != manifest["rootModelIdentifier"]:
-            del manifest["itemInfoEntries"][item_id]
-    renamed = {}
-    for old_id, item in manifest["itemInfoEntries"].items():
-        renamed[old_id] = str(uuid.uuid5(MANIFEST_NAMESPACE, package + "/" + item["path"])).upper()
-    manifest["itemInfoEntries"] = {renamed[k]: v for k, v in manifest["itemInfoEntries"].items()}
-    manifest["rootModelIdentifier"] = renamed[manifest["rootModelIdentifier"]]
-    write_bytes(manifest_path, (json.dumps(manifest, indent=4, sort_keys=True) + "\n").encode())
+    network_parity.stabilize_manifest(path, MANIFEST_NAMESPACE)
     # Re-serialize the specification deterministically and without the date.
     model_path = package_root_model_path(path)
     save_spec(parse_model(read_bytes(model_path)), model_path)

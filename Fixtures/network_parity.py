@@ -185,30 +185,35 @@ class Writer:
         return path
 
 
-def save_ml_package(model, path):
-    """Save with coremltools, then make the package deterministic (as generate.py does)."""
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    with contextlib.redirect_stdout(io.StringIO()):
-        model.save(path)
+def stabilize_manifest(path, namespace):
+    """Rewrite the package's Manifest.json so that the same model gives the same bytes:
+    identifiers derived from `namespace` and each item's path, and no item for an empty
+    folder (git does not keep one, so a fresh clone would list a missing item, which
+    coremltools' ModelPackage refuses to open). generate.py calls it too."""
     manifest_path = os.path.join(path, "Manifest.json")
     with open(manifest_path) as f:
         manifest = json.load(f)
     package = os.path.basename(path)
-    # An item whose folder is empty (the weights of a program without large constants) is not
-    # kept by git, so a fresh clone would list a missing item: drop it, as generate.py does, so
-    # that running the script again gives the committed files byte for byte.
     for item_id, item in list(manifest["itemInfoEntries"].items()):
         item_path = os.path.join(path, "Data", item["path"])
         if os.path.isdir(item_path) and not any(files for _, _, files in os.walk(item_path)):
             shutil.rmtree(item_path)
         if not os.path.exists(item_path) and item_id != manifest["rootModelIdentifier"]:
             del manifest["itemInfoEntries"][item_id]
-    renamed = {old: str(uuid.uuid5(MANIFEST_NAMESPACE, package + "/" + item["path"])).upper()
+    renamed = {old: str(uuid.uuid5(namespace, package + "/" + item["path"])).upper()
                for old, item in manifest["itemInfoEntries"].items()}
     manifest["itemInfoEntries"] = {renamed[k]: v for k, v in manifest["itemInfoEntries"].items()}
     manifest["rootModelIdentifier"] = renamed[manifest["rootModelIdentifier"]]
     write_bytes(manifest_path, (json.dumps(manifest, indent=4, sort_keys=True) + "\n").encode())
+
+
+def save_ml_package(model, path):
+    """Save with coremltools, then make the package deterministic (as generate.py does)."""
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    with contextlib.redirect_stdout(io.StringIO()):
+        model.save(path)
+    stabilize_manifest(path, MANIFEST_NAMESPACE)
     model_path = package_root_model_path(path)
     write_bytes(model_path, serialize(load_spec(model_path)))
     for root, _, files in os.walk(path):
