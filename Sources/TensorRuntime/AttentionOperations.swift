@@ -72,7 +72,7 @@ enum AttentionOperations {
         let block = max(1, min(l, max(8, 16_384 / max(s, 1))))
         let blocksPerBatch = (l + block - 1) / block
         let items = batches * blocksPerBatch
-        let workers = max(1, min(context.threads, items))
+        let workers = WorkSplit.workers(threads: context.threads, work: batches * l * max(s, 1) * (e + ev), items: items)
         let scratch = context.scratch(.float32, shape: [workers * block * max(s, 1)])
         let geometry = Geometry(l: l, s: s, e: e, ev: ev, block: block, blocksPerBatch: blocksPerBatch, scale: scale,
                                 keyTransposed: keyTransposed,

@@ -233,7 +233,10 @@ enum ConvolutionOperations {
     /// the images of a batch, or one image's rows when it is channels-last
     /// (both contiguous, so each block is a smaller convolution run in
     /// place); `nil` keeps one primitive.
-    static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads: Int) -> [(geometry: DNNLConvolution.Geometry, input: Int, output: Int)]? {
+    static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads requested: Int) -> [(geometry: DNNLConvolution.Geometry, input: Int, output: Int)]? {
+        // Multiply-adds: every output value reads its group's channels over the kernel.
+        let work = geometry.output.reduce(1, *) * (geometry.input[1] / max(geometry.groups, 1)) * kernel.reduce(1, *)
+        let threads = WorkSplit.workers(threads: requested, work: work, items: requested)
         guard threads > 1 else { return nil }
         let inImage = geometry.input[1...].reduce(1, *), outImage = geometry.output[1...].reduce(1, *)
         let batch = geometry.input[0]
@@ -326,7 +329,7 @@ enum ConvolutionOperations {
         let scratch = bytes > 0 ? context.scratch(.float32, shape: [(bytes + 3) / 4]) : nil
         let residuals = prepared.fusedResiduals, rest = prepared.rest, summed = prepared.summed, parts = prepared.parts
         context.run(reads: [x] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
-            let pointers = ConvolutionPointers(x: buffers.raw(x), out: buffers.raw(out), residuals: residuals.map { ($0.0, buffers.raw($0.1)) },
+            let pointers = ConvolutionPointers(x: buffers.raw(x), out: buffers.raw(out), residuals: residuals.isEmpty ? [] : residuals.map { buffers.raw($0.1) },
                                                summed: summed.map { buffers.raw($0) }, scratch: scratch.map { buffers.raw($0.id) })
             if parts.count == 1 {
                 try pointers.run(parts[0])
@@ -345,16 +348,22 @@ enum ConvolutionOperations {
     private struct ConvolutionPointers: @unchecked Sendable {
         let x: UnsafeMutableRawPointer
         let out: UnsafeMutableRawPointer
-        let residuals: [(Int32, UnsafeMutableRawPointer)]
+        let residuals: [UnsafeMutableRawPointer]
         let summed: UnsafeMutableRawPointer?
         let scratch: UnsafeMutableRawPointer?
 
         func run(_ part: PreparedConvolution.Part) throws(RuntimeError) {
             let output = out + part.outputOffset * 4
             if let summed { output.copyMemory(from: summed + part.outputOffset * 4, byteCount: part.outputCount * 4) }
-            var arguments: [(Int32, UnsafeMutableRawPointer)] = [(Int32(DNNL_ARG_SRC), x + part.inputOffset * 4), (Int32(DNNL_ARG_DST), output)]
-            for (argument, pointer) in residuals { arguments.append((argument, pointer + part.outputOffset * 4)) }
-            try part.kernel.run(arguments, scratchpad: scratch.map { $0 + part.scratchOffset })
+            // Slots: source, destination, then the residuals of the binary post-operations in order.
+            let input = x + part.inputOffset * 4, offset = part.outputOffset * 4
+            try part.kernel.run(scratchpad: scratch.map { $0 + part.scratchOffset }) { slot in
+                switch slot {
+                case 0: input
+                case 1: output
+                default: residuals[slot - 2] + offset
+                }
+            }
         }
     }
 
@@ -592,8 +601,9 @@ enum ConvolutionOperations {
         let overhang = input.indices.contains { axis in (output[axis] - 1) * strides[axis] + kernel[axis] - before[axis] > padded[axis] }
         if DNNL.isAvailable, x.isFloat, mode != .l2, !(mode == .average && !exclude && overhang) {
             let algorithm = mode == .max ? dnnl_pooling_max : exclude ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding
-            // Split between threads as a convolution is (blocks of images or rows, one primitive each).
-            let whole = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: [xShape[1], xShape[1]] + kernel, groups: 1,
+            // Split between threads as a convolution is (blocks of images or rows, one primitive each);
+            // as many groups as channels: each output reads one channel's window (the work `blocks` counts).
+            let whole = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: [xShape[1], 1] + kernel, groups: xShape[1],
                                                  strides: strides, dilations: Array(repeating: 1, count: spatial), padBefore: before,
                                                  channelsLast: channelsLast)
             let split = blocks(whole, kernel: kernel, threads: context.threads) ?? [(whole, 0, 0)]
@@ -735,8 +745,8 @@ enum ConvolutionOperations {
     private static func run(_ primitive: DNNLPrimitive, _ context: OperationContext, source: Int, destination: Int) {
         let scratch = scratchpad(primitive, context)
         context.run(reads: [source], outputs: [destination], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
-            try primitive.run([(Int32(DNNL_ARG_SRC), buffers.raw(source)), (Int32(DNNL_ARG_DST), buffers.raw(destination))],
-                              scratchpad: scratch.map { buffers.raw($0.id) })
+            let from = buffers.raw(source), to = buffers.raw(destination)
+            try primitive.run(scratchpad: scratch.map { buffers.raw($0.id) }) { $0 == 0 ? from : to }
         }
     }
 }

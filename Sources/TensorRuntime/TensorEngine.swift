@@ -114,8 +114,15 @@ public final class TensorEngine: PredictionEngine {
     }
 
     public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
-        try predict(inputs, state: makeState())
+        // A function without states reads and writes none: one empty state serves every prediction.
+        try predict(inputs, state: hasStates ? makeState() : Self.noStates)
     }
+
+    /// The state of a function that declares none.
+    private static let noStates = ProgramState(values: [:])
+
+    /// Whether the function declares states.
+    private var hasStates: Bool { function.inputs.contains { $0.type.isState } }
 
     /// The outputs for `inputs`, reading and updating `state`.
     public func predict(_ inputs: [String: FeatureValue], state: ProgramState) throws(RuntimeError) -> [String: FeatureValue] {

@@ -162,12 +162,33 @@ struct ConvolutionThreadingTests {
         #expect(got.count == want.count)
         #expect(zip(got, want).allSatisfy { abs(Double($0) - $1) <= 1e-5 * max(1, abs($1)) })
         for threads in [2, 3, 7] {
-            let split = try Self.run(function, input: input, shape: c.input, threads: threads)
+            // These convolutions are too small to be split by default (see `tinyNotSplit`).
+            let split = try WorkSplit.$minimumPerThread.withValue(1) { try Self.run(function, input: input, shape: c.input, threads: threads) }
             for name in ["r", "p"] {
                 let a = try #require(single[name]), b = try #require(split[name])
                 #expect(a.count == b.count)
                 #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-5 * max(1, abs($0)) }, "\(name) on \(threads) threads")
             }
         }
+    }
+
+    @Test("a tiny convolution or pooling runs on the calling thread; a large one is split", arguments: [2, 3])
+    func tinyNotSplit(threads: Int) {
+        func geometry(_ input: [Int], _ output: [Int], kernel: Int, groups: Int = 1) -> DNNLConvolution.Geometry {
+            DNNLConvolution.Geometry(input: input, output: output, weightShape: [output[1], input[1] / groups, kernel, kernel], groups: groups,
+                                     strides: [1, 1], dilations: [1, 1], padBefore: [kernel / 2, kernel / 2], channelsLast: true)
+        }
+        // A zoo network's 16-channel 4×4 pointwise convolution: 4 K multiply-adds, far less than a thread's hand-off costs.
+        let tiny = geometry([1, 16, 4, 4], [1, 16, 4, 4], kernel: 1)
+        #expect(ConvolutionOperations.blocks(tiny, kernel: [1, 1], threads: threads) == nil)
+        // Its 3×3 max pool over 16 channels (as pooling plans it: a window per channel).
+        let pool = geometry([1, 16, 4, 4], [1, 16, 4, 4], kernel: 3, groups: 16)
+        #expect(ConvolutionOperations.blocks(pool, kernel: [3, 3], threads: threads) == nil)
+        // A MobileNet-sized 3×3 convolution, 32 → 32 channels at 56×56: 29 M multiply-adds.
+        let large = geometry([1, 32, 56, 56], [1, 32, 56, 56], kernel: 3)
+        #expect(ConvolutionOperations.blocks(large, kernel: [3, 3], threads: threads)?.count == threads)
+        #expect(WorkSplit.workers(threads: threads, work: 4096, items: 16) == 1)
+        #expect(WorkSplit.workers(threads: threads, work: 1 << 24, items: 16) == threads)
+        #expect(WorkSplit.workers(threads: threads, work: 1 << 24, items: 1) == 1)
     }
 }

@@ -48,6 +48,33 @@ struct DNNLPrimitiveTests {
         }
     }
 
+    @Test("a run reads and writes the buffers it is given, also when they move between runs (memories rebound only then)")
+    func buffersMoveBetweenRuns() throws {
+        let weights: [Float] = [1, -2, 0.5, 3, -1, 4], bias: [Float] = [0.25, -0.5]
+        let primitive = try weights.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([2, 3]), weights: .init([3, 2]), destination: .init([2, 2]), constantWeights: values,
+                                   bias: bias, activation: nil, residual: nil, threads: 1)
+        }
+        // Two pairs of buffers, used in the order A, A, B, A, B: each run must see its own input.
+        let inputs: [[Float]] = [[1, 2, 3, 4, 5, 6], [-1, 0.5, 2, 0, -3, 1]]
+        let sources = inputs.map { values in
+            let pointer = UnsafeMutablePointer<Float>.allocate(capacity: 6)
+            pointer.initialize(from: values, count: 6)
+            return pointer
+        }
+        let targets = (0..<2).map { _ in UnsafeMutablePointer<Float>.allocate(capacity: 4) }
+        defer { (sources + targets).forEach { $0.deallocate() } }
+        for which in [0, 0, 1, 0, 1] {
+            targets[which].initialize(repeating: .nan, count: 4)
+            #expect(primitive.run(UnsafeMutableRawPointer(sources[which]), UnsafeMutableRawPointer(targets[which])))
+            let expected = Self.reference(inputs[which], rows: 2, weights: weights, bias: bias)
+            let got = Array(UnsafeBufferPointer(start: targets[which], count: 4))
+            #expect(zip(got, expected).allSatisfy { abs($0 - $1) <= 1e-5 }, "buffers \(which): \(got) against \(expected)")
+        }
+        // A primitive of two slots refuses three pointers rather than binding a wrong argument.
+        #expect(!primitive.run(UnsafeMutableRawPointer(sources[0]), UnsafeMutableRawPointer(targets[0]), UnsafeMutableRawPointer(targets[1])))
+    }
+
     @Test("one primitive runs on several threads at once, each run with its own workspace")
     func concurrentRuns() throws {
         let weights: [Float] = [1, -2, 0.5, 3, -1, 4], bias: [Float] = [0, 1]

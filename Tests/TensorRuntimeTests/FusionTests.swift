@@ -116,7 +116,7 @@ struct FusionTests {
         defer { scratch.deallocate() }
         try input.withUnsafeMutableBytes { x in
             try output.withUnsafeMutableBytes { y in
-                try primitive.run([(Int32(DNNL_ARG_SRC), x.baseAddress!), (Int32(DNNL_ARG_DST), y.baseAddress!)], scratchpad: scratch)
+                try primitive.run(scratchpad: scratch) { $0 == 0 ? x.baseAddress! : y.baseAddress! }
             }
         }
         // Centre: 4 channels × 9 ones + bias; corner: 4 × 4 + bias.

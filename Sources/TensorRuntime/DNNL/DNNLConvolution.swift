@@ -135,6 +135,8 @@ enum DNNLConvolution {
         // Negative padding after a convolution's last input rows (a 1×1 stride-2 convolution of an even
         // size never reads its last row and column) is oneDNN's way of saying so; a transposed one needs it non-negative.
         guard strides.count == spatial, !transposed || after.allSatisfy({ $0 >= 0 }) else { throw DNNL.failure(name, "describing padding \(after)") }
+        // Slots: source, destination, then the second tensor of each binary post-operation.
+        let slots = [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)] + post.binaryIndices.map(DNNL.postOperationSource)
         let primitive: DNNLPrimitive
         if transposed {
             var description = dnnl_deconvolution_desc_t()
@@ -144,7 +146,7 @@ enum DNNLConvolution {
                                                              strides, dilations, before, after)
             }
             guard status == dnnl_success else { throw DNNL.failure(name, "describing the deconvolution", status) }
-            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, threads: threads)
+            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, slots: slots, threads: threads)
         } else {
             var description = dnnl_convolution_desc_t()
             let status = withOptionalPointer(&biasRaw) { biasPointer in
@@ -153,7 +155,7 @@ enum DNNLConvolution {
                                                            strides, dilations, before, after)
             }
             guard status == dnnl_success else { throw DNNL.failure(name, "describing the convolution", status) }
-            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, threads: threads)
+            primitive = try DNNLPrimitive(name: name, operation: &description, postOperations: post, slots: slots, threads: threads)
         }
         // The primitive must read and write the layouts the plan holds (never a blocked one it chose).
         guard try primitive.layout(of: Int32(DNNL_ARG_SRC)).matches(source), try primitive.layout(of: Int32(DNNL_ARG_DST)).matches(destination) else {
@@ -184,7 +186,8 @@ enum DNNLConvolution {
                                                        Array(repeating: 0, count: kernel.count),
                                                        padBefore.map(Int64.init), after.map(Int64.init))
         guard status == dnnl_success else { throw DNNL.failure(name, "describing the pooling", status) }
-        let primitive = try DNNLPrimitive(name: name, operation: &description, threads: threads)
+        let primitive = try DNNLPrimitive(name: name, operation: &description, slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)],
+                                          threads: threads)
         guard try primitive.layout(of: Int32(DNNL_ARG_DST)).matches(destination) else { throw DNNL.failure(name, "keeping the plan's layout") }
         return primitive
     }

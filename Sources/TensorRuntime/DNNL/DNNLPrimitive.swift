@@ -112,85 +112,125 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// Bytes of the constants this primitive packed (not those it shares).
     var constantBytes: Int { constants.reduce(0) { $0 + ($1.shared ? 0 : $1.constant.bytes) } }
 
-    /// Runs the primitive on `arguments` (run argument, buffer in the layout
-    /// the primitive chose for it) and `scratchpad` (at least
-    /// `scratchpadBytes`; `nil` uses the workspace's own), on the threads it
-    /// was prepared for.
-    func run(_ arguments: [(Int32, UnsafeMutableRawPointer)], scratchpad: UnsafeMutableRawPointer?) throws(RuntimeError) {
+    /// Runs the primitive with `pointer(i)` as the buffer of slot `i` (for
+    /// every slot, in the layout the primitive chose for it) and `scratchpad`
+    /// (at least `scratchpadBytes`; `nil` uses the workspace's own), on the
+    /// threads it was prepared for.
+    ///
+    /// Allocates nothing once a workspace is pooled: the workspace's memories
+    /// and argument list are made on its first run, and a memory's address is
+    /// set only when the buffer moved (a state's arena stays where it is).
+    func run(scratchpad: UnsafeMutableRawPointer?, _ pointer: (Int) -> UnsafeMutableRawPointer) throws(RuntimeError) {
         let workspace: Workspace
         if let idle = workspaces.withLock({ $0.popLast() }) {
             workspace = idle
         } else {
             guard let stream = DNNLStream() else { throw DNNL.failure(name, "creating a stream") }
-            workspace = Workspace(stream: stream)
+            workspace = Workspace(stream: stream, of: self)
         }
         defer { workspaces.withLock { $0.append(workspace) } }
-        workspace.list.removeAll(keepingCapacity: true)
-        for (argument, pointer) in arguments {
-            workspace.list.append(dnnl_exec_arg_t(arg: argument, memory: try workspace.memory(argument, at: pointer, of: self)))
-        }
+        for index in slots.indices { try workspace.bind(index, to: pointer(index), of: self) }
         if scratchpadBytes > 0 {
-            let memory = if let scratchpad {
-                try workspace.memory(Int32(DNNL_ARG_SCRATCHPAD), at: scratchpad, of: self)
-            } else {
-                try workspace.ownScratchpad(of: self)
-            }
-            workspace.list.append(dnnl_exec_arg_t(arg: Int32(DNNL_ARG_SCRATCHPAD), memory: memory))
+            if let scratchpad { try workspace.bind(slots.count, to: scratchpad, of: self) } else { try workspace.bindOwnScratchpad(of: self) }
         }
-        for (argument, constant, _) in constants { workspace.list.append(dnnl_exec_arg_t(arg: argument, memory: constant.memory)) }
         DNNL.useThreads(threads)
-        let status = workspace.list.withUnsafeBufferPointer { list in
-            dnnl_primitive_execute(primitive, workspace.stream.handle, Int32(list.count), list.baseAddress)
-        }
+        let status = dnnl_primitive_execute(primitive, workspace.stream.handle, Int32(workspace.arguments.count), workspace.arguments.baseAddress)
         guard status == dnnl_success else { throw DNNL.failure(name, "running", status) }
         let waited = dnnl_stream_wait(workspace.stream.handle)
         guard waited == dnnl_success else { throw DNNL.failure(name, "waiting for the run", waited) }
     }
 
-    /// Runs with one pointer per slot, in the slots' order, and the
-    /// workspace's scratchpad. `false` if oneDNN fails.
-    func run(_ pointers: UnsafeMutableRawPointer...) -> Bool {
-        guard pointers.count == slots.count else { return false }
-        return (try? run(Array(zip(slots, pointers)), scratchpad: nil)) != nil
+    /// Runs a primitive of two slots (source, destination) with the workspace's scratchpad. `false` if oneDNN fails.
+    func run(_ first: UnsafeMutableRawPointer, _ second: UnsafeMutableRawPointer) -> Bool {
+        guard slots.count == 2 else { return false }
+        return (try? run(scratchpad: nil) { $0 == 0 ? first : second }) != nil
     }
 
-    /// What one run at a time uses: a stream, the memories wrapping its
-    /// buffers (their addresses set per run) and the run's argument list.
+    /// Runs a primitive of three slots with the workspace's scratchpad. `false` if oneDNN fails.
+    func run(_ first: UnsafeMutableRawPointer, _ second: UnsafeMutableRawPointer, _ third: UnsafeMutableRawPointer) -> Bool {
+        guard slots.count == 3 else { return false }
+        return (try? run(scratchpad: nil) { $0 == 0 ? first : ($0 == 1 ? second : third) }) != nil
+    }
+
+    /// Runs a primitive of four slots with the workspace's scratchpad. `false` if oneDNN fails.
+    func run(_ first: UnsafeMutableRawPointer, _ second: UnsafeMutableRawPointer, _ third: UnsafeMutableRawPointer,
+             _ fourth: UnsafeMutableRawPointer) -> Bool {
+        guard slots.count == 4 else { return false }
+        return (try? run(scratchpad: nil) { index in
+            switch index {
+            case 0: first
+            case 1: second
+            case 2: third
+            default: fourth
+            }
+        }) != nil
+    }
+
+    /// The number of run arguments `run` takes pointers for.
+    var slotCount: Int { slots.count }
+
+    /// What one run at a time uses: a stream, a memory per slot (and the
+    /// scratchpad) wrapping the run's buffers, and the argument list
+    /// oneDNN reads, which also binds the primitive's constants. Its tables
+    /// are plain memory, read without Swift's exclusivity checks on every run.
     private final class Workspace {
         let stream: DNNLStream
-        var memories: [Int32: dnnl_memory_t] = [:]
-        var scratchpad: dnnl_memory_t?
-        var list: [dnnl_exec_arg_t] = []
+        /// One memory per slot, then the given scratchpad's, then one oneDNN allocated: made on first use.
+        private let memories: UnsafeMutableBufferPointer<dnnl_memory_t?>
+        /// The address each memory points at.
+        private let bound: UnsafeMutableBufferPointer<UnsafeMutableRawPointer?>
+        /// The argument list: one entry per slot, the scratchpad's if any, then the constants.
+        let arguments: UnsafeMutableBufferPointer<dnnl_exec_arg_t>
 
-        init(stream: DNNLStream) { self.stream = stream }
+        init(stream: DNNLStream, of primitive: DNNLPrimitive) {
+            self.stream = stream
+            let slots = primitive.slots.count
+            memories = .allocate(capacity: slots + 2)
+            memories.initialize(repeating: nil)
+            bound = .allocate(capacity: slots + 2)
+            bound.initialize(repeating: nil)
+            let scratch = primitive.scratchpadBytes > 0 ? 1 : 0
+            arguments = .allocate(capacity: slots + scratch + primitive.constants.count)
+            for (index, argument) in primitive.slots.enumerated() { arguments[index] = dnnl_exec_arg_t(arg: argument, memory: nil) }
+            if scratch == 1 { arguments[slots] = dnnl_exec_arg_t(arg: Int32(DNNL_ARG_SCRATCHPAD), memory: nil) }
+            for (index, constant) in primitive.constants.enumerated() {
+                arguments[slots + scratch + index] = dnnl_exec_arg_t(arg: constant.argument, memory: constant.constant.memory)
+            }
+        }
 
         deinit {
-            for memory in memories.values { dnnl_memory_destroy(memory) }
-            if let scratchpad { dnnl_memory_destroy(scratchpad) }
+            for memory in memories { if let memory { dnnl_memory_destroy(memory) } }
+            memories.deallocate()
+            bound.deallocate()
+            arguments.deallocate()
         }
 
-        /// The memory of `argument`, pointing at `pointer`.
-        func memory(_ argument: Int32, at pointer: UnsafeMutableRawPointer, of primitive: DNNLPrimitive) throws(RuntimeError) -> dnnl_memory_t {
-            if let memory = memories[argument] {
+        /// Points slot `index` (`slots.count`: the scratchpad) at `pointer`.
+        @inline(__always)
+        func bind(_ index: Int, to pointer: UnsafeMutableRawPointer, of primitive: DNNLPrimitive) throws(RuntimeError) {
+            if let memory = memories[index] {
+                arguments[index].memory = memory
+                guard bound[index] != pointer else { return }
                 guard dnnl_memory_set_data_handle(memory, pointer) == dnnl_success else {
-                    throw DNNL.failure(primitive.name, "binding argument \(argument)")
+                    throw DNNL.failure(primitive.name, "binding argument \(arguments[index].arg)")
                 }
-                return memory
+            } else {
+                let memory = try make(index, pointer, of: primitive)
+                memories[index] = memory
+                arguments[index].memory = memory
             }
-            let memory = try make(argument, pointer, of: primitive)
-            memories[argument] = memory
-            return memory
+            bound[index] = pointer
         }
 
-        /// A scratchpad oneDNN allocated for this workspace.
-        func ownScratchpad(of primitive: DNNLPrimitive) throws(RuntimeError) -> dnnl_memory_t {
-            if let scratchpad { return scratchpad }
-            let memory = try make(Int32(DNNL_ARG_SCRATCHPAD), DNNL.allocate, of: primitive)
-            scratchpad = memory
-            return memory
+        /// Points the scratchpad at memory oneDNN allocated for this workspace.
+        func bindOwnScratchpad(of primitive: DNNLPrimitive) throws(RuntimeError) {
+            let index = primitive.slots.count
+            if memories[index + 1] == nil { memories[index + 1] = try make(index, DNNL.allocate, of: primitive) }
+            arguments[index].memory = memories[index + 1]
         }
 
-        private func make(_ argument: Int32, _ pointer: UnsafeMutableRawPointer?, of primitive: DNNLPrimitive) throws(RuntimeError) -> dnnl_memory_t {
+        private func make(_ index: Int, _ pointer: UnsafeMutableRawPointer?, of primitive: DNNLPrimitive) throws(RuntimeError) -> dnnl_memory_t {
+            let argument = index < primitive.slots.count ? primitive.slots[index] : Int32(DNNL_ARG_SCRATCHPAD)
             guard let engine = DNNL.engine?.handle,
                   let layout = dnnl_primitive_desc_query_md(primitive.descriptor, dnnl_query_exec_arg_md, argument) else {
                 throw DNNL.failure(primitive.name, "asking the layout of argument \(argument)")
