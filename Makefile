@@ -154,6 +154,7 @@ bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed
 	Scripts/serve-bench.sh
 	ZOO_VENV=$(ZOO_VENV) Scripts/bench-transformers.sh
 	ZOO_VENV=$(ZOO_VENV) Scripts/bench-cnn.sh
+	VENV=$(VENV) Scripts/bench-overhead.sh
 
 # MLServer and its friends for the serving bench only, never for make test.
 $(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt

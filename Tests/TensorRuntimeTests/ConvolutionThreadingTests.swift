@@ -39,7 +39,7 @@ struct ConvolutionThreadingTests {
     }
 
     /// conv(x) + bias → relu → + x' (a residual when the shapes allow), as the engine lays it out: fused, channels-last.
-    static func program(_ c: Case) -> (GraphFunction, weight: [Float], bias: [Float]) {
+    static func program(_ c: Case, pool: String = "max_pool", excludePadding: Bool = false) -> (GraphFunction, weight: [Float], bias: [Float]) {
         let perGroup = c.input[1] / c.groups
         let shape = outputShape(c)
         let pooled = [shape[0], shape[1], (shape[2] - 1) / 2 + 1, (shape[3] - 1) / 2 + 1]
@@ -54,8 +54,9 @@ struct ConvolutionThreadingTests {
             "groups": [.constant(Tensor(ints: [Int32(c.groups)], shape: []))],
         ], outputs: [value("c", shape)], blocks: [])
         let relu = GraphOperation(type: "relu", arguments: ["x": [.value("c")]], outputs: [value("r", shape)], blocks: [])
-        let pool = GraphOperation(type: "max_pool", arguments: [
+        let pool = GraphOperation(type: pool, arguments: [
             "x": [.value("r")], "kernel_sizes": [.constant(Tensor(ints: [3, 3], shape: [2]))],
+            "exclude_padding_from_average": [.constant(Tensor(ints: [excludePadding ? 1 : 0], shape: []))],
             "strides": [.constant(Tensor(ints: [2, 2], shape: [2]))],
             "pad_type": [.constant(Tensor(type: .string, shape: [], storage: .strings(["custom"])))],
             "pad": [.constant(Tensor(ints: [1, 1, 1, 1], shape: [4]))],
@@ -190,5 +191,19 @@ struct ConvolutionThreadingTests {
         #expect(WorkSplit.workers(threads: threads, work: 4096, items: 16) == 1)
         #expect(WorkSplit.workers(threads: threads, work: 1 << 24, items: 16) == threads)
         #expect(WorkSplit.workers(threads: threads, work: 1 << 24, items: 1) == 1)
+    }
+
+    @Test("a small channels-last pooling (its own loop) gives what oneDNN's pooling gives", arguments: cases)
+    func smallPoolingMatchesOneDNN(_ c: Case) throws {
+        let count = c.input.reduce(1, *)
+        let input = (0..<count).map { Float(($0 * 53) % 41) * 0.05 - 1 }
+        for (pool, exclude) in [("max_pool", false), ("avg_pool", false), ("avg_pool", true)] {
+            let (function, _, _) = Self.program(c, pool: pool, excludePadding: exclude)
+            let own = try Self.run(function, input: input, shape: c.input, threads: 1)
+            let dnnl = try ConvolutionOperations.$smallPoolingWork.withValue(0) { try Self.run(function, input: input, shape: c.input, threads: 1) }
+            let a = try #require(own["p"]), b = try #require(dnnl["p"])
+            #expect(a.count == b.count && !a.isEmpty)
+            #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-6 * max(1, abs($1)) }, "\(pool) exclude \(exclude)")
+        }
     }
 }

@@ -71,6 +71,8 @@ struct DNNLPrimitiveTests {
             let got = Array(UnsafeBufferPointer(start: targets[which], count: 4))
             #expect(zip(got, expected).allSatisfy { abs($0 - $1) <= 1e-5 }, "buffers \(which): \(got) against \(expected)")
         }
+        // Five runs one after another made one workspace and reused it.
+        #expect(primitive.pooledWorkspaces == 1)
         // A primitive of two slots refuses three pointers rather than binding a wrong argument.
         #expect(!primitive.run(UnsafeMutableRawPointer(sources[0]), UnsafeMutableRawPointer(targets[0]), UnsafeMutableRawPointer(targets[1])))
     }

@@ -47,6 +47,20 @@ struct PlanTests {
         #expect(plan.steps.allSatisfy { step in step.kind != "concat" || step.reads.contains { plan.values[$0].constant == nil } })
     }
 
+    @Test("a steady stream of predictions reuses one state: no arena is made after the first, outputs unchanged")
+    func steadyStateReusesTheArena() throws {
+        let engine = try Self.engine("Parity/Zoo/mobilenet_v3_small_fp32.mlpackage")
+        let pixels: [Double] = (0..<3072).map { (index: Int) -> Double in Double((index * 29) % 17) / 8 - 1 }
+        let inputs: [String: FeatureValue] = ["pixel_values": .multiArray(MultiArray(pixels, shape: [1, 3, 32, 32], dataType: .float32))]
+        let first = try #require(engine.predict(inputs).values.first?.multiArrayValue?.floats)
+        let resident = engine.residentBytes
+        for _ in 0..<4 {
+            let again = try #require(engine.predict(inputs).values.first?.multiArrayValue?.floats)
+            #expect(again == first)
+            #expect(engine.residentBytes == resident, "a prediction after the first made another state")
+        }
+    }
+
     @Test("one plan per input shape, cached")
     func plansAreCached() throws {
         let engine = try Self.engine("Parity/Zoo/gpt2_fp32.mlpackage")

@@ -169,6 +169,9 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// The number of run arguments `run` takes pointers for.
     var slotCount: Int { slots.count }
 
+    /// Workspaces made so far and idle now: one per run that ever overlapped another.
+    var pooledWorkspaces: Int { workspaces.withLock { $0.count } }
+
     /// What one run at a time uses: a stream, a memory per slot (and the
     /// scratchpad) wrapping the run's buffers, and the argument list
     /// oneDNN reads, which also binds the primitive's constants. Its tables
