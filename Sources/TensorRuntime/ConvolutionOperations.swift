@@ -262,7 +262,7 @@ enum ConvolutionOperations {
     }
 
     /// OpenMP threads of one block's primitive: one when the work is split
-    /// into `blocks` (Dispatch runs them at once) or too small to share —
+    /// into `blocks` (the thread team runs them at once) or too small to share —
     /// a second OpenMP thread spins between regions and, on shared cores,
     /// stalls the prediction's other threads; the caller's threads for one
     /// large block that cannot be split (a plain-layout image).
@@ -297,7 +297,7 @@ enum ConvolutionOperations {
             fused += 1
         }
         let name = "convolution \"\(context.op.name)\""
-        // Several threads: blocks of the output on Dispatch's threads, each a single-threaded primitive
+        // Several threads: blocks of the output on the thread team, each a single-threaded primitive
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
         let split = blocks(geometry, kernel: kernel, threads: context.threads) ?? [(geometry, 0, 0)]
@@ -319,7 +319,7 @@ enum ConvolutionOperations {
     }
 
     /// Adds the kernel running a prepared convolution: its blocks at once on
-    /// Dispatch's threads (or its one primitive), then the post-operations oneDNN did not take.
+    /// the thread team (or its one primitive), then the post-operations oneDNN did not take.
     private static func runConvolution(_ prepared: PreparedConvolution, _ context: OperationContext, x: Int, out: Int,
                                        posts: [PostOperation], stored: [Int]) {
         let bytes = prepared.scratchpadBytes
@@ -332,7 +332,7 @@ enum ConvolutionOperations {
                 try pointers.run(parts[0])
             } else {
                 let failure = Locked<RuntimeError?>(nil)
-                DispatchQueue.concurrentPerform(iterations: parts.count) { index in
+                ThreadTeam.shared.perform(parts.count, threads: parts.count) { index in
                     do throws(RuntimeError) { try pointers.run(parts[index]) } catch { failure.withLock { $0 = error } }
                 }
                 if let error = failure.withLock({ $0 }) { throw error }
