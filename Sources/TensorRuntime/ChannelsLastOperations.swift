@@ -96,7 +96,7 @@ enum ChannelsLastOperations {
         let out = try context.output([batch] + Array(repeating: 1, count: x.rank - 2) + [channels])
         let from = x.id
         // Blocks of channels (at least 64 each, a multiple of 16) on the thread team when the image is large enough to share.
-        let parts = batch * positions * channels >= splitMinimum ? max(1, min(context.threads, channels / 64)) : 1
+        let parts = meanParts(count: x.count, channels: channels, threads: context.threads)
         let width = (channels / parts + 15) / 16 * 16
         context.run(reads: [x], writes: [out]) { buffers in
             let pointers = ChannelPointers(source: buffers.floats(from), target: buffers.floats(out), scale: nil)
@@ -123,6 +123,16 @@ enum ChannelsLastOperations {
     /// Elements below which these kernels run on one thread: waking the team costs more than half of them.
     static let splitMinimum = 1 << 14
 
+    /// Blocks of channels a spatial mean over `count` elements is split into on `threads` threads (at least 64 channels each).
+    static func meanParts(count: Int, channels: Int, threads: Int) -> Int {
+        count >= splitMinimum ? max(1, min(threads, channels / 64)) : 1
+    }
+
+    /// Blocks of positions (`rows` of them) a channel product of `count` elements is split into on `threads` threads.
+    static func productParts(count: Int, rows: Int, threads: Int) -> Int {
+        count >= splitMinimum ? max(1, min(threads, rows)) : 1
+    }
+
     /// A kernel's buffers, shared by the threads running its parts (each writes only its own).
     private struct ChannelPointers: @unchecked Sendable {
         let source: UnsafeMutablePointer<Float>
@@ -148,7 +158,7 @@ enum ChannelsLastOperations {
         let from = image.id, factors = scale.id
         // Blocks of positions on the thread team when the image is large enough to share.
         let rows = batch * positions
-        let parts = image.count >= splitMinimum ? max(1, min(context.threads, rows)) : 1
+        let parts = productParts(count: image.count, rows: rows, threads: context.threads)
         context.run(reads: [image, scale], writes: [out]) { buffers in
             let pointers = ChannelPointers(source: buffers.floats(from), target: buffers.floats(out), scale: buffers.floats(factors))
             ThreadTeam.shared.perform(parts, threads: parts) { part in
