@@ -69,3 +69,41 @@ struct ChannelsLastSplitTests {
         #expect(ChannelsLastOperations.productParts(count: 56 * 56 * 144, rows: 56 * 56, threads: 3) == 3)
     }
 }
+
+/// The layout change at a CNN's input and output (`layout_transpose`) split
+/// into blocks of column tiles: at 1, 2 and 3 threads every element lands
+/// where the definition puts it, both ways.
+@Suite("Layout changes split between threads")
+struct LayoutTransposeSplitTests {
+    @Test("1, 2 and 3 threads move every element to its place", arguments: [[1, 3, 224, 224], [2, 5, 41, 37], [1, 1280, 1, 1], [1, 96, 7, 7]])
+    func exact(_ shape: [Int]) throws {
+        let (batch, channels, positions) = (shape[0], shape[1], shape[2] * shape[3])
+        let input = (0..<shape.reduce(1, *)).map { Float($0) }
+        let last = [batch, shape[2], shape[3], channels]
+        let there = GraphOperation(type: "layout_transpose", arguments: ["x": [.value("x")]],
+                                   outputs: [(name: "t", type: ValueType(element: .float32, shape: last.map { $0 }))], blocks: [])
+        let back = GraphOperation(type: "layout_transpose", arguments: ["x": [.value("t")],
+                                                                       "channels_last": [.constant(Tensor(ints: [0], shape: [], type: .bool))]],
+                                  outputs: [(name: "u", type: ValueType(element: .float32, shape: shape.map { $0 }))], blocks: [])
+        let function = GraphFunction(name: "main", inputs: [(name: "x", type: ValueType(element: .float32, shape: shape.map { $0 }))],
+                                     block: GraphBlock(operations: [there, back], outputs: ["t", "u"], constants: [:]))
+        for threads in [1, 2, 3] {
+            let plan = try Planner.plan(function, shapes: ["x": shape], threads: threads)
+            let state = TensorState(plan: plan)
+            let x = try #require(plan.inputs["x"]), t = try #require(plan.outputs["t"]), u = try #require(plan.outputs["u"])
+            input.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { state.table[x].copyMemory(from: base, byteCount: bytes.count) }
+            }
+            try state.run()
+            let moved = Array(UnsafeBufferPointer(start: state.buffers.floats(t), count: input.count))
+            let want = (0..<input.count).map { index -> Float in
+                let n = index / (positions * channels), p = index / channels % positions, c = index % channels
+                return input[(n * channels + c) * positions + p]
+            }
+            #expect(moved == want, "to channels-last on \(threads) threads")
+            #expect(Array(UnsafeBufferPointer(start: state.buffers.floats(u), count: input.count)) == input, "and back on \(threads) threads")
+        }
+        let tiles = (positions + 31) / 32
+        #expect(ConvolutionOperations.layoutTransposeParts(count: input.count, columnTiles: tiles, threads: 2) == (input.count >= 1 << 14 ? 2 : 1))
+    }
+}
