@@ -14,7 +14,7 @@ import SystemIO
 /// Each batch matrix (one head) is done in blocks of query rows whose scores
 /// stay in a per-thread scratch block while they are scaled, masked,
 /// normalised and multiplied by V, so the scores never go through the arena.
-/// Work items (head, row block) are split between Dispatch threads; the
+/// Work items (head, row block) are split between the thread team's threads; the
 /// products and the softmax are single-threaded oneDNN primitives, with
 /// OpenBLAS and our own loops as the fallback when oneDNN refuses a shape.
 enum AttentionOperations {
@@ -91,7 +91,7 @@ enum AttentionOperations {
                 return
             }
             let failed = Locked(false)
-            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            ThreadTeam.shared.perform(workers, threads: workers) { worker in
                 let scores = pointers.scratch + worker * block * max(s, 1)
                 for item in stride(from: worker, to: items, by: workers) where !geometry.run(item, pointers, scores: scores, kernels: kernels) {
                     failed.withLock { $0 = true }

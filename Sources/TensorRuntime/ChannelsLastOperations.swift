@@ -95,22 +95,49 @@ enum ChannelsLastOperations {
         let batch = x.shape[0], channels = x.shape[x.rank - 1], positions = x.shape[1..<(x.rank - 1)].reduce(1, *)
         let out = try context.output([batch] + Array(repeating: 1, count: x.rank - 2) + [channels])
         let from = x.id
+        // Blocks of channels (at least 64 each, a multiple of 16) on the thread team when the image is large enough to share.
+        let parts = meanParts(count: x.count, channels: channels, threads: context.threads)
+        let width = (channels / parts + 15) / 16 * 16
         context.run(reads: [x], writes: [out]) { buffers in
-            let source = buffers.floats(from), target = buffers.floats(out)
-            var sums = [Double](repeating: 0, count: channels)
-            sums.withUnsafeMutableBufferPointer { buffer in
-                guard let sum = buffer.baseAddress else { return }
-                for n in 0..<batch {
-                    for c in 0..<channels { sum[c] = 0 }
-                    let image = source + n * positions * channels
-                    for p in 0..<positions {
-                        let row = image + p * channels
-                        for c in 0..<channels { sum[c] += Double(row[c]) }
+            let pointers = ChannelPointers(source: buffers.floats(from), target: buffers.floats(out), scale: nil)
+            ThreadTeam.shared.perform(parts, threads: parts) { part in
+                let first = min(channels, part * width), end = part == parts - 1 ? channels : min(channels, first + width)
+                guard end > first else { return }
+                var sums = [Double](repeating: 0, count: end - first)
+                sums.withUnsafeMutableBufferPointer { buffer in
+                    guard let sum = buffer.baseAddress else { return }
+                    for n in 0..<batch {
+                        for c in 0..<(end - first) { sum[c] = 0 }
+                        let image = pointers.source + n * positions * channels + first
+                        for p in 0..<positions {
+                            let row = image + p * channels
+                            for c in 0..<(end - first) { sum[c] += Double(row[c]) }
+                        }
+                        for c in 0..<(end - first) { pointers.target[n * channels + first + c] = Float(sum[c] / Double(max(positions, 1))) }
                     }
-                    for c in 0..<channels { target[n * channels + c] = Float(sum[c] / Double(max(positions, 1))) }
                 }
             }
         }
+    }
+
+    /// Elements below which these kernels run on one thread: waking the team costs more than half of them.
+    static let splitMinimum = 1 << 14
+
+    /// Blocks of channels a spatial mean over `count` elements is split into on `threads` threads (at least 64 channels each).
+    static func meanParts(count: Int, channels: Int, threads: Int) -> Int {
+        count >= splitMinimum ? max(1, min(threads, channels / 64)) : 1
+    }
+
+    /// Blocks of positions (`rows` of them) a channel product of `count` elements is split into on `threads` threads.
+    static func productParts(count: Int, rows: Int, threads: Int) -> Int {
+        count >= splitMinimum ? max(1, min(threads, rows)) : 1
+    }
+
+    /// A kernel's buffers, shared by the threads running its parts (each writes only its own).
+    private struct ChannelPointers: @unchecked Sendable {
+        let source: UnsafeMutablePointer<Float>
+        let target: UnsafeMutablePointer<Float>
+        let scale: UnsafeMutablePointer<Float>?
     }
 
     /// `x * y` where one is `[N, spatial…, C]` and the other `[N, 1…, C]`; any other shapes go to `mul`.
@@ -129,16 +156,18 @@ enum ChannelsLastOperations {
         let out = try context.output(image.shape)
         let batch = image.shape[0], channels = image.shape[rank - 1], positions = image.count / max(batch * channels, 1)
         let from = image.id, factors = scale.id
+        // Blocks of positions on the thread team when the image is large enough to share.
+        let rows = batch * positions
+        let parts = productParts(count: image.count, rows: rows, threads: context.threads)
         context.run(reads: [image, scale], writes: [out]) { buffers in
-            let source = buffers.floats(from), target = buffers.floats(out), s = buffers.floats(factors)
-            // Pointers per position, so that the inner loop has no index arithmetic to check and vectorizes.
-            var offset = 0
-            for n in 0..<batch {
-                let row = s + n * channels
-                for _ in 0..<positions {
-                    let x = source + offset, y = target + offset
+            let pointers = ChannelPointers(source: buffers.floats(from), target: buffers.floats(out), scale: buffers.floats(factors))
+            ThreadTeam.shared.perform(parts, threads: parts) { part in
+                guard let s = pointers.scale else { return }
+                // Pointers per position, so that the inner loop has no index arithmetic to check and vectorizes.
+                for position in (part * rows / parts)..<((part + 1) * rows / parts) {
+                    let offset = position * channels, row = s + position / positions * channels
+                    let x = pointers.source + offset, y = pointers.target + offset
                     for c in 0..<channels { y[c] = x[c] * row[c] }
-                    offset += channels
                 }
             }
         }

@@ -265,7 +265,7 @@ enum ConvolutionOperations {
     }
 
     /// OpenMP threads of one block's primitive: one when the work is split
-    /// into `blocks` (Dispatch runs them at once) or too small to share —
+    /// into `blocks` (the thread team runs them at once) or too small to share —
     /// a second OpenMP thread spins between regions and, on shared cores,
     /// stalls the prediction's other threads; the caller's threads for one
     /// large block that cannot be split (a plain-layout image).
@@ -300,7 +300,7 @@ enum ConvolutionOperations {
             fused += 1
         }
         let name = "convolution \"\(context.op.name)\""
-        // Several threads: blocks of the output on Dispatch's threads, each a single-threaded primitive
+        // Several threads: blocks of the output on the thread team, each a single-threaded primitive
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
         let split = blocks(geometry, kernel: kernel, threads: context.threads) ?? [(geometry, 0, 0)]
@@ -322,7 +322,7 @@ enum ConvolutionOperations {
     }
 
     /// Adds the kernel running a prepared convolution: its blocks at once on
-    /// Dispatch's threads (or its one primitive), then the post-operations oneDNN did not take.
+    /// the thread team (or its one primitive), then the post-operations oneDNN did not take.
     private static func runConvolution(_ prepared: PreparedConvolution, _ context: OperationContext, x: Int, out: Int,
                                        posts: [PostOperation], stored: [Int]) {
         let bytes = prepared.scratchpadBytes
@@ -335,7 +335,7 @@ enum ConvolutionOperations {
                 try pointers.run(parts[0])
             } else {
                 let failure = Locked<RuntimeError?>(nil)
-                DispatchQueue.concurrentPerform(iterations: parts.count) { index in
+                ThreadTeam.shared.perform(parts.count, threads: parts.count) { index in
                     do throws(RuntimeError) { try pointers.run(parts[index]) } catch { failure.withLock { $0 = error } }
                 }
                 if let error = failure.withLock({ $0 }) { throw error }
@@ -770,27 +770,43 @@ enum ConvolutionOperations {
         let out = try context.output(toChannelsLast ? [batch] + spatial + [channels] : [batch, channels] + spatial, type: x.type)
         // Rows × columns per image: [C, P] → [P, C], or [P, C] → [C, P].
         let rows = toChannelsLast ? channels : positions, columns = toChannelsLast ? positions : channels
-        let from = x.id
+        let from = x.id, tile = 32
+        // Blocks of whole column tiles on the thread team (each writes its own output rows) for a large image.
+        let tiles = (columns + tile - 1) / tile
+        let parts = layoutTransposeParts(count: x.count, columnTiles: tiles, threads: context.threads)
         context.run(reads: [x], writes: [out]) { buffers in
-            let source = buffers.floats(from), target = buffers.floats(out)
-            let tile = 32
-            for n in 0..<batch {
-                let a = source + n * rows * columns, b = target + n * rows * columns
-                var r0 = 0
-                while r0 < rows {
-                    let r1 = min(r0 + tile, rows)
-                    var c0 = 0
-                    while c0 < columns {
-                        let c1 = min(c0 + tile, columns)
-                        for r in r0..<r1 {
-                            for c in c0..<c1 { b[c * rows + r] = a[r * columns + c] }
+            let pointers = TransposePointers(source: buffers.floats(from), target: buffers.floats(out))
+            ThreadTeam.shared.perform(parts, threads: parts) { part in
+                let first = part * tiles / parts * tile, end = min(columns, (part + 1) * tiles / parts * tile)
+                for n in 0..<batch {
+                    let a = pointers.source + n * rows * columns, b = pointers.target + n * rows * columns
+                    var r0 = 0
+                    while r0 < rows {
+                        let r1 = min(r0 + tile, rows)
+                        var c0 = first
+                        while c0 < end {
+                            let c1 = min(c0 + tile, end)
+                            for r in r0..<r1 {
+                                for c in c0..<c1 { b[c * rows + r] = a[r * columns + c] }
+                            }
+                            c0 = c1
                         }
-                        c0 = c1
+                        r0 = r1
                     }
-                    r0 = r1
                 }
             }
         }
+    }
+
+    /// Blocks of column tiles a layout change of `count` elements is split into on `threads` threads (none under 16 K elements).
+    static func layoutTransposeParts(count: Int, columnTiles: Int, threads: Int) -> Int {
+        count >= 1 << 14 ? max(1, min(threads, columnTiles)) : 1
+    }
+
+    /// A layout change's buffers, shared by the threads running its blocks (each writes only its own).
+    private struct TransposePointers: @unchecked Sendable {
+        let source: UnsafeMutablePointer<Float>
+        let target: UnsafeMutablePointer<Float>
     }
 
     /// The plan value holding `primitive`'s scratchpad, when it needs one (each prediction state has its own).

@@ -121,7 +121,7 @@ enum LinearAlgebraOperations {
             } else if batches > 1 {
                 // Each worker writes its own matrices of the output.
                 let shared = SharedPointers(left: left, right: right, target: target)
-                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                ThreadTeam.shared.perform(workers, threads: workers) { worker in
                     for index in stride(from: worker, to: batches, by: workers) {
                         gemm(shared.left + xOffsets[index] * m * k, transposeA: tx, shared.right + yOffsets[index] * k * n, transposeB: ty,
                              shared.target + index * m * n, m: m, n: n, k: k, accumulate: biasID != nil)
@@ -131,7 +131,7 @@ enum LinearAlgebraOperations {
                 // Each worker writes its own rows of the output.
                 let shared = SharedPointers(left: left, right: right, target: target)
                 let block = (m + workers - 1) / workers
-                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                ThreadTeam.shared.perform(workers, threads: workers) { worker in
                     let first = worker * block, rows = min(m, first + block) - first
                     guard rows > 0 else { return }
                     gemm(shared.left + first * k, transposeA: false, shared.right, transposeB: ty, shared.target + first * n,
@@ -195,7 +195,7 @@ enum LinearAlgebraOperations {
             context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
                 let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(out))
                 let failed = Locked(false)
-                DispatchQueue.concurrentPerform(iterations: kernels.count) { index in
+                ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
                     if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
                 }
                 guard !failed.withLock({ $0 }) else { throw failure }
@@ -203,7 +203,7 @@ enum LinearAlgebraOperations {
             return true
         }
         if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
-            // Row blocks, one per thread, each a single-threaded oneDNN product (Dispatch's
+            // Row blocks, one per thread, each a single-threaded oneDNN product (the thread team's
             // threads, not OpenMP's: OpenMP's barriers spin and stall when the cores are shared).
             let rows = xBatch.reduce(1, *) * m
             let workers = min(context.threads, max(1, rows / 16))
@@ -237,7 +237,7 @@ enum LinearAlgebraOperations {
                     ok = blocks.run(kernels[0], first: 0)
                 } else {
                     let failed = Locked(false)
-                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    ThreadTeam.shared.perform(workers, threads: workers) { worker in
                         let kernel = worker == workers - 1 ? kernels[kernels.count - 1] : kernels[0]
                         if !blocks.run(kernel, first: worker * block) { failed.withLock { $0 = true } }
                     }

@@ -8,10 +8,24 @@ extension TensorState {
         atexit { TensorState.dumpProfile() }
         return true
     }()
+    /// `MODELC_PROFILE=steps`: every step's wall-clock and process CPU time, in plan order.
+    static let profilingSteps = ProcessInfo.processInfo.environment["MODELC_PROFILE"] == "steps"
     static let totals = Locked<[String: UInt64]>([:])
+    static let stepTotals = Locked<[String: (order: Int, wall: UInt64, cpu: UInt64, runs: Int)]>([:])
     static func record(_ kind: String, _ nanoseconds: UInt64) { totals.withLock { $0[kind, default: 0] += nanoseconds } }
     static func dumpProfile() {
         for (kind, total) in totals.withLock({ $0 }).sorted(by: { $0.value > $1.value }) { print(kind, Double(total) / 1e6) }
+        for (step, total) in stepTotals.withLock({ $0 }).sorted(by: { $0.value.order < $1.value.order }) {
+            let runs = Double(max(total.runs, 1))
+            print(String(format: "step %@ wall_us %.1f cpu_us %.1f", step, Double(total.wall) / runs / 1e3, Double(total.cpu) / runs / 1e3))
+        }
+    }
+
+    /// CPU time of every thread of the process, in nanoseconds.
+    static func processorNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }
 
@@ -63,10 +77,20 @@ final class TensorState {
     func run() throws(RuntimeError) {
         let buffers = self.buffers
         if TensorState.profiling {
-            for step in plan.steps {
-                let start = DispatchTime.now().uptimeNanoseconds
+            for (index, step) in plan.steps.enumerated() {
+                let start = DispatchTime.now().uptimeNanoseconds, cpu = TensorState.processorNanoseconds()
                 try step.kernel(buffers)
-                TensorState.record(step.kind, DispatchTime.now().uptimeNanoseconds - start)
+                let wall = DispatchTime.now().uptimeNanoseconds - start
+                TensorState.record(step.kind, wall)
+                if TensorState.profilingSteps {
+                    let used = TensorState.processorNanoseconds() - cpu
+                    let shape = step.outputs.first.map { plan.values[$0].shape.map(String.init).joined(separator: "x") } ?? ""
+                    TensorState.stepTotals.withLock {
+                        let key = "\(step.kind) \(step.operation) \(shape)"
+                        let old = $0[key] ?? (index, 0, 0, 0)
+                        $0[key] = (old.order, old.wall + wall, old.cpu + used, old.runs + 1)
+                    }
+                }
             }
             return
         }

@@ -3,7 +3,7 @@ import ModelFeatures
 import SystemIO
 
 /// A oneDNN kernel over independent rows (softmax or layer norm along the
-/// last axis, an element-wise activation) split between Dispatch threads,
+/// last axis, an element-wise activation) split between the thread team's threads,
 /// as the products split theirs: one single-threaded primitive per block
 /// size, each thread running it on its own rows.
 struct RowSplitKernel: Sendable {
@@ -37,7 +37,7 @@ struct RowSplitKernel: Sendable {
         if workers == 1 { return kernels[0].run(source, destination) }
         let pointers = Pointers(source: source, destination: destination)
         let failed = Locked(false)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        ThreadTeam.shared.perform(workers, threads: workers) { worker in
             let kernel = worker == workers - 1 ? kernels[kernels.count - 1] : kernels[0]
             let first = worker * block
             if !kernel.run(pointers.source + first * sourceRow, pointers.destination + first * destinationRow) {

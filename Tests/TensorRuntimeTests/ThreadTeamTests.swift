@@ -1,0 +1,35 @@
+import Dispatch
+import SystemIO
+import Testing
+@testable import TensorRuntime
+
+/// The team that splits an operation between the caller and persistent
+/// helper threads: every part runs exactly once, the caller returns only
+/// when all are done, and callers that find the team busy (another
+/// prediction, a part that splits again) still get every part run.
+@Suite("Thread team")
+struct ThreadTeamTests {
+    @Test("every part runs once, the caller waits for all", arguments: [1, 2, 3, 7, 64], [1, 2, 3, 4])
+    func everyPartOnce(count: Int, threads: Int) {
+        for _ in 0..<50 {
+            let runs = Locked([Int](repeating: 0, count: count))
+            ThreadTeam.shared.perform(count, threads: threads) { part in
+                runs.withLock { $0[part] += 1 }
+            }
+            #expect(runs.withLock { $0 } == [Int](repeating: 1, count: count))
+        }
+    }
+
+    @Test("callers at once and parts that split again each run every part", .timeLimit(.minutes(1)))
+    func concurrentAndNested() {
+        let total = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<25 {
+                ThreadTeam.shared.perform(3, threads: 2) { _ in
+                    ThreadTeam.shared.perform(2, threads: 2) { _ in total.withLock { $0 += 1 } }
+                }
+            }
+        }
+        #expect(total.withLock { $0 } == 4 * 25 * 3 * 2)
+    }
+}
