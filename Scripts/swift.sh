@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `swift ARGS…` (or $SWIFT_COMMAND) with a TMPDIR of its own that is removed when it ends.
 #
-# Every call of the toolchain leaves empty TemporaryDirectory.XXXXXX directories in
+# Every call of the toolchain leaves TemporaryDirectory.XXXXXX directories (holding only a
+# zero-byte .keep-directory) in
 # TMPDIR (measured with Swift 6.3: `swift --version` 1, `swift build --show-bin-path` 3,
 # `swift package describe` 5): SwiftPM and the swift driver make them and never
 # remove them (swiftlang/swift-driver issues 1613 and 2049). A run of `make test`
