@@ -3,7 +3,9 @@
 #   make test   runs every check and test
 # Both install the Debian packages they need when missing.
 
-SWIFT       ?= swift
+# swift with a TMPDIR of its own, removed afterwards: the toolchain leaves empty
+# TemporaryDirectory.* directories in TMPDIR on every call (Scripts/swift.sh).
+SWIFT       ?= $(CURDIR)/Scripts/swift.sh
 VENV        ?= .venv
 PYTHON      ?= python3
 # Clients of `modelc serve` we did not write, each in a venv of its own from a pinned file:

@@ -1248,6 +1248,37 @@ def crop_resize_ios15(rng):
     return prog, [{"x": x, "y": single, "r": indexed}], [expected]
 
 
+@case("crop_resize_inverted", target=ct.target.iOS15)
+def crop_resize_inverted(rng):
+    """Boxes whose start lies after their end: the crop is flipped along that axis, as Core ML gives
+    in coremltools' iOS14 test (unnormalized [2, 2, 1, 1], ALIGN_CORNERS: [11, 10, 7, 6] on 1...16) and
+    iOS16 test (normalized columns 1.8 to 0.3: the samples run right to left). Every sampling mode, boxes
+    inside the image flipped in rows, columns or both, and that iOS14 case itself."""
+    x = rand(rng, 1, 2, 6, 7)
+    grid = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    flips = [(4.1, 1.5, 1.2, 5.3), (1.2, 5.3, 4.1, 1.5), (3.6, 2.4, 2.0, 1.0)]
+    modes = ["ALIGN_CORNERS", "STRICT_ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"]
+    boxes = np.array(flips, dtype=np.float32).reshape(3, 1, 4, 1, 1)
+    normalized = (boxes / np.array([5, 6, 5, 6], dtype=np.float32).reshape(1, 1, 4, 1, 1)).astype(np.float32)
+    iOS14 = np.array([2, 2, 1, 1], dtype=np.float32).reshape(1, 1, 4, 1, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=grid.shape)], opset_version=ct.target.iOS15)
+    def prog(x, g):
+        outs = [mb.crop_resize(x=x, roi=boxes, target_height=3, target_width=4, sampling_mode=m, name="pixels_" + m.lower())
+                for m in modes]
+        outs.append(mb.crop_resize(x=x, roi=normalized, target_height=3, target_width=4, normalized_coordinates=True,
+                                   sampling_mode="ALIGN_CORNERS", name="normalized"))
+        outs.append(mb.crop_resize(x=g, roi=iOS14, target_height=2, target_width=2, sampling_mode="ALIGN_CORNERS", name="coremltools_ios14"))
+        return tuple(outs)
+    x64 = x.astype(np.float64)
+    expected = {"pixels_" + m.lower(): np.array([[[crop_one(x64[0, c], boxes[n, 0, :, 0, 0], 3, 4, "CORNERS_HEIGHT_FIRST", False, 1.0, m)
+                                                    for c in range(2)]] for n in range(3)]) for m in modes}
+    expected["normalized"] = np.array([[[crop_one(x64[0, c], normalized[n, 0, :, 0, 0], 3, 4, "CORNERS_HEIGHT_FIRST", True, 1.0, "ALIGN_CORNERS")
+                                         for c in range(2)]] for n in range(3)])
+    expected["coremltools_ios14"] = np.array([11, 10, 7, 6], dtype=np.float64).reshape(1, 1, 1, 2, 2)
+    return prog, [{"x": x, "g": grid}], [expected]
+
+
 @case("crop_resize_ios17")
 def crop_resize_ios17(rng):
     x = rand(rng, 2, 3, 6, 7)

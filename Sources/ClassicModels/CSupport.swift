@@ -3,24 +3,10 @@ import CoreMLSchema
 import ModelFeatures
 import ModelSpec
 
-/// Copies of protobuf-c repeated fields and one-of label sets into Swift values.
+/// Copies of protobuf-c repeated fields into Swift values.
 enum CSupport {
     static func doubles(_ base: UnsafeMutablePointer<Double>?, _ count: Int) -> [Double] {
         scalars(base, count)
-    }
-
-    /// A classifier's labels from its `ClassLabels` one-of, whose cases are
-    /// numbered alike in every classifier message: 100 strings, 101 int64s.
-    static func labels(
-        case labelCase: UInt32,
-        strings: UnsafeMutablePointer<CoreML__Specification__StringVector>?,
-        int64s: UnsafeMutablePointer<CoreML__Specification__Int64Vector>?
-    ) -> ClassLabels {
-        switch labelCase {
-        case 100: strings.map { .strings(ModelSpec.strings($0.pointee.vector, $0.pointee.n_vector)) } ?? .strings([])
-        case 101: int64s.map { .int64s(scalars($0.pointee.vector, $0.pointee.n_vector)) } ?? .int64s([])
-        default: .strings([])
-        }
     }
 }
 

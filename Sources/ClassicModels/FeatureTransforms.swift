@@ -67,8 +67,10 @@ struct OneHotEncoderEngine: PredictionEngine {
 
     init(_ encoder: CoreML__Specification__OneHotEncoder, interface: ModelInterface) {
         self.interface = interface
-        let list = CSupport.labels(case: encoder.category_type_case.rawValue == 1 ? 100 : 101,
-                                   strings: encoder.stringcategories, int64s: encoder.int64categories)
+        // Categories, not class labels: `stringCategories` (case 1) or `int64Categories`.
+        let list: ClassLabels = encoder.category_type_case.rawValue == 1
+            ? .strings(encoder.stringcategories.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? [])
+            : .int64s(encoder.int64categories.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
         var categories: [ClassLabel: Int] = [:]
         for index in 0..<list.count where categories[list.label(at: index)] == nil {
             categories[list.label(at: index)] = index

@@ -55,7 +55,7 @@ struct GLMClassifierEngine: PredictionEngine {
         weights = elements(glm.weights, glm.n_weights).map { CSupport.doubles($0.pointee.value, $0.pointee.n_value) }
         offsets = CSupport.doubles(glm.offset, glm.n_offset)
         probit = glm.postevaluationtransform == CORE_ML__SPECIFICATION__GLMCLASSIFIER__POST_EVALUATION_TRANSFORM__Probit
-        labels = CSupport.labels(case: glm.class_labels_case.rawValue, strings: glm.stringclasslabels, int64s: glm.int64classlabels)
+        labels = ClassLabels(classifier: glm) ?? .strings([])
         try LinearAlgebra.checkRows(weights, offsets: offsets, model: interface.kind)
         let binary = weights.count == 1 && labels.count == 2
         guard binary || weights.count == labels.count else {

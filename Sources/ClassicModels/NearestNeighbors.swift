@@ -33,7 +33,7 @@ struct NearestNeighborsClassifierEngine: PredictionEngine {
         }
         let samples = rows.flatMap { $0 }
         self.samples = samples
-        let labels = CSupport.labels(case: knn.class_labels_case.rawValue, strings: knn.stringclasslabels, int64s: knn.int64classlabels)
+        let labels = ClassLabels(classifier: knn) ?? .strings([])
         guard labels.count == rows.count else {
             throw .invalidParameters(model: model, detail: "\(labels.count) labels for \(rows.count) samples")
         }

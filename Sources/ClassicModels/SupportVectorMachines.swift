@@ -169,7 +169,7 @@ struct SupportVectorClassifierEngine: PredictionEngine {
         rho = CSupport.doubles(svc.rho, svc.n_rho)
         probA = CSupport.doubles(svc.proba, svc.n_proba)
         probB = CSupport.doubles(svc.probb, svc.n_probb)
-        labels = CSupport.labels(case: svc.class_labels_case.rawValue, strings: svc.stringclasslabels, int64s: svc.int64classlabels)
+        labels = ClassLabels(classifier: svc) ?? .strings([])
         counts = scalars(svc.numberofsupportvectorsperclass, svc.n_numberofsupportvectorsperclass).map(Int.init)
         var starts: [Int] = []
         var total = 0

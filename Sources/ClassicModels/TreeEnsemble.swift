@@ -351,7 +351,7 @@ struct TreeEnsembleClassifierEngine: PredictionEngine {
         self.interface = interface
         forest = try TreeForest(parameters, model: interface.kind)
         transform = TreeTransform(model.postevaluationtransform)
-        labels = CSupport.labels(case: model.class_labels_case.rawValue, strings: model.stringclasslabels, int64s: model.int64classlabels)
+        labels = ClassLabels(classifier: model) ?? .strings([])
         let expected = transform == .softmaxWithZeroReference ? labels.count - 1 : labels.count
         guard forest.dimensions == expected || (forest.dimensions == 1 && labels.count == 2) else {
             throw .invalidParameters(model: interface.kind, detail: "\(forest.dimensions) prediction dimensions for \(labels.count) class labels")

@@ -83,7 +83,9 @@ extension ModelSummary {
 
     /// Class labels of any classifier: every classifier message in the schema
     /// holds them in fields named `stringClassLabels` / `int64ClassLabels`.
-    static func classLabels(in message: MessageView) -> ClassLabels? {
+    /// `nil` when neither is set. The one reader of class labels: summaries,
+    /// validation, neural-network and classic classifiers all call it.
+    package static func classLabels(in message: MessageView) -> ClassLabels? {
         if let labels = message.message(named: "stringClassLabels") {
             let vector = labels.pointer.assumingMemoryBound(to: CoreML__Specification__StringVector.self).pointee
             return .strings(strings(vector.vector, vector.n_vector))
@@ -93,6 +95,16 @@ extension ModelSummary {
             return .int64s(scalars(vector.vector, vector.n_vector))
         }
         return nil
+    }
+}
+
+extension ClassLabels {
+    /// The labels of one classifier message (`NeuralNetworkClassifier`,
+    /// `GLMClassifier`, `TreeEnsembleClassifier`, …), read by
+    /// `ModelSummary.classLabels(in:)`; `nil` when it sets none.
+    package init?<Classifier>(classifier: Classifier) {
+        guard let labels = withUnsafePointer(to: classifier, { ModelSummary.classLabels(in: MessageView($0)) }) else { return nil }
+        self = labels
     }
 }
 

@@ -11,8 +11,7 @@ package struct NetworkClassifier: Sendable, Equatable {
     package var probabilities: String?
 
     package init(_ network: CoreML__Specification__NeuralNetworkClassifier) {
-        var copy = network
-        labels = withUnsafePointer(to: &copy) { ModelSummary.classLabels(in: MessageView(UnsafeRawPointer($0))) } ?? .int64s([])
+        labels = ClassLabels(classifier: network) ?? .int64s([])
         let named = text(network.labelprobabilitylayername)
         let layers = elements(network.layers, network.n_layers)
         probabilities = named.isEmpty ? layers.last.flatMap { strings($0.pointee.output, $0.pointee.n_output).first } : named

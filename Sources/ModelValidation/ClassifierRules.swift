@@ -16,22 +16,19 @@ enum ClassifierRules {
         CORE_ML__SPECIFICATION__MODEL__TYPE_K_NEAREST_NEIGHBORS_CLASSIFIER,
     ]
 
-    /// The class labels of a classifier model: their kind and count; `nil`
-    /// when none are set.
+    /// The class labels of a classifier model (read by
+    /// `ModelSummary.classLabels(in:)`): their kind and count; `nil` when none
+    /// are set.
     static func labels(of model: UnsafePointer<CoreML__Specification__Model>) -> (kind: LabelKind, count: Int)? {
         let view = MessageView(model)
         guard let name = view.fieldName(number: model.pointee.type_case.rawValue),
               let typeMessage = view.message(named: name)
         else { return nil }
-        if let labels = typeMessage.message(named: "stringClassLabels") {
-            let vector = labels.pointer.assumingMemoryBound(to: CoreML__Specification__StringVector.self).pointee
-            return (.string, vector.n_vector)
+        return switch ModelSummary.classLabels(in: typeMessage) {
+        case .strings(let labels): (.string, labels.count)
+        case .int64s(let labels): (.int64, labels.count)
+        case nil: nil
         }
-        if let labels = typeMessage.message(named: "int64ClassLabels") {
-            let vector = labels.pointer.assumingMemoryBound(to: CoreML__Specification__Int64Vector.self).pointee
-            return (.int64, vector.n_vector)
-        }
-        return nil
     }
 
     static func check(_ model: UnsafePointer<CoreML__Specification__Model>, sink: inout DiagnosticSink) {

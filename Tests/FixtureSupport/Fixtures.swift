@@ -87,10 +87,19 @@ public enum Fixtures {
         try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
     }
 
-    /// A fresh empty directory under the system's temporary directory.
+    /// A fresh empty directory under `scratchRoot`: it goes with the test
+    /// process even when the test that made it forgets it.
     public static func temporaryDirectory(_ label: String) throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-\(label)-\(UUID().uuidString)")
+        let url = scratchRoot.appendingPathComponent("modelc-\(label)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    /// `modelc-tests-PID` in the system's temporary directory, removed with
+    /// everything in it when the test process exits.
+    public static let scratchRoot: URL = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-tests-\(getpid())", isDirectory: true)
+        atexit { try? FileManager.default.removeItem(at: Fixtures.scratchRoot) }
+        return url
+    }()
 }

@@ -15,19 +15,33 @@ struct AttentionFusionTests {
     /// Every rule but the attention one: the unfused reference.
     static let withoutAttention = FusionPass.rules.filter { !$0.name.hasPrefix("attention") }
 
-    static func graph(_ path: String) throws -> GraphFunction {
-        let file = try ModelFile.open(Fixtures.path(path))
-        let graph = try withExtendedLifetime(file) { () throws -> ProgramGraph in
-            let program = try #require(file.specification.root.pointee.mlprogram)
-            return try GraphReader(modelDirectory: file.modelDirectory).read(program, defaultFunction: nil)
+    struct NotAProgram: Error, CustomStringConvertible {
+        let path: String
+        var description: String { "\(path): no ML program with a default function" }
+    }
+
+    /// The default function of the program at `path` (under Fixtures/), its
+    /// constants folded; read off the shared threads (`HeavyWork`).
+    static func graph(_ path: String) async throws -> GraphFunction {
+        try await HeavyWork.run {
+            let file = try ModelFile.open(Fixtures.path(path))
+            let graph = try withExtendedLifetime(file) { () throws -> ProgramGraph in
+                guard let program = file.specification.root.pointee.mlprogram else { throw NotAProgram(path: path) }
+                return try GraphReader(modelDirectory: file.modelDirectory).read(program, defaultFunction: nil)
+            }
+            guard var function = graph.functions[graph.defaultFunction] else { throw NotAProgram(path: path) }
+            function.block = Planner.foldConstants(function.block)
+            return function
         }
-        var function = try #require(graph.functions[graph.defaultFunction])
-        function.block = Planner.foldConstants(function.block)
-        return function
+    }
+
+    /// `compute`, planned and run off the shared threads (`HeavyWork`).
+    static func run(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) async throws -> [String: [Float]] {
+        try await HeavyWork.run { try compute(function, block, shapes: shapes, threads: threads) }
     }
 
     /// Runs `block` of `function` on inputs of `shapes`: integers in 0..<50, floats in [-1, 1).
-    static func run(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) throws -> [String: [Float]] {
+    static func compute(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) throws -> [String: [Float]] {
         var function = function
         function.block = block
         // These models are small: without lowering the threshold their attention would not be split at all.
@@ -69,9 +83,9 @@ struct AttentionFusionTests {
 
     @Test("every layer's attention of a converted program fuses and computes what the unfused plan does",
           arguments: converted.indices, [1, 2])
-    func convertedPrograms(_ index: Int, threads: Int) throws {
+    func convertedPrograms(_ index: Int, threads: Int) async throws {
         let (path, shapes) = Self.converted[index]
-        let function = try Self.graph(path)
+        let function = try await Self.graph(path)
         let softmaxes = function.block.operations.filter { $0.type == "softmax" }.count
         #expect(softmaxes == 2, "\(path): two layers")
         let fused = FusionPass.run(function.block)
@@ -79,38 +93,39 @@ struct AttentionFusionTests {
         #expect(fused.operations.filter { $0.type == "fused_attention" }.count == softmaxes, "\(path)")
         #expect(!fused.operations.contains { $0.type == "softmax" }, "\(path)")
         #expect(unfused.operations.filter { $0.type == "softmax" }.count == softmaxes)
-        Self.expectClose(try Self.run(function, unfused, shapes: shapes, threads: threads),
-                         try Self.run(function, fused, shapes: shapes, threads: threads), path)
+        let expected = try await Self.run(function, unfused, shapes: shapes, threads: threads)
+        Self.expectClose(expected, try await Self.run(function, fused, shapes: shapes, threads: threads), path)
     }
 
     @Test("GPT-2's GELU after the reshape of its product fuses into the product", arguments: [1, 2])
-    func geluThroughReshape(threads: Int) throws {
-        let function = try Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
+    func geluThroughReshape(threads: Int) async throws {
+        let function = try await Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
         #expect(function.block.operations.filter { $0.type == "gelu" }.count == 2)
         let fused = FusionPass.run(function.block)
         #expect(!fused.operations.contains { $0.type == "gelu" })
         #expect(fused.operations.filter { $0.type == "fused_linear" && $0.arguments["activation"] != nil }.count == 2)
         let unfused = FusionPass.run(function.block, rules: FusionPass.rules.filter { $0.name != "linear + reshape + activation" })
         #expect(unfused.operations.filter { $0.type == "gelu" }.count == 2)
-        Self.expectClose(try Self.run(function, unfused, shapes: ["input_ids": [1, 9]], threads: threads),
-                         try Self.run(function, fused, shapes: ["input_ids": [1, 9]], threads: threads), "gpt2")
+        let expected = try await Self.run(function, unfused, shapes: ["input_ids": [1, 9]], threads: threads)
+        Self.expectClose(expected, try await Self.run(function, fused, shapes: ["input_ids": [1, 9]], threads: threads), "gpt2")
     }
 
     @Test("GPT-2's logits product split by columns between 2 threads equals the row split and 1 thread")
-    func logitsByColumns() throws {
-        let function = try Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
+    func logitsByColumns() async throws {
+        let function = try await Self.graph("Parity/Zoo/gpt2_fp32.mlpackage")
         let fused = FusionPass.run(function.block)
         let shapes = ["input_ids": [1, 9]]
         // The zoo program is small: lowering the threshold sends its products without a residual
-        // (the logits, attention's projections) through the column split.
-        let rows = try Self.run(function, fused, shapes: shapes, threads: 2)
-        let columns = try ColumnBlocks.$minimumWeights.withValue(1) {
-            #expect(ColumnBlocks(threads: 2, k: 8, n: 1000, fused: false)?.blocks.map(\.width) == [512, 488])
-            return try Self.run(function, fused, shapes: shapes, threads: 2)
+        // (the logits, attention's projections) through the column split. The threshold is a task
+        // local: set where the plan is made, on HeavyWork's thread.
+        let rows = try await Self.run(function, fused, shapes: shapes, threads: 2)
+        #expect(ColumnBlocks.$minimumWeights.withValue(1) { ColumnBlocks(threads: 2, k: 8, n: 1000, fused: false)?.blocks.map(\.width) } == [512, 488])
+        let columns = try await HeavyWork.run {
+            try ColumnBlocks.$minimumWeights.withValue(1) { try Self.compute(function, fused, shapes: shapes, threads: 2) }
         }
         Self.expectClose(rows, columns, "gpt2 columns against rows")
-        Self.expectClose(try Self.run(function, fused, shapes: shapes, threads: 1), columns, "gpt2 columns against 1 thread")
-        Self.expectClose(try Self.run(function, FusionPass.run(function.block, rules: []), shapes: shapes, threads: 2), columns,
+        Self.expectClose(try await Self.run(function, fused, shapes: shapes, threads: 1), columns, "gpt2 columns against 1 thread")
+        Self.expectClose(try await Self.run(function, FusionPass.run(function.block, rules: []), shapes: shapes, threads: 2), columns,
                          "gpt2 columns against unfused")
     }
 
@@ -206,14 +221,14 @@ struct AttentionFusionTests {
     ]
 
     @Test("hand-written attention fuses and computes what the unfused plan does", arguments: cases, [1, 2])
-    func handWritten(_ testCase: Case, threads: Int) throws {
+    func handWritten(_ testCase: Case, threads: Int) async throws {
         let function = testCase.function
         let fused = FusionPass.run(function.block)
         #expect(fused.operations.map(\.type) == ["fused_attention"])
         #expect(fused.operations.first?.outputs.first?.name == "attended")
         let unfused = FusionPass.run(function.block, rules: Self.withoutAttention)
-        Self.expectClose(try Self.run(function, unfused, shapes: testCase.shapes, threads: threads),
-                         try Self.run(function, fused, shapes: testCase.shapes, threads: threads), testCase.name)
+        let expected = try await Self.run(function, unfused, shapes: testCase.shapes, threads: threads)
+        Self.expectClose(expected, try await Self.run(function, fused, shapes: testCase.shapes, threads: threads), testCase.name)
     }
 
     @Test("a softmax over another axis, a scale per element or a transposed query is left unfused")

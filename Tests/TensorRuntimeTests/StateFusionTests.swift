@@ -10,13 +10,13 @@ import Testing
 /// the last write a view; what the steps compute is StatefulDecoderTests'.
 @Suite("State fusion")
 struct StateFusionTests {
-    static func decoder() throws -> GraphFunction {
-        try AttentionFusionTests.graph("Models/StatefulDecoder.mlpackage")
+    static func decoder() async throws -> GraphFunction {
+        try await AttentionFusionTests.graph("Models/StatefulDecoder.mlpackage")
     }
 
     @Test("a converted decoder's cache updates are written in place and read as views")
-    func decoderCaches() throws {
-        let function = try Self.decoder()
+    func decoderCaches() async throws {
+        let function = try await Self.decoder()
         let before = function.block.operations.map(\.type)
         #expect(before.filter { $0 == "write_state" }.count == 4)
         let fused = FusionPass.run(function.block).operations.map(\.type)
