@@ -105,11 +105,12 @@ def reference(op, feeds):
     if op.op_type == "rnn":
         order = range(S) if op.direction.val == "forward" else reversed(range(S))
         wi, wh, b = f64(op.weight_ih), f64(op.weight_hh), f64(op.bias)
-        h, ys = h0, {}
+        h, ys = h0, []
         for t in order:
-            h = ACT[op.activation.val](X[t] @ wi.T + h @ wh.T + (b if b is not None else 0)); ys[t] = h
-        y = np.stack([ys[t] for t in sorted(ys)])
-        return [y if op.output_sequence.val else (ys[S - 1] if op.direction.val == "forward" else ys[0])[None], h]
+            h = ACT[op.activation.val](X[t] @ wi.T + h @ wh.T + (b if b is not None else 0))
+            ys.append(h)
+        # A single direction gives its sequence in the order it ran (reverse: last step first).
+        return [np.stack(ys) if op.output_sequence.val else h[None], h]
     if op.op_type == "lstm":
         c0 = f64(feeds[op.initial_c.name])
         acts = (op.recurrent_activation.val, op.cell_activation.val, op.activation.val)
@@ -124,8 +125,8 @@ def reference(op, feeds):
             return [y if op.output_sequence.val else last, np.concatenate([fh, bh], -1), np.concatenate([fc, bc], -1)]
         order = range(S) if d == "forward" else reversed(range(S))
         y, h, c = lstm_dir(X, h0, c0, f64(op.weight_ih), f64(op.weight_hh), f64(op.bias), f64(op.peephole), order, acts, clip)
-        last = (y[-1] if d == "forward" else y[0])[None]
-        return [y if op.output_sequence.val else last, h, c]
+        y = y if d == "forward" else y[::-1]
+        return [y if op.output_sequence.val else h[None], h, c]
     raise NotImplementedError(op.op_type)
 
 def compare_program(mlmodel, input_key_values, expected_outputs, dtype="fp32", atol=1e-4, rtol=1e-5,
