@@ -1038,6 +1038,61 @@ def opset_ios17(rng):
         "resample": tensor_ops.resample_reference(f64(img), f64(coords), "nearest", "constant", 0.5, "normalized_zero_to_one", True)}]
 
 
+@case("recurrent_fp16_data", ["gru", "lstm", "rnn"], tolerance=5e-4)
+def recurrent_fp16_data(rng):
+    """tensor_ops' recurrent program with fp16 data, states and weights in a program converted
+    at fp32 precision, its outputs fp16 (coremltools' iOS17 recurrent tests with dtype float16
+    and the fp32 backend). The reference is float64 from the stored fp16 values; the tolerance,
+    5e-4 of max(1, |reference|), is half an fp16 unit in the last place (2^-11) and 1.2e-5 for
+    fp32 arithmetic: modelc computes in fp32 and rounds once, at the fp16 outputs."""
+    return tensor_ops.recurrent(rng, dtype=np.float16)
+
+
+@case("conv_transpose_fp16_data", ["conv_transpose"], tolerance=5e-4)
+def conv_transpose_fp16_data(rng):
+    """conv_transpose 2-D (strides, dilations, groups 2, custom pads, bias) on fp16 data and
+    weights in a program converted at fp32 precision (coremltools' iOS17 conv_transpose stress
+    tests with float16): float64 reference from the stored fp16 values, half an fp16 ulp."""
+    x = rng.standard_normal((1, 2, 7, 7)).astype(np.float16)
+    w = (rng.uniform(-1, 1, (2, 2, 2, 2)) / 2).astype(np.float16)
+    b = rng.uniform(-1, 1, 4).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape, dtype=types.fp16)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.conv_transpose(x=x, weight=w, bias=b, pad_type="custom", pad=[2, 2, 1, 1], strides=[2, 1], dilations=[2, 1],
+                                 groups=2, name="y")
+    full = conv_transpose_nd(f64(x), f64(w), (2, 1), (2, 1), 2) + f64(b)[None, :, None, None]
+    return prog, [{"x": x}], [{"y": full[:, :, 2:-2, 1:-1]}]
+
+
+@case("sparse_fp16_data_fp32_sum", ["constexpr_sparse_to_dense", "constexpr_lut_to_sparse", "cast"], tolerance=1e-7,
+      target=ct.target.iOS18)
+def sparse_fp16_data_fp32_sum(rng):
+    """fp16 sparse weights (plain and palettized) cast to fp32 and added to an fp32 input, as
+    coremltools' iOS18 sparse compression tests build them: the fp32 sums of fp16 values and 1
+    are exact, so the reference is exact (a reference summed in fp16, as those tests' NumPy
+    expression `fp16_array + 1` is, differs by up to 4.9e-4)."""
+    from coremltools.converters.mil.mil.ops.defs.iOS18 import constexpr_lut_to_sparse, constexpr_sparse_to_dense
+    shape = (2, 4, 8)
+    mask = (rng.uniform(0, 1, shape) < 0.5).astype(types.np_uint1_dtype)
+    data = rng.uniform(0, 1, int(mask.sum())).astype(np.float16)
+    lut_mask = (rng.uniform(0, 1, shape) < 0.5).astype(types.np_uint1_dtype)
+    indices = rng.integers(0, 4, int(lut_mask.sum())).astype(types.np_uint2_dtype)
+    lut = rng.uniform(0, 1, (1, 1, 1, 4, 1)).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=shape)], opset_version=ct.target.iOS18)
+    def prog(x):
+        dense = mb.constexpr_sparse_to_dense(nonzero_data=data, mask=mask)
+        lut_mask_out, lut_data = mb.constexpr_lut_to_sparse(indices_mask=lut_mask, indices_nonzero_data=indices, lut=lut)
+        palettized = mb.constexpr_sparse_to_dense(nonzero_data=lut_data, mask=lut_mask_out)
+        return (mb.add(x=x, y=mb.cast(x=dense, dtype="fp32"), name="sparse"),
+                mb.add(x=x, y=mb.cast(x=palettized, dtype="fp32"), name="palettized"))
+    ones = np.ones(shape, np.float32)
+    out_mask, out_data = constexpr_lut_to_sparse.decompress(lut_mask, indices, lut, None)
+    return prog, [{"x": ones}], [{"sparse": f64(constexpr_sparse_to_dense.decompress(data, mask)) + 1,
+                                  "palettized": f64(constexpr_sparse_to_dense.decompress(out_data, out_mask)) + 1}]
+
+
 BAD_PARAMETERS = []
 
 

@@ -674,21 +674,27 @@ def control_flow(rng):
 
 
 @case("recurrent")
-def recurrent(rng):
+def recurrent(rng, dtype=np.float32):
+    """rnn, gru (reverse), lstm (peephole, clip) and bidirectional lstm. With dtype float16 the
+    data, states and weights are fp16 in a program converted at fp32 precision (as coremltools'
+    iOS17 recurrent tests build them): the reference is computed from the stored fp16 values."""
     S, B, I, H = 5, 2, 3, 4
     x, h0, c0, h2, c2 = rand(rng, S, B, I), rand(rng, B, H), rand(rng, B, H), rand(rng, B, 2 * H), rand(rng, B, 2 * H)
     rw_ih, rw_hh, rb = rand(rng, H, I), rand(rng, H, H), rand(rng, H)
     gw_ih, gw_hh, gb = rand(rng, 3 * H, I), rand(rng, 3 * H, H), rand(rng, 3 * H)
     lw_ih, lw_hh, lb, lp = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H), rand(rng, 3 * H)
     bw_ih, bw_hh, bb = rand(rng, 4 * H, I), rand(rng, 4 * H, H), rand(rng, 4 * H)
+    x, h0, c0, h2, c2, rw_ih, rw_hh, rb, gw_ih, gw_hh, gb, lw_ih, lw_hh, lb, lp, bw_ih, bw_hh, bb = (
+        v.astype(dtype) for v in (x, h0, c0, h2, c2, rw_ih, rw_hh, rb, gw_ih, gw_hh, gb, lw_ih, lw_hh, lb, lp, bw_ih, bw_hh, bb))
+    mil_type = types.numpy_type_to_builtin_type(dtype)
+    clip = dtype(0.8)
 
-    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape), mb.TensorSpec(shape=h0.shape), mb.TensorSpec(shape=c0.shape),
-                             mb.TensorSpec(shape=h2.shape), mb.TensorSpec(shape=c2.shape)], opset_version=ct.target.iOS17)
+    @mb.program(input_specs=[mb.TensorSpec(shape=v.shape, dtype=mil_type) for v in (x, h0, c0, h2, c2)], opset_version=ct.target.iOS17)
     def prog(x, h, c, hb, cb):
         rnn_y, rnn_h = mb.rnn(x=x, initial_h=h, weight_ih=rw_ih, weight_hh=rw_hh, bias=rb, output_sequence=True, activation="tanh")
         gru_y, gru_h = mb.gru(x=x, initial_h=h, weight_ih=gw_ih, weight_hh=gw_hh, bias=gb, direction="reverse", output_sequence=True)
         lstm_y, lstm_h, lstm_c = mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb, peephole=lp,
-                                         output_sequence=False, clip=np.float32(0.8))
+                                         output_sequence=False, clip=clip)
         bi_y, bi_h, bi_c = mb.lstm(x=x, initial_h=hb, initial_c=cb, weight_ih=lw_ih, weight_hh=lw_hh, bias=lb,
                                    weight_ih_back=bw_ih, weight_hh_back=bw_hh, bias_back=bb, direction="bidirectional",
                                    output_sequence=True)
@@ -738,7 +744,7 @@ def recurrent(rng):
         return ys, h, c
     ry, rh = run_rnn(f64(h0))
     gy, gh = run_gru(f64(h0))
-    _, lh, lc = run_lstm(f64(h0), f64(c0), lw_ih, lw_hh, lb, lp, range(S), clip=np.float64(np.float32(0.8)))
+    _, lh, lc = run_lstm(f64(h0), f64(c0), lw_ih, lw_hh, lb, lp, range(S), clip=np.float64(clip))
     zero = np.zeros(3 * H)
     fy, fh, fc = run_lstm(f64(h2)[:, :H], f64(c2)[:, :H], lw_ih, lw_hh, lb, zero, range(S))
     by, bh, bc = run_lstm(f64(h2)[:, H:], f64(c2)[:, H:], bw_ih, bw_hh, bb, zero, reversed(range(S)))

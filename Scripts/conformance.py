@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make conformance: coremltools 9.0's MIL operation tests with modelc as the backend.
 
-Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--per-file] [--out DIR] [-- PYTEST ARGS]
+Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--backend "mlprogram fp32"]
+                      [--per-file] [--out DIR] [-- PYTEST ARGS]
 
 Runs the tests shipped in the wheel (coremltools/converters/mil/mil/ops/tests/iOS14…iOS18/)
 under `modelc.coremltools.enable(pretend_macos=True)`, keeps a seeded sample
@@ -13,6 +14,11 @@ passed / failed / refused (modelc does not run an operation: UnsupportedModelErr
 DIR/files/OPSET-FILE/ (summary and log), skips the files whose summary is already there
 (so an interrupted run resumes), and merges them into DIR/summary.md with a table per file.
 Each file is sampled on its own (same seed), so a sample differs from the single-process one.
+
+--backend (BACKEND) keeps only the cases of one backend ("mlprogram fp32", "mlprogram fp16",
+"neuralnetwork fp32"), before sampling: with INCLUDE_MIL_FP32_UNIT_TESTS=1, "mlprogram fp32"
+samples the fp32 ML-program cases alone. (pytest's -k does not see the backend here: the
+parameter ids are the short ones, backend0, backend1, …)
 """
 
 import argparse
@@ -28,15 +34,32 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 
 
+def backend_of(item):
+    """"mlprogram fp32", "neuralnetwork fp32", … for a test case with a backend parameter, else None."""
+    backend = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+    if backend is None:
+        return None
+    if hasattr(backend, "backend"):
+        return "%s %s" % (backend.backend, getattr(backend, "precision", ""))
+    if isinstance(backend, (tuple, list)):
+        return " ".join(str(part) for part in backend)
+    return None
+
+
 class Sampler:
-    def __init__(self, fraction, seed):
+    def __init__(self, fraction, seed, backend=""):
         self.fraction = fraction
         self.seed = seed
+        self.backend = backend
         self.results = []
         self.uncollected = []
         self.backends = {}
 
     def pytest_collection_modifyitems(self, session, config, items):
+        if self.backend:
+            other = [item for item in items if backend_of(item) != self.backend]
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if backend_of(item) == self.backend]
         if self.fraction >= 1:
             return
         rng = random.Random(self.seed)
@@ -46,14 +69,9 @@ class Sampler:
 
     def pytest_collection_finish(self, session):
         for item in session.items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            backend = params.get("backend")
-            if backend is None:
-                continue
-            if hasattr(backend, "backend"):
-                self.backends[item.nodeid] = "%s %s" % (backend.backend, getattr(backend, "precision", ""))
-            elif isinstance(backend, (tuple, list)):
-                self.backends[item.nodeid] = " ".join(str(part) for part in backend)
+            backend = backend_of(item)
+            if backend is not None:
+                self.backends[item.nodeid] = backend
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -90,6 +108,7 @@ def main():
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "21")))
     parser.add_argument("--opsets", default=os.environ.get("OPSETS", "iOS14,iOS15,iOS16,iOS17,iOS18"))
     parser.add_argument("--files", default=os.environ.get("FILES", ""))
+    parser.add_argument("--backend", default=os.environ.get("BACKEND", ""))
     parser.add_argument("--per-file", action="store_true", default=os.environ.get("PER_FILE", "") not in ("", "0"))
     parser.add_argument("--out", default=".build/conformance")
     parser.add_argument("pytest_args", nargs="*")
@@ -116,7 +135,7 @@ def main():
     if args.per_file:
         results, per_file = run_per_file(args, targets)
     else:
-        sampler = Sampler(args.sample, args.seed)
+        sampler = Sampler(args.sample, args.seed, args.backend)
         pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(root), "-W", "ignore",
                      "--continue-on-collection-errors"] + targets + args.pytest_args,
                     plugins=[sampler])
@@ -134,8 +153,9 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# modelc against coremltools' MIL op tests",
-             "", "sample %.3g (seed %d), opsets %s%s%s" % (args.sample, args.seed, args.opsets,
+             "", "sample %.3g (seed %d), opsets %s%s%s%s" % (args.sample, args.seed, args.opsets,
                                                           ", files " + args.files if args.files else "",
+                                                          ", backend " + args.backend if args.backend else "",
                                                           ", one process per file" if args.per_file else ""),
              "", "| opset | backend | passed | failed | refused | skipped | needs torch |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -177,7 +197,7 @@ def run_per_file(args, targets):
         if not summary.exists():
             directory.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, os.path.abspath(__file__), "--sample", repr(args.sample), "--seed", str(args.seed),
-                       "--opsets", path.parent.name, "--files", path.name, "--out", str(directory)]
+                       "--opsets", path.parent.name, "--files", path.name, "--out", str(directory), "--backend", args.backend]
             if args.pytest_args:
                 command += ["--"] + args.pytest_args
             print("conformance: %s" % name, flush=True)
