@@ -28,16 +28,25 @@ final class ThreadTeam: @unchecked Sendable {
     /// How long a helper keeps looking for the next operation before it sleeps, in nanoseconds.
     static let spin: UInt64 = 100_000
 
-    /// An operation being run: its parts, the next part to take and how many are done.
+    /// An operation being run: its parts, the next part to take, how many are
+    /// done, and how many helpers may still join (the caller asked for at most
+    /// `threads`, whatever the size of the team an earlier caller hired).
     private final class Job: @unchecked Sendable {
         let body: @Sendable (Int) -> Void
         let count: Int
         let next = Atomic<Int>(0)
         let done = Atomic<Int>(0)
+        let seats: Atomic<Int>
 
-        init(count: Int, body: @escaping @Sendable (Int) -> Void) {
+        init(count: Int, helpers: Int, body: @escaping @Sendable (Int) -> Void) {
             self.count = count
             self.body = body
+            seats = Atomic(helpers)
+        }
+
+        /// Takes a helper's seat, if one is left.
+        func join() -> Bool {
+            seats.wrappingSubtract(1, ordering: .relaxed).oldValue > 0
         }
 
         /// Runs parts until none is left.
@@ -73,12 +82,17 @@ final class ThreadTeam: @unchecked Sendable {
             return
         }
         guard busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
-            DispatchQueue.concurrentPerform(iterations: count, execute: body)
+            // Busy: Dispatch's threads, still no more than `threads` at once.
+            let lanes = min(threads, count)
+            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+                for part in stride(from: lane, to: count, by: lanes) { body(part) }
+            }
             return
         }
         defer { busy.store(false, ordering: .releasing) }
-        hire(min(threads, count) - 1)
-        let job = Job(count: count, body: body)
+        let helpers = min(threads, count) - 1
+        hire(helpers)
+        let job = Job(count: count, helpers: helpers, body: body)
         current.withLock { $0 = job }
         generation.wrappingAdd(1, ordering: .sequentiallyConsistent)
         if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
@@ -130,7 +144,7 @@ final class ThreadTeam: @unchecked Sendable {
                 }
             }
             seen = generation.load(ordering: .acquiring)
-            current.withLock { $0 }?.work()
+            if let job = current.withLock({ $0 }), job.join() { job.work() }
         }
     }
 }

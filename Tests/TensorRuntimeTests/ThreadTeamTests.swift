@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import SystemIO
 import Testing
 @testable import TensorRuntime
@@ -31,5 +32,19 @@ struct ThreadTeamTests {
             }
         }
         #expect(total.withLock { $0 } == 4 * 25 * 3 * 2)
+    }
+
+    @Test("a caller asking for 2 threads gets at most 2, after a wider caller hired more helpers")
+    func threadsAskedForAreTheLimit() {
+        ThreadTeam.shared.perform(8, threads: 4) { _ in usleep(2_000) }
+        for _ in 0..<20 {
+            let workers = Locked(Set<UInt64>())
+            ThreadTeam.shared.perform(16, threads: 2) { _ in
+                let thread = UInt64(pthread_self())
+                workers.withLock { _ = $0.insert(thread) }
+                usleep(500)
+            }
+            #expect(workers.withLock { $0.count } <= 2)
+        }
     }
 }
