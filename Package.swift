@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "BundleFormatTests", dependencies: ["BundleFormat", "ModelCompiler", "FixtureSupport"]),
         .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"]),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"]),
-        .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO"]),
+        .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelFetchTests", dependencies: ["ModelFetch", "ModelArchive", "SystemIO", "FixtureSupport"]),
         .testTarget(name: "ModelBuildTests", dependencies: ["ModelBuild"]),

@@ -1,3 +1,4 @@
+import FixtureSupport
 import Foundation
 import MemoryPressure
 import Synchronization
@@ -49,11 +50,9 @@ func allLevels(_ stream: AsyncStream<MemoryPressureLevel>, timeout: Duration = .
     }
 }
 
-/// A fresh directory under the temporary directory.
+/// A fresh directory under the test process's scratch root (removed when the process exits).
 func temporaryDirectory() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-pressure-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+    try Fixtures.temporaryDirectory("pressure").path
 }
 
 /// Counts what a `Syscalls` table opened and closed, for leak checks.
