@@ -115,6 +115,7 @@ enum TestFiles {
     static let directory: URL = {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-image-tests-\(getpid())")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: TestFiles.directory) }
         return url
     }()
 

@@ -1,7 +1,9 @@
 """Shared setup: the in-repo package and library, a private model cache, the fixtures."""
 
+import atexit
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -9,7 +11,9 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
-os.environ.setdefault("MODELC_CACHE", tempfile.mkdtemp(prefix="modelc-pytest-cache-"))
+if "MODELC_CACHE" not in os.environ:
+    os.environ["MODELC_CACHE"] = tempfile.mkdtemp(prefix="modelc-pytest-cache-")
+    atexit.register(shutil.rmtree, os.environ["MODELC_CACHE"], True)
 
 FIXTURES = REPO / "Fixtures"
 

@@ -118,3 +118,18 @@ def test_a_computation_that_fails_raises_runtime_error_as_core_ml_does():
     with pytest.raises(modelc.InputError) as wrong:
         mlmodel.predict({"x": np.ones((2, 2), np.float32), "i": np.array([1, 2], np.int32)})
     assert not isinstance(wrong.value, RuntimeError)
+
+
+def test_an_in_memory_model_leaves_no_temporary_files(tmp_path, monkeypatch):
+    import gc
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    modelc.coremltools.enable()
+    mlmodel = ct.models.MLModel(str(FIXTURES / "Models" / "GLMClassifier.mlmodel"))
+    assert mlmodel.predict({"features": np.array([1.0, 2, 3, 4])})["species"] == 1
+    saved = list(tmp_path.glob("modelc-coremltools-*"))
+    assert len(saved) == 1 and (saved[0] / "model.mlmodel").exists()
+    del mlmodel
+    gc.collect()
+    assert not saved[0].exists()

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
+import weakref
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -44,6 +46,8 @@ def _open(mlmodel: Any):
     path = getattr(mlmodel, "package_path", None) if getattr(mlmodel, "is_package", False) else None
     if not path or not os.path.exists(path):
         directory = tempfile.mkdtemp(prefix="modelc-coremltools-")
+        # Kept while the MLModel lives (the model may be reloaded from it), removed after.
+        weakref.finalize(mlmodel, shutil.rmtree, directory, True)
         path = os.path.join(directory, "model.mlpackage" if getattr(mlmodel, "is_package", False) else "model.mlmodel")
         if getattr(mlmodel, "is_package", False):
             mlmodel.save(path)
