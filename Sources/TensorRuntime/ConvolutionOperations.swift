@@ -300,21 +300,29 @@ enum ConvolutionOperations {
     }
 
     /// Whether one channels-last image's convolution is split into blocks
-    /// of output channels rather than rows, for `threads` threads. Each row
-    /// block reads every weight and its rows of the input; each channel block
-    /// reads the whole input and its channels' weights. So channels win where
-    /// the weights outweigh the input (ResNet-18's 14×14 and 7×7 stages,
-    /// MobileNetV2's last pointwise convolutions) and where the rows are few
-    /// and do not divide evenly (7 rows as 4 + 3 run at 0.7 of one thread,
-    /// not 0.5). Not for grouped convolutions (a block would need a slice of
-    /// the input too) or too few channels for 16-channel vectors per block.
+    /// of output channels rather than rows, for `threads` threads: where the
+    /// rows split unevenly (the largest block 10 % or more above an even
+    /// share: ResNet-18's 7 rows as 4 + 3 ran at 0.69–0.71 of one thread's
+    /// time, as blocks of 256 channels at 0.5) and every output value reads
+    /// at least `channelSplitDepth` inputs, so that copying a block's
+    /// channels into place costs less than the imbalance (MobileNetV2's 7×7
+    /// pointwise convolutions, 160 and 320 deep, ran slower by channels).
+    /// Measured on ResNet-18 and MobileNetV2 at 2 threads, every other
+    /// convolution ran as fast or faster by rows (the 14×14 and 28×28
+    /// stages, even where their weights outweigh their input). Not for
+    /// grouped convolutions (a block would need a slice of the input too) or
+    /// too few channels for a 16-channel vector per block.
     static func splitsChannels(_ geometry: DNNLConvolution.Geometry, threads: Int) -> Bool {
         guard threads > 1, geometry.channelsLast, geometry.input[0] == 1, geometry.groups == 1, geometry.output.count >= 3,
               geometry.output[1] >= 16 * threads else { return false }
-        let weights = geometry.weightShape.reduce(1, *), input = geometry.input.reduce(1, *)
-        let rows = geometry.output[2]
-        return weights >= input || (rows % threads != 0 && rows < 8 * threads)
+        let depth = geometry.weightShape[1...].reduce(1, *), rows = geometry.output[2]
+        let largest = (rows + threads - 1) / threads
+        return depth >= channelSplitDepth && 10 * largest * threads >= 11 * rows
     }
+
+    /// Inputs per output value (input channels × kernel positions) from which
+    /// a convolution whose rows split unevenly is split by channels instead.
+    static let channelSplitDepth = 1024
 
     /// `channels` split into `parts` nearly equal ranges whose bounds are
     /// multiples of 16 (whole vectors), the last taking the remainder;

@@ -6,8 +6,8 @@ import Testing
 
 /// One channels-last image's convolution split into blocks of output
 /// channels (each block the whole input, its channels' weights packed for
-/// it, computed into scratch and copied into its strided slice of the output) where the weights outweigh the
-/// input or the rows are few and uneven, and into rows elsewhere: which
+/// it, computed into scratch and copied into its strided slice of the output) where its rows split unevenly
+/// and each output value reads many inputs, and into rows elsewhere: which
 /// split is chosen for ResNet-18's shapes, and that every split computes a
 /// direct float64 convolution with bias, residual and ReLU at 1, 2 and 3 threads.
 @Suite("Convolutions split into blocks of output channels")
@@ -21,7 +21,7 @@ struct ConvolutionChannelSplitTests {
                                         dilations: [1, 1], padBefore: [kernel / 2, kernel / 2], channelsLast: true)
     }
 
-    @Test("ResNet-18's 7×7 and 14×14 stages split by channels, its 56×56 stage and grouped convolutions by rows")
+    @Test("ResNet-18's 7×7 stage splits by channels; its 14×14 and 56×56 stages, MobileNetV2's pointwise and grouped convolutions by rows")
     func chosenSplit() throws {
         // layer4's 3×3 512 → 512 at 7×7: 7 rows would split 4 + 3; 2.4 M weights against 25 K inputs.
         let last = Self.geometry([1, 512, 7, 7], outputs: 512, kernel: 3)
@@ -33,15 +33,20 @@ struct ConvolutionChannelSplitTests {
         #expect(three.map(\.channels) == [0..<176, 176..<336, 336..<512])
         // Not where the caller cannot take a strided output (a binary residual, pooling).
         #expect(ConvolutionOperations.blocks(last, kernel: [3, 3], threads: 2)?.allSatisfy { $0.channels == nil } == true)
-        // layer3 (14 rows, even) and its stride-2 entry and 1×1 downsample: weights outweigh the input.
-        #expect(ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 256, kernel: 3), threads: 2))
+        // layer4's stride-2 entry (7 rows, 2,304 inputs per output) too; not its 1×1 downsample (256 inputs per output).
         #expect(ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 512, kernel: 3, stride: 2), threads: 2))
-        #expect(ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 512, kernel: 1, stride: 2), threads: 2))
-        // layer1: 56 rows split evenly, the input outweighs the weights.
+        #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 512, kernel: 1, stride: 2), threads: 2))
+        // layer3 (14 rows, even) and layer1 (56 rows): rows, though layer3's weights outweigh its input.
+        #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 256, kernel: 3), threads: 2))
         let early = Self.geometry([1, 64, 56, 56], outputs: 64, kernel: 3)
         #expect(!ConvolutionOperations.splitsChannels(early, threads: 2))
         #expect(ConvolutionOperations.blocks(early, kernel: [3, 3], threads: 2, channelBlocksAllowed: true)?.map { $0.geometry.output[2] } == [28, 28])
-        // The stem: 3 input channels, 112 rows.
+        // 14 rows at 3 threads (5 + 5 + 4, 7 % above an even share): rows; 7 rows at 3 threads (3 + 3 + 1): channels.
+        #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 256, 14, 14], outputs: 256, kernel: 3), threads: 3))
+        #expect(ConvolutionOperations.splitsChannels(last, threads: 3))
+        // MobileNetV2's 7×7 pointwise convolutions (160 and 960 inputs per output) and the stem: rows.
+        #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 160, 7, 7], outputs: 960, kernel: 1), threads: 2))
+        #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 960, 7, 7], outputs: 160, kernel: 1), threads: 2))
         #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 3, 224, 224], outputs: 64, kernel: 7, stride: 2), threads: 2))
         // Grouped and depthwise convolutions, a batch, too few channels for two 16-channel blocks: never by channels.
         #expect(!ConvolutionOperations.splitsChannels(Self.geometry([1, 960, 7, 7], outputs: 960, kernel: 3, groups: 960), threads: 2))
@@ -91,13 +96,19 @@ struct ConvolutionChannelSplitTests {
     static let cases: [Case] = [
         Case(input: [1, 512, 7, 7], outputs: 512, kernel: 3, stride: 1, dilation: 1, pad: [1, 1, 1, 1], groups: 1),    // ResNet-18 layer4
         Case(input: [1, 256, 14, 14], outputs: 512, kernel: 3, stride: 2, dilation: 1, pad: [1, 1, 1, 1], groups: 1),  // layer4's entry
-        Case(input: [1, 64, 9, 9], outputs: 48, kernel: 1, stride: 2, dilation: 1, pad: [0, 0, 0, 0], groups: 1),      // a 1×1 downsample
-        Case(input: [1, 13, 5, 5], outputs: 49, kernel: 3, stride: 2, dilation: 1, pad: [1, 1, 1, 1], groups: 1),      // odd channel counts
-        Case(input: [1, 32, 7, 7], outputs: 64, kernel: 3, stride: 1, dilation: 1, pad: [1, 1, 1, 1], groups: 2),      // groups: rows
+        Case(input: [1, 1031, 9, 9], outputs: 48, kernel: 1, stride: 2, dilation: 1, pad: [0, 0, 0, 0], groups: 1),   // a deep 1×1, 5 rows
+        Case(input: [1, 123, 9, 9], outputs: 49, kernel: 3, stride: 2, dilation: 1, pad: [1, 1, 1, 1], groups: 1),     // odd channel counts
+        Case(input: [1, 256, 7, 7], outputs: 64, kernel: 3, stride: 1, dilation: 1, pad: [1, 1, 1, 1], groups: 2),     // groups: rows
     ]
 
     @Test("channel blocks compute float64's convolution + bias + ReLU at 1, 2 and 3 threads", arguments: cases)
     func matchesFloat64(_ c: Case) throws {
+        // Every case but the grouped one splits by channels at 2 and 3 threads.
+        let shape = ConvolutionThreadingTests.outputShape(c)
+        let geometry = DNNLConvolution.Geometry(input: c.input, output: shape, weightShape: [c.outputs, c.input[1] / c.groups, c.kernel, c.kernel],
+                                                groups: c.groups, strides: [c.stride, c.stride], dilations: [1, 1], padBefore: [c.pad[0], c.pad[2]],
+                                                channelsLast: true)
+        #expect([2, 3].map { ConvolutionOperations.splitsChannels(geometry, threads: $0) } == [c.groups == 1, c.groups == 1])
         let (function, weight, bias) = ConvolutionThreadingTests.program(c)
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let (want, _) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias)
