@@ -223,17 +223,44 @@ enum ConvolutionOperations {
             var outputCount: Int
             /// Where its scratchpad starts in the convolution's scratch value, in bytes.
             var scratchOffset: Int
+            /// For a block of output channels: its channels and the channels of
+            /// every output position (its values are `count` floats every `stride`),
+            /// computed densely into scratch after its scratchpad.
+            var channelSlice: (count: Int, stride: Int)? = nil
+
+            /// Where its dense output starts in the scratch value, in bytes (a block of channels only).
+            var stagingOffset: Int { scratchOffset + (kernel.scratchpadBytes + 63) / 64 * 64 }
+
+            /// Bytes of scratch it needs: its scratchpad, and for a block of channels its dense output (each 64-byte aligned).
+            var scratchBytes: Int { (kernel.scratchpadBytes + 63) / 64 * 64 + (channelSlice == nil ? 0 : (outputCount * 4 + 63) / 64 * 64) }
         }
 
-        /// Bytes of scratchpad all parts need together (each its own, 64-byte aligned).
-        var scratchpadBytes: Int { parts.last.map { $0.scratchOffset + ($0.kernel.scratchpadBytes + 63) / 64 * 64 } ?? 0 }
+        /// Bytes of scratch all parts need together.
+        var scratchpadBytes: Int { parts.last.map { $0.scratchOffset + $0.scratchBytes } ?? 0 }
+    }
+
+    /// One block of a convolution's (or pooling's) output, run as a smaller
+    /// convolution by its own thread: where its input and output start, in
+    /// floats, and for a block of output channels which channels (its
+    /// geometry then computes them densely, to be copied into a strided slice
+    /// of every output position).
+    struct Block {
+        var geometry: DNNLConvolution.Geometry
+        var input: Int
+        var output: Int
+        var channels: Range<Int>?
     }
 
     /// Blocks a convolution's output is split into for `threads` threads:
-    /// the images of a batch, or one image's rows when it is channels-last
-    /// (both contiguous, so each block is a smaller convolution run in
-    /// place); `nil` keeps one primitive.
-    static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads requested: Int) -> [(geometry: DNNLConvolution.Geometry, input: Int, output: Int)]? {
+    /// the images of a batch, or for one channels-last image its rows (each
+    /// block a smaller convolution on contiguous rows, in place) or, where
+    /// `splitsChannels` prefers them and `channelBlocksAllowed`, its output
+    /// channels (each block the whole input and a slice of the weights,
+    /// computed into scratch and copied into its strided slice of the output:
+    /// oneDNN 2.6 runs a strided destination only on its reference loops);
+    /// `nil` keeps one primitive.
+    static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads requested: Int,
+                       channelBlocksAllowed: Bool = false) -> [Block]? {
         // Multiply-adds: every output value reads its group's channels over the kernel.
         let work = geometry.output.reduce(1, *) * (geometry.input[1] / max(geometry.groups, 1)) * kernel.reduce(1, *)
         let threads = WorkSplit.workers(threads: requested, work: work, items: requested)
@@ -247,7 +274,15 @@ enum ConvolutionOperations {
                 var block = geometry
                 block.input[0] = end - first
                 block.output[0] = end - first
-                return (block, first * inImage, first * outImage)
+                return Block(geometry: block, input: first * inImage, output: first * outImage, channels: nil)
+            }
+        }
+        if channelBlocksAllowed, splitsChannels(geometry, threads: threads), let ranges = channelBlocks(geometry.output[1], parts: threads) {
+            return ranges.map { range in
+                var block = geometry
+                block.output[1] = range.count
+                block.weightShape[0] = range.count
+                return Block(geometry: block, input: 0, output: range.lowerBound, channels: range)
             }
         }
         guard geometry.channelsLast,
@@ -260,8 +295,48 @@ enum ConvolutionOperations {
             block.input = row.input
             block.output = row.output
             block.padBefore = row.padBefore
-            return (block, row.inputFirst * inRow, row.first * outRow)
+            return Block(geometry: block, input: row.inputFirst * inRow, output: row.first * outRow, channels: nil)
         }
+    }
+
+    /// Whether one channels-last image's convolution is split into blocks
+    /// of output channels rather than rows, for `threads` threads: where the
+    /// rows split unevenly (the largest block 10 % or more above an even
+    /// share: ResNet-18's 7 rows as 4 + 3 ran at 0.69–0.71 of one thread's
+    /// time, as blocks of 256 channels at 0.5) and every output value reads
+    /// at least `channelSplitDepth` inputs, so that copying a block's
+    /// channels into place costs less than the imbalance (MobileNetV2's 7×7
+    /// pointwise convolutions, 160 and 320 deep, ran slower by channels).
+    /// Measured on ResNet-18 and MobileNetV2 at 2 threads, every other
+    /// convolution ran as fast or faster by rows (the 14×14 and 28×28
+    /// stages, even where their weights outweigh their input). Not for
+    /// grouped convolutions (a block would need a slice of the input too) or
+    /// too few channels for a 16-channel vector per block.
+    static func splitsChannels(_ geometry: DNNLConvolution.Geometry, threads: Int) -> Bool {
+        guard threads > 1, geometry.channelsLast, geometry.input[0] == 1, geometry.groups == 1, geometry.output.count >= 3,
+              geometry.output[1] >= 16 * threads else { return false }
+        let depth = geometry.weightShape[1...].reduce(1, *), rows = geometry.output[2]
+        let largest = (rows + threads - 1) / threads
+        return depth >= channelSplitDepth && 10 * largest * threads >= 11 * rows
+    }
+
+    /// Inputs per output value (input channels × kernel positions) from which
+    /// a convolution whose rows split unevenly is split by channels instead.
+    static let channelSplitDepth = 1024
+
+    /// `channels` split into `parts` nearly equal ranges whose bounds are
+    /// multiples of 16 (whole vectors), the last taking the remainder;
+    /// `nil` when a range would be empty.
+    static func channelBlocks(_ channels: Int, parts: Int) -> [Range<Int>]? {
+        guard parts >= 2 else { return nil }
+        var bounds = [0]
+        for part in 1..<parts {
+            let ideal = Double(part * channels) / Double(parts)
+            bounds.append(Int((ideal / 16).rounded()) * 16)
+        }
+        bounds.append(channels)
+        let ranges = (0..<parts).map { bounds[$0]..<bounds[$0 + 1] }
+        return ranges.allSatisfy { !$0.isEmpty } ? ranges : nil
     }
 
     /// OpenMP threads of one block's primitive: one when the work is split
@@ -303,20 +378,34 @@ enum ConvolutionOperations {
         // Several threads: blocks of the output on the thread team, each a single-threaded primitive
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
-        let split = blocks(geometry, kernel: kernel, threads: context.threads) ?? [(geometry, 0, 0)]
+        // Blocks of output channels write strided slices, which a binary post-operation's residual would have to be too.
+        let split = blocks(geometry, kernel: kernel, threads: context.threads, channelBlocksAllowed: binaries.isEmpty)
+            ?? [Block(geometry: geometry, input: 0, output: 0, channels: nil)]
         var parts: [PreparedConvolution.Part] = []
         var scratch = 0
-        for (block, inputOffset, outputOffset) in split {
+        let perOutput = weights.count / max(geometry.weightShape[0], 1)
+        for item in split {
+            let block = item.geometry
             var blockPost = post
             for index in binaries {
                 blockPost.steps[index] = .binary(dnnl_binary_add.rawValue, dims: block.output, channelsLast: block.channelsLast)
             }
-            let primitive = try DNNLConvolution.convolution(name: name, geometry: block, weights: weights, bias: bias, post: blockPost,
-                                                            threads: primitiveThreads(split.count, output: geometry.output, context: context),
-                                                            sharingWith: parts.first?.kernel)
-            parts.append(.init(kernel: primitive, inputOffset: inputOffset, outputOffset: outputOffset,
-                               outputCount: block.output.reduce(1, *), scratchOffset: scratch))
-            scratch += (primitive.scratchpadBytes + 63) / 64 * 64
+            let threads = primitiveThreads(split.count, output: geometry.output, context: context)
+            let primitive: DNNLPrimitive
+            if let channels = item.channels {
+                // This block's output channels' weights and bias, packed for it alone.
+                primitive = try DNNLConvolution.convolution(name: name, geometry: block,
+                                                            weights: Array(weights[(channels.lowerBound * perOutput)..<(channels.upperBound * perOutput)]),
+                                                            bias: bias.map { Array($0[channels]) }, post: blockPost, threads: threads)
+            } else {
+                primitive = try DNNLConvolution.convolution(name: name, geometry: block, weights: weights, bias: bias, post: blockPost,
+                                                            threads: threads, sharingWith: parts.first?.kernel)
+            }
+            let part = PreparedConvolution.Part(kernel: primitive, inputOffset: item.input, outputOffset: item.output,
+                                                outputCount: block.output.reduce(1, *), scratchOffset: scratch,
+                                                channelSlice: item.channels.map { ($0.count, geometry.output[1]) })
+            parts.append(part)
+            scratch += part.scratchBytes
         }
         return PreparedConvolution(parts: parts, fusedResiduals: residuals, summed: summed, rest: Array(posts[fused...]))
     }
@@ -344,7 +433,7 @@ enum ConvolutionOperations {
         }
     }
 
-    /// A convolution's buffers for one run, shared by the threads running its blocks (each writes only its own rows).
+    /// A convolution's buffers for one run, shared by the threads running its blocks (each writes only its own rows, images or channels).
     private struct ConvolutionPointers: @unchecked Sendable {
         let x: UnsafeMutableRawPointer
         let out: UnsafeMutableRawPointer
@@ -353,8 +442,23 @@ enum ConvolutionOperations {
         let scratch: UnsafeMutableRawPointer?
 
         func run(_ part: PreparedConvolution.Part) throws(RuntimeError) {
-            let output = out + part.outputOffset * 4
-            if let summed { output.copyMemory(from: summed + part.outputOffset * 4, byteCount: part.outputCount * 4) }
+            // A block of channels computes into scratch, then copies its channels of every position into the output.
+            var staging: UnsafeMutableRawPointer?
+            if part.channelSlice != nil {
+                guard let scratch else { throw DNNL.failure("convolution", "finding a block of channels' scratch") }
+                staging = scratch + part.stagingOffset
+            }
+            let output = staging ?? out + part.outputOffset * 4
+            if let summed {
+                if let slice = part.channelSlice {
+                    for position in 0..<(part.outputCount / max(slice.count, 1)) {
+                        (output + position * slice.count * 4).copyMemory(from: summed + (part.outputOffset + position * slice.stride) * 4,
+                                                                         byteCount: slice.count * 4)
+                    }
+                } else {
+                    output.copyMemory(from: summed + part.outputOffset * 4, byteCount: part.outputCount * 4)
+                }
+            }
             // Slots: source, destination, then the residuals of the binary post-operations in order.
             let input = x + part.inputOffset * 4, offset = part.outputOffset * 4
             try part.kernel.run(scratchpad: scratch.map { $0 + part.scratchOffset }) { slot in
@@ -362,6 +466,12 @@ enum ConvolutionOperations {
                 case 0: input
                 case 1: output
                 default: residuals[slot - 2] + offset
+                }
+            }
+            if let slice = part.channelSlice {
+                let target = out + part.outputOffset * 4
+                for position in 0..<(part.outputCount / max(slice.count, 1)) {
+                    (target + position * slice.stride * 4).copyMemory(from: output + position * slice.count * 4, byteCount: slice.count * 4)
                 }
             }
         }
@@ -609,10 +719,10 @@ enum ConvolutionOperations {
             let whole = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: [xShape[1], 1] + kernel, groups: xShape[1],
                                                  strides: strides, dilations: Array(repeating: 1, count: spatial), padBefore: before,
                                                  channelsLast: channelsLast)
-            let split = blocks(whole, kernel: kernel, threads: context.threads) ?? [(whole, 0, 0)]
+            let split = blocks(whole, kernel: kernel, threads: context.threads) ?? [Block(geometry: whole, input: 0, output: 0, channels: nil)]
             var parts: [PreparedConvolution.Part] = []
             var scratch = 0
-            for (block, inputOffset, outputOffset) in split {
+            for (block, inputOffset, outputOffset) in split.map({ ($0.geometry, $0.input, $0.output) }) {
                 guard let primitive = try? DNNLConvolution.pooling(name: "pooling \"\(context.op.name)\"", algorithm: algorithm, input: block.input,
                                                                    output: block.output, kernel: kernel, strides: strides, padBefore: block.padBefore,
                                                                    channelsLast: channelsLast,

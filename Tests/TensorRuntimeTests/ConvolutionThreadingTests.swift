@@ -95,8 +95,8 @@ struct ConvolutionThreadingTests {
         return result
     }
 
-    /// The convolution + bias + relu in float64, directly from its definition.
-    static func reference(_ c: Case, input: [Float], weight: [Float], bias: [Float]) -> (values: [Double], shape: [Int]) {
+    /// The convolution + bias + relu (or without it, `activation` false) in float64, directly from its definition.
+    static func reference(_ c: Case, input: [Float], weight: [Float], bias: [Float], activation: Bool = true) -> (values: [Double], shape: [Int]) {
         let (n, channels, height, width) = (c.input[0], c.input[1], c.input[2], c.input[3])
         let effective = (c.kernel - 1) * c.dilation + 1
         let outH = (height + c.pad[0] + c.pad[1] - effective) / c.stride + 1
@@ -119,7 +119,7 @@ struct ConvolutionThreadingTests {
                                 }
                             }
                         }
-                        result.append(max(sum, 0))
+                        result.append(activation ? max(sum, 0) : sum)
                     }
                 }
             }
