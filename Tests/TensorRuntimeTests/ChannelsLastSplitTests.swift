@@ -26,16 +26,8 @@ struct ChannelsLastSplitTests {
         let product = GraphOperation(type: "channel_mul", arguments: ["x": [.value("x")], "y": [.value("h")]], outputs: [value("p", shape)], blocks: [])
         let function = GraphFunction(name: "main", inputs: [value("x", shape)],
                                      block: GraphBlock(operations: [mean, half, product], outputs: ["m", "p"], constants: [:]))
-        let plan = try Planner.plan(function, shapes: ["x": shape], threads: threads)
-        let state = TensorState(plan: plan)
-        let x = try #require(plan.inputs["x"])
-        input.withUnsafeBytes { bytes in
-            if let base = bytes.baseAddress { state.table[x].copyMemory(from: base, byteCount: bytes.count) }
-        }
-        try state.run()
-        let m = try #require(plan.outputs["m"]), p = try #require(plan.outputs["p"])
-        return (Array(UnsafeBufferPointer(start: state.buffers.floats(m), count: plan.values[m].count)),
-                Array(UnsafeBufferPointer(start: state.buffers.floats(p), count: plan.values[p].count)))
+        let run = try PlannedRun(function, input: input, shape: shape, threads: threads)
+        return (try run.floats("m"), try run.floats("p"))
     }
 
     @Test("1, 2 and 3 threads equal float64", arguments: shapes)
@@ -88,20 +80,14 @@ struct LayoutTransposeSplitTests {
         let function = GraphFunction(name: "main", inputs: [(name: "x", type: ValueType(element: .float32, shape: shape.map { $0 }))],
                                      block: GraphBlock(operations: [there, back], outputs: ["t", "u"], constants: [:]))
         for threads in [1, 2, 3] {
-            let plan = try Planner.plan(function, shapes: ["x": shape], threads: threads)
-            let state = TensorState(plan: plan)
-            let x = try #require(plan.inputs["x"]), t = try #require(plan.outputs["t"]), u = try #require(plan.outputs["u"])
-            input.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { state.table[x].copyMemory(from: base, byteCount: bytes.count) }
-            }
-            try state.run()
-            let moved = Array(UnsafeBufferPointer(start: state.buffers.floats(t), count: input.count))
+            let run = try PlannedRun(function, input: input, shape: shape, threads: threads)
+            let moved = try run.floats("t")
             let want = (0..<input.count).map { index -> Float in
                 let n = index / (positions * channels), p = index / channels % positions, c = index % channels
                 return input[(n * channels + c) * positions + p]
             }
             #expect(moved == want, "to channels-last on \(threads) threads")
-            #expect(Array(UnsafeBufferPointer(start: state.buffers.floats(u), count: input.count)) == input, "and back on \(threads) threads")
+            #expect(try run.floats("u") == input, "and back on \(threads) threads")
         }
         let tiles = (positions + 31) / 32
         #expect(ConvolutionOperations.layoutTransposeParts(count: input.count, columnTiles: tiles, threads: 2) == (input.count >= 1 << 14 ? 2 : 1))

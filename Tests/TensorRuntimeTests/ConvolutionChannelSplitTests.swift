@@ -112,14 +112,7 @@ struct ConvolutionChannelSplitTests {
         let (function, weight, bias) = ConvolutionThreadingTests.program(c)
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let (want, _) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias)
-        for threads in [1, 2, 3] {
-            let got = try #require(try WorkSplit.$minimumPerThread.withValue(1) {
-                try ConvolutionThreadingTests.run(function, input: input, shape: c.input, threads: threads)
-            }["r"])
-            #expect(got.count == want.count)
-            let worst = zip(got, want).map { abs(Double($0) - $1) / max(1, abs($1)) }.max() ?? 0
-            #expect(worst <= 1e-5, "\(threads) threads: worst relative difference \(worst)")
-        }
+        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want)
     }
 
     @Test("channel blocks sum a fused residual (ResNet's block) as float64 does at 1, 2 and 3 threads",
@@ -131,9 +124,14 @@ struct ConvolutionChannelSplitTests {
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let (convolved, _) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias, activation: false)
         let want = zip(convolved, input).map { max($0 + Double($1), 0) }
+        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want)
+    }
+
+    /// Runs `function` at 1, 2 and 3 threads (every operation split) and expects its output `r` within 1e-5 of `want`.
+    static func expectAtEveryThreadCount(_ function: GraphFunction, input: [Float], shape: [Int], equal want: [Double]) throws {
         for threads in [1, 2, 3] {
             let got = try #require(try WorkSplit.$minimumPerThread.withValue(1) {
-                try ConvolutionThreadingTests.run(function, input: input, shape: c.input, threads: threads)
+                try ConvolutionThreadingTests.run(function, input: input, shape: shape, threads: threads)
             }["r"])
             #expect(got.count == want.count)
             let worst = zip(got, want).map { abs(Double($0) - $1) / max(1, abs($1)) }.max() ?? 0

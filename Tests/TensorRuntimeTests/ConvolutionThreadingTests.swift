@@ -81,18 +81,7 @@ struct ConvolutionThreadingTests {
         laidOut.block = ChannelsLastLayout.run(FusionPass.run(function.block), inputs: function.inputs)
         #expect(laidOut.block.operations.contains { $0.type == "fused_conv" && $0.outputs.first?.name.hasSuffix(ChannelsLastLayout.suffix) == true },
                 "the convolution runs channels-last")
-        let plan = try Planner.plan(laidOut, shapes: ["x": shape], threads: threads)
-        let state = TensorState(plan: plan)
-        let x = try #require(plan.inputs["x"])
-        input.withUnsafeBytes { bytes in
-            if let base = bytes.baseAddress { state.table[x].copyMemory(from: base, byteCount: bytes.count) }
-        }
-        try state.run()
-        var result: [String: [Float]] = [:]
-        for (name, id) in plan.outputs {
-            result[name] = Array(UnsafeBufferPointer(start: state.buffers.floats(id), count: plan.values[id].count))
-        }
-        return result
+        return try PlannedRun(laidOut, input: input, shape: shape, threads: threads).outputs()
     }
 
     /// The convolution + bias + relu (or without it, `activation` false) in float64, directly from its definition.
