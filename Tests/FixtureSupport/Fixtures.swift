@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The committed fixture models and the facts `Fixtures/generate.py` recorded
 /// about them with coremltools (`Fixtures/index.json`).
@@ -90,10 +91,13 @@ public enum Fixtures {
     /// A fresh empty directory under `scratchRoot`: it goes with the test
     /// process even when the test that made it forgets it.
     public static func temporaryDirectory(_ label: String) throws -> URL {
-        let url = scratchRoot.appendingPathComponent("modelc-\(label)-\(UUID().uuidString)")
+        // Short names: a Unix socket's path must fit in 108 bytes (the socket tests put theirs here).
+        let url = scratchRoot.appendingPathComponent("\(label)-\(directoriesMade.add(1, ordering: .relaxed).newValue)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    private static let directoriesMade = Atomic<Int>(0)
 
     /// `modelc-tests-PID` in the system's temporary directory, removed with
     /// everything in it when the test process exits.

@@ -111,8 +111,8 @@ struct ConvolutionChannelSplitTests {
         #expect([2, 3].map { ConvolutionOperations.splitsChannels(geometry, threads: $0) } == [c.groups == 1, c.groups == 1])
         let (function, weight, bias) = ConvolutionThreadingTests.program(c)
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
-        let (want, _) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias)
-        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want)
+        let (want, _, scale) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias)
+        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want, scale: scale)
     }
 
     @Test("channel blocks sum a fused residual (ResNet's block) as float64 does at 1, 2 and 3 threads",
@@ -122,20 +122,25 @@ struct ConvolutionChannelSplitTests {
         let fused = FusionPass.run(function.block)
         #expect(fused.operations.count == 1 && fused.operations.first?.arguments["residuals"]?.count == 1, "conv + add + relu is one fused convolution")
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
-        let (convolved, _) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias, activation: false)
+        let (convolved, _, sums) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias, activation: false)
         let want = zip(convolved, input).map { max($0 + Double($1), 0) }
-        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want)
+        let scale = zip(sums, input).map { $0 + abs(Double($1)) }
+        try Self.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want, scale: scale)
     }
 
-    /// Runs `function` at 1, 2 and 3 threads (every operation split) and expects its output `r` within 1e-5 of `want`.
-    static func expectAtEveryThreadCount(_ function: GraphFunction, input: [Float], shape: [Int], equal want: [Double]) throws {
+    /// Runs `function` at 1, 2 and 3 threads (every operation split) and expects its output `r` to equal `want`
+    /// within 1e-6 of each value's `scale` (the sum of its terms' magnitudes). A sum of 4,608 terms in fp32, in
+    /// the order oneDNN's kernel for the machine takes, is measured at most 1.0e-7 of that scale from float64 on
+    /// an AVX2 machine, yet 3e-5 of the value itself where the terms cancel (which an error relative to the value
+    /// failed on); a term lost or counted twice is about 2e-4 of the scale here.
+    static func expectAtEveryThreadCount(_ function: GraphFunction, input: [Float], shape: [Int], equal want: [Double], scale: [Double]) throws {
         for threads in [1, 2, 3] {
             let got = try #require(try WorkSplit.$minimumPerThread.withValue(1) {
                 try ConvolutionThreadingTests.run(function, input: input, shape: shape, threads: threads)
             }["r"])
             #expect(got.count == want.count)
-            let worst = zip(got, want).map { abs(Double($0) - $1) / max(1, abs($1)) }.max() ?? 0
-            #expect(worst <= 1e-5, "\(threads) threads: worst relative difference \(worst)")
+            let worst = zip(zip(got, want), scale).map { abs(Double($0.0) - $0.1) / max(1, $1) }.max() ?? 0
+            #expect(worst <= 1e-6, "\(threads) threads: worst difference \(worst) of the terms' magnitudes")
         }
     }
 }

@@ -84,36 +84,41 @@ struct ConvolutionThreadingTests {
         return try PlannedRun(laidOut, input: input, shape: shape, threads: threads).outputs()
     }
 
-    /// The convolution + bias + relu (or without it, `activation` false) in float64, directly from its definition.
-    static func reference(_ c: Case, input: [Float], weight: [Float], bias: [Float], activation: Bool = true) -> (values: [Double], shape: [Int]) {
+    /// A direct float64 convolution of `c` (with bias, and ReLU when `activation`), its shape, and for every output
+    /// value the sum of its terms' magnitudes (|bias| + Σ|x·w|): the scale fp32 summation errors grow with.
+    static func reference(_ c: Case, input: [Float], weight: [Float], bias: [Float],
+                          activation: Bool = true) -> (values: [Double], shape: [Int], scale: [Double]) {
         let (n, channels, height, width) = (c.input[0], c.input[1], c.input[2], c.input[3])
         let effective = (c.kernel - 1) * c.dilation + 1
         let outH = (height + c.pad[0] + c.pad[1] - effective) / c.stride + 1
         let outW = (width + c.pad[2] + c.pad[3] - effective) / c.stride + 1
         let perGroup = channels / c.groups, outPerGroup = c.outputs / c.groups
-        var result: [Double] = []
+        var result: [Double] = [], scale: [Double] = []
         for image in 0..<n {
             for o in 0..<c.outputs {
                 let g = o / outPerGroup
                 for y in 0..<outH {
                     for x in 0..<outW {
-                        var sum = Double(bias[o])
+                        var sum = Double(bias[o]), magnitude = abs(Double(bias[o]))
                         for i in 0..<perGroup {
                             for ky in 0..<c.kernel {
                                 for kx in 0..<c.kernel {
                                     let iy = y * c.stride - c.pad[0] + ky * c.dilation, ix = x * c.stride - c.pad[2] + kx * c.dilation
                                     guard iy >= 0, iy < height, ix >= 0, ix < width else { continue }
                                     let v = input[((image * channels + g * perGroup + i) * height + iy) * width + ix]
-                                    sum += Double(v) * Double(weight[((o * perGroup + i) * c.kernel + ky) * c.kernel + kx])
+                                    let term = Double(v) * Double(weight[((o * perGroup + i) * c.kernel + ky) * c.kernel + kx])
+                                    sum += term
+                                    magnitude += abs(term)
                                 }
                             }
                         }
                         result.append(activation ? max(sum, 0) : sum)
+                        scale.append(magnitude)
                     }
                 }
             }
         }
-        return (result, [n, c.outputs, outH, outW])
+        return (result, [n, c.outputs, outH, outW], scale)
     }
 
     @Test("row blocks cover every output row once and read only the image", arguments: cases)
@@ -147,7 +152,7 @@ struct ConvolutionThreadingTests {
         let count = c.input.reduce(1, *)
         let input = (0..<count).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let single = try Self.run(function, input: input, shape: c.input, threads: 1)
-        let (want, _) = Self.reference(c, input: input, weight: weight, bias: bias)
+        let (want, _, _) = Self.reference(c, input: input, weight: weight, bias: bias)
         let got = try #require(single["r"])
         #expect(got.count == want.count)
         #expect(zip(got, want).allSatisfy { abs(Double($0) - $1) <= 1e-5 * max(1, abs($1)) })
