@@ -48,6 +48,43 @@ struct DNNLPrimitiveTests {
         }
     }
 
+    @Test("weights oneDNN reads row-major have rows 64 bytes longer when a row is a multiple of 256 bytes; blocked layouts stay")
+    func paddedWeightRows() throws {
+        let padded = try #require(try DNNLKernels.paddedRows(chosen: .plain([768, 3072]), dims: [768, 3072]))
+        #expect(padded.matches(try DNNLDescriptor([768, 3072], strides: [3088, 1])))
+        #expect(padded.bytes == 768 * 3088 * 4)
+        let batched = try #require(try DNNLKernels.paddedRows(chosen: .plain([2, 64, 128]), dims: [2, 64, 128]))
+        #expect(batched.matches(try DNNLDescriptor([2, 64, 128], strides: [64 * 144, 144, 1])))
+        // Rows of 50 floats do not alias; a blocked layout is oneDNN's own.
+        #expect(try DNNLKernels.paddedRows(chosen: .plain([768, 50]), dims: [768, 50]) == nil)
+        #expect(try DNNLKernels.paddedRows(chosen: DNNLDescriptor([768, 3072], dnnl_BA16a64b), dims: [768, 3072]) == nil)
+    }
+
+    @Test("a product over 256-byte weight rows packs them blocked or padded, never plain, and computes float64's product + bias + GELU")
+    func productOverAliasingRows() throws {
+        let (rows, k, n) = (5, 96, 192)
+        let weights = (0..<(k * n)).map { Float(($0 * 29) % 31) * 0.03 - 0.45 }, bias = (0..<n).map { Float($0 % 7) * 0.1 - 0.3 }
+        let primitive = try weights.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([rows, k]), weights: .init([k, n]), destination: .init([rows, n]), constantWeights: values,
+                                   bias: bias, activation: .geluExact, residual: nil, threads: 1)
+        }
+        // Plain only where oneDNN has no blocked kernel, and then with padded rows.
+        #expect(!(try primitive.layout(of: Int32(DNNL_ARG_WEIGHTS)).matches(.plain([k, n]))), "\(primitive.implementation)")
+        var input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.05 - 0.5 }, output = [Float](repeating: .nan, count: rows * n)
+        let ran = input.withUnsafeMutableBytes { x in output.withUnsafeMutableBytes { y in primitive.run(x.baseAddress!, y.baseAddress!) } }
+        #expect(ran)
+        var worst = 0.0
+        for r in 0..<rows {
+            for c in 0..<n {
+                var sum = Double(bias[c])
+                for i in 0..<k { sum += Double(input[r * k + i]) * Double(weights[i * n + c]) }
+                let gelu = 0.5 * sum * (1 + erf(sum / 2.0.squareRoot()))
+                worst = max(worst, abs(Double(output[r * n + c]) - gelu) / max(1, abs(gelu)))
+            }
+        }
+        #expect(worst <= 1e-5, "worst relative difference \(worst)")
+    }
+
     @Test("a run reads and writes the buffers it is given, also when they move between runs (memories rebound only then)")
     func buffersMoveBetweenRuns() throws {
         let weights: [Float] = [1, -2, 0.5, 3, -1, 4], bias: [Float] = [0.25, -0.5]

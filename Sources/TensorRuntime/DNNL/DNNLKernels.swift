@@ -75,20 +75,48 @@ enum DNNLKernels {
         if let scale { post.steps.append(.eltwise(dnnl_eltwise_linear.rawValue, alpha: scale, beta: 0)) }
         if let activation { post.steps.append(.eltwise(activation.algorithm.rawValue, alpha: 0, beta: 0)) }
         if let residual { post.steps.append(.binary(dnnl_binary_add.rawValue, dims: residual.dims, channelsLast: false)) }
-        var operation = dnnl_matmul_desc_t()
-        var biasRaw = bias?.raw
-        let described = withOptionalPointer(&biasRaw) { biasPointer in
-            dnnl_matmul_desc_init(&operation, &source.raw, &weights.raw, biasPointer, &destination.raw)
-        }
-        guard described == dnnl_success else { throw DNNL.failure("matrix product", "describing", described) }
         var slots = [Int32(DNNL_ARG_SRC)] + (constantWeights == nil ? [Int32(DNNL_ARG_WEIGHTS)] : []) + [Int32(DNNL_ARG_DST)]
         if residual != nil { slots.append(DNNL.postOperationSource(post.steps.count - 1)) }
-        let primitive = try DNNLPrimitive(name: "matrix product", operation: &operation, postOperations: post, slots: slots, threads: threads)
+        func product(weights: inout DNNLDescriptor) throws(RuntimeError) -> DNNLPrimitive {
+            var operation = dnnl_matmul_desc_t()
+            var biasRaw = bias?.raw
+            let described = withOptionalPointer(&biasRaw) { biasPointer in
+                dnnl_matmul_desc_init(&operation, &source.raw, &weights.raw, biasPointer, &destination.raw)
+            }
+            guard described == dnnl_success else { throw DNNL.failure("matrix product", "describing", described) }
+            return try DNNLPrimitive(name: "matrix product", operation: &operation, postOperations: post, slots: slots, threads: threads)
+        }
+        var primitive = try product(weights: &weights)
+        if constantWeights != nil, var padded = try paddedRows(chosen: primitive.layout(of: Int32(DNNL_ARG_WEIGHTS)), dims: weightsOperand.dims),
+           let remade = try? product(weights: &padded) {
+            primitive = remade
+        }
         if let constantWeights, !(other.map { primitive.shareConstant(Int32(DNNL_ARG_WEIGHTS), from: $0) } ?? false) {
             try primitive.bindConstant(Int32(DNNL_ARG_WEIGHTS), values: constantWeights, given: givenWeights)
         }
         if let biasValues, let bias { try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: biasValues, given: bias) }
         return primitive
+    }
+
+    /// Floats added to each row of packed weights oneDNN reads in the plain
+    /// row-major layout: 64 bytes.
+    static let weightRowPadding = 16
+
+    /// The layout to pack constant weights in instead of the plain row-major
+    /// one oneDNN `chose` for `dims`, or `nil` to keep its choice. Where
+    /// oneDNN has no blocked kernel for the machine (`gemm:jit` on AVX2; on
+    /// AVX-512 it packs weights blocked, and nothing changes), rows whose
+    /// length is a multiple of 256 bytes map every row's columns to the same
+    /// few cache sets: measured on an AVX2 EPYC at one thread, a 128 × 768 ×
+    /// 3,072 product (BERT's feed-forward) took 20.4 ms with rows 3,072
+    /// floats apart and 7.9 ms with rows 3,088 apart (OpenBLAS 8.5 ms); 768
+    /// columns 2.53 → 2.12 ms, 2,048 columns 11.9 → 5.1 ms, 2,304 7.9 → 6.6 ms.
+    /// Each row gets `weightRowPadding` unused floats at its end.
+    static func paddedRows(chosen: DNNLDescriptor, dims: [Int]) throws(RuntimeError) -> DNNLDescriptor? {
+        guard dims.count >= 2, let columns = dims.last, columns % 64 == 0, chosen.matches(try .plain(dims)) else { return nil }
+        var strides = [columns + weightRowPadding, 1]
+        for axis in stride(from: dims.count - 2, to: 0, by: -1) { strides.insert(strides[0] * dims[axis], at: 0) }
+        return try DNNLDescriptor(dims, strides: strides)
     }
 
     /// Which constant weights a product was prepared for: where their values
