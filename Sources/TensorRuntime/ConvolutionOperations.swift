@@ -183,12 +183,17 @@ enum ConvolutionOperations {
         let stored = channelsLast ? [outShape[0]] + output + [outputs] : outShape
         let out = try context.output(stored)
 
-        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil,
-           let prepared = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
-               input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
-               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
-            runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
-            return
+        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil {
+            let full = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides,
+                                                dilations: dilations, padBefore: before, channelsLast: channelsLast)
+            // Taps that only ever read padding are dropped (a dilated convolution on a small image).
+            let floats = weights.floats
+            let (geometry, values) = ConvolutionTaps.trimmed(full, weights: floats) ?? (full, floats)
+            if let prepared = try? dnnlConvolution(context, geometry: geometry, weights: values, bias: biasConstant?.floats, posts: posts,
+                                                   stored: stored) {
+                runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
+                return
+            }
         }
         let weight: PlanValue
         if let weightValue { weight = weightValue } else { weight = try context.input("weight") }
