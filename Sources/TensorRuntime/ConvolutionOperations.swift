@@ -384,12 +384,14 @@ enum ConvolutionOperations {
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
         // Blocks of output channels write strided slices, which a binary post-operation's residual would have to be too.
-        let split = blocks(geometry, kernel: kernel, threads: context.threads, channelBlocksAllowed: binaries.isEmpty)
+        // Regions of rows reading the image with fewer kernel rows (a dilated convolution on a small image) come first.
+        let regions = ConvolutionTaps.rowRegions(geometry, weights: weights)
+        let split = regions?.map(\.block) ?? blocks(geometry, kernel: kernel, threads: context.threads, channelBlocksAllowed: binaries.isEmpty)
             ?? [Block(geometry: geometry, input: 0, output: 0, channels: nil)]
         var parts: [PreparedConvolution.Part] = []
         var scratch = 0
         let perOutput = weights.count / max(geometry.weightShape[0], 1)
-        for item in split {
+        for (position, item) in split.enumerated() {
             let block = item.geometry
             var blockPost = post
             for index in binaries {
@@ -397,7 +399,11 @@ enum ConvolutionOperations {
             }
             let threads = primitiveThreads(split.count, output: geometry.output, context: context)
             let primitive: DNNLPrimitive
-            if let channels = item.channels {
+            if let regions {
+                // Each region its own kernel rows' weights.
+                primitive = try DNNLConvolution.convolution(name: name, geometry: block, weights: regions[position].weights, bias: bias,
+                                                            post: blockPost, threads: threads)
+            } else if let channels = item.channels {
                 // This block's output channels' weights and bias, packed for it alone.
                 primitive = try DNNLConvolution.convolution(name: name, geometry: block,
                                                             weights: Array(weights[(channels.lowerBound * perOutput)..<(channels.upperBound * perOutput)]),
@@ -422,6 +428,7 @@ enum ConvolutionOperations {
         let bytes = prepared.scratchpadBytes
         let scratch = bytes > 0 ? context.scratch(.float32, shape: [(bytes + 3) / 4]) : nil
         let residuals = prepared.fusedResiduals, rest = prepared.rest, summed = prepared.summed, parts = prepared.parts
+        let threads = context.threads
         context.run(reads: [x] + posts.compactMap { $0.residual?.id }, outputs: [out], scratch: scratch.map { [$0.id] } ?? []) { buffers throws(RuntimeError) in
             let pointers = ConvolutionPointers(x: buffers.raw(x), out: buffers.raw(out), residuals: residuals.isEmpty ? [] : residuals.map { buffers.raw($0.1) },
                                                summed: summed.map { buffers.raw($0) }, scratch: scratch.map { buffers.raw($0.id) })
@@ -429,7 +436,7 @@ enum ConvolutionOperations {
                 try pointers.run(parts[0])
             } else {
                 let failure = Locked<RuntimeError?>(nil)
-                ThreadTeam.shared.perform(parts.count, threads: parts.count) { index in
+                ThreadTeam.shared.perform(parts.count, threads: min(parts.count, threads)) { index in
                     do throws(RuntimeError) { try pointers.run(parts[index]) } catch { failure.withLock { $0 = error } }
                 }
                 if let error = failure.withLock({ $0 }) { throw error }

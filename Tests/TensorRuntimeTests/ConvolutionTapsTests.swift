@@ -51,7 +51,28 @@ struct ConvolutionTapsTests {
         #expect(cut == (0..<8).flatMap { plane in (3..<6).map { Float(plane * 9 + $0) } })
     }
 
+    @Test("DeepLabV3's rate-12 convolution on 14 × 14 runs as three regions of rows, each with the kernel rows it reads the image with")
+    func rowRegions() throws {
+        let atrous = Self.geometry([1, 8, 14, 14], kernel: [3, 3], dilations: [12, 12], pad: [12, 12])
+        let weights = (0..<(4 * 8 * 9)).map(Float.init)
+        let regions = try #require(ConvolutionTaps.rowRegions(atrous, weights: weights))
+        #expect(regions.map { $0.block.geometry.output[2] } == [2, 10, 2])
+        #expect(regions.map { $0.block.geometry.weightShape } == [[4, 8, 2, 3], [4, 8, 1, 3], [4, 8, 2, 3]])
+        #expect(regions.map { $0.block.geometry.input[2] } == [14, 10, 14])
+        #expect(regions.map { $0.block.geometry.padBefore } == [[0, 12], [0, 12], [0, 12]])
+        // Offsets in floats: the middle region starts at input row 2 and output row 2 (14 × 8 and 14 × 4 floats a row).
+        #expect(regions.map(\.block.input) == [0, 2 * 14 * 8, 0])
+        #expect(regions.map(\.block.output) == [0, 2 * 14 * 4, 12 * 14 * 4])
+        #expect(regions[1].weights == (0..<32).flatMap { plane in (3..<6).map { Float(plane * 9 + $0) } })
+        #expect(regions.allSatisfy { $0.block.geometry.padAfter(transposed: false)[0] == 0 })
+        // An ordinary 3 × 3 convolution saves too little (19 of 21 kernel rows on 7 rows); a batch is not split.
+        #expect(ConvolutionTaps.rowRegions(Self.geometry([1, 8, 7, 7], kernel: [3, 3], dilations: [1, 1], pad: [1, 1]), weights: weights) == nil)
+        #expect(ConvolutionTaps.rowRegions(Self.geometry([2, 8, 14, 14], kernel: [3, 3], dilations: [12, 12], pad: [12, 12]), weights: weights) == nil)
+    }
+
     @Test("a trimmed convolution computes float64's convolution + bias + ReLU with every tap", arguments: [
+        ConvolutionThreadingTests.Case(input: [1, 8, 14, 14], outputs: 8, kernel: 3, stride: 1, dilation: 12, pad: [12, 12, 12, 12], groups: 1),
+        ConvolutionThreadingTests.Case(input: [1, 4, 9, 9], outputs: 4, kernel: 3, stride: 2, dilation: 7, pad: [7, 7, 7, 7], groups: 1),
         ConvolutionThreadingTests.Case(input: [1, 16, 5, 5], outputs: 8, kernel: 3, stride: 1, dilation: 6, pad: [6, 6, 6, 6], groups: 1),
         ConvolutionThreadingTests.Case(input: [1, 16, 5, 12], outputs: 8, kernel: 3, stride: 1, dilation: 6, pad: [6, 6, 6, 6], groups: 1),
         ConvolutionThreadingTests.Case(input: [1, 6, 14, 14], outputs: 6, kernel: 3, stride: 1, dilation: 24, pad: [24, 24, 24, 24], groups: 3),
