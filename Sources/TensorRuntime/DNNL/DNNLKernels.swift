@@ -104,8 +104,9 @@ enum DNNLKernels {
 
     /// The layout to pack constant weights in instead of the plain row-major
     /// one oneDNN `chose` for `dims`, or `nil` to keep its choice. Where
-    /// oneDNN has no blocked kernel for the machine (`gemm:jit` on AVX2; on
-    /// AVX-512 it packs weights blocked, and nothing changes), rows whose
+    /// oneDNN reads weights plain (`gemm:jit`: every product on AVX2; on
+    /// AVX-512 only the column blocks of a large product, the rest being
+    /// packed blocked and left alone), rows whose
     /// length is a multiple of 256 bytes map every row's columns to the same
     /// few cache sets: measured on an AVX2 EPYC at one thread, a 128 × 768 ×
     /// 3,072 product (BERT's feed-forward) took 20.4 ms with rows 3,072
