@@ -183,17 +183,12 @@ enum ConvolutionOperations {
         let stored = channelsLast ? [outShape[0]] + output + [outputs] : outShape
         let out = try context.output(stored)
 
-        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil {
-            let full = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides,
-                                                dilations: dilations, padBefore: before, channelsLast: channelsLast)
-            // Taps that only ever read padding are dropped (a dilated convolution on a small image).
-            let floats = weights.floats
-            let (geometry, values) = ConvolutionTaps.trimmed(full, weights: floats) ?? (full, floats)
-            if let prepared = try? dnnlConvolution(context, geometry: geometry, weights: values, bias: biasConstant?.floats, posts: posts,
-                                                   stored: stored) {
-                runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
-                return
-            }
+        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil,
+           let prepared = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
+               input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
+               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
+            runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
+            return
         }
         let weight: PlanValue
         if let weightValue { weight = weightValue } else { weight = try context.input("weight") }
@@ -355,6 +350,8 @@ enum ConvolutionOperations {
 
     private static func dnnlConvolution(_ context: OperationContext, geometry: DNNLConvolution.Geometry, weights: [Float], bias: [Float]?,
                                         posts: [PostOperation], stored: [Int]) throws(RuntimeError) -> PreparedConvolution {
+        // Taps that only ever read padding are dropped (a dilated convolution on a small image).
+        let (geometry, weights) = ConvolutionTaps.trimmed(geometry, weights: weights) ?? (geometry, weights)
         // oneDNN applies the post-operations it has, in order, up to the first it has not (or a residual of another shape).
         var post = DNNLPostOperations()
         var residuals: [(Int32, Int)] = []
@@ -384,7 +381,7 @@ enum ConvolutionOperations {
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
         // Blocks of output channels write strided slices, which a binary post-operation's residual would have to be too.
-        // Regions of rows reading the image with fewer kernel rows (a dilated convolution on a small image) come first.
+        // A dilated convolution on a small image: regions of rows reading the image with fewer kernel rows come first.
         let regions = ConvolutionTaps.rowRegions(geometry, weights: weights)
         let split = regions?.map(\.block) ?? blocks(geometry, kernel: kernel, threads: context.threads, channelBlocksAllowed: binaries.isEmpty)
             ?? [Block(geometry: geometry, input: 0, output: 0, channels: nil)]

@@ -70,7 +70,7 @@ struct ConvolutionTapsTests {
         #expect(ConvolutionTaps.rowRegions(Self.geometry([2, 8, 14, 14], kernel: [3, 3], dilations: [12, 12], pad: [12, 12]), weights: weights) == nil)
     }
 
-    @Test("a trimmed convolution computes float64's convolution + bias + ReLU with every tap", arguments: [
+    @Test("a trimmed convolution computes float64's convolution + bias + ReLU with every tap at 1, 2 and 3 threads", arguments: [
         ConvolutionThreadingTests.Case(input: [1, 8, 14, 14], outputs: 8, kernel: 3, stride: 1, dilation: 12, pad: [12, 12, 12, 12], groups: 1),
         ConvolutionThreadingTests.Case(input: [1, 4, 9, 9], outputs: 4, kernel: 3, stride: 2, dilation: 7, pad: [7, 7, 7, 7], groups: 1),
         ConvolutionThreadingTests.Case(input: [1, 16, 5, 5], outputs: 8, kernel: 3, stride: 1, dilation: 6, pad: [6, 6, 6, 6], groups: 1),
@@ -81,11 +81,6 @@ struct ConvolutionTapsTests {
         let (function, weight, bias) = ConvolutionThreadingTests.program(c)
         let input = (0..<c.input.reduce(1, *)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let (want, _, scale) = ConvolutionThreadingTests.reference(c, input: input, weight: weight, bias: bias)
-        for threads in [1, 2] {
-            let got = try #require(try ConvolutionThreadingTests.run(function, input: input, shape: c.input, threads: threads)["r"])
-            #expect(got.count == want.count)
-            let worst = zip(zip(got, want), scale).map { abs(Double($0.0) - $0.1) / max(1, $1) }.max() ?? 1
-            #expect(worst <= 1e-6, "\(threads) threads: worst difference \(worst) of the terms' magnitudes")
-        }
+        try ConvolutionChannelSplitTests.expectAtEveryThreadCount(function, input: input, shape: c.input, equal: want, scale: scale)
     }
 }
