@@ -44,20 +44,22 @@ run: build
 	@Scripts/install-deps.sh python3
 	@Scripts/run-demo.sh
 
-# The suite runs twice: as built for debugging, and optimized (bugs such as a
-# pointer that outlives what it points to often show only when optimized);
-# then `modelc serve` end to end with real protocol clients, the concurrent
-# code under ThreadSanitizer, and the Python package's tests.
+# The whole suite runs on the optimized build (bugs such as a pointer that
+# outlives what it points to often show only when optimized; the tests' own
+# code is not optimized, see Package.swift), then `modelc serve` end to end
+# with real protocol clients, the concurrent code under ThreadSanitizer on a
+# debug build (so the debug configuration compiles without warnings too), and
+# the Python package's tests over the optimized library. `swift test` runs the
+# whole suite on a debug build.
+RELEASE_TESTING = -c release -Xswiftc -enable-testing
 test: deps check-generated
 	@Scripts/install-deps.sh nginx openssl python3 chromium
-	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build
-	$(SWIFT) build -c release --build-tests $(SWIFT_FLAGS) -Xswiftc -enable-testing
+	$(SWIFT) build $(RELEASE_TESTING) --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test -c release --skip-build
 	$(MAKE) test-serve test-kserve MODELC_BIN=.build/release/modelc
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS) --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
-	$(MAKE) python-test
+	$(MAKE) python-test LIBRARY_BUILD="$(RELEASE_TESTING)"
 
 # `modelc serve` end to end: the real server on a free loopback port, driven by tritonclient[http]
 # and by kserve's REST client (health, metadata, JSON and binary tensors, classification,
@@ -170,9 +172,11 @@ $(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt
 # suite is never empty, so 5 means it was not found.
 PYVENV      ?= .venv-python
 PYTEST_ARGS ?=
+# The configuration the library and the CLI are built in (debug unless given).
+LIBRARY_BUILD ?=
 python-lib: deps
-	$(SWIFT) build $(SWIFT_FLAGS) --product ModelcC
-	$(SWIFT) build $(SWIFT_FLAGS) --product modelc
+	$(SWIFT) build $(LIBRARY_BUILD) $(SWIFT_FLAGS) --product ModelcC
+	$(SWIFT) build $(LIBRARY_BUILD) $(SWIFT_FLAGS) --product modelc
 
 python-venv: $(PYVENV)/.installed
 $(PYVENV)/.installed: python/requirements-test.txt
@@ -181,7 +185,7 @@ $(PYVENV)/.installed: python/requirements-test.txt
 	touch $@
 
 python-test: python-lib python-venv
-	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so $(PYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests $(PYTEST_ARGS); \
+	MODELC_LIBRARY=$$($(SWIFT) build $(LIBRARY_BUILD) --show-bin-path)/libModelcC.so $(PYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests $(PYTEST_ARGS); \
 	status=$$?; if [ $$status -eq 5 ]; then echo "python/tests: no tests collected" >&2; fi; exit $$status
 
 # A wheel holding libmodelc.so (optimized). It loads the Swift runtime and
