@@ -141,6 +141,25 @@ enum LinearAlgebraOperations {
         }
     }
 
+    /// Adds the step running a product's column blocks on the thread team:
+    /// `kernels[i]` (slots source, destination) writes the columns from
+    /// `firsts[i]` of `out`, `rows × n`; a residual is copied into `out`
+    /// first for the kernels to sum into.
+    private static func runColumnBlocks(_ context: OperationContext, _ kernels: [DNNLPrimitive], firsts: [Int], x: PlanValue,
+                                        residual: PlanValue?, out: Int, rows: Int, n: Int) {
+        let failure = DNNLKernels.failure(context)
+        let a = x.id, r = residual?.id
+        context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out], split: "\(kernels.count) column blocks") { buffers throws(RuntimeError) in
+            let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(out))
+            if let r, buffers.raw(r) != blocks.destination { blocks.destination.copyMemory(from: buffers.raw(r), byteCount: rows * n * 4) }
+            let failed = Locked(false)
+            ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
+                if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
+            }
+            guard !failed.withLock({ $0 }) else { throw failure }
+        }
+    }
+
     /// Plans the product on oneDNN when it takes it: constant weights
     /// (`linear`'s, or a constant `y` shared by every batch) packed once now
     /// into the layout oneDNN's kernel reads, the rows of every batch as one
@@ -191,15 +210,7 @@ enum LinearAlgebraOperations {
                 return made
             }
             guard let kernels else { return false }
-            let firsts = columns.blocks.map(\.first)
-            context.run(reads: [x], writes: [out]) { buffers throws(RuntimeError) in
-                let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(out))
-                let failed = Locked(false)
-                ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
-                    if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
-                }
-                guard !failed.withLock({ $0 }) else { throw failure }
-            }
+            runColumnBlocks(context, kernels, firsts: columns.blocks.map(\.first), x: x, residual: nil, out: out, rows: rows, n: n)
             return true
         }
         if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
@@ -229,6 +240,27 @@ enum LinearAlgebraOperations {
                 return [main, last]
             }
             guard let kernels else { return false }
+            // Too few rows to give every thread a block of them (a decoder's one-token step): a block of
+            // columns each, reading the packed weights in place (plain rows: oneDNN's AVX2 kernels). A
+            // residual is copied into the destination first and summed there.
+            func columnKernels() -> (firsts: [Int], kernels: [DNNLPrimitive])? {
+                guard workers < context.threads,
+                      let columns = ColumnBlocks(parts: WorkSplit.workers(threads: context.threads, work: rows * k * n, items: n / 64), n: n)
+                else { return nil }
+                var made: [DNNLPrimitive] = []
+                for (first, width) in columns.blocks {
+                    guard let kernel = try? DNNLKernels.columnBlock(of: kernels[0], first: first, width: width, rows: rows, n: n,
+                                                                    bias: biasValues.map { Array($0[first..<first + width]) },
+                                                                    activation: activation, accumulate: residual != nil)
+                    else { return nil }
+                    made.append(kernel)
+                }
+                return (columns.blocks.map(\.first), made)
+            }
+            if let (firsts, blockKernels) = columnKernels() {
+                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, out: out, rows: rows, n: n)
+                return true
+            }
             context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
                 let blocks = RowBlocks(source: buffers.raw(a), destination: buffers.raw(out), residual: r.map { buffers.raw($0) },
                                        sourceRow: k * 4, destinationRow: n * 4)
@@ -394,8 +426,14 @@ struct ColumnBlocks {
     @TaskLocal static var minimumWeights = 1 << 23
 
     init?(threads: Int, k: Int, n: Int, fused residual: Bool) {
-        guard threads > 1, !residual, k * n >= Self.minimumWeights, n > 64 else { return nil }
-        let width = ((n + threads - 1) / threads + 63) / 64 * 64
+        guard !residual, k * n >= Self.minimumWeights else { return nil }
+        self.init(parts: threads, n: n)
+    }
+
+    /// `n` columns in at most `parts` blocks; `nil` when that makes one block.
+    init?(parts: Int, n: Int) {
+        guard parts > 1, n > 64 else { return nil }
+        let width = ((n + parts - 1) / parts + 63) / 64 * 64
         var blocks: [(first: Int, width: Int)] = []
         var first = 0
         while first < n {

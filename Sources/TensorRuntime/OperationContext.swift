@@ -169,9 +169,9 @@ final class OperationContext {
         outputIDs.append(planner.alias(source, shape: shape, type: type))
     }
 
-    /// Adds the kernel computing the outputs.
-    func run(reads: [PlanValue], writes: [Int], _ kernel: @escaping Kernel) {
-        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, kernel: kernel))
+    /// Adds the kernel computing the outputs; `split` says how it divides its work between threads.
+    func run(reads: [PlanValue], writes: [Int], split: String? = nil, _ kernel: @escaping Kernel) {
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, split: split, kernel: kernel))
     }
 
     /// Adds a control-flow kernel that runs nested blocks: it reads `reads`

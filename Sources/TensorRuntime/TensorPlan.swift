@@ -26,13 +26,17 @@ struct PlanStep: Sendable {
     var kernel: Kernel
     /// The operation's outputs (a subset of `writes`).
     var outputs: [Int]
+    /// How the kernel divides its work where that was chosen at plan time
+    /// (`"2 column blocks"`), for step profiles and tests.
+    var split: String?
 
-    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, kernel: @escaping Kernel) {
+    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, split: String? = nil, kernel: @escaping Kernel) {
         self.operation = operation
         self.kind = kind
         self.reads = reads
         self.writes = writes
         self.outputs = outputs ?? writes
+        self.split = split
         self.kernel = kernel
     }
 }

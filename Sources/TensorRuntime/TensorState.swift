@@ -86,7 +86,7 @@ final class TensorState {
                     let used = TensorState.processorNanoseconds() - cpu
                     let shape = step.outputs.first.map { plan.values[$0].shape.map(String.init).joined(separator: "x") } ?? ""
                     TensorState.stepTotals.withLock {
-                        let key = "\(step.kind) \(step.operation) \(shape)"
+                        let key = "\(step.kind) \(step.operation) \(shape)" + (step.split.map { " (\($0))" } ?? "")
                         let old = $0[key] ?? (index, 0, 0, 0)
                         $0[key] = (old.order, old.wall + wall, old.cpu + used, old.runs + 1)
                     }

@@ -137,6 +137,30 @@ struct AttentionFusionTests {
         #expect(ColumnBlocks(threads: 2, k: 768, n: 50257, fused: false)?.blocks.map(\.first) == [0, 25152])
         #expect(ColumnBlocks.$minimumWeights.withValue(1) { ColumnBlocks(threads: 2, k: 32, n: 96, fused: false)?.blocks.map(\.width) } == [64, 32])
         #expect(ColumnBlocks(threads: 3, k: 768, n: 50257, fused: false)?.blocks.map(\.width) == [16768, 16768, 16721])
+        // A one-row product's blocks (any weights, any residual): as many parts as there are, in 64s.
+        #expect(ColumnBlocks(parts: 2, n: 768)?.blocks.map(\.width) == [384, 384])
+        #expect(ColumnBlocks(parts: 2, n: 2304)?.blocks.map(\.first) == [0, 1152])
+        #expect(ColumnBlocks(parts: 1, n: 768) == nil)
+        #expect(ColumnBlocks(parts: 2, n: 64) == nil)
+    }
+
+    @Test("a converted model's products of too few rows for every thread (one token, 9 tokens) equal 1 thread's at 2 threads",
+          arguments: ["bert", "gpt2"], [1, 9])
+    func fewRowsByColumns(model: String, tokens: Int) async throws {
+        let function = try await Self.graph("Parity/Zoo/\(model)_fp32.mlpackage")
+        let fused = FusionPass.run(function.block)
+        let shapes = ["input_ids": [1, tokens]]
+        Self.expectClose(try await Self.run(function, fused, shapes: shapes, threads: 1),
+                         try await Self.run(function, fused, shapes: shapes, threads: 2), "\(model) \(tokens) tokens")
+        // Where oneDNN packs weights as plain rows (AVX2), GPT-2's MLP product (32 → 128 columns) splits
+        // by columns; blocked packings (AVX-512), and BERT's products of 32 and 64 columns, keep the rows.
+        var program = function
+        program.block = fused
+        let planned = program
+        let plan = try await HeavyWork.run { try WorkSplit.$minimumPerThread.withValue(1) { try Planner.plan(planned, shapes: shapes, threads: 2) } }
+        let splits = plan.steps.filter { $0.kind == "fused_linear" }.map { $0.split ?? "rows" }
+        let byColumns = try model == "gpt2" && DNNLPrimitiveTests.packsPlainRows()
+        #expect(splits.contains("2 column blocks") == byColumns, "\(splits)")
     }
 
     // MARK: Written by hand

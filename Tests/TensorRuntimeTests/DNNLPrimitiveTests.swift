@@ -22,6 +22,17 @@ struct DNNLPrimitiveTests {
         return result
     }
 
+    /// Whether oneDNN packs a product's constant weights as plain rows on
+    /// this processor (AVX2), which column blocks read in place, rather than
+    /// blocked (AVX-512).
+    static func packsPlainRows() throws -> Bool {
+        let product = try (0..<(64 * 128)).map { Float($0 % 5) }.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([1, 64]), weights: .init([64, 128]), destination: .init([1, 128]), constantWeights: values,
+                                   bias: nil, activation: nil, residual: nil, threads: 1)
+        }
+        return try product.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows != nil
+    }
+
     @Test("a product over the same constant weights reads the other's packed copy and computes the same")
     func sharedPackedWeights() throws {
         #expect(DNNL.isAvailable)
@@ -83,6 +94,50 @@ struct DNNLPrimitiveTests {
             }
         }
         #expect(worst <= 1e-5, "worst relative difference \(worst)")
+    }
+
+    @Test("blocks of columns read another product's packed weights in place and sum float64's product + bias + GELU into the destination")
+    func columnBlocksReadPackedWeights() throws {
+        let (rows, k, n) = (2, 96, 192)
+        let weights = (0..<(k * n)).map { Float(($0 * 29) % 31) * 0.03 - 0.45 }, bias = (0..<n).map { Float($0 % 7) * 0.1 - 0.3 }
+        let packed = try weights.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([rows, k]), weights: .init([k, n]), destination: .init([rows, n]), constantWeights: values,
+                                   bias: bias, activation: nil, residual: nil, threads: 1)
+        }
+        let blocks = [(first: 0, width: 128), (first: 128, width: 64)]
+        func block(_ first: Int, _ width: Int) throws -> DNNLPrimitive? {
+            try DNNLKernels.columnBlock(of: packed, first: first, width: width, rows: rows, n: n, bias: Array(bias[first..<first + width]),
+                                        activation: .geluExact, accumulate: true)
+        }
+        guard try packed.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows != nil else {
+            // Blocked weights (oneDNN's AVX-512 kernels): no view of their columns, so no block.
+            #expect(try block(0, 128) == nil, "\(packed.implementation)")
+            return
+        }
+        var input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.05 - 0.5 }
+        let residual = (0..<(rows * n)).map { Float(($0 * 13) % 11) * 0.2 - 1 }
+        var output = residual
+        for (first, width) in blocks {
+            let kernel = try #require(try block(first, width))
+            // Only the bias is its own: the weights are the packed product's.
+            #expect(kernel.constantBytes == width * 4)
+            let ran = input.withUnsafeMutableBytes { x in
+                output.withUnsafeMutableBytes { y in kernel.run(x.baseAddress!, y.baseAddress! + first * 4) }
+            }
+            #expect(ran)
+        }
+        var worst = 0.0
+        for r in 0..<rows {
+            for c in 0..<n {
+                var sum = Double(bias[c])
+                for i in 0..<k { sum += Double(input[r * k + i]) * Double(weights[i * n + c]) }
+                let expected = 0.5 * sum * (1 + erf(sum / 2.0.squareRoot())) + Double(residual[r * n + c])
+                worst = max(worst, abs(Double(output[r * n + c]) - expected) / max(1, abs(expected)))
+            }
+        }
+        #expect(worst <= 1e-5, "worst relative difference \(worst)")
+        // Columns past the packed matrix's are refused.
+        #expect(try DNNLKernels.columnBlock(of: packed, first: 128, width: 128, rows: rows, n: n, bias: nil, activation: nil, accumulate: false) == nil)
     }
 
     @Test("a run reads and writes the buffers it is given, also when they move between runs (memories rebound only then)")

@@ -9,15 +9,17 @@ import Testing
 /// program does, at 1 and 2 threads.
 @Suite("Fusions of matrix products")
 struct ProductFusionTests {
-    static let shape = [2, 3, 8]
+    /// x's shape: 6 rows of `width` values.
+    static func shape(_ width: Int) -> [Int] { [2, 3, width] }
 
-    static func value(_ name: String, _ shape: [Int?] = [2, 3, 8]) -> (name: String, type: ValueType) {
-        (name, ValueType(element: .float32, shape: shape))
+    static func value(_ name: String, _ width: Int = 8) -> (name: String, type: ValueType) {
+        (name, ValueType(element: .float32, shape: shape(width)))
     }
 
-    /// x → matmul(x, W) → add(bias) → gelu(mode) → add(x), returning `outputs`.
-    static func gpt2Block(mode: String, outputs: [String]) -> GraphBlock {
-        let weight = Tensor(floats: (0..<64).map { Float($0 % 9) * 0.07 - 0.3 }, shape: [8, 8])
+    /// x → matmul(x, W) → add(bias) → gelu(mode) → add(x), returning `outputs`; W is `width` × `width`.
+    static func gpt2Block(mode: String, outputs: [String], width: Int = 8) -> GraphBlock {
+        let weight = Tensor(floats: (0..<(width * width)).map { Float($0 % 9) * 0.07 - 0.3 }, shape: [width, width])
+        func value(_ name: String) -> (name: String, type: ValueType) { Self.value(name, width) }
         let operations = [
             GraphOperation(type: "matmul", arguments: ["x": [.value("x")], "y": [.value("w")]], outputs: [value("m")], blocks: []),
             GraphOperation(type: "add", arguments: ["x": [.value("m")], "y": [.value("b")]], outputs: [value("a")], blocks: []),
@@ -27,12 +29,13 @@ struct ProductFusionTests {
             GraphOperation(type: "add", arguments: ["x": [.value("x")], "y": [.value("g")]], outputs: [value("r")], blocks: []),
         ]
         return GraphBlock(operations: operations, outputs: outputs,
-                          constants: ["w": weight, "b": Tensor(floats: (0..<8).map { Float($0) * 0.1 - 0.4 }, shape: [8])])
+                          constants: ["w": weight, "b": Tensor(floats: (0..<width).map { Float($0 % 8) * 0.1 - 0.4 }, shape: [width])])
     }
 
-    /// x → linear(x, W, bias) → relu → add(y) with y computed from x.
-    static func linearBlock() -> GraphBlock {
-        let weight = Tensor(floats: (0..<64).map { Float($0 % 5) * 0.11 - 0.2 }, shape: [8, 8])
+    /// x → linear(x, W, bias) → relu → add(y) with y computed from x; W is `width` × `width`.
+    static func linearBlock(width: Int = 8) -> GraphBlock {
+        let weight = Tensor(floats: (0..<(width * width)).map { Float($0 % 5) * 0.11 - 0.2 }, shape: [width, width])
+        func value(_ name: String) -> (name: String, type: ValueType) { Self.value(name, width) }
         let operations = [
             GraphOperation(type: "sigmoid", arguments: ["x": [.value("x")]], outputs: [value("y")], blocks: []),
             GraphOperation(type: "linear", arguments: ["x": [.value("x")], "weight": [.value("w")], "bias": [.value("b")]],
@@ -41,15 +44,20 @@ struct ProductFusionTests {
             GraphOperation(type: "add", arguments: ["x": [.value("f")], "y": [.value("y")]], outputs: [value("r")], blocks: []),
         ]
         return GraphBlock(operations: operations, outputs: ["r"],
-                          constants: ["w": weight, "b": Tensor(floats: (0..<8).map { Float($0) * -0.05 }, shape: [8])])
+                          constants: ["w": weight, "b": Tensor(floats: (0..<width).map { Float($0 % 8) * -0.05 }, shape: [width])])
     }
 
-    static func run(_ block: GraphBlock, threads: Int) throws -> [String: [Float]] {
-        let function = GraphFunction(name: "main", inputs: [value("x")], block: block)
-        let plan = try Planner.plan(function, shapes: ["x": shape], threads: threads)
+    /// The plan of `block` over x of 6 rows of `width`, every operation split between `threads` where it can be.
+    static func plan(_ block: GraphBlock, threads: Int, width: Int = 8) throws -> TensorPlan {
+        let function = GraphFunction(name: "main", inputs: [value("x", width)], block: block)
+        return try WorkSplit.$minimumPerThread.withValue(1) { try Planner.plan(function, shapes: ["x": shape(width)], threads: threads) }
+    }
+
+    static func run(_ block: GraphBlock, threads: Int, width: Int = 8) throws -> [String: [Float]] {
+        let plan = try plan(block, threads: threads, width: width)
         let state = TensorState(plan: plan)
         guard let x = plan.inputs["x"] else { return [:] }
-        let input = (0..<48).map { Float($0 % 13) * 0.3 - 1.7 }
+        let input = (0..<(6 * width)).map { Float($0 % 13) * 0.3 - 1.7 }
         input.withUnsafeBytes { state.table[x].copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         try state.run()
         var result: [String: [Float]] = [:]
@@ -59,10 +67,10 @@ struct ProductFusionTests {
         return result
     }
 
-    static func agree(_ block: GraphBlock, fused: GraphBlock, output: String, threads: Int) throws {
-        let expected = try run(block, threads: threads)[output] ?? []
-        let got = try run(fused, threads: threads)[output] ?? []
-        #expect(expected.count == 48 && got.count == 48)
+    static func agree(_ block: GraphBlock, fused: GraphBlock, output: String, threads: Int, width: Int = 8) throws {
+        let expected = try run(block, threads: threads, width: width)[output] ?? []
+        let got = try run(fused, threads: threads, width: width)[output] ?? []
+        #expect(expected.count == 6 * width && got.count == 6 * width)
         let worst = zip(expected, got).map { abs($0 - $1) / max(1, abs($0)) }.max() ?? .infinity
         #expect(worst <= 1e-5, "largest relative difference \(worst)")
     }
@@ -86,6 +94,19 @@ struct ProductFusionTests {
         let fused = FusionPass.run(block)
         #expect(fused.operations.map(\.type) == ["sigmoid", "fused_linear"])
         try Self.agree(block, fused: fused, output: "r", threads: threads)
+    }
+
+    @Test("fused products of too few rows for every thread split by columns (where oneDNN packs plain rows) and sum their residual there",
+          arguments: [1, 2])
+    func fewRowsByColumns(threads: Int) throws {
+        // 6 rows of 128: the row split would give a second thread nothing.
+        let plainRows = try DNNLPrimitiveTests.packsPlainRows()
+        for block in [Self.gpt2Block(mode: "EXACT", outputs: ["r"], width: 128), Self.linearBlock(width: 128)] {
+            let fused = FusionPass.run(block)
+            let product = try #require(try Self.plan(fused, threads: threads, width: 128).steps.first { $0.kind == "fused_linear" })
+            #expect(product.split == (threads == 2 && plainRows ? "2 column blocks" : nil))
+            try Self.agree(block, fused: fused, output: "r", threads: threads, width: 128)
+        }
     }
 
     @Test("a product whose result the block returns keeps it: only the bias fuses")

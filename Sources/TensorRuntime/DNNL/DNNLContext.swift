@@ -133,6 +133,17 @@ struct DNNLDescriptor: @unchecked Sendable {
         var a = raw, b = other.raw
         return dnnl_memory_desc_equal(&a, &b) != 0
     }
+
+    /// `(rows, columns, row stride)` when this is a matrix of rows of
+    /// contiguous columns (no blocks; each row may end in unused floats),
+    /// the layout a slice of columns can be read from in place; `nil` otherwise.
+    var plainRows: (rows: Int, columns: Int, stride: Int)? {
+        let blocking = raw.format_desc.blocking
+        guard raw.ndims == 2, raw.format_kind == dnnl_blocked, raw.offset0 == 0, blocking.inner_nblks == 0,
+              raw.padded_dims.0 == raw.dims.0, raw.padded_dims.1 == raw.dims.1,
+              blocking.strides.1 == 1, blocking.strides.0 >= raw.dims.1 else { return nil }
+        return (Int(raw.dims.0), Int(raw.dims.1), Int(blocking.strides.0))
+    }
 }
 
 /// Memory oneDNN owns, filled once at plan time (packed weights, a bias):
@@ -140,15 +151,33 @@ struct DNNLDescriptor: @unchecked Sendable {
 final class DNNLConstant: @unchecked Sendable {
     let memory: dnnl_memory_t
     let descriptor: DNNLDescriptor
+    /// The constant whose buffer a view reads (kept alive as long as the view).
+    private let viewed: DNNLConstant?
 
-    private init(memory: dnnl_memory_t, descriptor: DNNLDescriptor) {
+    private init(memory: dnnl_memory_t, descriptor: DNNLDescriptor, viewing viewed: DNNLConstant? = nil) {
         self.memory = memory
         self.descriptor = descriptor
+        self.viewed = viewed
     }
 
     deinit { dnnl_memory_destroy(memory) }
 
-    var bytes: Int { descriptor.bytes }
+    /// Bytes of its own buffer (none for a view).
+    var bytes: Int { viewed == nil ? descriptor.bytes : 0 }
+
+    /// Columns `first..<first + width` of this constant, a matrix of plain
+    /// rows (`DNNLDescriptor.plainRows`), read where they are: nothing is
+    /// copied. `nil` when the layout is blocked or the columns are not there.
+    func columns(_ first: Int, width: Int) -> DNNLConstant? {
+        guard let engine = DNNL.engine?.handle, let matrix = descriptor.plainRows, first >= 0, width > 0, first + width <= matrix.columns,
+              let view = try? DNNLDescriptor([matrix.rows, width], strides: [matrix.stride, 1]) else { return nil }
+        var handle: UnsafeMutableRawPointer?
+        guard dnnl_memory_get_data_handle(memory, &handle) == dnnl_success, let handle else { return nil }
+        var raw = view.raw
+        var made: dnnl_memory_t?
+        guard dnnl_memory_create(&made, &raw, engine, handle + first * 4) == dnnl_success, let made else { return nil }
+        return DNNLConstant(memory: made, descriptor: view, viewing: self)
+    }
 
     /// `values`, laid out as `given` says, reordered once into `wanted` (the
     /// layout a primitive chose for its weights).

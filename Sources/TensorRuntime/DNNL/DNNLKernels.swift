@@ -64,9 +64,9 @@ enum DNNLKernels {
                        constantWeights: UnsafeBufferPointer<Float>?, bias biasValues: [Float]?, activation: Activation?,
                        residual: Operand?, threads: Int, sharingWeightsWith other: DNNLPrimitive? = nil,
                        scale: Float? = nil) throws(RuntimeError) -> DNNLPrimitive {
-        var source = try sourceOperand.descriptor, destination = try destinationOperand.descriptor
+        let source = try sourceOperand.descriptor, destination = try destinationOperand.descriptor
         let givenWeights = try weightsOperand.descriptor
-        var weights = constantWeights == nil ? givenWeights : try DNNLDescriptor(weightsOperand.dims, dnnl_format_tag_any)
+        let weights = constantWeights == nil ? givenWeights : try DNNLDescriptor(weightsOperand.dims, dnnl_format_tag_any)
         let rank = destinationOperand.dims.count
         let bias = try biasValues.map { values throws(RuntimeError) in
             try Operand(Array(repeating: 1, count: rank - 1) + [values.count]).descriptor
@@ -77,18 +77,12 @@ enum DNNLKernels {
         if let residual { post.steps.append(.binary(dnnl_binary_add.rawValue, dims: residual.dims, channelsLast: false)) }
         var slots = [Int32(DNNL_ARG_SRC)] + (constantWeights == nil ? [Int32(DNNL_ARG_WEIGHTS)] : []) + [Int32(DNNL_ARG_DST)]
         if residual != nil { slots.append(DNNL.postOperationSource(post.steps.count - 1)) }
-        func product(weights: inout DNNLDescriptor) throws(RuntimeError) -> DNNLPrimitive {
-            var operation = dnnl_matmul_desc_t()
-            var biasRaw = bias?.raw
-            let described = withOptionalPointer(&biasRaw) { biasPointer in
-                dnnl_matmul_desc_init(&operation, &source.raw, &weights.raw, biasPointer, &destination.raw)
-            }
-            guard described == dnnl_success else { throw DNNL.failure("matrix product", "describing", described) }
-            return try DNNLPrimitive(name: "matrix product", operation: &operation, postOperations: post, slots: slots, threads: threads)
+        func product(weights: DNNLDescriptor) throws(RuntimeError) -> DNNLPrimitive {
+            try Self.product(source: source, weights: weights, bias: bias, destination: destination, post: post, slots: slots, threads: threads)
         }
-        var primitive = try product(weights: &weights)
-        if constantWeights != nil, var padded = try paddedRows(chosen: primitive.layout(of: Int32(DNNL_ARG_WEIGHTS)), dims: weightsOperand.dims),
-           let remade = try? product(weights: &padded) {
+        var primitive = try product(weights: weights)
+        if constantWeights != nil, let padded = try paddedRows(chosen: primitive.layout(of: Int32(DNNL_ARG_WEIGHTS)), dims: weightsOperand.dims),
+           let remade = try? product(weights: padded) {
             primitive = remade
         }
         if let constantWeights, !(other.map { primitive.shareConstant(Int32(DNNL_ARG_WEIGHTS), from: $0) } ?? false) {
@@ -96,6 +90,42 @@ enum DNNLKernels {
         }
         if let biasValues, let bias { try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: biasValues, given: bias) }
         return primitive
+    }
+
+    /// One thread's block of columns `first..<first + width` of a product over
+    /// the constant weights `packed` holds (a `matmul` over constant weights),
+    /// read where `packed` keeps them, not copied: `source [rows, k] ·
+    /// weights[:, block] (+ bias) → activation`, written into a destination
+    /// whose rows are `n` floats apart; `accumulate` adds the result to what
+    /// the destination held (a residual copied there first). Slots: source,
+    /// destination. `nil` when `packed` holds its weights blocked (oneDNN's
+    /// AVX-512 kernels), which no view of columns can read.
+    static func columnBlock(of packed: DNNLPrimitive, first: Int, width: Int, rows: Int, n: Int, bias: [Float]?,
+                            activation: Activation?, accumulate: Bool) throws(RuntimeError) -> DNNLPrimitive? {
+        guard let matrix = try packed.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows, first + width <= matrix.columns else { return nil }
+        let weights = try DNNLDescriptor([matrix.rows, width], strides: [matrix.stride, 1])
+        let biasDescriptor = try bias.map { values throws(RuntimeError) in try Operand([1, values.count]).descriptor }
+        var post = DNNLPostOperations()
+        if let activation { post.steps.append(.eltwise(activation.algorithm.rawValue, alpha: 0, beta: 0)) }
+        if accumulate { post.steps.append(.sum) }
+        let primitive = try product(source: Operand([rows, matrix.rows]).descriptor, weights: weights, bias: biasDescriptor,
+                                    destination: Operand(dims: [rows, width], strides: [n, 1]).descriptor, post: post,
+                                    slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: 1)
+        guard primitive.shareColumns(Int32(DNNL_ARG_WEIGHTS), from: first, of: packed) else { return nil }
+        if let bias, let biasDescriptor { try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: bias, given: biasDescriptor) }
+        return primitive
+    }
+
+    /// A oneDNN matrix product over operands in the given layouts.
+    private static func product(source: DNNLDescriptor, weights: DNNLDescriptor, bias: DNNLDescriptor?, destination: DNNLDescriptor,
+                                post: DNNLPostOperations, slots: [Int32], threads: Int) throws(RuntimeError) -> DNNLPrimitive {
+        var operation = dnnl_matmul_desc_t()
+        var source = source, weights = weights, destination = destination, biasRaw = bias?.raw
+        let described = withOptionalPointer(&biasRaw) { biasPointer in
+            dnnl_matmul_desc_init(&operation, &source.raw, &weights.raw, biasPointer, &destination.raw)
+        }
+        guard described == dnnl_success else { throw DNNL.failure("matrix product", "describing", described) }
+        return try DNNLPrimitive(name: "matrix product", operation: &operation, postOperations: post, slots: slots, threads: threads)
     }
 
     /// Floats added to each row of packed weights oneDNN reads in the plain

@@ -109,6 +109,17 @@ final class DNNLPrimitive: @unchecked Sendable {
         return true
     }
 
+    /// Binds columns `first…` of `other`'s packed constant for `argument`,
+    /// read in place, when they are in the layout this primitive reads
+    /// (`DNNLConstant.columns`); `false` (nothing bound) otherwise.
+    func shareColumns(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
+        guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns,
+              let view = other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width),
+              view.descriptor.matches(wanted) else { return false }
+        constants.append((argument, view, true))
+        return true
+    }
+
     /// Bytes of the constants this primitive packed (not those it shares).
     var constantBytes: Int { constants.reduce(0) { $0 + ($1.shared ? 0 : $1.constant.bytes) } }
 
