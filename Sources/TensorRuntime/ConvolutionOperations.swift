@@ -716,12 +716,12 @@ enum ConvolutionOperations {
         let outShape = Array(xShape.prefix(2)) + output
         let out = try context.output(channelsLast ? [outShape[0]] + output + [outShape[1]] : outShape)
 
-        // oneDNN: max and average pooling, unless an average counting padding has a ceil-mode overhang (oneDNN would count it),
-        // or the pooling is so small that a oneDNN call's fixed cost (its argument map, its setup) is most of its time.
+        // oneDNN: max and average pooling, unless an average counting padding has a ceil-mode overhang (oneDNN would count it);
+        // channels-last max pooling, and average pooling too small for a oneDNN call's fixed cost, run in channelsLastPool.
         let overhang = input.indices.contains { axis in (output[axis] - 1) * strides[axis] + kernel[axis] - before[axis] > padded[axis] }
-        let small = channelsLast && x.isFloat && mode != .l2
-            && xShape[0] * xShape[1] * output.reduce(1, *) * kernel.reduce(1, *) < smallPoolingWork
-        if DNNL.isAvailable, x.isFloat, mode != .l2, !(mode == .average && !exclude && overhang), !small {
+        let small = xShape[0] * xShape[1] * output.reduce(1, *) * kernel.reduce(1, *) < smallPoolingWork
+        let ownLoop = channelsLast && x.isFloat && (mode == .max || (mode == .average && small)) && !channelsLastPoolingOnDNNL
+        if DNNL.isAvailable, x.isFloat, mode != .l2, !(mode == .average && !exclude && overhang), !ownLoop {
             let algorithm = mode == .max ? dnnl_pooling_max : exclude ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding
             // Split between threads as a convolution is (blocks of images or rows, one primitive each);
             // as many groups as channels: each output reads one channel's window (the work `blocks` counts).
@@ -767,8 +767,8 @@ enum ConvolutionOperations {
             windows.append(window)
         }
         let table = windows, from = x.id, batch = xShape[0], channels = xShape[1]
-        if small {
-            smallChannelsLastPool(context, windows: table.flatMap { $0 }, windowSize: kernel.reduce(1, *), mode: mode, exclude: exclude,
+        if ownLoop {
+            channelsLastPool(context, windows: table.flatMap { $0 }, windowSize: kernel.reduce(1, *), mode: mode, exclude: exclude,
                                   batch: batch, channels: channels, inCount: inCount, outCount: outCount, x: x, out: out)
             return
         }
@@ -819,52 +819,67 @@ enum ConvolutionOperations {
         }
     }
 
+    /// Whether every channels-last max or average pooling runs on oneDNN
+    /// rather than in `channelsLastPool`; only tests set it, to compare the
+    /// two. oneDNN 2.6's channels-last max pooling is slow on AVX2: ResNet-18's
+    /// 3×3 max pool (112×112×64 → 56×56×64) took 1.9–2.1 ms a run
+    /// (`jit:avx2`), the loop 0.37; DenseNet-121's 1.9 and 0.57. Its average
+    /// pooling is the faster one (DenseNet-121's 2×2 transitions, 0.24–0.28 ms
+    /// a run against 0.37–0.40), except below `smallPoolingWork`.
+    @TaskLocal static var channelsLastPoolingOnDNNL = false
+
     /// Element operations (outputs × window) below which a channels-last
-    /// pooling runs in `smallChannelsLastPool` rather than on oneDNN: a zoo
-    /// network's 3×3 max pool over 16 channels of a 4×4 image took 3.6 µs as a
-    /// oneDNN call and 0.1 µs of its kernel (DNNL_VERBOSE).
-    /// Task-local so that tests can compare both paths.
-    @TaskLocal static var smallPoolingWork = 1 << 14
+    /// average pooling runs in `channelsLastPool` rather than on oneDNN: a zoo
+    /// network's 3×3 pool over 16 channels of a 4×4 image took 3.6 µs as a
+    /// oneDNN call and 0.1 µs of the loop (DNNL_VERBOSE).
+    static let smallPoolingWork = 1 << 14
 
     /// Max or average pooling of a channels-last tensor read in place, the
     /// channels innermost: for each output position the input positions of its
     /// window (`windows`, `windowSize` per output: an offset in the image, −1
     /// for padding within the padded extent, −2 beyond it), as the channels-first
     /// loop counts them (padding counted in an average unless `exclude`).
-    private static func smallChannelsLastPool(_ context: OperationContext, windows: [Int32], windowSize: Int, mode: PoolMode, exclude: Bool,
-                                              batch: Int, channels: Int, inCount: Int, outCount: Int, x: PlanValue, out: Int) {
-        let from = x.id
+    /// Blocks of output positions go to the thread team's threads.
+    private static func channelsLastPool(_ context: OperationContext, windows: [Int32], windowSize: Int, mode: PoolMode, exclude: Bool,
+                                         batch: Int, channels: Int, inCount: Int, outCount: Int, x: PlanValue, out: Int) {
+        let from = x.id, isMax = mode == .max
+        let workers = WorkSplit.workers(threads: context.threads, work: batch * outCount * windowSize * channels, items: batch * outCount)
         context.run(reads: [x], writes: [out]) { buffers in
-            let source = buffers.floats(from), target = buffers.floats(out)
-            windows.withUnsafeBufferPointer { windows in
-                for n in 0..<batch {
-                    let image = source + n * inCount * channels
-                    for o in 0..<outCount {
-                        let result = target + (n * outCount + o) * channels
-                        let window = windows.baseAddress.map { $0 + o * windowSize }
+            let tensors = SharedPointers(left: buffers.floats(from), right: buffers.floats(from), target: buffers.floats(out))
+            let positions = batch * outCount, block = (positions + workers - 1) / workers
+            let pool = { @Sendable (worker: Int) in
+                windows.withUnsafeBufferPointer { windows in
+                    guard let windows = windows.baseAddress else { return }
+                    for position in min(positions, worker * block)..<min(positions, (worker + 1) * block) {
+                        let n = position / outCount, o = position % outCount
+                        let image = UnsafePointer(tensors.left) + n * inCount * channels
+                        let result = tensors.target + position * channels
+                        let window = windows + o * windowSize
                         var counted = 0
-                        for c in 0..<channels { result[c] = mode == .max ? -.infinity : 0 }
+                        result.update(repeating: isMax ? -.infinity : 0, count: channels)
                         for k in 0..<windowSize {
-                            let p = Int(window?[k] ?? -2)
+                            let p = Int(window[k])
                             if p < 0 {
                                 if p == -1, !exclude { counted += 1 }
                                 continue
                             }
                             counted += 1
                             let values = image + p * channels
-                            if mode == .max {
-                                for c in 0..<channels { result[c] = max(result[c], values[c]) }
+                            // The select keeps the running maximum when a value is NaN (as max(_:_:) does) and vectorizes.
+                            if isMax {
+                                for c in 0..<channels { let value = values[c], running = result[c]; result[c] = value > running ? value : running }
                             } else {
                                 for c in 0..<channels { result[c] += values[c] }
                             }
                         }
-                        if mode != .max {
+                        if !isMax {
                             let count = Float(max(counted, 1))
                             for c in 0..<channels { result[c] /= count }
                         }
                     }
                 }
             }
+            if workers == 1 { pool(0) } else { ThreadTeam.shared.perform(workers, threads: workers, pool) }
         }
     }
 

@@ -187,17 +187,21 @@ struct ConvolutionThreadingTests {
         #expect(WorkSplit.workers(threads: threads, work: 1 << 24, items: 1) == 1)
     }
 
-    @Test("a small channels-last pooling (its own loop) gives what oneDNN's pooling gives", arguments: cases)
-    func smallPoolingMatchesOneDNN(_ c: Case) throws {
+    @Test("a channels-last pooling (its own loop, at 1 and 2 threads) gives what oneDNN's pooling gives", arguments: cases)
+    func channelsLastPoolingMatchesOneDNN(_ c: Case) throws {
         let count = c.input.reduce(1, *)
         let input = (0..<count).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         for (pool, exclude) in [("max_pool", false), ("avg_pool", false), ("avg_pool", true)] {
             let (function, _, _) = Self.program(c, pool: pool, excludePadding: exclude)
-            let own = try Self.run(function, input: input, shape: c.input, threads: 1)
-            let dnnl = try ConvolutionOperations.$smallPoolingWork.withValue(0) { try Self.run(function, input: input, shape: c.input, threads: 1) }
-            let a = try #require(own["p"]), b = try #require(dnnl["p"])
-            #expect(a.count == b.count && !a.isEmpty)
-            #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-6 * max(1, abs($1)) }, "\(pool) exclude \(exclude)")
+            let dnnl = try ConvolutionOperations.$channelsLastPoolingOnDNNL.withValue(true) {
+                try Self.run(function, input: input, shape: c.input, threads: 1)
+            }
+            for threads in [1, 2] {
+                let own = try WorkSplit.$minimumPerThread.withValue(1) { try Self.run(function, input: input, shape: c.input, threads: threads) }
+                let a = try #require(own["p"]), b = try #require(dnnl["p"])
+                #expect(a.count == b.count && !a.isEmpty)
+                #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-6 * max(1, abs($1)) }, "\(pool) exclude \(exclude) threads \(threads)")
+            }
         }
     }
 }
