@@ -845,14 +845,14 @@ enum ConvolutionOperations {
         let from = x.id, isMax = mode == .max
         let workers = WorkSplit.workers(threads: context.threads, work: batch * outCount * windowSize * channels, items: batch * outCount)
         context.run(reads: [x], writes: [out]) { buffers in
-            let tensors = SharedPointers(left: buffers.floats(from), right: buffers.floats(from), target: buffers.floats(out))
+            let tensors = SourceAndTarget(source: buffers.floats(from), target: buffers.floats(out))
             let positions = batch * outCount, block = (positions + workers - 1) / workers
             let pool = { @Sendable (worker: Int) in
                 windows.withUnsafeBufferPointer { windows in
                     guard let windows = windows.baseAddress else { return }
                     for position in min(positions, worker * block)..<min(positions, (worker + 1) * block) {
                         let n = position / outCount, o = position % outCount
-                        let image = UnsafePointer(tensors.left) + n * inCount * channels
+                        let image = UnsafePointer(tensors.source) + n * inCount * channels
                         let result = tensors.target + position * channels
                         let window = windows + o * windowSize
                         var counted = 0
@@ -909,7 +909,7 @@ enum ConvolutionOperations {
         let tiles = (columns + tile - 1) / tile
         let parts = layoutTransposeParts(count: x.count, columnTiles: tiles, threads: context.threads)
         context.run(reads: [x], writes: [out]) { buffers in
-            let pointers = TransposePointers(source: buffers.floats(from), target: buffers.floats(out))
+            let pointers = SourceAndTarget(source: buffers.floats(from), target: buffers.floats(out))
             ThreadTeam.shared.perform(parts, threads: parts) { part in
                 let first = part * tiles / parts * tile, end = min(columns, (part + 1) * tiles / parts * tile)
                 for n in 0..<batch {
@@ -937,8 +937,8 @@ enum ConvolutionOperations {
         count >= 1 << 14 ? max(1, min(threads, columnTiles)) : 1
     }
 
-    /// A layout change's buffers, shared by the threads running its blocks (each writes only its own).
-    private struct TransposePointers: @unchecked Sendable {
+    /// A layout change's or a pooling's buffers, shared by the threads running its blocks (each writes only its own).
+    private struct SourceAndTarget: @unchecked Sendable {
         let source: UnsafeMutablePointer<Float>
         let target: UnsafeMutablePointer<Float>
     }

@@ -22,6 +22,22 @@ struct DNNLPrimitiveTests {
         return result
     }
 
+    /// Expects `output` within 1e-5 (relative to max(1, |value|)) of float64's
+    /// GELU(input [rows, k] · weights [k, n] + bias), plus `addend` if given.
+    static func expectProductGELU(_ output: [Float], input: [Float], weights: [Float], bias: [Float], rows: Int, k: Int, n: Int,
+                                  plus addend: [Float]? = nil) {
+        var worst = 0.0
+        for r in 0..<rows {
+            for c in 0..<n {
+                var sum = Double(bias[c])
+                for i in 0..<k { sum += Double(input[r * k + i]) * Double(weights[i * n + c]) }
+                let expected = 0.5 * sum * (1 + erf(sum / 2.0.squareRoot())) + Double(addend?[r * n + c] ?? 0)
+                worst = max(worst, abs(Double(output[r * n + c]) - expected) / max(1, abs(expected)))
+            }
+        }
+        #expect(worst <= 1e-5, "worst relative difference \(worst)")
+    }
+
     /// Whether oneDNN packs a product's constant weights as plain rows on
     /// this processor (AVX2), which column blocks read in place, rather than
     /// blocked (AVX-512).
@@ -84,16 +100,7 @@ struct DNNLPrimitiveTests {
         var input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.05 - 0.5 }, output = [Float](repeating: .nan, count: rows * n)
         let ran = input.withUnsafeMutableBytes { x in output.withUnsafeMutableBytes { y in primitive.run(x.baseAddress!, y.baseAddress!) } }
         #expect(ran)
-        var worst = 0.0
-        for r in 0..<rows {
-            for c in 0..<n {
-                var sum = Double(bias[c])
-                for i in 0..<k { sum += Double(input[r * k + i]) * Double(weights[i * n + c]) }
-                let gelu = 0.5 * sum * (1 + erf(sum / 2.0.squareRoot()))
-                worst = max(worst, abs(Double(output[r * n + c]) - gelu) / max(1, abs(gelu)))
-            }
-        }
-        #expect(worst <= 1e-5, "worst relative difference \(worst)")
+        Self.expectProductGELU(output, input: input, weights: weights, bias: bias, rows: rows, k: k, n: n)
     }
 
     @Test("blocks of columns read another product's packed weights in place and sum float64's product + bias + GELU into the destination")
@@ -126,16 +133,7 @@ struct DNNLPrimitiveTests {
             }
             #expect(ran)
         }
-        var worst = 0.0
-        for r in 0..<rows {
-            for c in 0..<n {
-                var sum = Double(bias[c])
-                for i in 0..<k { sum += Double(input[r * k + i]) * Double(weights[i * n + c]) }
-                let expected = 0.5 * sum * (1 + erf(sum / 2.0.squareRoot())) + Double(residual[r * n + c])
-                worst = max(worst, abs(Double(output[r * n + c]) - expected) / max(1, abs(expected)))
-            }
-        }
-        #expect(worst <= 1e-5, "worst relative difference \(worst)")
+        Self.expectProductGELU(output, input: input, weights: weights, bias: bias, rows: rows, k: k, n: n, plus: residual)
         // Columns past the packed matrix's are refused.
         #expect(try DNNLKernels.columnBlock(of: packed, first: 128, width: 128, rows: rows, n: n, bias: nil, activation: nil, accumulate: false) == nil)
     }
