@@ -40,12 +40,17 @@ struct AttentionFusionTests {
         try await HeavyWork.run { try compute(function, block, shapes: shapes, threads: threads) }
     }
 
-    /// Runs `block` of `function` on inputs of `shapes`: integers in 0..<50, floats in [-1, 1).
-    static func compute(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) throws -> [String: [Float]] {
+    /// The plan of `block` of `function` for `shapes`, every operation split between `threads` where it can be.
+    static func plan(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) throws -> TensorPlan {
         var function = function
         function.block = block
         // These models are small: without lowering the threshold their attention would not be split at all.
-        let plan = try WorkSplit.$minimumPerThread.withValue(1) { try Planner.plan(function, shapes: shapes, threads: threads) }
+        return try WorkSplit.$minimumPerThread.withValue(1) { try Planner.plan(function, shapes: shapes, threads: threads) }
+    }
+
+    /// Runs `block` of `function` on inputs of `shapes`: integers in 0..<50, floats in [-1, 1).
+    static func compute(_ function: GraphFunction, _ block: GraphBlock, shapes: [String: [Int]], threads: Int) throws -> [String: [Float]] {
+        let plan = try plan(function, block, shapes: shapes, threads: threads)
         let state = TensorState(plan: plan)
         for (name, id) in plan.inputs {
             let count = plan.values[id].count
@@ -154,10 +159,7 @@ struct AttentionFusionTests {
                          try await Self.run(function, fused, shapes: shapes, threads: 2), "\(model) \(tokens) tokens")
         // Where oneDNN packs weights as plain rows (AVX2), GPT-2's MLP product (32 → 128 columns) splits
         // by columns; blocked packings (AVX-512), and BERT's products of 32 and 64 columns, keep the rows.
-        var program = function
-        program.block = fused
-        let planned = program
-        let plan = try await HeavyWork.run { try WorkSplit.$minimumPerThread.withValue(1) { try Planner.plan(planned, shapes: shapes, threads: 2) } }
+        let plan = try await HeavyWork.run { try Self.plan(function, fused, shapes: shapes, threads: 2) }
         let splits = plan.steps.filter { $0.kind == "fused_linear" }.map { $0.split ?? "rows" }
         let byColumns = try model == "gpt2" && DNNLPrimitiveTests.packsPlainRows()
         #expect(splits.contains("2 column blocks") == byColumns, "\(splits)")
