@@ -2,8 +2,9 @@ import ModelFeatures
 
 /// Kernels for channels-last values (`[N, H, W, C]`, see
 /// `ChannelsLastLayout`) where a general kernel walks them slowly: the mean
-/// over the spatial axes (a squeeze-and-excitation block's pooling) and a
-/// product by one value per image and channel (its scaling).
+/// over the spatial axes (a squeeze-and-excitation block's pooling), a
+/// product by one value per image and channel (its scaling), and the change
+/// to and from channel blocks (`ChannelBlocking`).
 enum ChannelsLastOperations {
     static let definitions: [String: OperationDefinition] = [
         "spatial_mean": OperationDefinition(["x"]) { context throws(RuntimeError) in
@@ -11,6 +12,9 @@ enum ChannelsLastOperations {
         },
         "channel_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
             try channelProduct(context)
+        },
+        "channel_blocks": OperationDefinition(["x", "to_blocks"]) { context throws(RuntimeError) in
+            try channelBlocks(context)
         },
         "channel_affine": OperationDefinition(["x", "scale", "shift", "activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
             try channelAffine(context)
@@ -83,6 +87,41 @@ enum ChannelsLastOperations {
             if !relu {
                 for function in activations {
                     for index in 0..<count { target[index] = function(target[index]) }
+                }
+            }
+        }
+    }
+
+    /// `[N, H, W, C]` → `[N, C/8, H, W, 8]` (`to_blocks`) or back: where a
+    /// chain of convolutions `ChannelBlocking` runs in channel blocks starts
+    /// and where something else reads its values. Each position's 8 channels
+    /// of a block are one contiguous run on both sides.
+    private static func channelBlocks(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        let toBlocks = try context.bool("to_blocks", true)
+        let width = ChannelBlocking.width
+        guard x.isFloat, toBlocks ? x.rank == 4 && x.shape[3] % width == 0 : x.rank == 5 && x.shape[4] == width else {
+            throw context.invalid("x \(x.shape) is not a channels-last image with channels in blocks of \(width)\(toBlocks ? "" : ", in blocks")")
+        }
+        let batch = x.shape[0], spatial = toBlocks ? Array(x.shape[1...2]) : Array(x.shape[2...3])
+        let blocks = toBlocks ? x.shape[3] / width : x.shape[1], positions = spatial[0] * spatial[1]
+        let out = try context.output(toBlocks ? [batch, blocks] + spatial + [width] : [batch] + spatial + [blocks * width], type: x.type)
+        let from = x.id
+        // Blocks of positions on the thread team for a large image.
+        let parts = productParts(count: x.count, rows: positions, threads: context.threads)
+        context.run(reads: [x], writes: [out]) { buffers in
+            let pointers = ChannelPointers(source: buffers.floats(from), target: buffers.floats(out), scale: nil)
+            ThreadTeam.shared.perform(parts, threads: parts) { part in
+                let first = part * positions / parts, end = (part + 1) * positions / parts
+                for n in 0..<batch {
+                    for p in first..<end {
+                        for block in 0..<blocks {
+                            let lastAxis = ((n * positions + p) * blocks + block) * width
+                            let blocked = ((n * blocks + block) * positions + p) * width
+                            let source = pointers.source + (toBlocks ? lastAxis : blocked), target = pointers.target + (toBlocks ? blocked : lastAxis)
+                            for c in 0..<width { target[c] = source[c] }
+                        }
+                    }
                 }
             }
         }

@@ -11,14 +11,15 @@ import SystemIO
 /// `fused_conv` is a convolution the fusion pass (`ConvolutionFusion`)
 /// made: post-operations (activations, residual sums) applied to its result
 /// in order. `channels_last` (set by `ChannelsLastLayout`) says `x` and the
-/// result are `[N, spatial…, C]`.
+/// result are `[N, spatial…, C]`; `channel_blocked` (set by `ChannelBlocking`)
+/// that they, and the residuals, are `[N, C/8, H, W, 8]`.
 enum ConvolutionOperations {
     static let convolutionParameters = ["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]
     static let definitions: [String: OperationDefinition] = ChannelsLastOperations.definitions.merging([
         "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
             try convolution(context)
         },
-        "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
+        "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last", "channel_blocked"]) { context throws(RuntimeError) in
             try convolution(context)
         },
         "conv_transpose": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups", "output_shape"]) { context throws(RuntimeError) in
@@ -157,8 +158,14 @@ enum ConvolutionOperations {
         let weightValue = inlineWeight == nil ? try context.input("weight") : nil
         let weightShape = inlineWeight?.shape ?? weightValue?.shape ?? []
         let channelsLast = try context.bool("channels_last", false)
+        let blocked = try context.bool("channel_blocked", false)
+        let width = ChannelBlocking.width
+        if blocked, given.rank != 5 || given.shape[4] != width {
+            throw context.invalid("x \(given.shape) is not an image in blocks of \(width) channels")
+        }
         // The MIL shape [N, C, spatial…] whatever the layout.
-        let xShape = channelsLast && given.rank >= 3 ? [given.shape[0], given.shape[given.rank - 1]] + given.shape[1..<(given.rank - 1)] : given.shape
+        let xShape = blocked ? [given.shape[0], given.shape[1] * width, given.shape[2], given.shape[3]]
+            : channelsLast && given.rank >= 3 ? [given.shape[0], given.shape[given.rank - 1]] + given.shape[1..<(given.rank - 1)] : given.shape
         let spatial = xShape.count - 2
         guard spatial >= 1, spatial <= 3, weightShape.count == xShape.count else {
             throw context.invalid("x \(given.shape) and weight \(weightShape): 1-, 2- or 3-D convolution needs equal ranks 3 to 5")
@@ -180,16 +187,25 @@ enum ConvolutionOperations {
         let biasConstant = inlineBias ?? biasValue?.constant
         let posts = try postOperations(context)
         let outShape = [xShape[0], outputs] + output
-        let stored = channelsLast ? [outShape[0]] + output + [outputs] : outShape
+        if blocked, outputs % width != 0 { throw context.invalid("\(outputs) output channels are not blocks of \(width)") }
+        let stored = blocked ? [outShape[0], outputs / width] + output + [width] : channelsLast ? [outShape[0]] + output + [outputs] : outShape
         let out = try context.output(stored)
 
-        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil,
-           let prepared = try? dnnlConvolution(context, geometry: DNNLConvolution.Geometry(
-               input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides, dilations: dilations,
-               padBefore: before, channelsLast: channelsLast), weights: weights.floats, bias: biasConstant?.floats, posts: posts, stored: stored) {
-            runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
-            return
+        if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil {
+            let geometry = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides,
+                                                    dilations: dilations, padBefore: before, channelsLast: channelsLast && !blocked,
+                                                    channelBlocked: blocked)
+            do throws(RuntimeError) {
+                let prepared = try dnnlConvolution(context, geometry: geometry, weights: weights.floats, bias: biasConstant?.floats, posts: posts,
+                                                   stored: stored)
+                runConvolution(prepared, context, x: given.id, out: out, posts: posts, stored: stored)
+                return
+            } catch {
+                // Our own loops read MIL's layout or channels-last only (the layout pass blocks only what oneDNN runs).
+                if blocked { throw error }
+            }
         }
+        if blocked { throw context.unsupported("a convolution in blocks of \(width) channels needs constant weights and bias on oneDNN") }
         let weight: PlanValue
         if let weightValue { weight = weightValue } else { weight = try context.input("weight") }
         let bias: PlanValue?
@@ -241,9 +257,9 @@ enum ConvolutionOperations {
 
     /// One block of a convolution's (or pooling's) output, run as a smaller
     /// convolution by its own thread: where its input and output start, in
-    /// floats, and for a block of output channels which channels (its
-    /// geometry then computes them densely, to be copied into a strided slice
-    /// of every output position).
+    /// floats, and for a block of output channels which channels (channels-last,
+    /// its geometry computes them densely, to be copied into a strided slice
+    /// of every output position; in channel blocks, in place).
     struct Block {
         var geometry: DNNLConvolution.Geometry
         var input: Int
@@ -258,6 +274,8 @@ enum ConvolutionOperations {
     /// channels (each block the whole input and a slice of the weights,
     /// computed into scratch and copied into its strided slice of the output:
     /// oneDNN 2.6 runs a strided destination only on its reference loops);
+    /// for one image in channel blocks, its output channels, each block
+    /// written in place (a block of channels is contiguous there);
     /// `nil` keeps one primitive.
     static func blocks(_ geometry: DNNLConvolution.Geometry, kernel: [Int], threads requested: Int,
                        channelBlocksAllowed: Bool = false) -> [Block]? {
@@ -267,6 +285,18 @@ enum ConvolutionOperations {
         guard threads > 1 else { return nil }
         let inImage = geometry.input[1...].reduce(1, *), outImage = geometry.output[1...].reduce(1, *)
         let batch = geometry.input[0]
+        if batch == 1, geometry.channelBlocked {
+            // One image in channel blocks: a block of output channels (bounds on whole blocks) is contiguous
+            // in the output, so each block writes its part in place.
+            guard geometry.groups == 1, let ranges = channelBlocks(geometry.output[1], parts: threads, granularity: ChannelBlocking.width) else { return nil }
+            let positions = geometry.output[2...].reduce(1, *)
+            return ranges.map { range in
+                var block = geometry
+                block.output[1] = range.count
+                block.weightShape[0] = range.count
+                return Block(geometry: block, input: 0, output: range.lowerBound * positions, channels: range)
+            }
+        }
         if batch > 1 {
             let count = min(threads, batch)
             return (0..<count).map { part in
@@ -325,14 +355,14 @@ enum ConvolutionOperations {
     static let channelSplitDepth = 1024
 
     /// `channels` split into `parts` nearly equal ranges whose bounds are
-    /// multiples of 16 (whole vectors), the last taking the remainder;
-    /// `nil` when a range would be empty.
-    static func channelBlocks(_ channels: Int, parts: Int) -> [Range<Int>]? {
+    /// multiples of `granularity` (16: whole vectors), the last taking the
+    /// remainder; `nil` when a range would be empty.
+    static func channelBlocks(_ channels: Int, parts: Int, granularity: Int = 16) -> [Range<Int>]? {
         guard parts >= 2 else { return nil }
         var bounds = [0]
         for part in 1..<parts {
             let ideal = Double(part * channels) / Double(parts)
-            bounds.append(Int((ideal / 16).rounded()) * 16)
+            bounds.append(Int((ideal / Double(granularity)).rounded()) * granularity)
         }
         bounds.append(channels)
         let ranges = (0..<parts).map { bounds[$0]..<bounds[$0 + 1] }
@@ -377,6 +407,8 @@ enum ConvolutionOperations {
             fused += 1
         }
         let name = "convolution \"\(context.op.name)\""
+        // A binary post-operation's residual is described channels-last or plain, never in channel blocks (the layout pass allows one residual).
+        guard !geometry.channelBlocked || binaries.isEmpty else { throw DNNL.failure(name, "summing a second residual in channel blocks") }
         // Several threads: blocks of the output on the thread team, each a single-threaded primitive
         // (OpenMP's barriers spin, and stall when the cores are shared); one block: see primitiveThreads.
         let kernel = Array(geometry.weightShape[2...])
@@ -411,7 +443,7 @@ enum ConvolutionOperations {
             }
             let part = PreparedConvolution.Part(kernel: primitive, inputOffset: item.input, outputOffset: item.output,
                                                 outputCount: block.output.reduce(1, *), scratchOffset: scratch,
-                                                channelSlice: item.channels.map { ($0.count, geometry.output[1]) })
+                                                channelSlice: geometry.channelBlocked ? nil : item.channels.map { ($0.count, geometry.output[1]) })
             parts.append(part)
             scratch += part.scratchBytes
         }

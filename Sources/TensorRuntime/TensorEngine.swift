@@ -67,7 +67,8 @@ public final class TensorEngine: PredictionEngine {
         self.threads = max(1, threads)
         self.rank5Inputs = rank5Inputs
         var function = function
-        function.block = ChannelsLastLayout.run(FusionPass.run(Planner.foldConstants(function.block)), inputs: function.inputs)
+        let laidOut = ChannelsLastLayout.run(FusionPass.run(Planner.foldConstants(function.block)), inputs: function.inputs)
+        function.block = ChannelBlocking.run(laidOut, inputs: function.inputs)
         self.function = function
         self.functionName = name
         graphBytes = function.block.constantBytes

@@ -22,6 +22,16 @@ enum DNNL {
     /// Whether oneDNN runs here.
     static var isAvailable: Bool { engine != nil }
 
+    /// Whether oneDNN's best kernels here are its AVX2 ones (AVX2 and no
+    /// AVX-512): their convolutions run faster on channel blocks of 8
+    /// (`ChannelBlocking`) than channels-last.
+    static let runsAVX2Kernels: Bool = {
+        guard isAvailable else { return false }
+        let isa = dnnl_get_effective_cpu_isa().rawValue
+        return isa & dnnl_cpu_isa_avx2.rawValue == dnnl_cpu_isa_avx2.rawValue && isa & dnnl_cpu_isa_avx512_mic.rawValue != dnnl_cpu_isa_avx512_mic.rawValue
+            && isa & dnnl_cpu_isa_avx512_core.rawValue != dnnl_cpu_isa_avx512_core.rawValue
+    }()
+
     /// Debian's oneDNN runs its primitives on OpenMP threads; this sets how
     /// many the calling thread's next primitives use (OpenMP's setting is per
     /// thread, so it is made before every creation and run).
@@ -120,6 +130,15 @@ struct DNNLDescriptor: @unchecked Sendable {
         let tags: [Int: dnnl_format_tag_t] = [3: dnnl_acb, 4: dnnl_acdb, 5: dnnl_acdeb]
         guard let tag = tags[dims.count] else { throw DNNL.failure("memory descriptor", "channels-last rank \(dims.count)") }
         return try DNNLDescriptor(dims, tag)
+    }
+
+    /// The channel-blocked layout for `[N, C, H, W]` dims (`nChw8c`: `[N, C/8, H, W, 8]`,
+    /// `C` a multiple of 8), what oneDNN's AVX2 convolution kernels compute on natively.
+    static func channelBlocked(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
+        guard dims.count == 4, dims[1] % ChannelBlocking.width == 0 else {
+            throw DNNL.failure("memory descriptor", "channel blocks of \(dims)")
+        }
+        return try DNNLDescriptor(dims, dnnl_nChw8c)
     }
 
     /// Bytes a buffer of this descriptor takes (padding of blocked layouts included).

@@ -19,6 +19,8 @@ enum DNNLConvolution {
         var dilations: [Int]
         var padBefore: [Int]
         var channelsLast: Bool
+        /// `[N, C/8, H, W, 8]` (`ChannelBlocking`); `channelsLast` is then false.
+        var channelBlocked = false
 
         /// Padding after each spatial axis that makes oneDNN's output size formula give `output`.
         func padAfter(transposed: Bool) -> [Int] {
@@ -31,7 +33,8 @@ enum DNNLConvolution {
         }
 
         func descriptor(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
-            channelsLast ? try .channelsLast(dims) : try .plain(dims)
+            if channelBlocked { return try .channelBlocked(dims) }
+            return channelsLast ? try .channelsLast(dims) : try .plain(dims)
         }
     }
 

@@ -1,0 +1,246 @@
+/// Chooses, after `ChannelsLastLayout`, which channels-last convolutions
+/// compute in channel blocks: `[N, C/8, H, W, 8]`, oneDNN's `nChw8c`, the
+/// layout its AVX2 convolution kernels are written for. On an AVX2 machine
+/// (oneDNN 2.6, `jit:avx2`, one thread) ResNet-18's 3×3 convolutions ran
+/// 2 % (56×56×64) to 9 % (7×7×512) faster in blocks than channels-last,
+/// its 1×1 ones 2–4 % slower; oneDNN has no kernel that reads one layout
+/// and writes the other, so a `channel_blocks` conversion (about 0.4 ns an
+/// element) goes wherever a value crosses between them.
+///
+/// Convolutions joined by the values they pass one another (input or
+/// residual) form groups. A group computes in blocks when what its
+/// convolutions gain outweighs its conversions: each value entering it from
+/// elsewhere once, each value it makes that anything else reads once. A
+/// ResNet's body is one group with two conversions; a DenseNet layer's two
+/// convolutions between channel concatenations, or a MobileNet's pointwise
+/// convolutions between depthwise ones, stay channels-last. A value in
+/// blocks is named `NAME#blocked`; the channels-last name stays for what
+/// reads that layout.
+///
+/// Runs on the top-level block, by default only where oneDNN's best kernels
+/// are its AVX2 ones (`DNNL.runsAVX2Kernels`; on AVX-512 its channels-last
+/// kernels were the fast ones, not measured against blocks of 16).
+enum ChannelBlocking {
+    static let suffix = "#blocked"
+    /// Channels per block.
+    static let width = 8
+
+    /// Whether the pass runs; `nil` (the default) where oneDNN runs AVX2 kernels. Tests set it.
+    @TaskLocal static var enabled: Bool? = nil
+
+    /// Nanoseconds a 3×3 or larger convolution saves per multiply-add in
+    /// blocks: 5 % of one at 90 GFLOP/s (45 multiply-adds a nanosecond).
+    static let savedPerMultiplyAdd = 0.05 / 45
+    /// Nanoseconds a 1×1 convolution loses per multiply-add in blocks (3 %).
+    static let lostPerPointwiseMultiplyAdd = 0.03 / 45
+    /// Nanoseconds a conversion takes per element (oneDNN's reorder of
+    /// 56×56×64 and ×256 channels-last images into blocks: 0.34–0.48).
+    static let conversionPerElement = 0.45
+
+    /// `block` (a function's, whose inputs are `inputs`) with the convolutions that gain from it in channel blocks.
+    static func run(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) -> GraphBlock {
+        guard enabled ?? DNNL.runsAVX2Kernels, DNNL.isAvailable else { return block }
+        let blocked = chosen(block, inputs: inputs)
+        guard !blocked.isEmpty else { return block }
+        return rewritten(block, blocking: blocked)
+    }
+
+    /// A convolution that can compute in blocks, with what it reads and writes.
+    struct Candidate {
+        var index: Int
+        /// Its input and its residual (if any): channels-last values.
+        var reads: [String]
+        var output: String
+        var multiplyAdds: Int
+        var pointwise: Bool
+    }
+
+    /// The indices of the operations of `block` that compute in blocks.
+    static func chosen(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) -> Set<Int> {
+        let uses = Uses(block, inputs: inputs)
+        let producer = uses.producer, readers = uses.readers
+        let shapes = uses.types.compactMapValues(known)
+        let candidates = candidates(block, inputs: inputs, shapes: shapes)
+        // Groups: convolutions joined by a value one makes and another reads.
+        var parent = Dictionary(uniqueKeysWithValues: candidates.keys.map { ($0, $0) })
+        func root(_ index: Int) -> Int {
+            var index = index
+            while let up = parent[index], up != index { index = up }
+            return index
+        }
+        for candidate in candidates.values {
+            for name in candidate.reads {
+                if let source = producer[name], candidates[source] != nil { parent[root(source)] = root(candidate.index) }
+            }
+        }
+        var groups: [Int: [Candidate]] = [:]
+        for candidate in candidates.values { groups[root(candidate.index), default: []].append(candidate) }
+
+        var result: Set<Int> = []
+        for members in groups.values {
+            let indices = Set(members.map(\.index))
+            let gain = members.reduce(0.0) { sum, member in
+                sum + Double(member.multiplyAdds) * (member.pointwise ? -lostPerPointwiseMultiplyAdd : savedPerMultiplyAdd)
+            }
+            var crossing: Set<String> = []
+            for member in members {
+                for name in member.reads where !(producer[name].map(indices.contains) ?? false) { crossing.insert(name) }
+                if !(readers[member.output] ?? []).isSubset(of: indices) { crossing.insert(member.output) }
+            }
+            let cost = Double(crossing.reduce(0) { $0 + (shapes[$1]?.reduce(1, *) ?? 0) }) * conversionPerElement
+            if gain > cost { result.formUnion(indices) }
+        }
+        return result
+    }
+
+    /// The operations of `block` that can compute in blocks, by index.
+    static func candidates(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = [],
+                           shapes: [String: [Int]]? = nil) -> [Int: Candidate] {
+        let shapes = shapes ?? Uses(block, inputs: inputs).types.compactMapValues(known)
+        var result: [Int: Candidate] = [:]
+        for (index, op) in block.operations.enumerated() {
+            if let candidate = candidate(op, index: index, shapes: shapes, constants: block.constants) { result[index] = candidate }
+        }
+        return result
+    }
+
+    /// The dimensions of `type` when every one is known.
+    static func known(_ type: ValueType) -> [Int]? {
+        guard let shape = type.shape else { return nil }
+        let dims = shape.compactMap { $0 }
+        return dims.count == shape.count ? dims : nil
+    }
+
+    /// Which operation of a block makes each value, which read it (the
+    /// block's result as -1; an operation reading it in a nested block too),
+    /// and each value's type: as declared, and for the layout changes
+    /// `ChannelsLastLayout` adds, from their input's.
+    struct Uses {
+        var producer: [String: Int] = [:]
+        var readers: [String: Set<Int>] = [:]
+        var types: [String: ValueType] = [:]
+
+        init(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) {
+            for input in block.inputs + inputs { types[input.name] = input.type }
+            for (index, op) in block.operations.enumerated() {
+                for output in op.outputs {
+                    producer[output.name] = index
+                    types[output.name] = output.type
+                }
+                if op.type == "layout_transpose", op.outputs.count == 1, op.outputs[0].type.shape == nil,
+                   case .value(let x)? = op.arguments["x"]?.first, let shape = types[x]?.shape, shape.count == 4,
+                   case .constant(let flag)? = op.arguments["channels_last"]?.first {
+                    let order = (flag.scalar ?? 0) != 0 ? [0, 2, 3, 1] : [0, 3, 1, 2]
+                    types[op.outputs[0].name]?.shape = order.map { shape[$0] }
+                }
+                for arguments in op.arguments.values {
+                    for case .value(let name) in arguments { readers[name, default: []].insert(index) }
+                }
+                var nested: Set<String> = []
+                for inner in op.blocks { Self.reads(of: inner, into: &nested) }
+                for name in nested { readers[name, default: []].insert(index) }
+            }
+            for name in block.outputs { readers[name, default: []].insert(-1) }
+        }
+
+        static func reads(of block: GraphBlock, into names: inout Set<String>) {
+            for op in block.operations {
+                for arguments in op.arguments.values {
+                    for case .value(let name) in arguments { names.insert(name) }
+                }
+                for inner in op.blocks { reads(of: inner, into: &names) }
+            }
+            names.formUnion(block.outputs)
+        }
+    }
+
+    /// `op` as a candidate: a channels-last 2-D convolution, one group,
+    /// no dilation, channels in whole blocks, at most one residual, every
+    /// post-operation one oneDNN applies, all shapes known.
+    static func candidate(_ op: GraphOperation, index: Int, shapes: [String: [Int]], constants: [String: Tensor]) -> Candidate? {
+        func constant(_ key: String) -> Tensor? {
+            switch op.arguments[key]?.first {
+            case .constant(let tensor)?: tensor
+            case .value(let name)?: constants[name]
+            case nil: nil
+            }
+        }
+        guard op.type == "fused_conv", op.blocks.isEmpty, op.outputs.count == 1, (constant("channels_last")?.scalar ?? 0) != 0,
+              case .value(let x)? = op.arguments["x"]?.first, constants[x] == nil,
+              let input = shapes[x], input.count == 4, let output = shapes[op.outputs[0].name], output.count == 4,
+              let weight = constant("weight")?.shape, weight.count == 4, weight[1] == input[3], weight[0] == output[3],
+              input[3] % width == 0, output[3] % width == 0,
+              (constant("groups")?.scalar ?? 1) == 1, (constant("dilations")?.ints ?? []).allSatisfy({ $0 == 1 })
+        else { return nil }
+        var reads = [x]
+        let residuals = op.arguments["residuals"] ?? []
+        guard residuals.count <= 1 else { return nil }
+        for argument in residuals {
+            guard case .value(let name) = argument, constants[name] == nil, shapes[name] == output else { return nil }
+            reads.append(name)
+        }
+        let kinds = constant("activations")?.strings ?? []
+        let alphas = constant("alphas")?.floats ?? [], betas = constant("betas")?.floats ?? []
+        guard alphas.count == kinds.count, betas.count == kinds.count,
+              kinds.indices.allSatisfy({ kinds[$0] == "add" || DNNLConvolution.steps(kind: kinds[$0], alpha: alphas[$0], beta: betas[$0]) != nil })
+        else { return nil }
+        let taps = weight[2] * weight[3]
+        return Candidate(index: index, reads: reads, output: op.outputs[0].name, multiplyAdds: output.reduce(1, *) * input[3] * taps,
+                         pointwise: taps == 1)
+    }
+
+    /// `block` with the operations at `blocking` computing in channel
+    /// blocks and a `channel_blocks` conversion where a value crosses layouts:
+    /// into blocks just before the first blocked reader, out of blocks just
+    /// after the blocked operation that makes a value something else reads.
+    static func rewritten(_ block: GraphBlock, blocking: Set<Int>) -> GraphBlock {
+        let uses = Uses(block)
+        let readers = uses.readers, types = uses.types
+        var operations: [GraphOperation] = []
+        var inBlocks: [String: String] = [:]
+        for (index, op) in block.operations.enumerated() {
+            guard blocking.contains(index) else {
+                operations.append(op)
+                continue
+            }
+            var result = op
+            for key in ["x", "residuals"] {
+                for (position, argument) in (op.arguments[key] ?? []).enumerated() {
+                    guard case .value(let name) = argument else { continue }
+                    if inBlocks[name] == nil {
+                        let target = name + suffix
+                        operations.append(conversion(from: name, to: target, type: blocks(of: types[name]), toBlocks: true))
+                        inBlocks[name] = target
+                    }
+                    result.arguments[key]?[position] = .value(inBlocks[name] ?? name)
+                }
+            }
+            result.arguments["channels_last"] = nil
+            result.arguments["channel_blocked"] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+            if result.origin == nil { result.origin = (op.name, op.type) }
+            let name = op.outputs[0].name, target = name + suffix
+            result.outputs[0] = (target, blocks(of: op.outputs[0].type))
+            inBlocks[name] = target
+            operations.append(result)
+            if !(readers[name] ?? []).isSubset(of: blocking) {
+                operations.append(conversion(from: target, to: name, type: op.outputs[0].type, toBlocks: false))
+            }
+        }
+        return GraphBlock(inputs: block.inputs, operations: operations, outputs: block.outputs, constants: block.constants)
+    }
+
+    /// A channels-last `[N, H, W, C]` type in blocks: `[N, C/8, H, W, 8]`.
+    static func blocks(of type: ValueType?) -> ValueType {
+        var result = type ?? ValueType(element: .float32, shape: nil)
+        if let shape = result.shape, shape.count == 4 {
+            result.shape = [shape[0], shape[3].map { $0 / width }, shape[1], shape[2], width]
+        }
+        return result
+    }
+
+    static func conversion(from source: String, to target: String, type: ValueType, toBlocks: Bool) -> GraphOperation {
+        GraphOperation(type: "channel_blocks",
+                       arguments: ["x": [.value(source)], "to_blocks": [.constant(Tensor(ints: [toBlocks ? 1 : 0], shape: [], type: .bool))]],
+                       outputs: [(target, type)], blocks: [])
+    }
+}
