@@ -25,6 +25,19 @@ struct GraphBlock: Sendable {
     var outputs: [String]
     /// Constants by name: `const` operations and folded `constexpr_*` results.
     var constants: [String: Tensor]
+
+    /// Every value name the block reads: its operations' arguments, its
+    /// nested blocks' (at any depth) and its outputs.
+    var valuesRead: Set<String> {
+        var names = Set(outputs)
+        for op in operations {
+            for arguments in op.arguments.values {
+                for case .value(let name) in arguments { names.insert(name) }
+            }
+            for inner in op.blocks { names.formUnion(inner.valuesRead) }
+        }
+        return names
+    }
 }
 
 /// One argument of an operation: a named value, or a constant given inline.

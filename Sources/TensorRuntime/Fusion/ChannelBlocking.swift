@@ -136,21 +136,11 @@ enum ChannelBlocking {
                 for arguments in op.arguments.values {
                     for case .value(let name) in arguments { readers[name, default: []].insert(index) }
                 }
-                var nested: Set<String> = []
-                for inner in op.blocks { Self.reads(of: inner, into: &nested) }
-                for name in nested { readers[name, default: []].insert(index) }
+                for inner in op.blocks {
+                    for name in inner.valuesRead { readers[name, default: []].insert(index) }
+                }
             }
             for name in block.outputs { readers[name, default: []].insert(-1) }
-        }
-
-        static func reads(of block: GraphBlock, into names: inout Set<String>) {
-            for op in block.operations {
-                for arguments in op.arguments.values {
-                    for case .value(let name) in arguments { names.insert(name) }
-                }
-                for inner in op.blocks { reads(of: inner, into: &names) }
-            }
-            names.formUnion(block.outputs)
         }
     }
 

@@ -123,20 +123,9 @@ enum ChannelsLastLayout {
             for arguments in op.arguments.values {
                 for case .value(let name) in arguments { restoreValue(name) }
             }
-            var nested: Set<String> = []
-            for inner in op.blocks { Self.reads(of: inner, into: &nested) }
+            let nested = op.blocks.reduce(into: Set<String>()) { $0.formUnion($1.valuesRead) }
             for name in nested.sorted() { restoreValue(name) }
             return op
-        }
-
-        static func reads(of block: GraphBlock, into names: inout Set<String>) {
-            for op in block.operations {
-                for arguments in op.arguments.values {
-                    for case .value(let name) in arguments { names.insert(name) }
-                }
-                for inner in op.blocks { reads(of: inner, into: &names) }
-            }
-            names.formUnion(block.outputs)
         }
 
         /// Marks `op`'s output as computed channels-last under a new name.
