@@ -90,7 +90,9 @@ let package = Package(
         .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
         // ML programs, and neural networks lowered onto them, on one tensor engine: the graph read from the
         // program, a plan per input shape, kernels by operation and type.
-        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
+        // Elementwise kernels the C compiler vectorizes (GELU's tanh form), optimized in every configuration.
+        .target(name: "CVectorMath", cSettings: [.unsafeFlags(["-O2"])]),
+        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

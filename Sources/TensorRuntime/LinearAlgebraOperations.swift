@@ -146,7 +146,7 @@ enum LinearAlgebraOperations {
     /// `firsts[i]` of `out`, `rows × n`; a residual is copied into `out`
     /// first for the kernels to sum into.
     private static func runColumnBlocks(_ context: OperationContext, _ kernels: [DNNLPrimitive], firsts: [Int], x: PlanValue,
-                                        residual: PlanValue?, out: Int, rows: Int, n: Int) {
+                                        residual: PlanValue?, out: Int, rows: Int, n: Int, geluTanh: Bool = false) {
         let failure = DNNLKernels.failure(context)
         let a = x.id, r = residual?.id
         context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out], split: "\(kernels.count) column blocks") { buffers throws(RuntimeError) in
@@ -155,6 +155,10 @@ enum LinearAlgebraOperations {
             let failed = Locked(false)
             ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
                 if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
+                guard geluTanh else { return }
+                let first = firsts[index], width = (index + 1 < firsts.count ? firsts[index + 1] : n) - first
+                let target = blocks.destination.assumingMemoryBound(to: Float.self)
+                for row in 0..<rows { VectorMath.geluTanh(target + row * n + first, count: width) }
             }
             guard !failed.withLock({ $0 }) else { throw failure }
         }
@@ -174,6 +178,10 @@ enum LinearAlgebraOperations {
         let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
         let failure = DNNLKernels.failure(context)
         let a = x.id, b = y.id, r = residual?.id
+        // GELU's tanh form runs in our own loop after the product, on the thread that made its rows or columns
+        // (VectorMath: oneDNN's is slow), unless a residual sum must follow it inside oneDNN.
+        let ownGELU = activation == .geluTanh && residual == nil
+        let dnnlActivation = ownGELU ? nil : activation
         if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch,
            let columns = ColumnBlocks(threads: context.threads, k: k, n: n, fused: residual != nil) {
             // Weights too large for any cache (a vocabulary projection): one block of columns per
@@ -201,7 +209,7 @@ enum LinearAlgebraOperations {
                     } : nil
                     guard let kernel = try? DNNLKernels.matmul(source: .init([rows, k]), weights: operand,
                                                                destination: .init(dims: [rows, width], strides: [n, 1]), constantWeights: slice,
-                                                               bias: biasValues.map { Array($0[first..<first + width]) }, activation: activation,
+                                                               bias: biasValues.map { Array($0[first..<first + width]) }, activation: dnnlActivation,
                                                                residual: nil, threads: 1, sharingWeightsWith: key.flatMap(DNNLKernels.product(packing:)))
                     else { return nil }
                     if let key { DNNLKernels.remember(kernel, packing: key) }
@@ -210,7 +218,7 @@ enum LinearAlgebraOperations {
                 return made
             }
             guard let kernels else { return false }
-            runColumnBlocks(context, kernels, firsts: columns.blocks.map(\.first), x: x, residual: nil, out: out, rows: rows, n: n)
+            runColumnBlocks(context, kernels, firsts: columns.blocks.map(\.first), x: x, residual: nil, out: out, rows: rows, n: n, geluTanh: ownGELU)
             return true
         }
         if let weights = y.constant, yBatch.allSatisfy({ $0 == 1 }), !tx, xBatch == batch {
@@ -227,7 +235,7 @@ enum LinearAlgebraOperations {
             let kernels: [DNNLPrimitive]? = weights.withUnsafeFloats { values in
                 func make(_ rows: Int, sharing other: DNNLPrimitive?) -> DNNLPrimitive? {
                     try? DNNLKernels.matmul(source: .init([rows, k]), weights: operand, destination: .init([rows, n]), constantWeights: values,
-                                       bias: biasValues, activation: activation, residual: residual.map { _ in .init([rows, n]) },
+                                       bias: biasValues, activation: dnnlActivation, residual: residual.map { _ in .init([rows, n]) },
                                        threads: 1, sharingWeightsWith: other)
                 }
                 let key = stableAddress.map {
@@ -251,27 +259,29 @@ enum LinearAlgebraOperations {
                 for (first, width) in columns.blocks {
                     guard let kernel = try? DNNLKernels.columnBlock(of: kernels[0], first: first, width: width, rows: rows, n: n,
                                                                     bias: biasValues.map { Array($0[first..<first + width]) },
-                                                                    activation: activation, accumulate: residual != nil)
+                                                                    activation: dnnlActivation, accumulate: residual != nil)
                     else { return nil }
                     made.append(kernel)
                 }
                 return (columns.blocks.map(\.first), made)
             }
             if let (firsts, blockKernels) = columnKernels() {
-                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, out: out, rows: rows, n: n)
+                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, out: out, rows: rows, n: n, geluTanh: ownGELU)
                 return true
             }
             context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in
                 let blocks = RowBlocks(source: buffers.raw(a), destination: buffers.raw(out), residual: r.map { buffers.raw($0) },
-                                       sourceRow: k * 4, destinationRow: n * 4)
+                                       sourceRow: k * 4, destinationRow: n * 4, geluTanh: ownGELU)
                 let ok: Bool
                 if workers == 1 {
-                    ok = blocks.run(kernels[0], first: 0)
+                    ok = blocks.run(kernels[0], first: 0, rows: rows)
                 } else {
                     let failed = Locked(false)
                     ThreadTeam.shared.perform(workers, threads: workers) { worker in
-                        let kernel = worker == workers - 1 ? kernels[kernels.count - 1] : kernels[0]
-                        if !blocks.run(kernel, first: worker * block) { failed.withLock { $0 = true } }
+                        let last = worker == workers - 1
+                        if !blocks.run(last ? kernels[kernels.count - 1] : kernels[0], first: worker * block, rows: last ? lastBlock : block) {
+                            failed.withLock { $0 = true }
+                        }
                     }
                     ok = !failed.withLock { $0 }
                 }
@@ -314,11 +324,7 @@ enum LinearAlgebraOperations {
             switch activation {
             case .relu?: for index in 0..<count { target[index] = max(target[index], 0) }
             case .geluExact?: for index in 0..<count { target[index] = 0.5 * target[index] * (1 + erf(target[index] * Float(0.5).squareRoot())) }
-            case .geluTanh?:
-                for index in 0..<count {
-                    let x = target[index]
-                    target[index] = 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x)))
-                }
+            case .geluTanh?: VectorMath.geluTanh(target, count: count)
             case nil: break
             }
             guard let r else { return }
@@ -458,12 +464,20 @@ private struct RowBlocks: @unchecked Sendable {
     /// Bytes per row of the source and of the destination (and residual).
     let sourceRow: Int
     let destinationRow: Int
+    /// Whether GELU's tanh form follows the product here (`VectorMath`), not in oneDNN.
+    var geluTanh = false
 
-    func run(_ kernel: DNNLPrimitive, first: Int) -> Bool {
-        if let residual {
-            return kernel.run(source + first * sourceRow, destination + first * destinationRow, residual + first * destinationRow)
+    /// Runs `kernel` on the `rows` rows from `first`.
+    func run(_ kernel: DNNLPrimitive, first: Int, rows: Int) -> Bool {
+        let ran = if let residual {
+            kernel.run(source + first * sourceRow, destination + first * destinationRow, residual + first * destinationRow)
+        } else {
+            kernel.run(source + first * sourceRow, destination + first * destinationRow)
         }
-        return kernel.run(source + first * sourceRow, destination + first * destinationRow)
+        if ran, geluTanh {
+            VectorMath.geluTanh((destination + first * destinationRow).assumingMemoryBound(to: Float.self), count: rows * destinationRow / 4)
+        }
+        return ran
     }
 }
 

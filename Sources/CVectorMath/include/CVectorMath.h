@@ -1,0 +1,10 @@
+#ifndef MODELC_CVECTORMATH_H
+#define MODELC_CVECTORMATH_H
+
+/// GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+/// in place over `count` floats, computed as x / (1 + e^(-2u)) with a
+/// polynomial e^x the compiler vectorizes (AVX2 and FMA where the CPU has
+/// them, SSE2 elsewhere).
+void modelc_gelu_tanh(float *values, long count);
+
+#endif

@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+@testable import TensorRuntime
+
+/// `VectorMath`'s vectorized GELU (tanh form, through its own `e^x`) against
+/// the same function in float64 (Foundation's libm), over a range whose
+/// exponents reach both ends of the float range, every length up to two
+/// vectors (the loop's remainder), and the values at the edges.
+@Suite("Vectorized GELU")
+struct VectorMathTests {
+    /// -100 … 100 in steps that hit no grid, then the edges.
+    static let inputs: [Float] = stride(from: -100.0, through: 100.0, by: 0.0371).map { Float($0) }
+        + [0, -0, 1e-30, -1e-30, 87.3, 88.3, -87.3, 89, -90, 1e6, -1e6, .infinity, -.infinity]
+
+    @Test("GELU's tanh form is float64's within 1e-6 of max(1, |value|), for every length up to two vectors and a long one")
+    func geluTanh() {
+        func reference(_ x: Float) -> Double {
+            let v = Double(x)
+            return 0.5 * v * (1 + Foundation.tanh((2 / Double.pi).squareRoot() * (v + 0.044715 * v * v * v)))
+        }
+        let finite = Self.inputs.filter(\.isFinite)
+        for count in Array(0...17) + [finite.count] {
+            // Short runs around 0, where GELU bends; the long one over everything.
+            let source = count == finite.count ? finite : Array(finite[(finite.count / 2 - 8)...].prefix(count))
+            var values = source
+            values.withUnsafeMutableBufferPointer { buffer in
+                if let base = buffer.baseAddress { VectorMath.geluTanh(base, count: buffer.count) }
+            }
+            for (x, got) in zip(source, values) {
+                let want = reference(x)
+                #expect(abs(Double(got) - want) <= 1e-6 * max(1, abs(want)), "gelu(\(x)) = \(got), float64 \(want)")
+            }
+        }
+        var special: [Float] = [.nan, .infinity, -.infinity, 0, -0]
+        special.withUnsafeMutableBufferPointer { VectorMath.geluTanh($0.baseAddress!, count: $0.count) }
+        #expect(special[0].isNaN)
+        #expect(special[1] == .infinity)
+        #expect(special[2].isNaN, "−∞ · (1 + tanh(−∞)) / 2 is NaN, as in float64: \(special[2])")
+        #expect(special[3] == 0 && special[4] == 0)
+    }
+}
