@@ -164,6 +164,25 @@ enum LinearAlgebraOperations {
         }
     }
 
+    /// Rows below which a product's row blocks give way to blocks of
+    /// columns (where oneDNN packs plain rows): each row block streams all
+    /// the weights for its few rows, each column block its share of them.
+    /// GPT-2's 64-token products at 2 threads (blocks of 32 rows) made the
+    /// model 4–6 % faster as column blocks; BERT's 128-token ones (blocks of
+    /// 64) 1–4 % slower.
+    static let columnSplitRows = 64
+
+    /// Whether a product of `rows` rows (a block of at least 16 per worker)
+    /// splits its columns between `threads` threads rather than its rows: when
+    /// the row split leaves a thread idle or gives blocks of fewer than `columnSplitRows` rows.
+    static func prefersColumns(rows: Int, threads: Int) -> Bool {
+        let workers = rowWorkers(rows: rows, threads: threads), block = (rows + workers - 1) / workers
+        return workers < threads || (workers > 1 && block < columnSplitRows)
+    }
+
+    /// Row blocks a product of `rows` rows is split into: one per thread, at least 16 rows each.
+    static func rowWorkers(rows: Int, threads: Int) -> Int { min(threads, max(1, rows / 16)) }
+
     /// Plans the product on oneDNN when it takes it: constant weights
     /// (`linear`'s, or a constant `y` shared by every batch) packed once now
     /// into the layout oneDNN's kernel reads, the rows of every batch as one
@@ -225,7 +244,7 @@ enum LinearAlgebraOperations {
             // Row blocks, one per thread, each a single-threaded oneDNN product (the thread team's
             // threads, not OpenMP's: OpenMP's barriers spin and stall when the cores are shared).
             let rows = xBatch.reduce(1, *) * m
-            let workers = min(context.threads, max(1, rows / 16))
+            let workers = Self.rowWorkers(rows: rows, threads: context.threads)
             let block = (rows + workers - 1) / workers, lastBlock = rows - block * (workers - 1)
             let operand = ty ? DNNLKernels.Operand(dims: [k, n], strides: [1, k]) : DNNLKernels.Operand([k, n])
             // Mapped float32 weights are packed straight from the weight file. The address names
@@ -248,11 +267,12 @@ enum LinearAlgebraOperations {
                 return [main, last]
             }
             guard let kernels else { return false }
-            // Too few rows to give every thread a block of them (a decoder's one-token step): a block of
-            // columns each, reading the packed weights in place (plain rows: oneDNN's AVX2 kernels). A
-            // residual is copied into the destination first and summed there.
+            // Too few rows to give every thread a block of them (a decoder's one-token step), or blocks
+            // of fewer than `columnSplitRows` rows: a block of columns each, reading the packed weights in
+            // place (plain rows: oneDNN's AVX2 kernels). A residual is copied into the destination first
+            // and summed there.
             func columnKernels() -> (firsts: [Int], kernels: [DNNLPrimitive])? {
-                guard workers < context.threads,
+                guard Self.prefersColumns(rows: rows, threads: context.threads),
                       let columns = ColumnBlocks(parts: WorkSplit.workers(threads: context.threads, work: rows * k * n, items: n / 64), n: n)
                 else { return nil }
                 var made: [DNNLPrimitive] = []
