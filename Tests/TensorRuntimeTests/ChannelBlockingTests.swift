@@ -8,10 +8,6 @@ import Testing
 /// convolutions the pass puts in blocks on realistic shapes.
 @Suite("Convolutions in channel blocks")
 struct ChannelBlockingTests {
-    static func value(_ name: String, _ shape: [Int]) -> (name: String, type: ValueType) {
-        (name, ValueType(element: .float32, shape: shape.map { $0 }))
-    }
-
     /// A convolution of `x` (`[N, C, H, W]`) by constant `w` and `b`, padding `kernel / 2`.
     static func conv(_ x: String, _ output: String, shape: [Int], kernel: Int, stride: Int = 1, groups: Int = 1) -> GraphOperation {
         let pad = Int32(kernel / 2)
@@ -21,15 +17,15 @@ struct ChannelBlockingTests {
             "pad_type": [.constant(Tensor(type: .string, shape: [], storage: .strings(["custom"])))],
             "pad": [.constant(Tensor(ints: [pad, pad, pad, pad], shape: [4]))],
             "groups": [.constant(Tensor(ints: [Int32(groups)], shape: []))],
-        ], outputs: [value(output, shape)], blocks: [])
+        ], outputs: [ConvolutionThreadingTests.value(output, shape)], blocks: [])
     }
 
     static func unary(_ type: String, _ x: String, _ output: String, _ shape: [Int]) -> GraphOperation {
-        GraphOperation(type: type, arguments: ["x": [.value(x)]], outputs: [value(output, shape)], blocks: [])
+        GraphOperation(type: type, arguments: ["x": [.value(x)]], outputs: [ConvolutionThreadingTests.value(output, shape)], blocks: [])
     }
 
     static func add(_ x: String, _ y: String, _ output: String, _ shape: [Int]) -> GraphOperation {
-        GraphOperation(type: "add", arguments: ["x": [.value(x)], "y": [.value(y)]], outputs: [value(output, shape)], blocks: [])
+        GraphOperation(type: "add", arguments: ["x": [.value(x)], "y": [.value(y)]], outputs: [ConvolutionThreadingTests.value(output, shape)], blocks: [])
     }
 
     /// Seeded weights and biases for a convolution named `name`.
@@ -59,9 +55,9 @@ struct ChannelBlockingTests {
             conv("r2", "c4", shape: b, kernel: 1, stride: 2),
             conv("r3", "c5", shape: b, kernel: 3), add("c5", "c4", "s5", b), unary("relu", "s5", "r5", b),
             GraphOperation(type: "reduce_mean", arguments: ["x": [.value("r5")], "axes": [.value("axes")]],
-                           outputs: [value("m", [batch, 24])], blocks: []),
+                           outputs: [ConvolutionThreadingTests.value("m", [batch, 24])], blocks: []),
         ]
-        return GraphFunction(name: "main", inputs: [value("x", a)], block: GraphBlock(operations: operations, outputs: ["m", "r5"], constants: constants))
+        return GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", a)], block: GraphBlock(operations: operations, outputs: ["m", "r5"], constants: constants))
     }
 
     /// The same chain in float64, `[N, C, H, W]`.
@@ -119,7 +115,7 @@ struct ChannelBlockingTests {
     func conversionLayout() throws {
         let (batch, height, width, channels) = (2, 3, 5, 24)
         let blocks = channels / 8
-        let function = GraphFunction(name: "main", inputs: [Self.value("x", [batch, height, width, channels])], block: GraphBlock(operations: [
+        let function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [batch, height, width, channels])], block: GraphBlock(operations: [
             ChannelBlocking.conversion(from: "x", to: "b", type: ValueType(element: .float32, shape: [batch, blocks, height, width, 8]), toBlocks: true),
             ChannelBlocking.conversion(from: "b", to: "y", type: ValueType(element: .float32, shape: [batch, height, width, channels]), toBlocks: false),
         ], outputs: ["b", "y"], constants: [:]))
@@ -205,7 +201,7 @@ struct ChannelBlockingTests {
             op.outputs[0].type.shape = shapes[op.outputs[0].name]?.map { $0 }
             return op
         }
-        let stageInputs = [Self.value("x", a)]
+        let stageInputs = [ConvolutionThreadingTests.value("x", a)]
         #expect(Self.chosenOutputs(big, inputs: stageInputs).count == 5)
 
         // A DenseNet layer: a per-channel affine + ReLU (a pre-activation batch norm), 1×1 128 → 128, 3×3 128 → 32, concatenated.
@@ -216,14 +212,14 @@ struct ChannelBlockingTests {
         dense["axis"] = Tensor(ints: [1], shape: [])
         let denseBlock = GraphBlock(operations: [
             GraphOperation(type: "batch_norm", arguments: ["x": [.value("x")], "mean": [.value("mean")], "variance": [.value("variance")]],
-                           outputs: [Self.value("n", d)], blocks: []),
+                           outputs: [ConvolutionThreadingTests.value("n", d)], blocks: []),
             Self.unary("relu", "n", "nr", d),
             Self.conv("nr", "p", shape: d, kernel: 1), Self.unary("relu", "p", "pr", d),
             Self.conv("pr", "q", shape: g, kernel: 3),
             GraphOperation(type: "concat", arguments: ["values": [.value("x"), .value("q")], "axis": [.value("axis")]],
-                           outputs: [Self.value("cat", [1, 160, 56, 56])], blocks: []),
+                           outputs: [ConvolutionThreadingTests.value("cat", [1, 160, 56, 56])], blocks: []),
         ], outputs: ["cat"], constants: dense)
-        let denseInputs = [Self.value("x", d)]
+        let denseInputs = [ConvolutionThreadingTests.value("x", d)]
         #expect(ChannelBlocking.candidates(ChannelsLastLayout.run(FusionPass.run(denseBlock), inputs: denseInputs), inputs: denseInputs).count == 2)
         #expect(Self.chosenOutputs(denseBlock, inputs: denseInputs).isEmpty)
 
@@ -236,7 +232,7 @@ struct ChannelBlockingTests {
             Self.conv("er", "dw", shape: e, kernel: 3, groups: 96), Self.unary("relu6", "dw", "dr", e),
             Self.conv("dr", "o", shape: o, kernel: 1),
         ], outputs: ["o"], constants: mobile)
-        let mobileInputs = [Self.value("x", m)]
+        let mobileInputs = [ConvolutionThreadingTests.value("x", m)]
         #expect(ChannelBlocking.candidates(ChannelsLastLayout.run(FusionPass.run(mobileBlock), inputs: mobileInputs), inputs: mobileInputs).count == 2)
         #expect(Self.chosenOutputs(mobileBlock, inputs: mobileInputs).isEmpty)
 
@@ -245,14 +241,14 @@ struct ChannelBlockingTests {
         let twelve = GraphBlock(operations: [Self.conv("x", "c", shape: t, kernel: 3), Self.unary("relu", "c", "r", t), Self.conv("r", "d", shape: t, kernel: 3)],
                                 outputs: ["d"], constants: Self.weights("c", outputs: 12, inputs: 12, kernel: 3, seed: 0)
                                     .merging(Self.weights("d", outputs: 12, inputs: 12, kernel: 3, seed: 0)) { $1 })
-        let twelveInputs = [Self.value("x", t)]
+        let twelveInputs = [ConvolutionThreadingTests.value("x", t)]
         #expect(ChannelBlocking.candidates(ChannelsLastLayout.run(FusionPass.run(twelve), inputs: twelveInputs), inputs: twelveInputs).isEmpty)
         // The same with 16 channels: both convolutions are candidates.
         let s = [1, 16, 28, 28]
         let sixteen = GraphBlock(operations: [Self.conv("x", "c", shape: s, kernel: 3), Self.unary("relu", "c", "r", s), Self.conv("r", "d", shape: s, kernel: 3)],
                                  outputs: ["d"], constants: Self.weights("c", outputs: 16, inputs: 16, kernel: 3, seed: 0)
                                      .merging(Self.weights("d", outputs: 16, inputs: 16, kernel: 3, seed: 0)) { $1 })
-        let sixteenInputs = [Self.value("x", s)]
+        let sixteenInputs = [ConvolutionThreadingTests.value("x", s)]
         #expect(ChannelBlocking.candidates(ChannelsLastLayout.run(FusionPass.run(sixteen), inputs: sixteenInputs), inputs: sixteenInputs).count == 2)
     }
 

@@ -13,18 +13,14 @@ struct ChannelsLastSplitTests {
     /// `[N, H, W, C]` shapes of EfficientNet-B0's squeeze-and-excitation blocks, and a small one.
     static let shapes: [[Int]] = [[1, 56, 56, 144], [1, 14, 14, 480], [1, 7, 7, 1152], [1, 7, 7, 40], [2, 9, 9, 200]]
 
-    static func value(_ name: String, _ shape: [Int]) -> (name: String, type: ValueType) {
-        (name, ValueType(element: .float32, shape: shape.map { $0 }))
-    }
-
     /// mean = spatial_mean(x); y = channel_mul(x, mean · 0.5): the scale is computed, as in the models.
     static func run(_ shape: [Int], input: [Float], threads: Int) throws -> (mean: [Float], product: [Float]) {
         let pooled = [shape[0], 1, 1, shape[3]]
-        let mean = GraphOperation(type: "spatial_mean", arguments: ["x": [.value("x")]], outputs: [value("m", pooled)], blocks: [])
+        let mean = GraphOperation(type: "spatial_mean", arguments: ["x": [.value("x")]], outputs: [ConvolutionThreadingTests.value("m", pooled)], blocks: [])
         let half = GraphOperation(type: "mul", arguments: ["x": [.value("m")], "y": [.constant(Tensor(floats: [0.5], shape: []))]],
-                                  outputs: [value("h", pooled)], blocks: [])
-        let product = GraphOperation(type: "channel_mul", arguments: ["x": [.value("x")], "y": [.value("h")]], outputs: [value("p", shape)], blocks: [])
-        let function = GraphFunction(name: "main", inputs: [value("x", shape)],
+                                  outputs: [ConvolutionThreadingTests.value("h", pooled)], blocks: [])
+        let product = GraphOperation(type: "channel_mul", arguments: ["x": [.value("x")], "y": [.value("h")]], outputs: [ConvolutionThreadingTests.value("p", shape)], blocks: [])
+        let function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", shape)],
                                      block: GraphBlock(operations: [mean, half, product], outputs: ["m", "p"], constants: [:]))
         let run = try PlannedRun(function, input: input, shape: shape, threads: threads)
         return (try run.floats("m"), try run.floats("p"))

@@ -29,17 +29,14 @@ struct ProductColumnSplitTests {
         let (rows, k, n) = (64, 96, 256)
         let weight = (0..<(k * n)).map { Float(($0 * 29) % 37) * 0.01 - 0.18 }
         let bias = (0..<n).map { Float($0 % 11) * 0.05 - 0.25 }
-        func value(_ name: String, _ shape: [Int]) -> (name: String, type: ValueType) {
-            (name, ValueType(element: .float32, shape: shape.map { $0 }))
-        }
         let block = GraphBlock(operations: [
-            GraphOperation(type: "matmul", arguments: ["x": [.value("x")], "y": [.value("w")]], outputs: [value("m", [1, rows, n])], blocks: []),
-            GraphOperation(type: "add", arguments: ["x": [.value("m")], "y": [.value("b")]], outputs: [value("a", [1, rows, n])], blocks: []),
+            GraphOperation(type: "matmul", arguments: ["x": [.value("x")], "y": [.value("w")]], outputs: [ConvolutionThreadingTests.value("m", [1, rows, n])], blocks: []),
+            GraphOperation(type: "add", arguments: ["x": [.value("m")], "y": [.value("b")]], outputs: [ConvolutionThreadingTests.value("a", [1, rows, n])], blocks: []),
             GraphOperation(type: "gelu", arguments: ["x": [.value("a")],
                                                      "mode": [.constant(Tensor(type: .string, shape: [], storage: .strings(["TANH_APPROXIMATION"])))]],
-                           outputs: [value("g", [1, rows, n])], blocks: []),
+                           outputs: [ConvolutionThreadingTests.value("g", [1, rows, n])], blocks: []),
         ], outputs: ["g"], constants: ["w": Tensor(floats: weight, shape: [k, n]), "b": Tensor(floats: bias, shape: [n])])
-        var function = GraphFunction(name: "main", inputs: [value("x", [1, rows, k])], block: block)
+        var function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [1, rows, k])], block: block)
         function.block = FusionPass.run(function.block)
         #expect(function.block.operations.map(\.type) == ["fused_linear"])
         let input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.1 - 1.1 }
