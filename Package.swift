@@ -92,7 +92,9 @@ let package = Package(
         // program, a plan per input shape, kernels by operation and type.
         // Elementwise kernels the C compiler vectorizes (GELU's tanh form), optimized in every configuration.
         .target(name: "CVectorMath", cSettings: [.unsafeFlags(["-O2"])]),
-        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
+        // 3×3 convolutions as Winograd's F(2×2, 3×3): AVX2 transforms around OpenBLAS products.
+        .target(name: "CWinograd", dependencies: ["COpenBLAS"], cSettings: [.unsafeFlags(["-O2"])]),
+        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

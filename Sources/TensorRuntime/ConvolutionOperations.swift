@@ -5,8 +5,10 @@ import SystemIO
 
 /// Convolution (1-, 2- and 3-D, groups, dilations, every pad type),
 /// transposed convolution and pooling (max, average, L2) with `ceil_mode`:
-/// on oneDNN with weights packed once at plan time where it runs them, as
-/// image-to-column plus OpenBLAS products and our own loops elsewhere.
+/// on oneDNN with weights packed once at plan time where it runs them, 3×3
+/// ones with stride 1 as Winograd's F(2×2, 3×3) (`WinogradConvolution`)
+/// where that is faster, as image-to-column plus OpenBLAS products and our
+/// own loops elsewhere.
 ///
 /// `fused_conv` is a convolution the fusion pass (`ConvolutionFusion`)
 /// made: post-operations (activations, residual sums) applied to its result
@@ -191,6 +193,13 @@ enum ConvolutionOperations {
         let stored = blocked ? [outShape[0], outputs / width] + output + [width] : channelsLast ? [outShape[0]] + output + [outputs] : outShape
         let out = try context.output(stored)
 
+        if given.isFloat, channelsLast || blocked, spatial == 2, let weights = inlineWeight ?? weightValue?.constant,
+           biasCount == nil || biasConstant != nil,
+           WinogradConvolution.applies(kernel: kernel, strides: strides, dilations: dilations, groups: groups, inputs: inputs, outputs: outputs, output: output) {
+            WinogradConvolution.plan(context, x: given, xShape: xShape, output: output, padBefore: before, weights: weights.floats,
+                                     bias: biasConstant?.floats, posts: posts, blocked: blocked, out: out, stored: stored)
+            return
+        }
         if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil {
             let geometry = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides,
                                                     dilations: dilations, padBefore: before, channelsLast: channelsLast && !blocked,

@@ -176,8 +176,9 @@ final class OperationContext {
 
     /// Adds a control-flow kernel that runs nested blocks: it reads `reads`
     /// (ids) and writes `outputs`, with `scratch` (the blocks' values) alive for the step.
-    func run(reads: [Int], outputs: [Int], scratch: [Int], _ kernel: @escaping Kernel) {
-        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads, writes: outputs + scratch, outputs: outputs, kernel: kernel))
+    func run(reads: [Int], outputs: [Int], scratch: [Int], split: String? = nil, _ kernel: @escaping Kernel) {
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads, writes: outputs + scratch, outputs: outputs, split: split,
+                                 kernel: kernel))
     }
 
     /// Plans a nested block with its inputs bound to `inputs`.

@@ -53,6 +53,8 @@ enum ChannelBlocking {
         var output: String
         var multiplyAdds: Int
         var pointwise: Bool
+        /// Runs as Winograd's F(2×2, 3×3), as fast in either layout.
+        var winograd: Bool = false
     }
 
     /// The indices of the operations of `block` that compute in blocks.
@@ -80,7 +82,7 @@ enum ChannelBlocking {
         for members in groups.values {
             let indices = Set(members.map(\.index))
             let gain = members.reduce(0.0) { sum, member in
-                sum + Double(member.multiplyAdds) * (member.pointwise ? -lostPerPointwiseMultiplyAdd : savedPerMultiplyAdd)
+                member.winograd ? sum : sum + Double(member.multiplyAdds) * (member.pointwise ? -lostPerPointwiseMultiplyAdd : savedPerMultiplyAdd)
             }
             var crossing: Set<String> = []
             for member in members {
@@ -175,8 +177,10 @@ enum ChannelBlocking {
               kinds.indices.allSatisfy({ kinds[$0] == "add" || DNNLConvolution.steps(kind: kinds[$0], alpha: alphas[$0], beta: betas[$0]) != nil })
         else { return nil }
         let taps = weight[2] * weight[3]
+        let winograd = WinogradConvolution.applies(kernel: Array(weight[2...]), strides: constant("strides")?.ints ?? [1, 1], dilations: [1, 1],
+                                                   groups: 1, inputs: input[3], outputs: output[3], output: [output[1], output[2]])
         return Candidate(index: index, reads: reads, output: op.outputs[0].name, multiplyAdds: output.reduce(1, *) * input[3] * taps,
-                         pointwise: taps == 1)
+                         pointwise: taps == 1, winograd: winograd)
     }
 
     /// `block` with the operations at `blocking` computing in channel
