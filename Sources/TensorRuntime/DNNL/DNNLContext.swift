@@ -147,6 +147,19 @@ struct DNNLDescriptor: @unchecked Sendable {
         return dnnl_memory_desc_get_size(&copy)
     }
 
+    /// Floats from the first element a buffer of this descriptor holds to
+    /// its last, plus one: for a strided layout with no inner blocks (a block
+    /// of columns of a larger matrix), less than `bytes` says, which counts
+    /// every row's full stride.
+    var span: Int {
+        let blocking = raw.format_desc.blocking
+        guard raw.format_kind == dnnl_blocked, blocking.inner_nblks == 0, raw.offset0 == 0 else { return bytes / 4 }
+        let dims = withUnsafeBytes(of: raw.dims) { Array($0.bindMemory(to: Int64.self).prefix(Int(raw.ndims))) }
+        let strides = withUnsafeBytes(of: blocking.strides) { Array($0.bindMemory(to: Int64.self).prefix(Int(raw.ndims))) }
+        guard !dims.contains(where: { $0 <= 0 }) else { return 0 }
+        return 1 + zip(dims, strides).reduce(0) { $0 + Int($1.0 - 1) * Int($1.1) }
+    }
+
     /// Whether two descriptors describe the same layout.
     func matches(_ other: DNNLDescriptor) -> Bool {
         var a = raw, b = other.raw
@@ -188,13 +201,28 @@ final class DNNLConstant: @unchecked Sendable {
     /// rows (`DNNLDescriptor.plainRows`), read where they are: nothing is
     /// copied. `nil` when the layout is blocked or the columns are not there.
     func columns(_ first: Int, width: Int) -> DNNLConstant? {
-        guard let engine = DNNL.engine?.handle, let matrix = descriptor.plainRows, first >= 0, width > 0, first + width <= matrix.columns,
-              let view = try? DNNLDescriptor([matrix.rows, width], strides: [matrix.stride, 1]) else { return nil }
+        guard let matrix = descriptor.plainRows else { return nil }
+        return block(rows: 0..<matrix.rows, columns: first..<(first + width))
+    }
+
+    /// Rows `first..<first + count` of this constant, a matrix of plain
+    /// rows, read where they are (a contiguous part of it); `nil` as for `columns`.
+    func rows(_ first: Int, count: Int) -> DNNLConstant? {
+        guard let matrix = descriptor.plainRows else { return nil }
+        return block(rows: first..<(first + count), columns: 0..<matrix.columns)
+    }
+
+    /// A block of this constant's plain rows, viewed in place.
+    private func block(rows: Range<Int>, columns: Range<Int>) -> DNNLConstant? {
+        guard let engine = DNNL.engine?.handle, let matrix = descriptor.plainRows, !rows.isEmpty, !columns.isEmpty, rows.lowerBound >= 0,
+              rows.upperBound <= matrix.rows, columns.lowerBound >= 0, columns.upperBound <= matrix.columns,
+              let view = try? DNNLDescriptor([rows.count, columns.count], strides: [matrix.stride, 1]) else { return nil }
         var handle: UnsafeMutableRawPointer?
         guard dnnl_memory_get_data_handle(memory, &handle) == dnnl_success, let handle else { return nil }
         var raw = view.raw
         var made: dnnl_memory_t?
-        guard dnnl_memory_create(&made, &raw, engine, handle + first * 4) == dnnl_success, let made else { return nil }
+        guard dnnl_memory_create(&made, &raw, engine, handle + (rows.lowerBound * matrix.stride + columns.lowerBound) * 4) == dnnl_success,
+              let made else { return nil }
         return DNNLConstant(memory: made, descriptor: view, viewing: self)
     }
 
@@ -203,7 +231,7 @@ final class DNNLConstant: @unchecked Sendable {
     static func packed(_ values: UnsafeBufferPointer<Float>, given: DNNLDescriptor, wanted: DNNLDescriptor,
                        for primitive: String) throws(RuntimeError) -> DNNLConstant {
         guard let engine = DNNL.engine?.handle else { throw DNNL.failure(primitive, "oneDNN is unavailable") }
-        guard values.count * 4 >= given.bytes else { throw DNNL.failure(primitive, "packing \(values.count) weights into \(given.bytes / 4)") }
+        guard values.count >= given.span else { throw DNNL.failure(primitive, "packing \(values.count) weights into \(given.span)") }
         var target: dnnl_memory_t?
         var wantedRaw = wanted.raw
         let status = dnnl_memory_create(&target, &wantedRaw, engine, DNNL.allocate)

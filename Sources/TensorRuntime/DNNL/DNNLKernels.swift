@@ -116,6 +116,23 @@ enum DNNLKernels {
         return primitive
     }
 
+    /// A product of rows `first..<first + depth` of `packed`'s constant
+    /// weights (plain rows, read in place) by the same columns of a `rows ×
+    /// k` source: one thread's share of a product split by its depth, whose
+    /// partial sums the caller adds. Slots: source (pointing at column
+    /// `first` of the source), destination (its columns of a `rows × n`
+    /// matrix). `nil` where the weights are not plain rows.
+    static func depthBlock(of packed: DNNLPrimitive, first: Int, depth: Int, rows: Int, k: Int, n: Int) throws(RuntimeError) -> DNNLPrimitive? {
+        guard let matrix = try packed.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows, matrix.rows == k, first >= 0, depth > 0,
+              first + depth <= k else { return nil }
+        let weights = try DNNLDescriptor([depth, matrix.columns], strides: [matrix.stride, 1])
+        let primitive = try product(source: Operand(dims: [rows, depth], strides: [k, 1]).descriptor, weights: weights, bias: nil,
+                                    destination: Operand(dims: [rows, matrix.columns], strides: [n, 1]).descriptor, post: DNNLPostOperations(),
+                                    slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: 1)
+        guard primitive.shareRows(Int32(DNNL_ARG_WEIGHTS), from: first, of: packed) else { return nil }
+        return primitive
+    }
+
     /// A oneDNN matrix product over operands in the given layouts.
     private static func product(source: DNNLDescriptor, weights: DNNLDescriptor, bias: DNNLDescriptor?, destination: DNNLDescriptor,
                                 post: DNNLPostOperations, slots: [Int32], threads: Int) throws(RuntimeError) -> DNNLPrimitive {

@@ -113,9 +113,18 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// read in place, when they are in the layout this primitive reads
     /// (`DNNLConstant.columns`); `false` (nothing bound) otherwise.
     func shareColumns(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
-        guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns,
-              let view = other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width),
-              view.descriptor.matches(wanted) else { return false }
+        guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns else { return false }
+        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width), wanted: wanted)
+    }
+
+    /// Binds rows `first…` of `other`'s packed constant for `argument` (as many as this primitive reads), read in place, as `shareColumns` does.
+    func shareRows(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
+        guard let wanted = try? layout(of: argument), let count = wanted.plainRows?.rows else { return false }
+        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.rows(first, count: count), wanted: wanted)
+    }
+
+    private func share(_ argument: Int32, _ view: DNNLConstant?, wanted: DNNLDescriptor) -> Bool {
+        guard let view, view.descriptor.matches(wanted) else { return false }
         constants.append((argument, view, true))
         return true
     }
