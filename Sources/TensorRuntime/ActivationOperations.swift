@@ -28,12 +28,8 @@ enum ActivationOperations {
         define("scaled_tanh", { a, b in { a * tanh(b * $0) } }, alpha: 1, beta: 1)
         all["gelu"] = OperationDefinition(["x", "mode"]) { context throws(RuntimeError) in
             let mode = try context.string("mode", "EXACT")
-            let vectorised: DNNLKernels.Activation? = switch mode {
-            case "EXACT": .geluExact
-            case "TANH_APPROXIMATION": .geluTanh
-            default: nil
-            }
-            if let vectorised, try onDNNL(context, vectorised) { return }
+            if mode == "TANH_APPROXIMATION", try geluTanh(context) { return }
+            if mode == "EXACT", try onDNNL(context, .geluExact) { return }
             let function: @Sendable (Float) -> Float
             switch mode {
             // In Float (libm's erff/tanhf): the Double versions were a quarter of
@@ -73,6 +69,34 @@ enum ActivationOperations {
             guard kernel.run(buffers.raw(from), buffers.raw(out)) else { throw failure }
         }
         return true
+    }
+
+    /// GELU's tanh form of a float tensor in `VectorMath`'s loop (oneDNN's
+    /// is slow: docs/runtime.md), in blocks of at least `geluBlock` values
+    /// on the thread team; `false` for other types.
+    private static func geluTanh(_ context: OperationContext) throws(RuntimeError) -> Bool {
+        let x = try context.input()
+        guard x.isFloat, context.outputType().isFloat, x.count > 0 else { return false }
+        let out = try context.output(x.shape)
+        let from = x.id, count = x.count
+        let workers = max(1, min(context.threads, count / geluBlock))
+        context.run(reads: [x], writes: [out], split: workers > 1 ? "\(workers) blocks" : nil) { buffers in
+            let pointers = GELUPointers(source: buffers.floats(from), target: buffers.floats(out))
+            ThreadTeam.shared.perform(workers, threads: workers) { worker in
+                let first = worker * count / workers, end = (worker + 1) * count / workers
+                if pointers.target != pointers.source { (pointers.target + first).update(from: pointers.source + first, count: end - first) }
+                VectorMath.geluTanh(pointers.target + first, count: end - first)
+            }
+        }
+        return true
+    }
+
+    /// Values a thread takes at the least in a standalone GELU.
+    static let geluBlock = 16_384
+
+    private struct GELUPointers: @unchecked Sendable {
+        let source: UnsafeMutablePointer<Float>
+        let target: UnsafeMutablePointer<Float>
     }
 
     /// f(x, parameters of x's channel) with channels on axis 1 (rank ≥ 3).

@@ -63,30 +63,10 @@ struct ChannelBlockingTests {
     /// The same chain in float64, `[N, C, H, W]`.
     static func resNetReference(_ x: [Double], batch: Int, size: Int, constants: [String: Tensor]) -> (mean: [Double], last: [Double]) {
         func convolve(_ input: [Double], channels: Int, size: Int, _ name: String, outputs: Int, kernel: Int, stride: Int) -> [Double] {
-            let weight = constants[name + "_w"]?.floats ?? [], bias = constants[name + "_b"]?.floats ?? []
             let out = (size - 1) / stride + 1, pad = kernel / 2
-            var result = [Double](repeating: 0, count: batch * outputs * out * out)
-            for n in 0..<batch {
-                for o in 0..<outputs {
-                    for y in 0..<out {
-                        for x in 0..<out {
-                            var sum = Double(bias[o])
-                            for c in 0..<channels {
-                                for i in 0..<kernel {
-                                    for j in 0..<kernel {
-                                        let row = y * stride - pad + i, column = x * stride - pad + j
-                                        guard row >= 0, row < size, column >= 0, column < size else { continue }
-                                        sum += input[((n * channels + c) * size + row) * size + column]
-                                            * Double(weight[((o * channels + c) * kernel + i) * kernel + j])
-                                    }
-                                }
-                            }
-                            result[((n * outputs + o) * out + y) * out + x] = sum
-                        }
-                    }
-                }
-            }
-            return result
+            return DirectConvolution.float64(input, batch: batch, channels: channels, height: size, width: size,
+                                             weight: constants[name + "_w"]?.floats ?? [], bias: constants[name + "_b"]?.floats ?? [],
+                                             kernel: kernel, stride: stride, padTop: pad, padLeft: pad, outHeight: out, outWidth: out)
         }
         let relu = { (values: [Double]) in values.map { max($0, 0) } }
         let half = (size - 1) / 2 + 1

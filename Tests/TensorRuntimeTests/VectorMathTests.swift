@@ -38,4 +38,26 @@ struct VectorMathTests {
         #expect(special[2].isNaN, "−∞ · (1 + tanh(−∞)) / 2 is NaN, as in float64: \(special[2])")
         #expect(special[3] == 0 && special[4] == 0)
     }
+
+    @Test("a gelu operation in its tanh form runs the loop, in blocks on 2 and 3 threads, and equals float64's", arguments: [1, 2, 3])
+    func standaloneGELU(threads: Int) throws {
+        let shape = [3, 17_000]
+        let count = shape.reduce(1, *)
+        let block = GraphBlock(operations: [
+            GraphOperation(type: "gelu", arguments: ["x": [.value("x")],
+                                                     "mode": [.constant(Tensor(type: .string, shape: [], storage: .strings(["TANH_APPROXIMATION"])))]],
+                           outputs: [ConvolutionThreadingTests.value("g", shape)], blocks: []),
+        ], outputs: ["g"], constants: [:])
+        let function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", shape)], block: block)
+        let input = (0..<count).map { Float(($0 * 37) % 1_001) * 0.012 - 6 }
+        let run = try PlannedRun(function, input: input, shape: shape, threads: threads)
+        let step = try #require(run.plan.steps.first { $0.kind == "gelu" })
+        #expect(step.split == (threads > 1 ? "\(threads) blocks" : nil))
+        let got = try run.floats("g")
+        let worst = zip(got, input).map { value, x in
+            let x = Double(x), want = 0.5 * x * (1 + tanh((2 / Double.pi).squareRoot() * (x + 0.044715 * x * x * x)))
+            return abs(Double(value) - want) / max(1, abs(want))
+        }.max() ?? .infinity
+        #expect(worst <= 1e-6, "\(threads) threads: worst difference \(worst)")
+    }
 }

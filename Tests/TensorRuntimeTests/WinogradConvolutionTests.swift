@@ -55,35 +55,6 @@ struct WinogradConvolutionTests {
                              block: GraphBlock(operations: operations, outputs: ["r2"], constants: constants))
     }
 
-    /// A 3×3 convolution in float64, `[N, C, H, W]` in and out.
-    static func convolve(_ input: [Double], batch: Int, channels: Int, height: Int, width: Int, weight: [Float], bias: [Float],
-                         padTop: Int, padLeft: Int, outHeight: Int, outWidth: Int) -> [Double] {
-        let outputs = bias.count
-        var result = [Double](repeating: 0, count: batch * outputs * outHeight * outWidth)
-        for n in 0..<batch {
-            for o in 0..<outputs {
-                for y in 0..<outHeight {
-                    for x in 0..<outWidth {
-                        var sum = Double(bias[o])
-                        for c in 0..<channels {
-                            for i in 0..<3 {
-                                let row = y - padTop + i
-                                guard row >= 0, row < height else { continue }
-                                for j in 0..<3 {
-                                    let column = x - padLeft + j
-                                    guard column >= 0, column < width else { continue }
-                                    sum += input[((n * channels + c) * height + row) * width + column] * Double(weight[((o * channels + c) * 3 + i) * 3 + j])
-                                }
-                            }
-                        }
-                        result[((n * outputs + o) * outHeight + y) * outWidth + x] = sum
-                    }
-                }
-            }
-        }
-        return result
-    }
-
     static let cases: [(batch: Int, height: Int, width: Int, pad: [Int])] = [
         (1, 10, 10, [1, 1, 1, 1]),
         // Partial tiles at the bottom and right, padding on one side of each axis.
@@ -100,12 +71,12 @@ struct WinogradConvolutionTests {
         let constants = function.block.constants
         let input = (0..<(batch * 64 * height * width)).map { Float(($0 * 53) % 41) * 0.05 - 1 }
         let outHeight = height + pad[0] + pad[1] - 2, outWidth = width + pad[2] + pad[3] - 2
-        let c1 = Self.convolve(input.map(Double.init), batch: batch, channels: 64, height: height, width: width,
-                               weight: constants["c1_w"]?.floats ?? [], bias: constants["c1_b"]?.floats ?? [], padTop: pad[0], padLeft: pad[2],
-                               outHeight: outHeight, outWidth: outWidth)
-        let c2 = Self.convolve(c1.map { max($0, 0) }, batch: batch, channels: 64, height: outHeight, width: outWidth,
-                               weight: constants["c2_w"]?.floats ?? [], bias: constants["c2_b"]?.floats ?? [], padTop: 1, padLeft: 1,
-                               outHeight: outHeight, outWidth: outWidth)
+        let c1 = DirectConvolution.float64(input.map(Double.init), batch: batch, channels: 64, height: height, width: width,
+                                           weight: constants["c1_w"]?.floats ?? [], bias: constants["c1_b"]?.floats ?? [], kernel: 3,
+                                           padTop: pad[0], padLeft: pad[2], outHeight: outHeight, outWidth: outWidth)
+        let c2 = DirectConvolution.float64(c1.map { max($0, 0) }, batch: batch, channels: 64, height: outHeight, width: outWidth,
+                                           weight: constants["c2_w"]?.floats ?? [], bias: constants["c2_b"]?.floats ?? [], kernel: 3,
+                                           padTop: 1, padLeft: 1, outHeight: outHeight, outWidth: outWidth)
         let want = zip(c2, c1).map { max($0 + $1, 0) }
 
         try WinogradConvolution.$enabled.withValue(true) {
