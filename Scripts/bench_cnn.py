@@ -14,7 +14,9 @@ exported by torch.onnx.export from the same module. modelc runs in process throu
 (`transformer`: any ML program on the tensor engine), onnxruntime and PyTorch each in their own
 Python process with the same intra-op thread count; each process reports its median latency per
 input and its peak resident memory, so the ratios come from one run on one machine. modelc and
-onnxruntime read the image from a .npy file (see array_input), PyTorch from the JSON.
+onnxruntime read the image from a .npy file (see array_input), PyTorch from the JSON. The three
+alternate BENCH_CNN_ROUNDS times (3) per model and thread count; the table gives medians over the
+rounds and the range of the rounds' own modelc / onnxruntime ratios.
 """
 
 import json
@@ -175,6 +177,11 @@ def run_torch(name, inputs, threads, runs):
     report("torch-%s" % torch.__version__, threads, times, first, cpu_seconds() - cpu)
 
 
+# Rounds in which the three engines alternate, per model and thread count: on a machine whose speed moves
+# between minutes a single round's ratio says as much about the minute as about the engines.
+ROUNDS = int(os.environ.get("BENCH_CNN_ROUNDS", "3"))
+
+
 def measure(command):
     text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return {key: value for key, value in (line.split(" ", 1) for line in text.splitlines() if " " in line)}
@@ -183,36 +190,47 @@ def measure(command):
 def run(out, benchmarks, runs, names):
     build(out, names)
     print("CNNs: modelc tensor engine (fp32 ML program) against PyTorch (eager) and onnxruntime (torch.onnx "
-          "export), same weights, 1x3x224x224; median of %d inputs after 3 warm-up, peak RSS per process" % runs)
+          "export), same weights, 1x3x224x224; median of %d inputs after 3 warm-up, peak RSS per process; the three "
+          "alternate %d times (BENCH_CNN_ROUNDS), medians over the rounds" % (runs, ROUNDS))
     # PyTorch runs on OpenMP threads, which spin between parallel regions unless this says passive: on a machine
     # busy with other processes a spinning thread that loses its core stalls the other. (modelc splits its
     # convolutions over its own threads, each oneDNN call on one OpenMP thread, so the policy does not touch it.)
     print("OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY", "(unset: OpenMP's default, spinning)"))
-    print("%-29s %3s %9s %9s %9s %7s %7s %8s %8s %7s %9s %7s %9s" % (
-        "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "cpu_ms", "ort_cpu", "cpu/ort", "modelc_MB", "MB/ort",
-        "max_diff"))
+    print("%-29s %3s %9s %9s %9s %7s %7s %11s %8s %8s %7s %9s %7s %9s" % (
+        "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "ort_rounds", "cpu_ms", "ort_cpu", "cpu/ort",
+        "modelc_MB", "MB/ort", "max_diff"))
     failed = False
     me = os.path.abspath(__file__)
     for name in names:
         base = os.path.join(out, name)
         array, named = array_input(base)
         for threads in (1, 2):
-            mine = measure([benchmarks, "transformer", base + ".mlpackage", named, str(threads), str(runs),
-                            "--output", base + ".modelc.f32"])
-            theirs = measure([sys.executable, me, "ort", base + ".onnx", array, str(threads), str(runs),
-                              "--output", base + ".ort.f32"])
-            torch_ = measure([sys.executable, me, "torch", name, base + ".json", str(threads), str(runs)])
+            rounds = []
+            for _ in range(ROUNDS):
+                rounds.append((
+                    measure([benchmarks, "transformer", base + ".mlpackage", named, str(threads), str(runs),
+                             "--output", base + ".modelc.f32"]),
+                    measure([sys.executable, me, "ort", base + ".onnx", array, str(threads), str(runs),
+                             "--output", base + ".ort.f32"]),
+                    measure([sys.executable, me, "torch", name, base + ".json", str(threads), str(runs)])))
             a = np.fromfile(base + ".modelc.f32", dtype="<f4").astype(np.float64)
             b = np.fromfile(base + ".ort.f32", dtype="<f4").astype(np.float64)
             diff = float(np.max(np.abs(a - b) / np.maximum(1, np.abs(b)))) if a.shape == b.shape else float("inf")
             failed |= not diff <= TOLERANCE
-            ml, tl, ol = float(mine["latency_ms"]), float(torch_["latency_ms"]), float(theirs["latency_ms"])
-            mr, orr = int(mine["peak_rss_kb"]) / 1024, int(theirs["peak_rss_kb"]) / 1024
-            mc, oc = float(mine["cpu_ms"]), float(theirs["cpu_ms"])
-            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %8.2f %8.2f %7.2f %9.0f %7.2f %9.1e%s" % (
-                name, threads, ml, tl, ol, ml / tl, ml / ol, mc, oc, mc / oc, mr, mr / orr, diff,
-                "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
-    print("/torch, /ort = modelc latency over theirs (below 1: modelc is faster); cpu_ms = mean CPU time per input, "
+
+            def median(engine, key):
+                return float(np.median([float(r[engine][key]) for r in rounds]))
+
+            ml, ol, tl = median(0, "latency_ms"), median(1, "latency_ms"), median(2, "latency_ms")
+            mc, oc = median(0, "cpu_ms"), median(1, "cpu_ms")
+            mr = max(int(r[0]["peak_rss_kb"]) for r in rounds) / 1024
+            orr = max(int(r[1]["peak_rss_kb"]) for r in rounds) / 1024
+            ratios = [float(r[0]["latency_ms"]) / float(r[1]["latency_ms"]) for r in rounds]
+            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %11s %8.2f %8.2f %7.2f %9.0f %7.2f %9.1e%s" % (
+                name, threads, ml, tl, ol, ml / tl, ml / ol, "%.2f-%.2f" % (min(ratios), max(ratios)), mc, oc, mc / oc,
+                mr, mr / orr, diff, "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
+    print("/torch, /ort = modelc latency over theirs, of the medians over the rounds (below 1: modelc is faster); "
+          "ort_rounds = the lowest and highest /ort of one round; cpu_ms = mean CPU time per input, "
           "every thread (what a busy machine's latency hides); MB/ort = peak RSS over onnxruntime's (both reading the "
           "image from .npy); max_diff relative "
           "to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)

@@ -4,7 +4,9 @@
 Usage:
     bench_transformers.py build DIR            build the models into DIR (cached: skipped when present)
     bench_transformers.py ort MODEL.onnx INPUTS.json|INPUTS.npz|INPUT.npy THREADS RUNS [--output FILE]
-    bench_transformers.py run DIR BENCHMARKS RUNS   build, check agreement, time both, print the table
+    bench_transformers.py run DIR BENCHMARKS RUNS [ROUNDS]
+                                               build, check agreement, time both (ROUNDS alternations,
+                                               default 3), print the table
 
 Four models at real sizes, built from transformers configs with seeded random weights (nothing
 is downloaded): a BERT-base-shaped encoder (sequence 128), a GPT-2-small-shaped decoder (one
@@ -16,6 +18,10 @@ module. modelc runs in process through ModelcBenchmarks (`transformer`, tensor e
 onnxruntime in its own Python process with the same intra-op thread count; each process reports
 its median latency per input and its peak resident memory (getrusage), so the ratios come from
 one run on one machine. An image input is read by both from a .npy file (see array_input).
+The two engines alternate ROUNDS times per model and thread count; the table gives each engine's
+median over the rounds, the ratio of the medians and the range of the rounds' own ratios (a
+machine whose memory bandwidth moves between minutes moves both engines; a single round's ratio
+then says as much about the minute as about the engines).
 """
 
 import copy
@@ -329,14 +335,15 @@ def measure(command):
     return {key: value for key, value in (line.split(" ", 1) for line in text.splitlines() if " " in line)}
 
 
-def run(out, benchmarks, runs):
+def run(out, benchmarks, runs, rounds=3):
     build(out)
     print("transformers: modelc tensor engine (fp32 ML program) against onnxruntime (torch.onnx export), "
-          "same weights; median of %d inputs after 3 warm-up, peak RSS per process" % runs)
+          "same weights; median of %d inputs after 3 warm-up, peak RSS per process; the engines alternate %d "
+          "times, medians over the rounds" % (runs, rounds))
     # OpenBLAS (modelc's matrix products) picks its kernels by CPU unless this forces a core type.
     print("OPENBLAS_CORETYPE=%s" % os.environ.get("OPENBLAS_CORETYPE", "(unset: chosen by CPU)"))
-    print("%-15s %3s %11s %11s %7s %10s %10s %6s %9s" % ("model", "thr", "modelc_ms", "ort_ms", "ratio",
-                                                        "modelc_MB", "ort_MB", "ratio", "max_diff"))
+    print("%-15s %3s %11s %11s %7s %11s %10s %10s %6s %9s" % ("model", "thr", "modelc_ms", "ort_ms", "ratio", "rounds",
+                                                              "modelc_MB", "ort_MB", "ratio", "max_diff"))
     failed = False
     for name in NAMES:
         base = os.path.join(out, name)
@@ -346,21 +353,28 @@ def run(out, benchmarks, runs):
         elif (array := array_input(base)) is not None:
             feed, inputs = array
         for threads in (1, 2):
-            mine = measure([benchmarks, "transformer", base + ".mlpackage", inputs, str(threads), str(runs),
-                            "--output", base + ".modelc.f32"])
-            theirs = measure([sys.executable, os.path.abspath(__file__), "ort", base + ".onnx", feed,
-                              str(threads), str(runs), "--output", base + ".ort.f32"])
+            mine, theirs = [], []
+            for _ in range(rounds):
+                mine.append(measure([benchmarks, "transformer", base + ".mlpackage", inputs, str(threads), str(runs),
+                                     "--output", base + ".modelc.f32"]))
+                theirs.append(measure([sys.executable, os.path.abspath(__file__), "ort", base + ".onnx", feed,
+                                       str(threads), str(runs), "--output", base + ".ort.f32"]))
             a = np.fromfile(base + ".modelc.f32", dtype="<f4").astype(np.float64)
             b = np.fromfile(base + ".ort.f32", dtype="<f4").astype(np.float64)
             diff = float(np.max(np.abs(a - b) / np.maximum(1, np.abs(b)))) if a.shape == b.shape else float("inf")
             failed |= not diff <= TOLERANCE
-            ml, ol = float(mine["latency_ms"]), float(theirs["latency_ms"])
-            mr, orr = int(mine["peak_rss_kb"]) / 1024, int(theirs["peak_rss_kb"]) / 1024
-            print("%-15s %3d %11.2f %11.2f %7.2f %10.0f %10.0f %6.2f %9.1e%s" % (
-                name, threads, ml, ol, ml / ol, mr, orr, mr / orr, diff, "" if diff <= TOLERANCE else "  DISAGREE"),
-                flush=True)
-    print("ratio = modelc / onnxruntime (below 1: modelc is faster or smaller); max_diff relative to "
-          "max(1, |onnxruntime|), tolerance %g" % TOLERANCE)
+            mine_ms = [float(m["latency_ms"]) for m in mine]
+            theirs_ms = [float(t["latency_ms"]) for t in theirs]
+            ratios = [m / t for m, t in zip(mine_ms, theirs_ms)]
+            ml, ol = float(np.median(mine_ms)), float(np.median(theirs_ms))
+            mr = max(int(m["peak_rss_kb"]) for m in mine) / 1024
+            orr = max(int(t["peak_rss_kb"]) for t in theirs) / 1024
+            print("%-15s %3d %11.2f %11.2f %7.2f %11s %10.0f %10.0f %6.2f %9.1e%s" % (
+                name, threads, ml, ol, ml / ol, "%.2f-%.2f" % (min(ratios), max(ratios)), mr, orr, mr / orr, diff,
+                "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
+    print("ratio = modelc / onnxruntime (below 1: modelc is faster or smaller), of the medians over the rounds; "
+          "rounds = the lowest and highest ratio of one round; MB = the largest peak RSS of the rounds; max_diff "
+          "relative to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)
     return 1 if failed else 0
 
 
@@ -370,8 +384,8 @@ def main():
         build(args[1])
     elif args[:1] == ["ort"] and len(args) in (5, 7):
         ort(args[1], args[2], int(args[3]), int(args[4]), args[6] if len(args) == 7 else None)
-    elif len(args) == 4 and args[0] == "run":
-        sys.exit(run(args[1], args[2], int(args[3])))
+    elif len(args) in (4, 5) and args[0] == "run":
+        sys.exit(run(args[1], args[2], int(args[3]), int(args[4]) if len(args) == 5 else 3))
     else:
         sys.exit(__doc__)
 
