@@ -75,6 +75,29 @@ struct DNNLPrimitiveTests {
         }
     }
 
+    @Test("packed weights stay findable for the next plan while only views of them (blocks of rows or columns) are kept")
+    func viewsKeepThePackingFindable() throws {
+        let (k, n) = (128, 256)
+        let weights = (0..<(k * n)).map { Float($0 % 13) * 0.1 - 0.6 }
+        try weights.withUnsafeBufferPointer { values in
+            let key = DNNLKernels.WeightsKey(address: UInt(bitPattern: values.baseAddress), count: values.count, dims: [k, n], strides: [n, 1])
+            var views: [DNNLPrimitive] = []
+            do {
+                // A 64-row plan split by columns: the product that packed the weights is kept by nothing but its views.
+                let packing = try DNNLKernels.matmul(source: .init([32, k]), weights: .init([k, n]), destination: .init([32, n]), constantWeights: values,
+                                                     bias: nil, activation: nil, residual: nil, threads: 1)
+                DNNLKernels.remember(packing, packing: key)
+                guard try packing.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows != nil else { return }
+                views.append(try #require(try DNNLKernels.columnBlock(of: packing, first: 0, width: 128, rows: 64, n: n, bias: nil, activation: nil,
+                                                                      accumulate: false)))
+                views.append(try #require(try DNNLKernels.depthBlock(of: packing, first: 64, depth: 64, rows: 1, k: k, n: n)))
+            }
+            // The one-token plan made next finds it (and so shares its packing instead of packing the weights again).
+            #expect(DNNLKernels.product(packing: key) != nil)
+            #expect(views.allSatisfy { $0.constantBytes == 0 })
+        }
+    }
+
     @Test("weights oneDNN reads row-major have rows 64 bytes longer when a row is a multiple of 256 bytes; blocked layouts stay")
     func paddedWeightRows() throws {
         let padded = try #require(try DNNLKernels.paddedRows(chosen: .plain([768, 3072]), dims: [768, 3072]))

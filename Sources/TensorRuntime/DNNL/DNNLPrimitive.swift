@@ -24,6 +24,12 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// Constant arguments (packed weights, bias, scale, shift) bound at every
     /// run; `shared` ones were packed by another primitive.
     private var constants: [(argument: Int32, constant: DNNLConstant, shared: Bool)] = []
+    /// The primitives whose packed constants it reads, kept alive with it: a
+    /// later plan looks packed weights up by the primitive that packed them
+    /// (`DNNLKernels.remember`, a weak reference), and one that only views
+    /// them (a block of columns or rows) would otherwise let that primitive
+    /// go and the next plan pack the same weights again.
+    private var owners: [DNNLPrimitive] = []
     /// The run arguments `run(_:)` takes its pointers for, in order.
     private let slots: [Int32]
     /// OpenMP threads the primitive was prepared for and runs on.
@@ -106,6 +112,7 @@ final class DNNLPrimitive: @unchecked Sendable {
         guard let theirs = other.constants.first(where: { $0.argument == argument })?.constant,
               let wanted = try? layout(of: argument), theirs.descriptor.matches(wanted) else { return false }
         constants.append((argument, theirs, true))
+        owners.append(other)
         return true
     }
 
@@ -114,18 +121,21 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// (`DNNLConstant.columns`); `false` (nothing bound) otherwise.
     func shareColumns(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
         guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns else { return false }
-        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width), wanted: wanted)
+        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width), wanted: wanted,
+                     of: other)
     }
 
     /// Binds rows `first…` of `other`'s packed constant for `argument` (as many as this primitive reads), read in place, as `shareColumns` does.
     func shareRows(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
         guard let wanted = try? layout(of: argument), let count = wanted.plainRows?.rows else { return false }
-        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.rows(first, count: count), wanted: wanted)
+        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.rows(first, count: count), wanted: wanted,
+                     of: other)
     }
 
-    private func share(_ argument: Int32, _ view: DNNLConstant?, wanted: DNNLDescriptor) -> Bool {
+    private func share(_ argument: Int32, _ view: DNNLConstant?, wanted: DNNLDescriptor, of other: DNNLPrimitive) -> Bool {
         guard let view, view.descriptor.matches(wanted) else { return false }
         constants.append((argument, view, true))
+        owners.append(other)
         return true
     }
 
