@@ -32,8 +32,13 @@ long modelc_winograd_tiles(const modelc_winograd_geometry *g) {
     return g->batch * ((g->out_height + 1) / 2) * ((g->out_width + 1) / 2);
 }
 
+/// Tiles of the first chunk of `tiles` (all of them, or `chunk_tiles`).
+static inline long chunk_of(long tiles) {
+    return tiles < chunk_tiles ? tiles : chunk_tiles;
+}
+
 long modelc_winograd_scratch_floats(const modelc_winograd_geometry *g, long tiles, long channels) {
-    return 16L * (tiles < chunk_tiles ? tiles : chunk_tiles) * (g->inputs + channels);
+    return 16L * chunk_of(tiles) * (g->inputs + channels);
 }
 
 void modelc_winograd_weights(const float *weights, long inputs, long outputs, float *transformed) {
@@ -150,10 +155,9 @@ void modelc_winograd_run(const modelc_winograd_geometry *g, const float *input, 
                          const float *residual, float low, float high, float *output, long first_tile, long end_tile,
                          long first_channel, long end_channel, float *scratch) {
     const long inputs = g->inputs, channels = end_channel - first_channel;
-    long most = end_tile - first_tile < chunk_tiles ? end_tile - first_tile : chunk_tiles;
-    float *inputs_transformed = scratch, *products = scratch + 16L * most * inputs;
+    float *inputs_transformed = scratch, *products = scratch + 16L * chunk_of(end_tile - first_tile) * inputs;
     for (long first = first_tile; first < end_tile; first += chunk_tiles) {
-        long count = end_tile - first < chunk_tiles ? end_tile - first : chunk_tiles;
+        long count = chunk_of(end_tile - first);
         transform_input(g, input, first, count, inputs_transformed);
         for (int p = 0; p < 16; p++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)count, (int)channels, (int)inputs, 1.0f,

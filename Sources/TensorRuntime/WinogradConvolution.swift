@@ -156,16 +156,11 @@ enum WinogradConvolution {
         func run(_ part: Part, _ pointers: Pointers, scratch: UnsafeMutablePointer<Float>, low: Float, high: Float) {
             var geometry = geometry
             weights.withUnsafeBufferPointer { weights in
-                if let bias {
-                    bias.withUnsafeBufferPointer { bias in
-                        modelc_winograd_run(&geometry, pointers.input, weights.baseAddress, bias.baseAddress, pointers.residual, low, high,
-                                            pointers.output, part.tiles.lowerBound, part.tiles.upperBound, part.channels.lowerBound,
-                                            part.channels.upperBound, scratch)
-                    }
-                } else {
-                    modelc_winograd_run(&geometry, pointers.input, weights.baseAddress, nil, pointers.residual, low, high, pointers.output,
+                func run(bias: UnsafePointer<Float>?) {
+                    modelc_winograd_run(&geometry, pointers.input, weights.baseAddress, bias, pointers.residual, low, high, pointers.output,
                                         part.tiles.lowerBound, part.tiles.upperBound, part.channels.lowerBound, part.channels.upperBound, scratch)
                 }
+                if let bias { bias.withUnsafeBufferPointer { run(bias: $0.baseAddress) } } else { run(bias: nil) }
             }
         }
     }

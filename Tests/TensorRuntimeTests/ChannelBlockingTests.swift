@@ -62,7 +62,7 @@ struct ChannelBlockingTests {
 
     /// The same chain in float64, `[N, C, H, W]`.
     static func resNetReference(_ x: [Double], batch: Int, size: Int, constants: [String: Tensor]) -> (mean: [Double], last: [Double]) {
-        func convolve(_ input: [Double], channels: Int, size: Int, _ name: String, outputs: Int, kernel: Int, stride: Int) -> [Double] {
+        func convolve(_ input: [Double], channels: Int, size: Int, _ name: String, kernel: Int, stride: Int) -> [Double] {
             let out = (size - 1) / stride + 1, pad = kernel / 2
             return DirectConvolution.float64(input, batch: batch, channels: channels, height: size, width: size,
                                              weight: constants[name + "_w"]?.floats ?? [], bias: constants[name + "_b"]?.floats ?? [],
@@ -70,11 +70,11 @@ struct ChannelBlockingTests {
         }
         let relu = { (values: [Double]) in values.map { max($0, 0) } }
         let half = (size - 1) / 2 + 1
-        let r1 = relu(convolve(x, channels: 16, size: size, "c1", outputs: 16, kernel: 3, stride: 1))
-        let r2 = relu(zip(convolve(r1, channels: 16, size: size, "c2", outputs: 16, kernel: 3, stride: 1), x).map { $0 + $1 })
-        let r3 = relu(convolve(r2, channels: 16, size: size, "c3", outputs: 24, kernel: 3, stride: 2))
-        let c4 = convolve(r2, channels: 16, size: size, "c4", outputs: 24, kernel: 1, stride: 2)
-        let r5 = relu(zip(convolve(r3, channels: 24, size: half, "c5", outputs: 24, kernel: 3, stride: 1), c4).map { $0 + $1 })
+        let r1 = relu(convolve(x, channels: 16, size: size, "c1", kernel: 3, stride: 1))
+        let r2 = relu(zip(convolve(r1, channels: 16, size: size, "c2", kernel: 3, stride: 1), x).map { $0 + $1 })
+        let r3 = relu(convolve(r2, channels: 16, size: size, "c3", kernel: 3, stride: 2))
+        let c4 = convolve(r2, channels: 16, size: size, "c4", kernel: 1, stride: 2)
+        let r5 = relu(zip(convolve(r3, channels: 24, size: half, "c5", kernel: 3, stride: 1), c4).map { $0 + $1 })
         let plane = half * half
         let mean = (0..<(batch * 24)).map { index in r5[(index * plane)..<((index + 1) * plane)].reduce(0, +) / Double(plane) }
         return (mean, r5)

@@ -201,18 +201,19 @@ final class DNNLConstant: @unchecked Sendable {
     /// rows (`DNNLDescriptor.plainRows`), read where they are: nothing is
     /// copied. `nil` when the layout is blocked or the columns are not there.
     func columns(_ first: Int, width: Int) -> DNNLConstant? {
-        guard let matrix = descriptor.plainRows else { return nil }
+        guard width > 0, let matrix = descriptor.plainRows else { return nil }
         return block(rows: 0..<matrix.rows, columns: first..<(first + width))
     }
 
     /// Rows `first..<first + count` of this constant, a matrix of plain
     /// rows, read where they are (a contiguous part of it); `nil` as for `columns`.
     func rows(_ first: Int, count: Int) -> DNNLConstant? {
-        guard let matrix = descriptor.plainRows else { return nil }
+        guard count > 0, let matrix = descriptor.plainRows else { return nil }
         return block(rows: first..<(first + count), columns: 0..<matrix.columns)
     }
 
-    /// A block of this constant's plain rows, viewed in place.
+    /// A block of this constant's plain rows, viewed in place (the ranges
+    /// are formed by the callers, which check their counts are positive).
     private func block(rows: Range<Int>, columns: Range<Int>) -> DNNLConstant? {
         guard let engine = DNNL.engine?.handle, let matrix = descriptor.plainRows, !rows.isEmpty, !columns.isEmpty, rows.lowerBound >= 0,
               rows.upperBound <= matrix.rows, columns.lowerBound >= 0, columns.upperBound <= matrix.columns,
