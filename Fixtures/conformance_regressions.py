@@ -392,6 +392,37 @@ def nn_slice_dynamic_defaults(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_rank_from_values(writer):
+    """Found by iOS14 TestFill and TestReshape (symbolic, neural network): fillDynamic and
+    reshapeDynamic whose shape input has a flexible length, so that the output's rank is known
+    only at prediction, were refused (exit 94, "the rank of its output depends on values computed
+    at run time"), although no layer reads the result: the network only returns it."""
+    from coremltools.models.neural_network import flexible_shape_utils
+
+    outputs = ["filled", "reshaped", "broadcast"]
+    b = nn([("x", (2, 3)), ("row", (1, 3)), ("shape", (3,)), ("target", (2,)), ("wide", (2,))], outputs)
+    b.add_fill_dynamic("fill", input_name="shape", output_name="filled", value=1.5)
+    b.add_reshape_dynamic("reshape", input_names=["x", "target"], output_name="reshaped")
+    b.add_broadcast_to_dynamic("broadcast", input_names=["row", "wide"], output_name="broadcast")
+    spec = finish(b)
+    for name in ("shape", "target", "wide"):
+        flexible_shape_utils.set_multiarray_ndshape_range(spec, name, lower_bounds=[1], upper_bounds=[5])
+    rng = np.random.default_rng(2534)
+    cases = []
+    for shape, target, wide in (([2, 1, 3], [3, 2], [2, 3]), ([4], [6], [2, 2, 3]),
+                                ([1, 2, 1, 2], [1, 2, 3], [3]), ([3, 2], [1, 1, 3, 2], [2, 1, 1, 3])):
+        x = f32(rng.standard_normal((2, 3)))
+        row = f32(rng.standard_normal((1, 3)))
+        cases.append({"inputs": {"x": x, "row": row, "shape": f32(shape), "target": f32(target), "wide": f32(wide)},
+                      "outputs": {"filled": np.full(shape, 1.5), "reshaped": x.reshape(target),
+                                  "broadcast": np.broadcast_to(row, np.broadcast_shapes(row.shape, tuple(wide)))}})
+    writer.write("nn_rank_from_values", spec, NUMPY, cases,
+                 "fillDynamic, reshapeDynamic and broadcastToDynamic whose shape input has a flexible "
+                 "length: [2, 1, 3] gives a rank-3 result, [4] a rank-1 one",
+                 "Each output's rank follows the length of its shape input in each prediction.",
+                 tolerance=TOLERANCE)
+
+
 def program_instance_norm_defaults(writer):
     rng = np.random.default_rng(2507)
     gamma = 1 + npar.rand(rng, 5)
@@ -689,6 +720,17 @@ def unsupported_models(writer):
     spec = finish(b)
     npar.set_metadata(spec, "Regression fixture: a custom layer (the app's own code)")
     npar.write_bytes(os.path.join(directory, "nn_custom_layer.mlmodel"), npar.serialize(spec))
+
+    # A result whose rank comes from a shape input of flexible length, read by another layer
+    # (the lowering fixes every rank it computes with when the model loads).
+    from coremltools.models.neural_network import flexible_shape_utils
+    b = nn([("x", (3,))], ["y"])
+    b.add_fill_dynamic("fill", input_name="x", output_name="filled", value=1.0)
+    b.add_squeeze("squeeze", input_name="filled", output_name="y", squeeze_all=True)
+    spec = finish(b)
+    flexible_shape_utils.set_multiarray_ndshape_range(spec, "x", lower_bounds=[1], upper_bounds=[5])
+    npar.set_metadata(spec, "Regression fixture: a run-time rank read by another layer")
+    npar.write_bytes(os.path.join(directory, "nn_rank_from_values_read.mlmodel"), npar.serialize(spec))
     del rng
 
 
@@ -746,6 +788,7 @@ def generate(out_dir):
     nn_upsample_fractional(writer)
     nn_tile_dynamic_reps(writer)
     nn_slice_dynamic_defaults(writer)
+    nn_rank_from_values(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

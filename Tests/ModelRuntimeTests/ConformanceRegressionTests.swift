@@ -27,7 +27,7 @@ struct ConformanceRegressionTests {
             "program_matmul_batch_broadcast", "program_reshape_zero_dims", "nn_l2_normalize_epsilon",
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
             "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
-            "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults",
+            "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults", "nn_rank_from_values",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -94,6 +94,16 @@ struct ConformanceRegressionTests {
     @Test("sliceDynamic with five-value default parameters on rank 3")
     func sliceDynamicDefaults() throws {
         try check("nn_slice_dynamic_defaults")
+    }
+
+    /// Neural-network `fillDynamic`, `reshapeDynamic` and `broadcastToDynamic`
+    /// whose shape input has a flexible length (once refused, exit 94: "the rank
+    /// of its output depends on values computed at run time"): a result only
+    /// returned takes the rank of each prediction's shape (coremltools' iOS14
+    /// `TestFill` and `TestReshape`, symbolic).
+    @Test("a returned result whose rank comes from a shape of flexible length")
+    func rankFromValues() throws {
+        try check("nn_rank_from_values")
     }
 
     /// 5. `instance_norm` without `gamma` and `beta` (and with `gamma` only, and rank 3).
@@ -164,6 +174,8 @@ struct UnsupportedValidModelTests {
     static let refused: [(file: String, error: RuntimeError)] = [
         ("nn_custom_layer", .unsupportedLayer(layer: "scale", kind: "custom",
                                               reason: "the tensor engine's lowering has no rule for this layer kind yet")),
+        ("nn_rank_from_values_read", .unsupportedLayer(layer: "fill", kind: "fillDynamic",
+                                                       reason: "the rank of its output depends on values computed at run time, and the model does not declare it")),
     ]
 
     @Test("every fixture is listed here")

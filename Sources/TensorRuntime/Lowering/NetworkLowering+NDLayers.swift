@@ -355,7 +355,8 @@ extension NetworkLowering {
                 let x = try b.input()
                 let length = try b.rank(given: try b.input(1), of: try b.output())
                 let zeros = b.op("fill", ["shape": .value(b.toInt(try b.input(1))), "value": .float(0)], rank: length)
-                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(), rank: max(b.rank(x), length))
+                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(),
+                     rank: length == LoweringBuilder.openRank ? length : max(b.rank(x), length))
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SQUEEZE.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input(), r = b.rank(x)
@@ -540,9 +541,13 @@ extension LoweringBuilder {
 
     /// The rank of a result whose shape is the values of the rank-1 blob
     /// `shape`: its length when known at load (a `getShape`, a constant, an
-    /// input of fixed size, a concatenation of those), else the rank the model declares for `output`.
+    /// input of fixed size, a concatenation of those), else the rank the model
+    /// declares for `output`, else `openRank` when no layer reads `output`
+    /// (the network only returns it: the plan takes its rank from the values).
     func rank(given shape: String, of output: String) throws(RuntimeError) -> Int {
         if let length = lengths[shape] { return length }
+        if let rank = declaredOutputRanks[output] { return rank }
+        if !blobsRead.contains(output) { return Self.openRank }
         return try declaredRank(of: output)
     }
 

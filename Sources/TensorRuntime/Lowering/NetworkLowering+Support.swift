@@ -25,20 +25,39 @@ extension NetworkLowering {
         return problems
     }
 
+    /// Every blob a layer of `layers` reads (a loop its `conditionVar`), the layers of their loops and branches included.
+    static func blobsRead(by layers: [UnsafeMutablePointer<Layer>]) -> Set<String> {
+        var read: Set<String> = []
+        for layer in layers {
+            read.formUnion(strings(layer.pointee.input, layer.pointee.n_input))
+            if let loop = layer.pointee.loop?.pointee, layer.pointee.layer_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP {
+                read.insert(text(loop.conditionvar))
+            }
+            for case let network? in nestedNetworks(of: layer) {
+                read.formUnion(blobsRead(by: elements(network.pointee.layers, network.pointee.n_layers)))
+            }
+        }
+        return read
+    }
+
+    /// The networks of a loop (condition, body) or a branch (if, else); none for other layers.
+    private static func nestedNetworks(of layer: UnsafeMutablePointer<Layer>) -> [UnsafeMutablePointer<CoreML__Specification__NeuralNetwork>?] {
+        switch layer.pointee.layer_case {
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP:
+            [layer.pointee.loop?.pointee.conditionnetwork, layer.pointee.loop?.pointee.bodynetwork]
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH:
+            [layer.pointee.branch?.pointee.ifbranch, layer.pointee.branch?.pointee.elsebranch]
+        default:
+            []
+        }
+    }
+
     private static func collectLayersWithoutRule(_ list: [UnsafeMutablePointer<Layer>], into problems: inout [RuntimeError]) {
         for layer in list {
             if Self.layers[layer.pointee.layer_case.rawValue] == nil {
                 problems.append(.unsupportedLayer(layer: text(layer.pointee.name), kind: kind(of: layer), reason: noRuleReason))
             }
-            let nested: [UnsafeMutablePointer<CoreML__Specification__NeuralNetwork>?] = switch layer.pointee.layer_case {
-            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP:
-                [layer.pointee.loop?.pointee.conditionnetwork, layer.pointee.loop?.pointee.bodynetwork]
-            case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH:
-                [layer.pointee.branch?.pointee.ifbranch, layer.pointee.branch?.pointee.elsebranch]
-            default:
-                []
-            }
-            for case let network? in nested {
+            for case let network? in nestedNetworks(of: layer) {
                 collectLayersWithoutRule(elements(network.pointee.layers, network.pointee.n_layers), into: &problems)
             }
         }

@@ -29,7 +29,8 @@ struct LoweredNetwork {
 /// Lowers NeuralNetwork.proto layers to MIL operations the registry runs
 /// (docs/runtime.md, "Neural networks on the tensor engine").
 ///
-/// Every blob keeps a rank known at load (shapes may stay flexible): the
+/// Every blob keeps a rank known at load (shapes may stay flexible) — but a
+/// result no layer reads, whose rank comes from values (`openRank`) — : the
 /// channel-first layers read the last three dimensions as `[C, H, W]`, every
 /// dimension before them being batch (`[Seq, B, C, H, W]`), and run on a
 /// `[N, C, H, W]` view the lowering makes with shape arithmetic the planner
@@ -92,6 +93,7 @@ enum NetworkLowering {
                 builder.lengths[description.name] = Int(array.shape[0])
             }
         }
+        builder.blobsRead = Self.blobsRead(by: layers).union([probabilities].compactMap { $0 })
         try builder.preprocess(preprocessors, interface: interface)
         for layer in layers {
             try builder.lower(layer.pointee)
@@ -160,6 +162,9 @@ struct LoweringBuilder {
     var declaredOutputRanks: [String: Int] = [:]
     /// The lengths of rank-1 blobs known at load (shape vectors: `getShape`, constants, fixed-size inputs).
     var lengths: [String: Int] = [:]
+    /// Every blob some layer of the network reads (nested networks included),
+    /// and the probabilities a classifier reads: a blob outside it is only returned.
+    var blobsRead: Set<String> = []
     /// The layer being lowered: its name, kind, inputs and outputs.
     private(set) var name = ""
     private(set) var kind = ""
@@ -329,6 +334,11 @@ struct LoweringBuilder {
     /// for `[N, C, H, W]` results (so that the channels-last layout sees
     /// them), dimensions unknown until a plan is made; none otherwise.
     static func declared(rank: Int) -> [Int?]? { rank == 4 ? [nil, nil, nil, nil] : nil }
+
+    /// The rank of a blob no layer reads whose rank depends on values computed
+    /// at run time (`rank(given:of:)`): nothing in the lowering needs it, and
+    /// its operation declares no shape.
+    static let openRank = -1
 
     /// Makes the values of the pending blobs `arguments` read by name.
     private mutating func materializeReads(_ arguments: [String: LoweredArgument]) {
