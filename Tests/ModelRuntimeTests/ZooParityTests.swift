@@ -19,8 +19,8 @@ struct ZooParityTests {
 
     @Test("the zoo is there")
     func fixturesExist() {
-        #expect(Self.files.count >= 75)
-        #expect(Self.files.count - Self.programs.count >= 12)
+        #expect(Self.files.count >= 83)
+        #expect(Self.files.count - Self.programs.count >= 20)
     }
 
     @Test("as modelc chooses the engine", arguments: files)

@@ -366,11 +366,14 @@ struct LoweringBuilder {
         "add", "multiply", "activation", "unary", "copy", "clip", "ceil", "floor", "round", "sign",
         "addBroadcastable", "subtractBroadcastable", "multiplyBroadcastable", "divideBroadcastable",
         "maxBroadcastable", "minBroadcastable", "modBroadcastable", "floorDivBroadcastable", "powBroadcastable",
+        "equal", "notEqual", "lessThan", "lessEqual", "greaterThan", "greaterEqual",
+        "logicalOr", "logicalXor", "logicalNot", "logicalAnd", "whereBroadcastable",
     ]
 
     /// Records the length of a rank-1 result whose length follows from the
     /// lengths of its rank-1 inputs known at load: elementwise layers
-    /// (broadcast), the rank-N reductions and `sliceStatic`, so that a shape vector computed from a
+    /// (broadcast, comparisons, `whereBroadcastable`), the rank-N reductions,
+    /// `sliceStatic` and a `gather` from a vector (as many as its indices), so that a shape vector computed from a
     /// `getShape` still gives `fillDynamic` and its kin their rank.
     private mutating func trackLength(_ layer: NetworkLowering.Layer) {
         guard outputs.count == 1, let output = outputs.first, ranks[output] == 1, lengths[output] == nil, !inputs.isEmpty else { return }
@@ -378,6 +381,8 @@ struct LoweringBuilder {
         guard known.count == inputs.count else { return }
         if kind.hasPrefix("reduce"), kind != "reduce" {
             lengths[output] = 1  // a reduction of a vector that keeps rank 1 (kept axis, or a scalar as [1])
+        } else if kind == "gather", known.count == 2 {
+            lengths[output] = known[1]  // a vector gathered by a vector of indices
         } else if Self.elementwiseKinds.contains(kind) {
             let wide = Set(known.filter { $0 != 1 })
             if wide.count <= 1 { lengths[output] = wide.first ?? 1 }
