@@ -66,9 +66,6 @@ from zoo_check import check, table  # noqa: E402
 
 VERSIONS = "PyTorch %s float64 (torchvision %s, transformers %s)" % (
     torch.__version__.split("+")[0], torchvision.__version__.split("+")[0], transformers.__version__)
-# MobileViT's fp16 program: its weights rounded to fp16 (after the converter folds its batch
-# norms into them) move its outputs by up to 4.8e-3 of float64's.
-FP16_TOLERANCE = {"mobilevit": 1e-2}
 TOLERANCE = {"fp32": 1e-5, "ios18": 1e-5, "fp16": 5e-3, "nn": 1e-5, "pal4": 1e-5, "pal6": 1e-5, "int8": 1e-5, "sparse": 1e-5,
              "lut4g": 1e-5, "int4b": 1e-5, "splut4": 1e-5}
 COMPRESSED = ("pal4", "pal6", "int8", "sparse", "lut4g", "int4b", "splut4")
@@ -581,6 +578,24 @@ def float32_error(module, inputs, refs):
     return worst
 
 
+def float16_error(module, inputs, refs):
+    """How far rounding the weights and the input to fp16 alone moves PyTorch's float64 outputs,
+    relative to max(1, |reference|): the error an fp16 program starts from (it stores them so),
+    whatever engine computes it."""
+    rounded_module = copy.deepcopy(module).double()
+    worst = 0.0
+    with torch.no_grad():
+        for tensor in list(rounded_module.parameters()) + list(rounded_module.buffers()):
+            if tensor.is_floating_point():
+                tensor.copy_(tensor.half().double())
+        for x, r in zip(inputs, refs):
+            given = (torch.from_numpy(x.astype(np.int64)) if x.dtype == np.int32
+                     else torch.from_numpy(x.astype(np.float16).astype(np.float64)))
+            got = rounded_module(given).numpy()
+            worst = max(worst, float((np.abs(got - r) / np.maximum(1, np.abs(r))).max()))
+    return worst
+
+
 def describe(entry):
     inner = entry.module.inner if isinstance(entry.module, (Outputs, Key)) else entry.module
     library = "transformers" if type(inner).__module__.startswith("transformers") else "torchvision"
@@ -649,8 +664,17 @@ def build(name, factory, variants, out, full, only_variants):
                 save_ml_package(converted, path)
             cases = [{"inputs": {entry.input_name: x.tolist()}, "outputs": {entry.output_name: rounded(r)}}
                      for x, r in zip(entry.inputs, refs)]
-            tolerance = FP16_TOLERANCE.get(name, TOLERANCE["fp16"]) if variant == "fp16" else TOLERANCE[variant]
-            if variant != "fp16":
+            tolerance = TOLERANCE[variant]
+            if variant == "fp16":
+                # Deep models with large activations (MobileViT, ResNet-18 and DenseNet-121 at their
+                # published sizes) move by more than 5e-3 from fp16 storage alone: then the tolerance
+                # is twice that movement.
+                own = float16_error(entry.module, entry.inputs, refs)
+                if 2 * own > tolerance:
+                    tolerance = float("%.2g" % (2 * own))
+                    note += ("; tolerance twice the error of PyTorch float64 on the weights and input rounded "
+                             "to fp16 (%.3g)" % own)
+            else:
                 # Large activations (the published sizes) make float32 itself err by more than 1e-5:
                 # then the tolerance is 4 times PyTorch's own float32 error on the same inputs.
                 own = float32_error(entry.module, entry.inputs, refs)

@@ -8,9 +8,10 @@ import Testing
 /// ML programs, neural networks and compressed programs, against PyTorch
 /// float64. Tolerances are in each file: 1e-5 relative to max(1, |reference|)
 /// for programs computing in fp32, compressed programs and neural networks;
-/// 5e-3 (MobileViT 1e-2) for fp16 programs, whose weights and inputs are
-/// rounded to fp16 (fp16's rounding is 4.9e-4; modelc computes their
-/// operations in fp32).
+/// 5e-3 for fp16 programs, whose weights and inputs are rounded to fp16
+/// (fp16's rounding is 4.9e-4; modelc computes their operations in fp32), or
+/// twice what that rounding alone moves PyTorch's float64 outputs where that
+/// is more (MobileViT).
 @Suite("Zoo models agree with PyTorch float64")
 struct ZooParityTests {
     static let files = ParityFile.all(in: "Zoo")

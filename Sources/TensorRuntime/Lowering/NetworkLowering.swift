@@ -29,9 +29,9 @@ struct LoweredNetwork {
 /// Lowers NeuralNetwork.proto layers to MIL operations the registry runs
 /// (docs/runtime.md, "Neural networks on the tensor engine").
 ///
-/// Every blob keeps a rank known at load (shapes may stay flexible) — but a
-/// result no layer reads, whose rank comes from values (`openRank`) — : the
-/// channel-first layers read the last three dimensions as `[C, H, W]`, every
+/// Every blob keeps a rank known at load (shapes may stay flexible; the one
+/// exception, `openRank`, is a result no layer reads whose rank comes from
+/// values): the channel-first layers read the last three dimensions as `[C, H, W]`, every
 /// dimension before them being batch (`[Seq, B, C, H, W]`), and run on a
 /// `[N, C, H, W]` view the lowering makes with shape arithmetic the planner
 /// folds; the ND layers keep the ranks they are given. One function per layer
