@@ -17,7 +17,7 @@ venv=${ZOO_VENV:-.venv-zoo}
 work=.build/bench-cnn
 runs=${BENCH_CNN_RUNS:-20}
 # The engines alternate this many times per model and thread count (medians over the rounds).
-export BENCH_CNN_ROUNDS=${BENCH_CNN_ROUNDS:-3}
+export BENCH_CNN_ROUNDS=${BENCH_CNN_ROUNDS:-5}
 if [ ! -x "$venv/bin/python" ]; then
     echo "bench-cnn: $venv is missing; run make bench (or make zoo) first" >&2
     exit 1

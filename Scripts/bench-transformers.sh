@@ -5,7 +5,7 @@
 # caches held in state) and a ViT-S/16-shaped classifier, all
 # from transformers configs with seeded weights (Scripts/bench_transformers.py).
 # Latency per input at 1 and 2 threads and peak RSS, as ratios measured in
-# this run, the two engines alternating BENCH_TRANSFORMER_ROUNDS times (3). Exits non-zero only when the two engines' outputs disagree.
+# this run, the two engines alternating BENCH_TRANSFORMER_ROUNDS times (5). Exits non-zero only when the two engines' outputs disagree.
 #
 # Needs the zoo venv (torch, transformers, coremltools, onnxruntime; `make
 # zoo` makes it) and a release ModelcBenchmarks; the models are built once into
@@ -17,7 +17,7 @@ venv=${ZOO_VENV:-.venv-zoo}
 work=.build/bench-transformers
 runs=${BENCH_TRANSFORMER_RUNS:-10}
 # The engines alternate this many times per model and thread count (medians over the rounds).
-rounds=${BENCH_TRANSFORMER_ROUNDS:-3}
+rounds=${BENCH_TRANSFORMER_ROUNDS:-5}
 if [ ! -x "$venv/bin/python" ]; then
     echo "bench-transformers: $venv is missing; run make bench (or make zoo) first" >&2
     exit 1

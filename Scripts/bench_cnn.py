@@ -15,8 +15,9 @@ exported by torch.onnx.export from the same module. modelc runs in process throu
 Python process with the same intra-op thread count; each process reports its median latency per
 input and its peak resident memory, so the ratios come from one run on one machine. modelc and
 onnxruntime read the image from a .npy file (see array_input), PyTorch from the JSON. The three
-alternate BENCH_CNN_ROUNDS times (3) per model and thread count; the table gives medians over the
-rounds and the range of the rounds' own modelc / onnxruntime ratios.
+alternate BENCH_CNN_ROUNDS times (5) per model and thread count; the table gives medians over the
+rounds, the median of the rounds' own modelc / onnxruntime ratios (each round's two measurements
+adjacent in time, so a slow minute moves both) and their range.
 """
 
 import json
@@ -179,7 +180,7 @@ def run_torch(name, inputs, threads, runs):
 
 # Rounds in which the three engines alternate, per model and thread count: on a machine whose speed moves
 # between minutes a single round's ratio says as much about the minute as about the engines.
-ROUNDS = int(os.environ.get("BENCH_CNN_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_CNN_ROUNDS", "5"))
 
 
 def measure(command):
@@ -196,9 +197,9 @@ def run(out, benchmarks, runs, names):
     # busy with other processes a spinning thread that loses its core stalls the other. (modelc splits its
     # convolutions over its own threads, each oneDNN call on one OpenMP thread, so the policy does not touch it.)
     print("OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY", "(unset: OpenMP's default, spinning)"))
-    print("%-29s %3s %9s %9s %9s %7s %7s %11s %8s %8s %7s %9s %7s %9s" % (
-        "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "ort_rounds", "cpu_ms", "ort_cpu", "cpu/ort",
-        "modelc_MB", "MB/ort", "max_diff"))
+    print("%-29s %3s %9s %9s %9s %7s %7s %7s %11s %8s %8s %7s %9s %7s %9s" % (
+        "model", "thr", "modelc_ms", "torch_ms", "ort_ms", "/torch", "/ort", "paired", "ort_rounds", "cpu_ms", "ort_cpu",
+        "cpu/ort", "modelc_MB", "MB/ort", "max_diff"))
     failed = False
     me = os.path.abspath(__file__)
     for name in names:
@@ -226,11 +227,12 @@ def run(out, benchmarks, runs, names):
             mr = max(int(r[0]["peak_rss_kb"]) for r in rounds) / 1024
             orr = max(int(r[1]["peak_rss_kb"]) for r in rounds) / 1024
             ratios = [float(r[0]["latency_ms"]) / float(r[1]["latency_ms"]) for r in rounds]
-            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %11s %8.2f %8.2f %7.2f %9.0f %7.2f %9.1e%s" % (
-                name, threads, ml, tl, ol, ml / tl, ml / ol, "%.2f-%.2f" % (min(ratios), max(ratios)), mc, oc, mc / oc,
+            print("%-29s %3d %9.2f %9.2f %9.2f %7.2f %7.2f %7.2f %11s %8.2f %8.2f %7.2f %9.0f %7.2f %9.1e%s" % (
+                name, threads, ml, tl, ol, ml / tl, ml / ol, float(np.median(ratios)),
+                "%.2f-%.2f" % (min(ratios), max(ratios)), mc, oc, mc / oc,
                 mr, mr / orr, diff, "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
     print("/torch, /ort = modelc latency over theirs, of the medians over the rounds (below 1: modelc is faster); "
-          "ort_rounds = the lowest and highest /ort of one round; cpu_ms = mean CPU time per input, "
+          "paired = the median of the rounds' own /ort; ort_rounds = the lowest and highest of them; cpu_ms = mean CPU time per input, "
           "every thread (what a busy machine's latency hides); MB/ort = peak RSS over onnxruntime's (both reading the "
           "image from .npy); max_diff relative "
           "to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)

@@ -6,7 +6,7 @@ Usage:
     bench_transformers.py ort MODEL.onnx INPUTS.json|INPUTS.npz|INPUT.npy THREADS RUNS [--output FILE]
     bench_transformers.py run DIR BENCHMARKS RUNS [ROUNDS]
                                                build, check agreement, time both (ROUNDS alternations,
-                                               default 3), print the table
+                                               default 5), print the table
 
 Four models at real sizes, built from transformers configs with seeded random weights (nothing
 is downloaded): a BERT-base-shaped encoder (sequence 128), a GPT-2-small-shaped decoder (one
@@ -19,9 +19,10 @@ onnxruntime in its own Python process with the same intra-op thread count; each 
 its median latency per input and its peak resident memory (getrusage), so the ratios come from
 one run on one machine. An image input is read by both from a .npy file (see array_input).
 The two engines alternate ROUNDS times per model and thread count; the table gives each engine's
-median over the rounds, the ratio of the medians and the range of the rounds' own ratios (a
-machine whose memory bandwidth moves between minutes moves both engines; a single round's ratio
-then says as much about the minute as about the engines).
+median over the rounds, the ratio of the medians, the median of the rounds' own ratios (each
+round's two measurements adjacent in time) and their range (a machine whose memory bandwidth
+moves between minutes moves both engines; a single round's ratio then says as much about the
+minute as about the engines).
 """
 
 import copy
@@ -335,15 +336,15 @@ def measure(command):
     return {key: value for key, value in (line.split(" ", 1) for line in text.splitlines() if " " in line)}
 
 
-def run(out, benchmarks, runs, rounds=3):
+def run(out, benchmarks, runs, rounds=5):
     build(out)
     print("transformers: modelc tensor engine (fp32 ML program) against onnxruntime (torch.onnx export), "
           "same weights; median of %d inputs after 3 warm-up, peak RSS per process; the engines alternate %d "
           "times, medians over the rounds" % (runs, rounds))
     # OpenBLAS (modelc's matrix products) picks its kernels by CPU unless this forces a core type.
     print("OPENBLAS_CORETYPE=%s" % os.environ.get("OPENBLAS_CORETYPE", "(unset: chosen by CPU)"))
-    print("%-15s %3s %11s %11s %7s %11s %10s %10s %6s %9s" % ("model", "thr", "modelc_ms", "ort_ms", "ratio", "rounds",
-                                                              "modelc_MB", "ort_MB", "ratio", "max_diff"))
+    print("%-15s %3s %11s %11s %7s %7s %11s %10s %10s %6s %9s" % ("model", "thr", "modelc_ms", "ort_ms", "ratio", "paired",
+                                                                  "rounds", "modelc_MB", "ort_MB", "ratio", "max_diff"))
     failed = False
     for name in NAMES:
         base = os.path.join(out, name)
@@ -369,11 +370,12 @@ def run(out, benchmarks, runs, rounds=3):
             ml, ol = float(np.median(mine_ms)), float(np.median(theirs_ms))
             mr = max(int(m["peak_rss_kb"]) for m in mine) / 1024
             orr = max(int(t["peak_rss_kb"]) for t in theirs) / 1024
-            print("%-15s %3d %11.2f %11.2f %7.2f %11s %10.0f %10.0f %6.2f %9.1e%s" % (
-                name, threads, ml, ol, ml / ol, "%.2f-%.2f" % (min(ratios), max(ratios)), mr, orr, mr / orr, diff,
+            print("%-15s %3d %11.2f %11.2f %7.2f %7.2f %11s %10.0f %10.0f %6.2f %9.1e%s" % (
+                name, threads, ml, ol, ml / ol, float(np.median(ratios)), "%.2f-%.2f" % (min(ratios), max(ratios)),
+                mr, orr, mr / orr, diff,
                 "" if diff <= TOLERANCE else "  DISAGREE"), flush=True)
     print("ratio = modelc / onnxruntime (below 1: modelc is faster or smaller), of the medians over the rounds; "
-          "rounds = the lowest and highest ratio of one round; MB = the largest peak RSS of the rounds; max_diff "
+          "paired = the median of the rounds' own ratios; rounds = the lowest and highest of them; MB = the largest peak RSS of the rounds; max_diff "
           "relative to max(1, |onnxruntime|), tolerance %g" % TOLERANCE)
     return 1 if failed else 0
 
@@ -385,7 +387,7 @@ def main():
     elif args[:1] == ["ort"] and len(args) in (5, 7):
         ort(args[1], args[2], int(args[3]), int(args[4]), args[6] if len(args) == 7 else None)
     elif len(args) in (4, 5) and args[0] == "run":
-        sys.exit(run(args[1], args[2], int(args[3]), int(args[4]) if len(args) == 5 else 3))
+        sys.exit(run(args[1], args[2], int(args[3]), int(args[4]) if len(args) == 5 else 5))
     else:
         sys.exit(__doc__)
 
