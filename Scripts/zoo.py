@@ -567,15 +567,21 @@ def references(module, inputs):
     return out
 
 
-def float32_error(module, inputs, refs):
-    """PyTorch's own float32 error against its float64 outputs, relative to max(1, |reference|)."""
+def worst_error(module, inputs, refs, as_input):
+    """The largest |module(x) - reference| / max(1, |reference|) over the inputs, each float input fed
+    as as_input(x) (token ids as they are)."""
     worst = 0.0
     with torch.no_grad():
         for x, r in zip(inputs, refs):
-            given = torch.from_numpy(x.astype(np.int64)) if x.dtype == np.int32 else torch.from_numpy(x)
+            given = torch.from_numpy(x.astype(np.int64)) if x.dtype == np.int32 else torch.from_numpy(as_input(x))
             got = module(given).numpy().astype(np.float64)
             worst = max(worst, float((np.abs(got - r) / np.maximum(1, np.abs(r))).max()))
     return worst
+
+
+def float32_error(module, inputs, refs):
+    """PyTorch's own float32 error against its float64 outputs, relative to max(1, |reference|)."""
+    return worst_error(module, inputs, refs, lambda x: x)
 
 
 def float16_error(module, inputs, refs):
@@ -583,17 +589,11 @@ def float16_error(module, inputs, refs):
     relative to max(1, |reference|): the error an fp16 program starts from (it stores them so),
     whatever engine computes it."""
     rounded_module = copy.deepcopy(module).double()
-    worst = 0.0
     with torch.no_grad():
         for tensor in list(rounded_module.parameters()) + list(rounded_module.buffers()):
             if tensor.is_floating_point():
                 tensor.copy_(tensor.half().double())
-        for x, r in zip(inputs, refs):
-            given = (torch.from_numpy(x.astype(np.int64)) if x.dtype == np.int32
-                     else torch.from_numpy(x.astype(np.float16).astype(np.float64)))
-            got = rounded_module(given).numpy()
-            worst = max(worst, float((np.abs(got - r) / np.maximum(1, np.abs(r))).max()))
-    return worst
+    return worst_error(rounded_module, inputs, refs, lambda x: x.astype(np.float16).astype(np.float64))
 
 
 def describe(entry):

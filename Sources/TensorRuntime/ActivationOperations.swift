@@ -81,7 +81,7 @@ enum ActivationOperations {
         let from = x.id, count = x.count
         let workers = max(1, min(context.threads, count / geluBlock))
         context.run(reads: [x], writes: [out], split: workers > 1 ? "\(workers) blocks" : nil) { buffers in
-            let pointers = GELUPointers(source: buffers.floats(from), target: buffers.floats(out))
+            let pointers = SourceAndTarget(source: buffers.floats(from), target: buffers.floats(out))
             ThreadTeam.shared.perform(workers, threads: workers) { worker in
                 let first = worker * count / workers, end = (worker + 1) * count / workers
                 if pointers.target != pointers.source { (pointers.target + first).update(from: pointers.source + first, count: end - first) }
@@ -93,11 +93,6 @@ enum ActivationOperations {
 
     /// Values a thread takes at the least in a standalone GELU.
     static let geluBlock = 16_384
-
-    private struct GELUPointers: @unchecked Sendable {
-        let source: UnsafeMutablePointer<Float>
-        let target: UnsafeMutablePointer<Float>
-    }
 
     /// f(x, parameters of x's channel) with channels on axis 1 (rank ≥ 3).
     private static func perChannel(_ context: OperationContext, parameters keys: [String],

@@ -978,12 +978,6 @@ enum ConvolutionOperations {
         count >= 1 << 14 ? max(1, min(threads, columnTiles)) : 1
     }
 
-    /// A layout change's or a pooling's buffers, shared by the threads running its blocks (each writes only its own).
-    private struct SourceAndTarget: @unchecked Sendable {
-        let source: UnsafeMutablePointer<Float>
-        let target: UnsafeMutablePointer<Float>
-    }
-
     /// The plan value holding `primitive`'s scratchpad, when it needs one (each prediction state has its own).
     private static func scratchpad(_ primitive: DNNLPrimitive, _ context: OperationContext) -> PlanValue? {
         primitive.scratchpadBytes > 0 ? context.scratch(.float32, shape: [(primitive.scratchpadBytes + 3) / 4]) : nil

@@ -148,3 +148,11 @@ final class ThreadTeam: @unchecked Sendable {
         }
     }
 }
+
+/// An operation's input and output buffers, shared by the threads running its
+/// blocks (a layout change, a pooling, a standalone GELU): each thread writes
+/// only its own part of `target`.
+struct SourceAndTarget: @unchecked Sendable {
+    let source: UnsafeMutablePointer<Float>
+    let target: UnsafeMutablePointer<Float>
+}

@@ -546,8 +546,7 @@ extension LoweringBuilder {
     /// (the network only returns it: the plan takes its rank from the values).
     func rank(given shape: String, of output: String) throws(RuntimeError) -> Int {
         if let length = lengths[shape] { return length }
-        if let rank = declaredOutputRanks[output] { return rank }
-        if !blobsRead.contains(output) { return Self.openRank }
+        if declaredOutputRanks[output] == nil, !blobsRead.contains(output) { return Self.openRank }
         return try declaredRank(of: output)
     }
 

@@ -30,7 +30,8 @@ extension NetworkLowering {
         var read: Set<String> = []
         for layer in layers {
             read.formUnion(strings(layer.pointee.input, layer.pointee.n_input))
-            if let loop = layer.pointee.loop?.pointee, layer.pointee.layer_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP {
+            // The layer's parameters are a union: `loop` is read only for a loop layer.
+            if layer.pointee.layer_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP, let loop = layer.pointee.loop?.pointee {
                 read.insert(text(loop.conditionvar))
             }
             for case let network? in nestedNetworks(of: layer) {
