@@ -49,6 +49,20 @@ struct DNNLPrimitiveTests {
         return try product.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows != nil
     }
 
+    /// Whether oneDNN reads plain rows for one block of columns of a large
+    /// product, as the planner makes it (`[k, width]` columns of `[k, n]`
+    /// weights, writing its columns of a `rows × n` result): on AVX-512 such
+    /// blocks may be plain where a whole product is packed blocked.
+    static func packsPlainRows(columnBlockOf k: Int, _ n: Int, width: Int, rows: Int = 1) throws -> Bool {
+        let product = try (0..<(k * n)).map { Float($0 % 5) }.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([rows, k]), weights: .init(dims: [k, width], strides: [n, 1]),
+                                   destination: .init(dims: [rows, width], strides: [n, 1]),
+                                   constantWeights: UnsafeBufferPointer(rebasing: values[0..<((k - 1) * n + width)]),
+                                   bias: nil, activation: nil, residual: nil, threads: 1)
+        }
+        return try product.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows != nil
+    }
+
     @Test("a product over the same constant weights reads the other's packed copy and computes the same")
     func sharedPackedWeights() throws {
         #expect(DNNL.isAvailable)

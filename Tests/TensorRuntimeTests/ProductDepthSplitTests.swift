@@ -82,8 +82,10 @@ struct ProductDepthSplitTests {
 
     @Test("a one-row product large enough for blocks of columns splits the depth of every block", arguments: [2, 3])
     func columnBlocksSplitByDepth(threads: Int) throws {
-        let plainRows = try DNNLPrimitiveTests.packsPlainRows()
-        // 300 columns: blocks of 128 (3 threads) or 192 (2 threads) and the rest, each packed on its own.
+        // 300 columns: blocks of 128 (3 threads) or 192 (2 threads) and the rest, each packed on its own. Their depth
+        // splits where oneDNN reads every block's weights as plain rows (AVX2, and on AVX-512 where it chooses so).
+        let blocks = try #require(ColumnBlocks(parts: threads, n: 300))
+        let plainRows = try blocks.blocks.allSatisfy { try DNNLPrimitiveTests.packsPlainRows(columnBlockOf: Self.k, 300, width: $0.width) }
         try ColumnBlocks.$minimumWeights.withValue(1) {
             try Self.check(columns: 300, residual: false, threads: threads, expectedSplit: plainRows ? "\(threads) depth blocks" : "\(threads) column blocks")
             // Four rows keep the blocks of columns: each packed from a strided block of the [k, n] weights
