@@ -51,11 +51,17 @@ run: build
 # debug build (so the debug configuration compiles without warnings too), and
 # the Python package's tests over the optimized library. `swift test` runs the
 # whole suite on a debug build.
+# The engine's parity tests run twice more with the CPU-dependent paths capped: oneDNN and modelc's own
+# kernels at AVX2 (ONEDNN_MAX_CPU_ISA, MODELC_MAX_CPU_ISA), then modelc's at plain C, so that on an AVX-512
+# machine the AVX2 paths (Winograd, channel blocks, packed-weight loops) run too, and every family on any CPU.
+CPU_CAPPED_TESTS = --filter 'PackedWeightsTests|TextGenerationTests|StatefulDecoderTests|ZooParityTests|TensorEngineParityTests|VectorMathTests|WinogradConvolutionTests|ChannelBlockingTests|ProductDepthSplitTests|ProductColumnSplitTests|DNNLPrimitiveTests|AttentionFusionTests'
 RELEASE_TESTING = -c release -Xswiftc -enable-testing
 test: deps check-generated
 	@Scripts/install-deps.sh nginx openssl python3 chromium
 	$(SWIFT) build $(RELEASE_TESTING) --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test -c release --skip-build
+	ONEDNN_MAX_CPU_ISA=AVX2 MODELC_MAX_CPU_ISA=avx2 $(SWIFT) test -c release --skip-build $(CPU_CAPPED_TESTS)
+	MODELC_MAX_CPU_ISA=generic $(SWIFT) test -c release --skip-build $(CPU_CAPPED_TESTS)
 	$(MAKE) test-serve test-kserve MODELC_BIN=.build/release/modelc
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS) --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
@@ -140,6 +146,7 @@ $(ZOO_VENV)/.installed: Scripts/zoo-requirements.txt Scripts/requirements.txt
 zoo: deps $(ZOO_VENV)/.installed
 	$(ZOO_VENV)/bin/python Scripts/zoo.py
 	$(ZOO_VENV)/bin/python Fixtures/stateful_decoder.py
+	$(ZOO_VENV)/bin/python Fixtures/llama_decoder.py
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --filter 'ZooParityTests|StatefulDecoderTests'
 

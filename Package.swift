@@ -91,10 +91,14 @@ let package = Package(
         // ML programs, and neural networks lowered onto them, on one tensor engine: the graph read from the
         // program, a plan per input shape, kernels by operation and type.
         // Elementwise kernels the C compiler vectorizes (GELU's tanh form), optimized in every configuration.
-        .target(name: "CVectorMath", cSettings: [.unsafeFlags(["-O2"])]),
+        // The vector instructions modelc's own C kernels may use: the CPU's, capped by MODELC_MAX_CPU_ISA.
+        .target(name: "CCPUFeatures", cSettings: [.unsafeFlags(["-O2"])]),
+        .target(name: "CVectorMath", dependencies: ["CCPUFeatures"], cSettings: [.unsafeFlags(["-O2"])]),
         // 3×3 convolutions as Winograd's F(2×2, 3×3): AVX2 transforms around OpenBLAS products.
-        .target(name: "CWinograd", dependencies: ["COpenBLAS"], cSettings: [.unsafeFlags(["-O2"])]),
-        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
+        .target(name: "CWinograd", dependencies: ["CCPUFeatures", "COpenBLAS"], cSettings: [.unsafeFlags(["-O2"])]),
+        // Products and decoding over weights kept as stored (int4/int8 codes with scales, tables, halves): AVX2 / AVX-512.
+        .target(name: "CWeightKernels", dependencies: ["CCPUFeatures"], cSettings: [.unsafeFlags(["-O2"])]),
+        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWeightKernels", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

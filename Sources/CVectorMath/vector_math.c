@@ -4,6 +4,8 @@
 // 64 x 3,072 floats on one thread.
 #include "CVectorMath.h"
 
+#include "CCPUFeatures.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -64,7 +66,7 @@ static void gelu_tanh_generic(float *values, long count) {
 
 void modelc_gelu_tanh(float *values, long count) {
 #if defined(__x86_64__) && defined(__clang__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (modelc_cpu_level() >= 2) {
         gelu_tanh_avx2(values, count);
         return;
     }

@@ -7,6 +7,7 @@
 // Summed over input channels, the 16 elementwise products become 16 matrix
 // products, run by OpenBLAS; the transforms run on 8 channels at a time.
 #include "CWinograd.h"
+#include "CCPUFeatures.h"
 
 #include "COpenBLAS.h"
 
@@ -22,7 +23,7 @@ enum { chunk_tiles = 256 };
 
 int modelc_winograd_supported(void) {
 #if defined(__x86_64__) && defined(__clang__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return modelc_cpu_level() >= 2;
 #else
     return 0;
 #endif

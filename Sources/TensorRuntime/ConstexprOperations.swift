@@ -46,6 +46,20 @@ enum ConstexprOperations {
         for (name, values) in [("scale", scales), ("zero_point", points)] where values.count != 1 && values.count != along {
             throw context.invalid("\(name) has \(values.count) values for \(along) slices")
         }
+        if let packed = packedCodes(data) {
+            // A matrix's codes stay packed: one scale and zero point per row (axis 0), column (axis 1) or for all.
+            let (rows, columns) = (packed.rows, packed.columns)
+            let perRow = rank == 2 && axis == 0, perColumn = rank == 2 ? axis == 1 : true
+            let blocks = perRow ? rows : (perColumn ? columns : 1)
+            func spread(_ values: [Float]) -> [Float] { values.count == blocks ? values : Array(repeating: values[0], count: blocks) }
+            let single = scales.count == 1 && points.count == 1
+            if let decoded = packed.decoded(by: single ? .shiftScale(scale: scales, offset: points) : .shiftScale(scale: spread(scales), offset: spread(points)),
+                                            blockRows: single ? rows : (perRow ? 1 : rows), blockColumns: single ? columns : (perRow ? columns : 1),
+                                            roundsToHalf: false) {
+                context.output(constant: Tensor(type: .float32, shape: data.shape, storage: .packed(decoded)))
+                return
+            }
+        }
         let q = data.floats
         let floats = q.indices.map { index in
             let slice = (index / inner) % along
@@ -61,6 +75,12 @@ enum ConstexprOperations {
             let count = shape.ints.reduce(1, *)
             let bits = table.count > 1 ? Int(log2(Double(table.count)).rounded()) : 0
             guard bits >= 1, bits <= 8, 1 << bits == table.count else { throw context.invalid("a table of \(table.count) values is not 2^bits") }
+            if let packed = packedCodes(indices)?.reinterpreted(bits: bits, shape: shape.ints),
+               let decoded = packed.decoded(by: .lookup(table: table.floats, entries: table.count), blockRows: packed.rows,
+                                            blockColumns: packed.columns, roundsToHalf: false) {
+                context.output(constant: Tensor(type: .float32, shape: shape.ints, storage: .packed(decoded)))
+                return
+            }
             let bytes = indices.ints.map(UInt8.init(truncatingIfNeeded:))
             guard bytes.count * 8 >= count * bits else { throw context.invalid("\(bytes.count) bytes of indices for \(count) values") }
             let values = table.floats
@@ -84,6 +104,11 @@ enum ConstexprOperations {
         if vector > 1 {
             guard context.has("vector_axis") else { throw context.invalid("tables of vectors need a vector_axis") }
             axis = try context.axis(try context.int("vector_axis", 0), rank: rank, key: "vector_axis")
+        }
+        if vector == 1, let packed = packedCodes(indices), let blockRows = blockSize(packed, Array(table.shape.prefix(rank))),
+           let decoded = packed.decoded(by: .lookup(table: table.floats, entries: entries), blockRows: blockRows.rows, blockColumns: blockRows.columns,
+                                        roundsToHalf: false) {
+            return Tensor(type: .float32, shape: indices.shape, storage: .packed(decoded))
         }
         let blocks = blockIndex(of: indices.shape, per: Array(table.shape.prefix(rank)))
         let codes = indices.ints, values = table.floats
@@ -148,6 +173,11 @@ enum ConstexprOperations {
     private static func shiftScale(_ context: OperationContext, data: Tensor, scale: Tensor, offset: Tensor?) throws(RuntimeError) -> Tensor {
         let rank = data.shape.count
         guard scale.shape.count == rank else { throw context.invalid("scale of rank \(scale.shape.count) for data of rank \(rank)") }
+        if let packed = packedCodes(data), let size = blockSize(packed, scale.shape),
+           let decoded = packed.decoded(by: .shiftScale(scale: scale.floats, offset: offset?.floats), blockRows: size.rows, blockColumns: size.columns,
+                                        roundsToHalf: false) {
+            return Tensor(type: .float32, shape: data.shape, storage: .packed(decoded))
+        }
         let blocks = blockIndex(of: data.shape, per: scale.shape)
         let values = data.floats, scales = scale.floats, offsets = offset?.floats
         let floats = values.indices.map { index in (values[index] - (offsets?[blocks[index]] ?? 0)) * scales[blocks[index]] }
@@ -179,6 +209,20 @@ enum ConstexprOperations {
         let expanded = Tensor(ints: repeated, shape: decompressed.shape, type: mask.type)
         context.output(constant: expanded)
         context.output(constant: nonzero(decompressed, bits: repeated.map(Int.init)))
+    }
+
+    /// The codes of a matrix kept packed where the weight file is mapped (see `PackedWeights`).
+    private static func packedCodes(_ tensor: Tensor) -> PackedWeights? {
+        guard case .packed(let packed) = tensor.storage, packed.decoding == .codes else { return nil }
+        return packed
+    }
+
+    /// The rows and columns of one block when `packed` (rank 1 or 2) is cut
+    /// into `counts` blocks per axis; `nil` when they do not divide it.
+    private static func blockSize(_ packed: PackedWeights, _ counts: [Int]) -> (rows: Int, columns: Int)? {
+        let grid = counts.count == 1 ? [1] + counts : counts
+        guard grid.count == 2, grid[0] > 0, grid[1] > 0, packed.rows % grid[0] == 0, packed.columns % grid[1] == 0 else { return nil }
+        return (packed.rows / grid[0], packed.columns / grid[1])
     }
 
     /// For each element of `shape` (row-major), the row-major position of its

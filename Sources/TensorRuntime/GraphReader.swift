@@ -164,6 +164,12 @@ struct ConstantReader {
                let mapped = MappedValues(file: file, bytes: bytes, count: shape.reduce(1, *), half: half) {
                 return Tensor(type: half ? .float16 : .float32, shape: shape, storage: .mapped(mapped))
             }
+            // Integer codes of matrices (compressed weights' data and lookup indices) stay packed where the file
+            // is mapped: decompression keeps them so (see `PackedWeights`).
+            if let (bits, signed) = Self.codeWidth(dataType), let element = ElementType(dataType),
+               let packed = PackedWeights.codes(file: file, bytes: bytes, shape: shape, bits: bits, isSigned: signed) {
+                return Tensor(type: element, shape: shape, storage: .packed(packed))
+            }
             return try Self.decode(bytes, dataType: dataType, shape: shape, owner: owner)
         default:
             break
@@ -190,6 +196,11 @@ struct ConstantReader {
             return Tensor(type: .string, shape: shape, storage: .strings(values))
         case CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES:
             guard let bytes = tensor.bytes?.pointee.values else { throw .invalidParameters(model: "operation \"\(owner)\"", detail: "empty bytes") }
+            if let (bits, signed) = Self.codeWidth(dataType), let element = ElementType(dataType),
+               let packed = PackedWeights.codes(packed: Array(UnsafeRawBufferPointer(start: bytes.data, count: bytes.len)), shape: shape, bits: bits,
+                                                isSigned: signed) {
+                return Tensor(type: element, shape: shape, storage: .packed(packed))
+            }
             return try Self.decode(UnsafeRawBufferPointer(start: bytes.data, count: bytes.len), dataType: dataType, shape: shape, owner: owner)
         default:
             throw .invalidParameters(model: "operation \"\(owner)\"", detail: "an empty tensor value")
@@ -210,6 +221,21 @@ struct ConstantReader {
             return try files.blob(reference: reference, offset: offset)
         } catch {
             throw .invalidParameters(model: "operation \"\(owner)\"", detail: error.description)
+        }
+    }
+
+    /// Bits per element and signedness of the integer types kept packed: sub-byte types and bytes.
+    static func codeWidth(_ dataType: CoreML__Specification__MILSpec__DataType) -> (bits: Int, signed: Bool)? {
+        switch dataType {
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT8: (8, true)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT8: (8, false)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT4: (4, true)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT4: (4, false)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT6: (6, false)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT3: (3, false)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT2: (2, false)
+        case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT1: (1, false)
+        default: nil
         }
     }
 
@@ -266,6 +292,7 @@ extension Tensor {
         case .ints(let values): Tensor(type: type, shape: shape, storage: .ints(Array(repeating: values.first ?? 0, count: count)))
         case .strings(let values): Tensor(type: type, shape: shape, storage: .strings(Array(repeating: values.first ?? "", count: count)))
         case .mapped(let values): Tensor(type: type, shape: shape, storage: .floats(Array(repeating: values.floats.first ?? 0, count: count)))
+        case .packed(let values): Tensor(type: type, shape: shape, storage: .floats(Array(repeating: values.decodedFloats.first ?? 0, count: count)))
         }
     }
 }

@@ -116,6 +116,16 @@ enum IndexingOperations {
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *)
         let perBatch = indices.shape[batchDims...].reduce(1, *)
         let from = x.id, at = indices.id, name = context.op.name
+        if axis == 0, x.isFloat, let packed = LinearAlgebraOperations.packedWeights(x) {
+            // Rows of weights kept as stored (an embedding table): only the rows asked for are widened.
+            context.run(reads: [indices], writes: [out]) { buffers throws(RuntimeError) in
+                let index = buffers.ints(at), target = buffers.floats(out)
+                for j in 0..<perBatch {
+                    packed.decodeRows(try checked(index[j], size: n, operation: name), count: 1, into: target + j * inner)
+                }
+            }
+            return
+        }
         context.run(reads: [x, indices], writes: [out]) { buffers throws(RuntimeError) in
             let source = buffers.ints(from), index = buffers.ints(at)
             var target = buffers.ints(out)

@@ -91,6 +91,15 @@ enum LinearAlgebraOperations {
                 throw context.invalid("residual \(residual.shape) does not broadcast to the product's shape \(shape)")
             }
         }
+        if !tx, let packed = packedWeights(y), bias == nil || bias?.constant != nil {
+            // Weights kept as stored (compressed, or large fp16): read so by the product itself.
+            let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
+            let fused = residual?.shape == shape ? residual : nil
+            packedProduct(context, x: x, weights: packed, transposed: ty, rows: batch.reduce(1, *) * m, k: k, n: n, bias: biasValues,
+                          activation: activation, residual: fused, out: out)
+            if let residual, fused == nil { addAfter(context, out: out, shape: shape, activation: nil, residual: residual) }
+            return
+        }
         if try productOnDNNL(context, x: x, y: y, xShape: xShape, yShape: yShape, transposeX: tx, transposeY: ty,
                              batch: batch, m: m, k: k, n: n, bias: bias, activation: activation,
                              residual: residual?.shape == shape ? residual : nil, out: out) {
@@ -438,7 +447,7 @@ enum LinearAlgebraOperations {
 
     /// A step after a product that applies `activation` to its result in
     /// place, then adds `residual` (broadcast to `shape`).
-    private static func addAfter(_ context: OperationContext, out: Int, shape: [Int], activation: DNNLKernels.Activation?, residual: PlanValue?) {
+    static func addAfter(_ context: OperationContext, out: Int, shape: [Int], activation: DNNLKernels.Activation?, residual: PlanValue?) {
         let count = shape.reduce(1, *)
         let strides = residual.map { Shapes.broadcastStrides($0.shape, to: shape) } ?? []
         let r = residual?.id

@@ -242,7 +242,10 @@ final class Planner {
             for argument in arguments {
                 switch argument {
                 case .constant(let tensor): tensor.releasePages()
-                case .value(let name): if let id = names[name] { values[id].constant?.releasePages() }
+                case .value(let name):
+                    // Weights a kernel reads as stored, at every run, keep their pages.
+                    guard let id = names[name], LinearAlgebraOperations.packedWeights(values[id]) == nil else { continue }
+                    values[id].constant?.releasePages()
                 }
             }
         }

@@ -105,11 +105,7 @@ enum ShapeOperations {
             guard let reps = try context.ints("reps"), reps.count == x.rank, reps.allSatisfy({ $0 >= 0 }) else {
                 throw context.invalid("reps needs \(x.rank) non-negative values")
             }
-            try indexed(context, x, shape: zip(x.shape, reps).map { $0 * $1 }) { index in
-                var source = 0
-                for axis in index.indices { source = source * x.shape[axis] + index[axis] % x.shape[axis] }
-                return source
-            }
+            try tile(context, x, reps: reps)
         },
         "pad": OperationDefinition(["x", "pad", "mode", "constant_val"]) { context throws(RuntimeError) in try pad(context) },
         "shape": OperationDefinition(["x"]) { context throws(RuntimeError) in
@@ -223,6 +219,46 @@ enum ShapeOperations {
         context.run(reads: [x], writes: [out]) { buffers in
             let values = buffers.ints(from), target = buffers.ints(out)
             for index in positions.indices { target[index] = values[Int(positions[index])] }
+        }
+    }
+
+    /// `x` repeated `reps[axis]` times along each axis: every row of the
+    /// output (all axes but the last) is its source row of `x`, found by an
+    /// odometer as the rows are written, copied `reps.last` times. Nothing
+    /// per element at plan time: a decoder's every step plans its tiles anew.
+    private static func tile(_ context: OperationContext, _ x: PlanValue, reps: [Int]) throws(RuntimeError) {
+        let shape = zip(x.shape, reps).map { $0 * $1 }
+        let out = try context.output(shape)
+        guard x.rank > 0, !shape.contains(0) else {
+            context.run(reads: [x], writes: [out]) { buffers in
+                if x.rank == 0 { buffers.ints(out)[0] = buffers.ints(x.id)[0] }
+            }
+            return
+        }
+        let from = x.id, width = x.shape[x.rank - 1], copies = reps[x.rank - 1]
+        let outer = Array(shape.dropLast()), sourceOuter = Array(x.shape.dropLast())
+        let rows = outer.reduce(1, *)
+        context.run(reads: [x], writes: [out]) { buffers in
+            let values = buffers.ints(from)
+            var target = buffers.ints(out)
+            var index = [Int](repeating: 0, count: outer.count)
+            for _ in 0..<rows {
+                var row = 0
+                for axis in outer.indices { row = row * sourceOuter[axis] + index[axis] % sourceOuter[axis] }
+                let source = values + row * width
+                for _ in 0..<copies {
+                    target.update(from: source, count: width)
+                    target += width
+                }
+                // The next output row's index.
+                var axis = outer.count - 1
+                while axis >= 0 {
+                    index[axis] += 1
+                    if index[axis] < outer[axis] { break }
+                    index[axis] = 0
+                    axis -= 1
+                }
+            }
         }
     }
 

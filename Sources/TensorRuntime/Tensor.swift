@@ -1,3 +1,4 @@
+import CWeightKernels
 import ModelSpec
 
 /// A tensor value known when a plan is made: a constant of the program, or
@@ -9,6 +10,9 @@ struct Tensor: Sendable, Equatable {
         case strings([String])
         /// Float values read where the weight file is mapped (see `MappedValues`).
         case mapped(MappedValues)
+        /// A matrix kept as the weight file stores it: codes with scales or a
+        /// table, or half floats (see `PackedWeights`).
+        case packed(PackedWeights)
     }
 
     var type: ElementType
@@ -35,6 +39,7 @@ struct Tensor: Sendable, Equatable {
         case .ints(let values): values.count
         case .strings(let values): values.count
         case .mapped(let values): values.count
+        case .packed(let values): values.count
         }
     }
 
@@ -45,6 +50,7 @@ struct Tensor: Sendable, Equatable {
         case .ints(let values): values.map(Double.init)
         case .strings: []
         case .mapped(let values): values.floats.map(Double.init)
+        case .packed(let values): values.decodedFloats.map(Double.init)
         }
     }
 
@@ -55,6 +61,7 @@ struct Tensor: Sendable, Equatable {
         case .ints(let values): values.map(Int.init)
         case .strings: []
         case .mapped(let values): values.floats.map { $0.isFinite ? Int($0) : 0 }
+        case .packed(let values): values.decodedFloats.map { $0.isFinite ? Int($0) : 0 }
         }
     }
 
@@ -65,6 +72,7 @@ struct Tensor: Sendable, Equatable {
         case .ints(let values): values.map(Float.init)
         case .strings: []
         case .mapped(let values): values.floats
+        case .packed(let values): values.decodedFloats
         }
     }
 
@@ -83,7 +91,7 @@ struct Tensor: Sendable, Equatable {
         switch storage {
         case .floats(let values): values.withUnsafeBufferPointer { $0.baseAddress.map { UInt(bitPattern: $0) } }
         case .mapped(let values): values.address
-        case .ints, .strings: nil
+        case .ints, .strings, .packed: nil
         }
     }
 
@@ -111,10 +119,14 @@ struct Tensor: Sendable, Equatable {
         case .bool:
             return Tensor(ints: doubles.map { $0 != 0 ? 1 : 0 }, shape: shape, type: .bool)
         case .float16:
+            if case .packed(let values) = storage, let rounded = values.roundedToHalf { return Tensor(type: .float16, shape: shape, storage: .packed(rounded)) }
             return Tensor(floats: floats.map { Float(Float16($0)) }, shape: shape, type: .float16)
         case .float32, .float64:
-            // Float storage holds the values already: only the type changes (a mapped tensor stays mapped).
-            if case .mapped = storage { return Tensor(type: target, shape: shape, storage: storage) }
+            // Float storage holds the values already: only the type changes (a mapped or packed tensor stays so).
+            switch storage {
+            case .mapped, .packed: return Tensor(type: target, shape: shape, storage: storage)
+            default: break
+            }
             return Tensor(floats: floats, shape: shape, type: target)
         default:
             if case .ints(let values) = storage { return Tensor(ints: values, shape: shape, type: target) }
@@ -134,7 +146,8 @@ struct Tensor: Sendable, Equatable {
 final class MappedValues: @unchecked Sendable, Equatable {
     /// Keeps the mapping alive.
     private let file: MILBlobFile
-    private let bytes: UnsafeRawBufferPointer
+    /// The values' bytes, where the file is mapped.
+    let bytes: UnsafeRawBufferPointer
     let count: Int
     /// Whether the elements are float16 (otherwise float32).
     let half: Bool
@@ -162,7 +175,7 @@ final class MappedValues: @unchecked Sendable, Equatable {
     var floats: [Float] {
         if let direct { return Array(direct) }
         return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
-            for index in 0..<count { buffer[index] = element(at: index) }
+            if let base = buffer.baseAddress { copy(to: base) }
             initialized = count
         }
     }
@@ -173,13 +186,7 @@ final class MappedValues: @unchecked Sendable, Equatable {
             target.update(from: base, count: count)
             return
         }
-        for index in 0..<count { target[index] = element(at: index) }
-    }
-
-    /// Float16 element `index` as a float.
-    @inline(__always)
-    private func element(at index: Int) -> Float {
-        Float(Float16(bitPattern: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))))
+        modelc_decode_halves(bytes.baseAddress, count, target)
     }
 
     /// Drops the pages wholly inside these values from resident memory.

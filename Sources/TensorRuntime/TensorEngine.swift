@@ -13,7 +13,7 @@ import SystemIO
 public final class TensorEngine: PredictionEngine {
     private let interface: ModelInterface
     private let function: GraphFunction
-    private let plans = Locked<[[Int]: PlanEntry]>([:])
+    private let plans = Locked(PlanCache())
     /// The name of the function this engine runs.
     public let functionName: String
     /// Threads one prediction's matrix products may use.
@@ -27,6 +27,38 @@ public final class TensorEngine: PredictionEngine {
         let plan: TensorPlan
         let idle = Locked<[TensorStateBox]>([])
         init(plan: TensorPlan) { self.plan = plan }
+    }
+
+    /// The plans made so far by input shapes, the least recently used
+    /// dropped past `capacity`: a decoder's every step has a shape of its own
+    /// (its mask grows by one position), and a plan with its pooled states
+    /// holds its arena, so keeping them all grows memory with every token.
+    struct PlanCache {
+        /// Plans kept (an evicted plan lives on while a prediction holds it).
+        static let capacity = 8
+        private(set) var entries: [[Int]: PlanEntry] = [:]
+        private var lastUse: [[Int]: UInt64] = [:]
+        private var tick: UInt64 = 0
+
+        mutating func entry(_ key: [Int]) -> PlanEntry? {
+            guard let entry = entries[key] else { return nil }
+            tick += 1
+            lastUse[key] = tick
+            return entry
+        }
+
+        /// Keeps `entry` for `key` (or returns the one another caller kept first).
+        mutating func keep(_ entry: PlanEntry, for key: [Int]) -> PlanEntry {
+            if let existing = self.entry(key) { return existing }
+            if entries.count >= Self.capacity, let oldest = lastUse.min(by: { $0.value < $1.value })?.key {
+                entries[oldest] = nil
+                lastUse[oldest] = nil
+            }
+            tick += 1
+            entries[key] = entry
+            lastUse[key] = tick
+            return entry
+        }
     }
 
     /// Reads the program of `model` and plans the declared input shapes, so
@@ -97,7 +129,7 @@ public final class TensorEngine: PredictionEngine {
 
     public var residentBytes: Int {
         graphBytes + plans.withLock { plans in
-            plans.values.reduce(0) { total, entry in
+            plans.entries.values.reduce(0) { total, entry in
                 total + entry.plan.memory.bytes + entry.idle.withLock { $0.reduce(0) { $0 + $1.state.bytes } }
             }
         }
@@ -407,14 +439,9 @@ public final class TensorEngine: PredictionEngine {
 
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
         let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
-        if let existing = plans.withLock({ $0[key] }) { return existing }
+        if let existing = plans.withLock({ $0.entry(key) }) { return existing }
         let plan = try Planner.plan(function, shapes: shapes, threads: threads)
-        return plans.withLock { plans in
-            if let existing = plans[key] { return existing }
-            let entry = PlanEntry(plan: plan)
-            plans[key] = entry
-            return entry
-        }
+        return plans.withLock { $0.keep(PlanEntry(plan: plan), for: key) }
     }
 }
 
@@ -510,6 +537,8 @@ extension Tensor {
         // Mapped weights cost pages only while read, but the float32 copy a
         // plan packs from them is about this size: counted as if resident.
         case .mapped(let values): values.count * MemoryLayout<Float>.size
+        // Packed weights are read as stored by the kernels that take them.
+        case .packed(let values): values.storedBytes
         }
     }
 }

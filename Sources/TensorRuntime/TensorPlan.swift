@@ -78,6 +78,8 @@ final class ConstantMemory: @unchecked Sendable {
         case .floats(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
         case .ints(let values): values.withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
         case .mapped(let values): values.copy(to: pointer.assumingMemoryBound(to: Float.self))
+        case .packed(let values) where tensor.type.isFloat: values.decodeRows(0, count: values.rows, into: pointer.assumingMemoryBound(to: Float.self))
+        case .packed: tensor.ints.map(Int32.init).withUnsafeBytes { if let base = $0.baseAddress { pointer.copyMemory(from: base, byteCount: count * 4) } }
         case .strings: break
         }
         blocks.append(pointer)

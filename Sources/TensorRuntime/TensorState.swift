@@ -120,6 +120,8 @@ final class TensorState {
         case .floats(let floats): for index in 0..<count { buffers.floats(id)[index] = floats[index] }
         case .ints(let ints): for index in 0..<count { buffers.ints(id)[index] = ints[index] }
         case .mapped(let values): for (index, value) in values.floats.prefix(count).enumerated() { buffers.floats(id)[index] = value }
+        case .packed where value.type.isFloat: for (index, value) in converted.floats.prefix(count).enumerated() { buffers.floats(id)[index] = value }
+        case .packed: for (index, value) in converted.ints.prefix(count).enumerated() { buffers.ints(id)[index] = Int32(truncatingIfNeeded: value) }
         case .strings: break
         }
     }

@@ -41,6 +41,24 @@ struct WeightStorageTests {
         #expect(mappedHalf == model.hasSuffix("fp16"))
     }
 
+    @Test("compressed matrices stay as stored (codes with scales or tables) and no plan copies them as floats",
+          arguments: [("bert_int4b", "input_ids", [1, 9], 14), ("bert_lut4g", "input_ids", [1, 1], 14), ("bert_int8", "input_ids", [1, 9], 1),
+                      ("bert_pal4", "input_ids", [1, 1], 1), ("llama_int4b", "x", [1, 11], 12), ("llama_lut4g", "x", [1, 11], 12),
+                      ("llama_pal6", "x", [1, 11], 2)])
+    func compressedWeightsStayPacked(model: String, input: String, shape: [Int], decompressions: Int) throws {
+        // Every matrix a constexpr_* operation decompresses (the program's count of them) stays packed.
+        let engine = try Self.engine("Parity/Zoo/\(model).mlpackage")
+        let plan = try engine.plan(for: [input: shape])
+        let packed = plan.values.filter { if case .packed(let weights)? = $0.constant?.storage { weights.decoding != .codes } else { false } }
+        #expect(packed.count >= decompressions, "\(model): \(packed.count) packed matrices")
+        let stored = packed.reduce(0) { total, value in
+            if case .packed(let weights)? = value.constant?.storage { total + weights.storedBytes } else { total }
+        }
+        #expect(stored < packed.reduce(0) { $0 + $1.count * 4 }, "\(model): stored bytes are no fewer than float32's")
+        let copied = packed.filter { plan.constantAddresses[$0.id] != nil }
+        #expect(copied.isEmpty, "\(model): \(copied.count) packed matrices copied into the plan as floats")
+    }
+
     @Test("kernels read float32 weights where the weight file is mapped, not from a copy", arguments: ["bert_fp32", "gpt2_fp32"])
     func planCopiesNoWeights(model: String) throws {
         let engine = try Self.engine("Parity/Zoo/\(model).mlpackage")

@@ -153,7 +153,7 @@ enum ChannelsLastLayout {
             for a in 0..<n { for y in 0..<h { for x in 0..<w { for k in 0..<c { order.append(((a * c + k) * h + y) * w + x) } } } }
             let target = [n, h, w, c]
             switch tensor.storage {
-            case .floats, .mapped:
+            case .floats, .mapped, .packed:
                 let values = tensor.floats
                 return Tensor(type: tensor.type, shape: target, storage: .floats(order.map { values[$0] }))
             case .ints(let values): return Tensor(type: tensor.type, shape: target, storage: .ints(order.map { values[$0] }))

@@ -1,0 +1,58 @@
+#ifndef MODELC_CWEIGHTKERNELS_H
+#define MODELC_CWEIGHTKERNELS_H
+
+#include <stdint.h>
+
+#include "CCPUFeatures.h"
+
+/// A constant matrix of `rows` × `columns` held as its file stores it: codes
+/// of `bits` bits packed row-major from the lowest bit of each byte up (MIL's
+/// sub-byte storage; 8-bit codes one per byte), or IEEE half values
+/// (`bits` 16, little-endian). Nothing is owned: the caller keeps every
+/// pointer alive while the matrix is used.
+///
+/// An element's value, for codes: `table[block · entries + code]` when
+/// `table` is set, else `(code − offset[block]) · scale[block]` (no offset:
+/// 0; no scale: 1). `block` numbers the element's block, row-major, when the
+/// matrix is cut into blocks of `block_rows` × `block_columns`. Half values
+/// are the values.
+typedef struct modelc_packed_matrix {
+    const uint8_t *codes;
+    long rows;
+    long columns;
+    /// 1, 2, 3, 4, 6 or 8 for codes; 16 for half values.
+    int bits;
+    /// Whether codes are two's complement (int4, int8) rather than unsigned.
+    int is_signed;
+    const float *scale;
+    const float *offset;
+    const float *table;
+    long entries;
+    long block_rows;
+    long block_columns;
+    /// Whether each value is rounded to the nearest half float (a program
+    /// whose decompressed weights are fp16).
+    int round_to_half;
+} modelc_packed_matrix;
+
+
+/// Writes the window of `row_count` rows from `first_row` and `column_count`
+/// columns from `first_column` as floats at `out`, its rows `out_stride`
+/// floats apart.
+void modelc_packed_decode_block(const modelc_packed_matrix *matrix, long first_row, long row_count, long first_column, long column_count,
+                                float *out, long out_stride);
+
+/// `y[r] = Σ_c x[c] · matrix[r, c]` for the rows `first_row` ..< `first_row + row_count`
+/// (`y` indexed from `first_row`; `x` has `columns` floats): the product of a
+/// vector by a `linear` layer's `[out, in]` weights.
+void modelc_packed_dot_rows(const modelc_packed_matrix *matrix, const float *x, float *y, long first_row, long row_count);
+
+/// `y[c] = Σ_r x[r] · matrix[r, c]` for the columns `first_column` ..<
+/// `first_column + column_count` (`y` indexed from 0 at `first_column`; `x`
+/// has `rows` floats): the product of a vector by `[in, out]` weights.
+void modelc_packed_combine_rows(const modelc_packed_matrix *matrix, const float *x, float *y, long first_column, long column_count);
+
+/// `count` little-endian half floats at `halves` as floats at `out`.
+void modelc_decode_halves(const void *halves, long count, float *out);
+
+#endif

@@ -1,0 +1,192 @@
+import CWeightKernels
+import ModelSpec
+
+/// A constant matrix kept in the form the weight file stores it: integer
+/// codes of 1–8 bits (MIL's sub-byte packing) with per-block scales and
+/// offsets or a lookup table, or half floats. Products and gathers read it
+/// through `CWeightKernels`, widening a block at a time in registers; every
+/// other reader gets its floats decoded once (`decodedFloats`).
+///
+/// The codes are either where the weight file is mapped (`file` keeps the
+/// mapping alive) or in an array this object owns.
+///
+/// `@unchecked Sendable`: immutable after `init`; the mapping is read-only.
+final class PackedWeights: @unchecked Sendable, Equatable {
+    enum Decoding: Equatable {
+        /// Each value is its code (the data of a decompression, not yet scaled).
+        case codes
+        /// `(code − offset[block]) · scale[block]`; no offsets: 0.
+        case shiftScale(scale: [Float], offset: [Float]?)
+        /// `table[block][code]`, `entries` values per block.
+        case lookup(table: [Float], entries: Int)
+        /// The bytes are IEEE half floats.
+        case half
+    }
+
+    /// What the bytes belong to: a mapped weight file, or memory of our own.
+    private enum Owner {
+        case file(MILBlobFile)
+        case owned(OwnedBytes)
+        case mapped(MappedValues)
+    }
+
+    /// Bytes copied from an array, freed with the last matrix reading them.
+    private final class OwnedBytes {
+        let bytes: UnsafeMutableRawBufferPointer
+
+        init(_ values: [UInt8]) {
+            bytes = .allocate(byteCount: max(values.count, 1), alignment: 64)
+            bytes.copyBytes(from: values)
+        }
+
+        deinit { bytes.deallocate() }
+    }
+
+    private let owner: Owner
+    private let bytes: UnsafeRawBufferPointer
+    let rows: Int
+    let columns: Int
+    let bits: Int
+    let isSigned: Bool
+    let decoding: Decoding
+    /// Rows and columns of one block of `decoding`'s scales or tables.
+    let blockRows: Int
+    let blockColumns: Int
+    /// Whether every value is rounded to fp16 (the decompressed tensor is fp16).
+    let roundsToHalf: Bool
+
+    var count: Int { rows * columns }
+
+    /// Bytes of codes or halves (what the weights cost in memory).
+    var storedBytes: Int { (count * bits + 7) / 8 }
+
+    private init(owner: Owner, bytes: UnsafeRawBufferPointer, rows: Int, columns: Int, bits: Int, isSigned: Bool, decoding: Decoding,
+                 blockRows: Int, blockColumns: Int, roundsToHalf: Bool) {
+        self.owner = owner
+        self.bytes = bytes
+        self.rows = rows
+        self.columns = columns
+        self.bits = bits
+        self.isSigned = isSigned
+        self.decoding = decoding
+        self.blockRows = blockRows
+        self.blockColumns = blockColumns
+        self.roundsToHalf = roundsToHalf
+    }
+
+    /// Codes of `bits` bits where a weight file is mapped: `count` of them
+    /// as a `rows × columns` matrix (rank-1 data is one row). `nil` when the
+    /// bytes are too few.
+    static func codes(file: MILBlobFile, bytes: UnsafeRawBufferPointer, shape: [Int], bits: Int, isSigned: Bool) -> PackedWeights? {
+        guard let (rows, columns) = matrix(shape), rows * columns > 0, bytes.count * 8 >= rows * columns * bits else { return nil }
+        return PackedWeights(owner: .file(file), bytes: bytes, rows: rows, columns: columns, bits: bits, isSigned: isSigned, decoding: .codes,
+                             blockRows: rows, blockColumns: columns, roundsToHalf: false)
+    }
+
+    /// Codes of `bits` bits packed in `packed` (owned): an immediate value's
+    /// bytes, or iOS 16 lookup indices.
+    static func codes(packed: [UInt8], shape: [Int], bits: Int, isSigned: Bool) -> PackedWeights? {
+        guard let (rows, columns) = matrix(shape), rows * columns > 0, packed.count * 8 >= rows * columns * bits else { return nil }
+        let owned = OwnedBytes(packed)
+        return PackedWeights(owner: .owned(owned), bytes: UnsafeRawBufferPointer(owned.bytes), rows: rows, columns: columns, bits: bits, isSigned: isSigned, decoding: .codes,
+                             blockRows: rows, blockColumns: columns, roundsToHalf: false)
+    }
+
+    /// Mapped half floats of a rank-2 (or rank-1) tensor, read as stored.
+    static func halves(_ values: MappedValues, shape: [Int]) -> PackedWeights? {
+        guard values.half, let (rows, columns) = matrix(shape), rows * columns == values.count else { return nil }
+        return PackedWeights(owner: .mapped(values), bytes: values.bytes, rows: rows, columns: columns, bits: 16, isSigned: false,
+                             decoding: .half, blockRows: rows, blockColumns: columns, roundsToHalf: false)
+    }
+
+    /// These codes decoded by `decoding` in blocks of `blockRows × blockColumns`
+    /// (which must divide the matrix, with as many scales, offsets or tables
+    /// as there are blocks). `nil` where they do not fit.
+    func decoded(by decoding: Decoding, blockRows: Int, blockColumns: Int, roundsToHalf: Bool) -> PackedWeights? {
+        guard self.decoding == .codes, blockRows > 0, blockColumns > 0, rows % blockRows == 0, columns % blockColumns == 0 else { return nil }
+        let blocks = (rows / blockRows) * (columns / blockColumns)
+        switch decoding {
+        case .codes, .half: return nil
+        case .shiftScale(let scale, let offset):
+            guard scale.count == blocks, offset.map({ $0.count == blocks }) ?? true else { return nil }
+        case .lookup(let table, let entries):
+            guard entries >= 1 << bits, table.count == blocks * entries else { return nil }
+        }
+        return PackedWeights(owner: owner, bytes: bytes, rows: rows, columns: columns, bits: bits, isSigned: isSigned, decoding: decoding,
+                             blockRows: blockRows, blockColumns: blockColumns, roundsToHalf: roundsToHalf)
+    }
+
+    /// The same codes read with `bits` bits each (iOS 16 lookup indices are
+    /// given as bytes); `nil` when the bytes are too few.
+    func reinterpreted(bits: Int, shape: [Int]) -> PackedWeights? {
+        guard decoding == .codes, let (rows, columns) = Self.matrix(shape), bytes.count * 8 >= rows * columns * bits else { return nil }
+        return PackedWeights(owner: owner, bytes: bytes, rows: rows, columns: columns, bits: bits, isSigned: false, decoding: .codes,
+                             blockRows: rows, blockColumns: columns, roundsToHalf: false)
+    }
+
+    /// The same matrix with every value rounded to fp16 (a decompression
+    /// whose output is fp16); `nil` for codes too wide for fp16 to hold exactly.
+    var roundedToHalf: PackedWeights? {
+        switch decoding {
+        case .half: return self
+        case .codes: return bits <= 11 ? self : nil
+        case .shiftScale, .lookup:
+            return PackedWeights(owner: owner, bytes: bytes, rows: rows, columns: columns, bits: bits, isSigned: isSigned, decoding: decoding,
+                                 blockRows: blockRows, blockColumns: blockColumns, roundsToHalf: true)
+        }
+    }
+
+    private static func matrix(_ shape: [Int]) -> (Int, Int)? {
+        switch shape.count {
+        case 1: (1, shape[0])
+        case 2: (shape[0], shape[1])
+        default: nil
+        }
+    }
+
+    // MARK: Reading
+
+    /// Calls `body` with the C description of this matrix (valid inside `body` only).
+    func withMatrix<Result>(_ body: (UnsafePointer<modelc_packed_matrix>) throws -> Result) rethrows -> Result {
+        func call(scale: UnsafePointer<Float>?, offset: UnsafePointer<Float>?, table: UnsafePointer<Float>?, entries: Int) throws -> Result {
+            var matrix = modelc_packed_matrix(codes: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), rows: rows, columns: columns,
+                                              bits: Int32(bits), is_signed: isSigned ? 1 : 0, scale: scale, offset: offset, table: table,
+                                              entries: entries, block_rows: blockRows, block_columns: blockColumns,
+                                              round_to_half: roundsToHalf ? 1 : 0)
+            return try body(&matrix)
+        }
+        switch decoding {
+        case .codes, .half:
+            return try call(scale: nil, offset: nil, table: nil, entries: 0)
+        case .shiftScale(let scale, let offset):
+            return try scale.withUnsafeBufferPointer { scale in
+                if let offset {
+                    return try offset.withUnsafeBufferPointer { offset in try call(scale: scale.baseAddress, offset: offset.baseAddress, table: nil, entries: 0) }
+                }
+                return try call(scale: scale.baseAddress, offset: nil, table: nil, entries: 0)
+            }
+        case .lookup(let table, let entries):
+            return try table.withUnsafeBufferPointer { table in try call(scale: nil, offset: nil, table: table.baseAddress, entries: entries) }
+        }
+    }
+
+    /// Rows `first ..< first + count` as floats at `target` (`count × columns`).
+    func decodeRows(_ first: Int, count: Int, into target: UnsafeMutablePointer<Float>) {
+        withMatrix { modelc_packed_decode_block($0, first, count, 0, columns, target, columns) }
+    }
+
+    /// Every value as a float, row-major: a copy for readers that need one.
+    var decodedFloats: [Float] {
+        [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
+            if let base = buffer.baseAddress { decodeRows(0, count: rows, into: base) }
+            initialized = count
+        }
+    }
+
+    static func == (left: PackedWeights, right: PackedWeights) -> Bool {
+        left === right || (left.rows == right.rows && left.columns == right.columns && left.bits == right.bits
+                           && left.isSigned == right.isSigned && left.decoding == right.decoding && left.blockRows == right.blockRows
+                           && left.blockColumns == right.blockColumns && left.roundsToHalf == right.roundsToHalf
+                           && left.bytes.prefix(left.storedBytes).elementsEqual(right.bytes.prefix(right.storedBytes)))
+    }
+}

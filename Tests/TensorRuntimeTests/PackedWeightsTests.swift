@@ -1,0 +1,250 @@
+import CWeightKernels
+import Foundation
+import ModelSpec
+import Testing
+@testable import TensorRuntime
+
+/// Weights kept as stored (`PackedWeights`) and the kernels reading them
+/// (`CWeightKernels`): every stored form — int4/uint4/int8/uint8 codes with
+/// per-block scales and offsets, 1- to 6-bit codes with per-block tables,
+/// half floats — decoded, multiplied by a vector from either side, and
+/// planned as a `linear` / `matmul` / `gather`, against float64 on the
+/// values the form stands for. Shapes where the vector loops apply (blocks
+/// of 16 or 32 codes) and where they do not (odd widths, rows starting
+/// mid-byte), one row to many, 1 to 3 threads. `make test` runs this suite
+/// again with `MODELC_MAX_CPU_ISA=avx2` and `generic`.
+@Suite("Weights kept as stored")
+struct PackedWeightsTests {
+    /// One stored form, with the float64 value of every element.
+    struct Form: CustomStringConvertible {
+        var name: String
+        var rows: Int
+        var columns: Int
+        var weights: PackedWeights
+        var values: [Double]
+        var description: String { "\(name) \(rows)×\(columns)" }
+    }
+
+    /// A deterministic sequence of codes in `0 ..< 2^bits`.
+    static func codes(_ count: Int, bits: Int, seed: Int) -> [Int] {
+        (0..<count).map { (($0 * 7_919 + seed * 104_729) ^ ($0 >> 3)) % (1 << bits) }
+    }
+
+    /// Codes packed as MIL stores them: `bits` each, from the lowest bit of each byte up.
+    static func pack(_ codes: [Int], bits: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: (codes.count * bits + 7) / 8)
+        for (index, code) in codes.enumerated() {
+            for bit in 0..<bits where code >> bit & 1 == 1 {
+                let position = index * bits + bit
+                bytes[position / 8] |= 1 << UInt8(position % 8)
+            }
+        }
+        return bytes
+    }
+
+    static func blockScaled(_ name: String, rows: Int, columns: Int, bits: Int, signed: Bool, blockRows: Int, blockColumns: Int,
+                            offsets: Bool, seed: Int, roundsToHalf: Bool = false) -> Form {
+        let raw = codes(rows * columns, bits: bits, seed: seed)
+        let blocks = (rows / blockRows) * (columns / blockColumns)
+        let scale = (0..<blocks).map { Float(($0 * 37 + seed) % 17 + 3) * 0.0123 }
+        let offset = offsets ? (0..<blocks).map { Float(($0 * 5 + seed) % 7) - 3 } : nil
+        let packed = PackedWeights.codes(packed: pack(raw, bits: bits), shape: [rows, columns], bits: bits, isSigned: signed)!
+        let weights = packed.decoded(by: .shiftScale(scale: scale, offset: offset), blockRows: blockRows, blockColumns: blockColumns,
+                                     roundsToHalf: roundsToHalf)!
+        let values = raw.enumerated().map { index, raw in
+            let code = signed && raw >= 1 << (bits - 1) ? raw - (1 << bits) : raw
+            let block = (index / columns / blockRows) * (columns / blockColumns) + index % columns / blockColumns
+            let value = (Float(code) - (offset?[block] ?? 0)) * scale[block]
+            return Double(roundsToHalf ? Float(Float16(value)) : value)
+        }
+        return Form(name: name, rows: rows, columns: columns, weights: weights, values: values)
+    }
+
+    static func lookup(_ name: String, rows: Int, columns: Int, bits: Int, blockRows: Int, blockColumns: Int, seed: Int) -> Form {
+        let raw = codes(rows * columns, bits: bits, seed: seed)
+        let entries = 1 << bits, blocks = (rows / blockRows) * (columns / blockColumns)
+        let table = (0..<(blocks * entries)).map { Float(($0 * 29 + seed) % 41) * 0.05 - 1 }
+        let packed = PackedWeights.codes(packed: pack(raw, bits: bits), shape: [rows, columns], bits: bits, isSigned: false)!
+        let weights = packed.decoded(by: .lookup(table: table, entries: entries), blockRows: blockRows, blockColumns: blockColumns, roundsToHalf: false)!
+        let values = raw.enumerated().map { index, code in
+            let block = (index / columns / blockRows) * (columns / blockColumns) + index % columns / blockColumns
+            return Double(table[block * entries + code])
+        }
+        return Form(name: name, rows: rows, columns: columns, weights: weights, values: values)
+    }
+
+    static func halves(rows: Int, columns: Int) throws -> Form {
+        let values = (0..<(rows * columns)).map { Float16(Float(($0 * 13) % 29) * 0.07 - 1) }
+        let bytes = values.flatMap { [UInt8($0.bitPattern & 0xFF), UInt8($0.bitPattern >> 8)] }
+        // Halves are read where a weight file maps them: a blob file written for the test.
+        let mapped = try HalfBlob(bytes: bytes, count: values.count)
+        let weights = try #require(PackedWeights.halves(mapped.values, shape: [rows, columns]))
+        return Form(name: "fp16", rows: rows, columns: columns, weights: weights, values: values.map { Double(Float($0)) })
+    }
+
+    /// Every form: the vector loops' layouts and the general ones.
+    static func forms() throws -> [Form] {
+        [
+            blockScaled("int4 per block of 32", rows: 48, columns: 128, bits: 4, signed: true, blockRows: 1, blockColumns: 32, offsets: false, seed: 1),
+            blockScaled("uint4 per block of 16 with offsets", rows: 5, columns: 96, bits: 4, signed: false, blockRows: 1, blockColumns: 16, offsets: true, seed: 2),
+            blockScaled("int4 per block, fp16 output", rows: 9, columns: 64, bits: 4, signed: true, blockRows: 1, blockColumns: 32, offsets: false, seed: 3,
+                        roundsToHalf: true),
+            blockScaled("int4, odd width (rows start mid-byte)", rows: 4, columns: 37, bits: 4, signed: true, blockRows: 2, blockColumns: 37, offsets: false, seed: 4),
+            blockScaled("int8 per channel", rows: 7, columns: 80, bits: 8, signed: true, blockRows: 1, blockColumns: 80, offsets: false, seed: 5),
+            blockScaled("uint8 per tensor with a zero point", rows: 3, columns: 50, bits: 8, signed: false, blockRows: 3, blockColumns: 50, offsets: true, seed: 6),
+            blockScaled("int8 per block of 32 with offsets", rows: 6, columns: 256, bits: 8, signed: true, blockRows: 2, blockColumns: 32, offsets: true, seed: 7),
+            blockScaled("int8, one row", rows: 1, columns: 64, bits: 8, signed: true, blockRows: 1, blockColumns: 64, offsets: false, seed: 8),
+            lookup("3-bit table per two rows", rows: 6, columns: 40, bits: 3, blockRows: 2, blockColumns: 40, seed: 9),
+            lookup("6-bit table per block", rows: 4, columns: 30, bits: 6, blockRows: 1, blockColumns: 15, seed: 10),
+            lookup("4-bit single table", rows: 8, columns: 64, bits: 4, blockRows: 8, blockColumns: 64, seed: 11),
+            lookup("1-bit table", rows: 3, columns: 21, bits: 1, blockRows: 3, blockColumns: 21, seed: 12),
+            lookup("2-bit table per column block", rows: 2, columns: 24, bits: 2, blockRows: 2, blockColumns: 8, seed: 13),
+            try halves(rows: 9, columns: 70),
+            try halves(rows: 3, columns: 64),
+        ]
+    }
+
+    /// The worst of |got − want| / (1e-6 + Σ|terms|) over a product's outputs.
+    static func worst(_ got: [Float], _ want: [Double], _ magnitude: [Double]) -> Double {
+        zip(zip(got, want), magnitude).map { pair, size in abs(Double(pair.0) - pair.1) / (1e-6 + size) }.max() ?? .infinity
+    }
+
+    @Test("every form decodes to its values, in whole and as a window")
+    func decoding() throws {
+        for form in try Self.forms() {
+            #expect(form.weights.decodedFloats.map(Double.init) == form.values, "\(form)")
+            // A window from the second row and third column, written into rows 5 floats wider.
+            let (rows, columns) = (max(1, form.rows - 1), max(1, form.columns - 3))
+            var window = [Float](repeating: .nan, count: rows * (columns + 5))
+            form.weights.withMatrix { matrix in
+                modelc_packed_decode_block(matrix, form.rows - rows, rows, form.columns - columns, columns, &window, columns + 5)
+            }
+            for r in 0..<rows {
+                for c in 0..<columns {
+                    #expect(Double(window[r * (columns + 5) + c]) == form.values[(form.rows - rows + r) * form.columns + form.columns - columns + c],
+                            "\(form) at \(r), \(c)")
+                }
+            }
+        }
+    }
+
+    @Test("a vector times every form's rows and columns equals float64's")
+    func vectorProducts() throws {
+        for form in try Self.forms() {
+            let x = (0..<form.columns).map { Float(($0 * 11) % 19) * 0.1 - 0.9 }
+            var y = [Float](repeating: .nan, count: form.rows - 1)
+            // Rows from the second: the loops index their output from their first row.
+            form.weights.withMatrix { modelc_packed_dot_rows($0, x, &y, 1, form.rows - 1) }
+            let want = (1..<form.rows).map { r in (0..<form.columns).reduce(0.0) { $0 + Double(x[$1]) * form.values[r * form.columns + $1] } }
+            let size = (1..<form.rows).map { r in (0..<form.columns).reduce(0.0) { $0 + abs(Double(x[$1]) * form.values[r * form.columns + $1]) } }
+            if form.rows > 1 { #expect(Self.worst(y, want, size) <= 1e-6, "\(form): rows") }
+            // x · W over the columns from the third.
+            let v = (0..<form.rows).map { Float(($0 * 5) % 7) * 0.3 - 1 }
+            let first = min(2, form.columns - 1), count = form.columns - first
+            var z = [Float](repeating: .nan, count: count)
+            form.weights.withMatrix { modelc_packed_combine_rows($0, v, &z, first, count) }
+            let columnsWant = (first..<form.columns).map { c in (0..<form.rows).reduce(0.0) { $0 + Double(v[$1]) * form.values[$1 * form.columns + c] } }
+            let columnsSize = (first..<form.columns).map { c in (0..<form.rows).reduce(0.0) { $0 + abs(Double(v[$1]) * form.values[$1 * form.columns + c]) } }
+            #expect(Self.worst(z, columnsWant, columnsSize) <= 1e-6, "\(form): columns")
+        }
+    }
+
+    /// `x [rows, k] · W` as a plan runs it: a linear layer over `[n, k]`
+    /// weights with a bias, or a matmul over `[k, n]` ones plus a residual.
+    static func product(_ form: Form, rows: Int, linear: Bool, threads: Int) throws {
+        let k = linear ? form.columns : form.rows, n = linear ? form.rows : form.columns
+        let weight = Tensor(type: .float32, shape: [form.rows, form.columns], storage: .packed(form.weights))
+        let bias = (0..<n).map { Float($0 % 5) * 0.25 - 0.5 }
+        var operations = [GraphOperation]()
+        if linear {
+            operations.append(GraphOperation(type: "linear", arguments: ["x": [.value("x")], "weight": [.value("w")], "bias": [.value("b")]],
+                                             outputs: [ConvolutionThreadingTests.value("out", [rows, n])], blocks: []))
+        } else {
+            operations.append(GraphOperation(type: "matmul", arguments: ["x": [.value("x")], "y": [.value("w")]],
+                                             outputs: [ConvolutionThreadingTests.value("p", [rows, n])], blocks: []))
+            operations.append(GraphOperation(type: "add", arguments: ["x": [.value("p")], "y": [.value("r")]],
+                                             outputs: [ConvolutionThreadingTests.value("out", [rows, n])], blocks: []))
+        }
+        let residual = (0..<(rows * n)).map { Float($0 % 9) * 0.1 }
+        let block = GraphBlock(operations: operations, outputs: ["out"], constants: [
+            "w": weight, "b": Tensor(floats: bias, shape: [n]), "r": Tensor(floats: residual, shape: [rows, n]),
+        ])
+        var function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [rows, k])], block: block)
+        function.block = FusionPass.run(function.block)
+        let input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.1 - 1.1 }
+        let run = try WorkSplit.$minimumPerThread.withValue(1) { try PlannedRun(function, input: input, shape: [rows, k], threads: threads) }
+        // The weights were never copied into the plan's memory as floats.
+        let copied = run.plan.constantAddresses.keys.filter { if case .packed? = run.plan.values[$0].constant?.storage { true } else { false } }
+        #expect(copied.isEmpty, "\(form): packed weights copied into the plan")
+        let got = try run.floats("out")
+        var want: [Double] = [], size: [Double] = []
+        for r in 0..<rows {
+            for c in 0..<n {
+                var sum = linear ? Double(bias[c]) : Double(residual[r * n + c]), magnitude = abs(sum)
+                for i in 0..<k {
+                    let term = Double(input[r * k + i]) * (linear ? form.values[c * k + i] : form.values[i * n + c])
+                    sum += term
+                    magnitude += abs(term)
+                }
+                want.append(sum)
+                size.append(magnitude)
+            }
+        }
+        #expect(Self.worst(got, want, size) <= 1e-6, "\(form), \(rows) rows, \(threads) threads, \(linear ? "linear" : "matmul")")
+    }
+
+    @Test("linear and matmul over every form equal float64's: one row, a few, a prefill's many", arguments: [1, 2, 3])
+    func plannedProducts(threads: Int) throws {
+        for form in try Self.forms() {
+            for rows in [1, 3, 5, 70] {
+                try Self.product(form, rows: rows, linear: true, threads: threads)
+                try Self.product(form, rows: rows, linear: false, threads: threads)
+            }
+        }
+    }
+
+    @Test("a gather of rows from packed weights widens the rows asked for, counting negative indices from the end")
+    func gatherRows() throws {
+        let form = Self.blockScaled("embedding", rows: 12, columns: 64, bits: 4, signed: true, blockRows: 1, blockColumns: 32, offsets: false, seed: 14)
+        let weight = Tensor(type: .float32, shape: [12, 64], storage: .packed(form.weights))
+        let operation = GraphOperation(type: "gather", arguments: ["x": [.value("w")], "indices": [.value("x")]],
+                                       outputs: [(name: "out", type: ValueType(element: .float32, shape: [3, 64]))], blocks: [])
+        let function = GraphFunction(name: "main", inputs: [(name: "x", type: ValueType(element: .int32, shape: [3]))],
+                                     block: GraphBlock(operations: [operation], outputs: ["out"], constants: ["w": weight]))
+        let plan = try Planner.plan(function, shapes: ["x": [3]], threads: 1)
+        let state = TensorState(plan: plan)
+        let indices: [Int32] = [7, 0, -1]
+        let x = try #require(plan.inputs["x"])
+        for (index, value) in indices.enumerated() { state.buffers.ints(x)[index] = value }
+        try state.run()
+        let out = try #require(plan.outputs["out"])
+        let got = Array(UnsafeBufferPointer(start: state.buffers.floats(out), count: 3 * 64)).map(Double.init)
+        let want = [7, 0, 11].flatMap { form.values[($0 * 64)..<(($0 + 1) * 64)] }
+        #expect(got == want)
+        #expect(plan.constantAddresses.isEmpty)
+    }
+}
+
+/// Half floats in a weight file of their own, mapped as a program's are.
+private struct HalfBlob {
+    let values: MappedValues
+
+    init(bytes: [UInt8], count: Int) throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-halves-\(UUID().uuidString).bin").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // One blob: the 64-byte header, a 64-byte record, then the data at offset 128.
+        var file = [UInt8](repeating: 0, count: 128)
+        func put(_ value: UInt64, at offset: Int, bytes width: Int) { for i in 0..<width { file[offset + i] = UInt8(value >> (8 * UInt64(i)) & 0xFF) } }
+        put(1, at: 0, bytes: 4)
+        put(2, at: 4, bytes: 4)
+        put(0xDEAD_BEEF, at: 64, bytes: 4)
+        put(1, at: 68, bytes: 4)
+        put(UInt64(bytes.count), at: 72, bytes: 8)
+        put(128, at: 80, bytes: 8)
+        file += bytes
+        try Data(file).write(to: URL(fileURLWithPath: path))
+        let blob = try MILBlobFile(path: path)
+        let data = UnsafeRawBufferPointer(rebasing: blob.bytes[128..<(128 + bytes.count)])
+        values = try #require(MappedValues(file: blob, bytes: data, count: count, half: true))
+    }
+}
