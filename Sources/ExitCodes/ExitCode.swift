@@ -95,6 +95,12 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
     case faceDetectorUnavailable = 105
     /// `predict --function`: the ML program has no function of that name (or is not a multi-function program).
     case unknownFunction = 106
+    /// `generate`: the model is not a decoder (no int32 token input, or no logits output).
+    case notADecoder = 107
+    /// `generate`: a prompt token is not an id of the model's vocabulary.
+    case tokenOutsideVocabulary = 108
+    /// `generate`: the prompt and the new tokens need more positions than the model's context.
+    case contextExceeded = 109
 
     public init(_ error: ModelSpecError) {
         self = switch error {

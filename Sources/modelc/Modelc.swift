@@ -25,6 +25,7 @@ enum Modelc {
         Command(spec: CacheCommand.spec, run: CacheCommand.run),
         Command(spec: BuildCommand.spec, run: BuildCommand.run),
         Command(spec: PredictCommand.spec, run: PredictCommand.run),
+        Command(spec: GenerateCommand.spec, run: GenerateCommand.run),
         Command(spec: ClassifyCommand.spec, run: ClassifyCommand.run),
         Command(spec: DetectCommand.spec, run: DetectCommand.run),
         Command(spec: TrainCommand.spec, run: TrainCommand.run),
