@@ -30,6 +30,7 @@ extern "C" {
 typedef struct modelc_model modelc_model;
 typedef struct modelc_features modelc_features;
 typedef struct modelc_state modelc_state;
+typedef struct modelc_generation modelc_generation;
 
 /* Statuses (the CLI's exit codes); the others are listed in the README. */
 #define MODELC_OK 0
@@ -40,6 +41,9 @@ typedef struct modelc_state modelc_state;
 #define MODELC_BAD_INPUT 93
 #define MODELC_UNSUPPORTED_MODEL 94
 #define MODELC_BAD_IMAGE 97
+#define MODELC_NOT_A_DECODER 107
+#define MODELC_TOKEN_OUTSIDE_VOCABULARY 108
+#define MODELC_CONTEXT_EXCEEDED 109
 
 /* Element types of arrays. INT64 only appears in outputs (columns of int64 labels). */
 #define MODELC_FLOAT32 1
@@ -126,6 +130,17 @@ int32_t modelc_predict_columns(const modelc_model *model, const modelc_features 
  * threads take turns. A state serves only the model that made it (93). */
 int32_t modelc_make_state(const modelc_model *model, modelc_state **state);
 void modelc_state_free(modelc_state *state);
+
+/* Token generation with a decoder (modelc generate): Apple's stateful form (inputIds, causalMask,
+ * key/value caches as states, logits) or a decoder without states. start checks the prompt
+ * (107 not a decoder, 108 a token outside the vocabulary, 109 more tokens than the context);
+ * each next runs one prediction and gives one token, *done 1 once max_new_tokens were given.
+ * temperature 0 is greedy; above 0 samples from the top_k likeliest (0: all), seeded by seed.
+ * One thread at a time uses a generation. */
+int32_t modelc_generate_start(const modelc_model *model, const int64_t *prompt, size_t count, int32_t max_new_tokens,
+                              double temperature, int32_t top_k, uint64_t seed, modelc_generation **generation);
+int32_t modelc_generate_next(modelc_generation *generation, int64_t *token, double *milliseconds, int32_t *done);
+void modelc_generation_free(modelc_generation *generation);
 
 /* Reading outputs. Pointers are owned by the set. */
 size_t modelc_features_count(const modelc_features *features);

@@ -168,3 +168,15 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
         }
     }
 }
+
+extension ExitCode {
+    public init(_ error: GenerationError) {
+        self = switch error {
+        case .notADecoder: .notADecoder
+        case .emptyPrompt: .usage
+        case .tokenOutsideVocabulary: .tokenOutsideVocabulary
+        case .contextExceeded: .contextExceeded
+        case .prediction(let error): ExitCode(error)
+        }
+    }
+}

@@ -133,14 +133,13 @@ public final class TextGenerator {
         }
     }
 
-    /// Generates up to `options.maxNewTokens` tokens after `prompt`, calling
-    /// `onToken` with each as soon as it is chosen; `onToken` returns `false`
-    /// to stop early. Returns the milliseconds of the prefill's prediction.
+    /// Starts a generation of up to `options.maxNewTokens` tokens after
+    /// `prompt`: checks the prompt and makes the generation's state; nothing
+    /// runs until `Generation.next()`.
     ///
     /// - Throws: `GenerationError`: an empty prompt, a token outside the
-    ///   vocabulary, more tokens than the context holds, a failed prediction.
-    @discardableResult
-    public func generate(prompt: [Int], options: GenerationOptions, onToken: (GenerationStep) -> Bool) throws(GenerationError) -> Double {
+    ///   vocabulary, more tokens than the context holds.
+    public func start(prompt: [Int], options: GenerationOptions) throws(GenerationError) -> Generation {
         guard !prompt.isEmpty, options.maxNewTokens > 0 else { throw .emptyPrompt }
         // Checked before anything runs: a program may narrow ids (to uint16) before its embedding, and read another row.
         let vocabulary: Int
@@ -150,24 +149,23 @@ public final class TextGenerator {
         if let context, prompt.count + options.maxNewTokens - 1 > context {
             throw .contextExceeded(tokens: prompt.count + options.maxNewTokens, context: context)
         }
-        let state = model.makeState()
-        var sampler = TokenSampler(options: options)
-        var sequence = prompt
-        var fed = 0
-        var prefillMilliseconds = 0.0
-        for step in 0..<options.maxNewTokens {
-            let start = DispatchTime.now().uptimeNanoseconds
-            // Stateful: only the tokens the state has not seen; otherwise the whole sequence.
-            let begin = state == nil ? 0 : fed
-            let logits = try predict(tokens: Array(sequence[begin...]), begin: begin, state: state)
-            fed = sequence.count
-            let token = sampler.next(logits)
-            let milliseconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-            if step == 0 { prefillMilliseconds = milliseconds }
-            sequence.append(token)
-            guard onToken(GenerationStep(token: token, milliseconds: milliseconds)) else { break }
+        return Generation(generator: self, prompt: prompt, options: options)
+    }
+
+    /// Generates up to `options.maxNewTokens` tokens after `prompt`, calling
+    /// `onToken` with each as soon as it is chosen; `onToken` returns `false`
+    /// to stop early. Returns the milliseconds of the prefill's prediction.
+    ///
+    /// - Throws: `GenerationError` as `start`, and a failed prediction.
+    @discardableResult
+    public func generate(prompt: [Int], options: GenerationOptions, onToken: (GenerationStep) -> Bool) throws(GenerationError) -> Double {
+        let generation = try start(prompt: prompt, options: options)
+        var prefill: Double?
+        while let step = try generation.next() {
+            prefill = prefill ?? step.milliseconds
+            guard onToken(step) else { break }
         }
-        return prefillMilliseconds
+        return prefill ?? 0
     }
 
     /// The vocabulary's size where the logits output does not declare it:
@@ -179,7 +177,7 @@ public final class TextGenerator {
     }
 
     /// The logits of the last of `tokens`, which stand at positions `begin ..< begin + tokens.count`.
-    private func predict(tokens: [Int], begin: Int, state: ModelState?) throws(GenerationError) -> [Float] {
+    fileprivate func predict(tokens: [Int], begin: Int, state: ModelState?) throws(GenerationError) -> [Float] {
         let length = tokens.count, end = begin + length
         var inputs: [String: FeatureValue] = [tokenInput: .multiArray(MultiArray(tokens.map(Double.init), shape: [1, length], dataType: .int32))]
         if let maskInput {
@@ -207,6 +205,44 @@ public final class TextGenerator {
             throw .notADecoder(reason: "output \"\(logitsOutput)\" is not logits of shape [1, q, vocabulary]")
         }
         return Array(array.floats.suffix(vocabulary))
+    }
+}
+
+/// One generation in progress: each `next()` runs one prediction (the
+/// prefill first) and chooses one token. Not thread-safe.
+public final class Generation {
+    private let generator: TextGenerator
+    private let options: GenerationOptions
+    private let state: ModelState?
+    private var sampler: TokenSampler
+    private var sequence: [Int]
+    /// Tokens the state has seen.
+    private var fed = 0
+    /// The new tokens chosen so far.
+    public private(set) var tokens: [Int] = []
+
+    fileprivate init(generator: TextGenerator, prompt: [Int], options: GenerationOptions) {
+        self.generator = generator
+        self.options = options
+        state = generator.model.makeState()
+        sampler = TokenSampler(options: options)
+        sequence = prompt
+    }
+
+    /// The next token, or `nil` once `maxNewTokens` were generated.
+    ///
+    /// - Throws: `GenerationError.prediction` when a prediction fails (the generation cannot go on).
+    public func next() throws(GenerationError) -> GenerationStep? {
+        guard tokens.count < options.maxNewTokens else { return nil }
+        let start = DispatchTime.now().uptimeNanoseconds
+        // Stateful: only the tokens the state has not seen; otherwise the whole sequence.
+        let begin = state == nil ? 0 : fed
+        let logits = try generator.predict(tokens: Array(sequence[begin...]), begin: begin, state: state)
+        fed = sequence.count
+        let token = sampler.next(logits)
+        sequence.append(token)
+        tokens.append(token)
+        return GenerationStep(token: token, milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
     }
 }
 

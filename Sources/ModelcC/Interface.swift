@@ -40,11 +40,11 @@ final class StateHandle {
     }
 }
 
-private func retained(_ object: AnyObject) -> OpaquePointer {
+func retained(_ object: AnyObject) -> OpaquePointer {
     OpaquePointer(Unmanaged.passRetained(object).toOpaque())
 }
 
-private func object<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ what: String) throws(Failure) -> T {
+func object<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ what: String) throws(Failure) -> T {
     guard let handle else { throw Failure(.usage, "\(what) is NULL") }
     guard let object = Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(handle)).takeUnretainedValue() as? T else {
         throw Failure(.usage, "\(what) is not a \(type) handle")
@@ -57,7 +57,7 @@ private func string(_ pointer: UnsafePointer<CChar>?, _ what: String) throws(Fai
     return String(cString: pointer)
 }
 
-private func output<T>(_ pointer: UnsafeMutablePointer<T>?, _ what: String) throws(Failure) -> UnsafeMutablePointer<T> {
+func output<T>(_ pointer: UnsafeMutablePointer<T>?, _ what: String) throws(Failure) -> UnsafeMutablePointer<T> {
     guard let pointer else { throw Failure(.usage, "\(what) is NULL") }
     return pointer
 }

@@ -105,15 +105,3 @@ enum GenerateCommand {
         }
     }
 }
-
-extension ExitCode {
-    init(_ error: GenerationError) {
-        self = switch error {
-        case .notADecoder: .notADecoder
-        case .emptyPrompt: .usage
-        case .tokenOutsideVocabulary: .tokenOutsideVocabulary
-        case .contextExceeded: .contextExceeded
-        case .prediction(let error): ExitCode(error)
-        }
-    }
-}

@@ -9,14 +9,14 @@ Pillow. ``modelc.coremltools.enable()`` makes coremltools' ``predict()`` run
 through modelc; ``modelc.ray`` runs batch inference on Ray Data.
 """
 
-from ._errors import (ClosedError, FetchError, ImageError, InputError, ModelError, ModelFileError,
+from ._errors import (ClosedError, FetchError, GenerationError, ImageError, InputError, ModelError, ModelFileError,
                       UnsupportedModelError, UsageError)
 from ._model import Model, State, compile_model, fetch
 
 __all__ = [
     "Model", "State", "compile_model", "fetch",
     "ModelError", "InputError", "ImageError", "UnsupportedModelError", "ModelFileError", "FetchError",
-    "ClosedError", "UsageError",
+    "ClosedError", "UsageError", "GenerationError",
 ]
 
 __version__ = "0.1.0"

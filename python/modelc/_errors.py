@@ -40,6 +40,11 @@ class ClosedError(ModelError, ValueError):
     """The model or state was closed (freed) before use."""
 
 
+class GenerationError(ModelError, ValueError):
+    """A prompt or model ``Model.generate`` cannot take: not a decoder (107), a token outside the vocabulary (108),
+    more tokens than the model's context (109)."""
+
+
 class UsageError(ModelError, ValueError):
     """A bad argument reached the C interface (64)."""
 
@@ -58,4 +63,6 @@ def error_for(status: int, message: str) -> ModelError:
         return ModelFileError(message, status)
     if 81 <= status <= 88:
         return FetchError(message, status)
+    if 107 <= status <= 109:
+        return GenerationError(message, status)
     return ModelError(message, status)

@@ -7,7 +7,7 @@ import io
 import json
 import os
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -297,6 +297,56 @@ class Model:
         finally:
             self._handle.release()
         return State(self, state.value)
+
+    # Generation ------------------------------------------------------------
+
+    def generate(self, input_ids: Any, max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
+                 seed: int = 0) -> Iterator[int]:
+        """Token ids a decoder generates after the prompt ``input_ids``, yielded one by one as they are chosen.
+
+        The model is a decoder in Apple's stateful form (``inputIds``, ``causalMask``, the key/value caches as
+        states, ``logits``): the prompt runs once, then one token per prediction on one state; a decoder
+        without states gets the whole sequence at every step (as ``modelc generate`` does). ``temperature`` 0
+        picks the likeliest token; above 0 samples from the ``top_k`` likeliest (0: all) with a generator
+        seeded by ``seed``.
+
+        The prompt is checked before this returns: ``GenerationError`` for a model that is not a decoder (107),
+        a token outside the vocabulary (108) or more tokens than the model's context (109); ``UsageError``
+        for an empty prompt or a bad number. A failing prediction raises from the iteration.
+        """
+        ids = np.asarray(input_ids)
+        if ids.dtype.kind not in "iu" and ids.size:
+            raise InputError("input_ids must be integers, got %s" % ids.dtype, 93)
+        prompt = np.ascontiguousarray(ids.reshape(-1), dtype=np.int64)
+        lib = native.library()
+        generation = ctypes.c_void_p()
+        model = self._handle.acquire()
+        try:
+            native.check(lib.modelc_generate_start(
+                model, prompt.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), prompt.size, int(max_new_tokens),
+                float(temperature), int(top_k), int(seed), ctypes.byref(generation)))
+        except BaseException:
+            self._handle.release()
+            raise
+        return self._tokens(_Handle(generation.value, lib.modelc_generation_free, "the generation"))
+
+    def _tokens(self, generation: "_Handle") -> Iterator[int]:
+        """The tokens of a started generation; the model stays open until the last one (or the iterator's end)."""
+        lib = native.library()
+        token, done = ctypes.c_int64(), ctypes.c_int32()
+        try:
+            pointer = generation.acquire()
+            try:
+                while True:
+                    native.check(lib.modelc_generate_next(pointer, ctypes.byref(token), None, ctypes.byref(done)))
+                    if done.value:
+                        return
+                    yield int(token.value)
+            finally:
+                generation.release()
+        finally:
+            generation.close()
+            self._handle.release()
 
     # Life ------------------------------------------------------------------
 
