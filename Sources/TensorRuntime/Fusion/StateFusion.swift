@@ -54,23 +54,30 @@ enum StateFusion {
         else { return false }
         let slice = currentOp
         removed.append(current)
-        guard var (source, sourceOp) = privateProducer(graph, slice, "x") else { return false }
+        // The slice's source: the state as read (a copy other operations may read too: it stays, holding the
+        // values from before the update), or a private cast of that read.
+        var readIsPrivate = true
+        guard let sourceName = graph.computed(slice, "x"), var source = graph.producer(of: sourceName),
+              var sourceOp = graph.operation(at: source) else { return false }
         if sourceOp.type == "cast" {
             // A cast that keeps the values (fp16 state to fp32).
-            guard let dtype = graph.constant(sourceOp, "dtype")?.strings.first, dtype == "fp32" || dtype == "fp16",
-                  let (next, nextOp) = privateProducer(graph, sourceOp, "x"),
+            guard graph.isPrivate(sourceName), let dtype = graph.constant(sourceOp, "dtype")?.strings.first, dtype == "fp32" || dtype == "fp16",
+                  let readName = graph.computed(sourceOp, "x"), let next = graph.producer(of: readName), let nextOp = graph.operation(at: next),
                   nextOp.outputs[0].type.element == .float16 || dtype == "fp32"
             else { return false }
             removed.append(source)
+            readIsPrivate = graph.isPrivate(readName)
             (source, sourceOp) = (next, nextOp)
+        } else {
+            readIsPrivate = graph.isPrivate(sourceName)
         }
-        guard sourceOp.type == "read_state", state(of: sourceOp) == target else { return false }
+        guard sourceOp.type == "read_state", state(of: sourceOp) == target, sourceOp.blocks.isEmpty else { return false }
         // Nothing between the read and the write may write the state (the update moves to the write).
         for between in (source + 1)..<index {
             guard let op = graph.operation(at: between) else { continue }
             if !op.blocks.isEmpty || (op.type != "read_state" && op.type != "read_state_view" && state(of: op) == target) { return false }
         }
-        removed.append(source)
+        if readIsPrivate { removed.append(source) }
         var arguments = slice.arguments
         arguments["x"] = nil
         arguments["update"] = [update]
@@ -81,16 +88,29 @@ enum StateFusion {
         return true
     }
 
-    /// `read_state(s)` with no write of `s` after it → `read_state_view(s)`.
+    /// Operations that write their result into a buffer of their own (never
+    /// a view of their input), read by a state's view before the state's next write.
+    private static let copyingReaders: Set<String> = ["slice_by_index", "slice_by_size", "gather", "transpose", "scaled_dot_product_attention"]
+
+    /// `read_state(s)` → `read_state_view(s)` when no write of `s` follows it,
+    /// or when everything that reads it copies what it reads before the next
+    /// write of `s` (a decoder's layers each reading the cache its layer just updated).
     static let view = FusionRule("state read as a view") { graph, index in
         guard let read = graph.operation(at: index), read.type == "read_state", read.outputs.count == 1,
               Set(read.arguments.keys) == ["input"], let target = state(of: read)
         else { return false }
         for later in (index + 1)..<max(index + 1, graph.count) {
             guard let op = graph.operation(at: later) else { continue }
-            if op.type != "read_state", op.type != "read_state_view", state(of: op) == target { return false }
             // Nested blocks (loops) may write states too: leave those programs alone.
             if !op.blocks.isEmpty { return false }
+            guard op.type != "read_state", op.type != "read_state_view", state(of: op) == target else { continue }
+            // The next write: every reader must come before it and copy what it reads.
+            let name = read.outputs[0].name
+            let readers = graph.readers(of: name)
+            guard FusionGraph.readersAre(graph, name, readers),
+                  readers.allSatisfy({ $0 < later && graph.operation(at: $0).map { copyingReaders.contains($0.type) } == true })
+            else { return false }
+            break
         }
         var rewritten = read
         rewritten.type = "read_state_view"
