@@ -421,7 +421,10 @@ final class Planner {
             free = merged
         }
         func size(_ id: Int) -> Int { (max(values[id].count, 1) * 4 + 63) / 64 * 64 }
-        let inArena = values.indices.filter { values[$0].constant == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 }
+        // States get the arena's end: the engine binds their storage in place (their slots are a fallback it
+        // fills by copying), so those pages are neither zeroed nor touched (a 7B decoder's caches: 0.5 GB).
+        let states = Set(stateInputs.values)
+        let inArena = values.indices.filter { values[$0].constant == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 && !states.contains($0) }
         var born: [Int: [Int]] = [:], dies: [Int: [Int]] = [:]
         for id in inArena {
             born[firstDefinition[id], default: []].append(id)
@@ -431,6 +434,11 @@ final class Planner {
         for index in 0..<end {
             for id in born[index] ?? [] { offsets[id] = allocate(size(id)) }
             for id in dies[index] ?? [] { if let offset = offsets[id] { release(offset, size(id)) } }
+        }
+        let zeroedBytes = top
+        for id in stateInputs.values.sorted() where values[id].constant == nil {
+            offsets[id] = top
+            top += size(id)
         }
         for id in values.indices where offsets[id] == nil {
             if let source = aliasOf[id] { offsets[id] = offsets[source] }
@@ -445,7 +453,7 @@ final class Planner {
             addresses[id] = addresses[source]
         }
         let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
-        return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64),
+        return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64), zeroedBytes: zeroedBytes,
                           memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
                           stateViews: stateViews)
     }

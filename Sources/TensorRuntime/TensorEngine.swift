@@ -238,8 +238,7 @@ public final class TensorEngine: PredictionEngine {
             for view in views { run.table[view] = storage }
             return
         }
-        run.rebind(id)
-        for view in views { run.rebind(view) }
+        run.useOwnSlot(forState: id, views: views)
         state.read(name, into: run.table[id], count: count)
     }
 

@@ -105,6 +105,8 @@ struct TensorPlan: Sendable {
     let offsets: [Int?]
     let constantAddresses: [Int: UnsafeMutableRawPointerBox]
     let arenaBytes: Int
+    /// The arena's bytes zeroed when a state is made: all but the states' slots at its end.
+    let zeroedBytes: Int
     let memory: ConstantMemory
     /// The function's inputs and outputs by name.
     let inputs: [String: Int]

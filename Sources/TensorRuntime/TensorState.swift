@@ -45,7 +45,7 @@ final class TensorState {
         self.plan = plan
         kernels = ContiguousArray(plan.steps.map(\.kernel))
         arena = .allocate(byteCount: plan.arenaBytes, alignment: 64)
-        arena.initializeMemory(as: UInt8.self, repeating: 0, count: plan.arenaBytes)
+        arena.initializeMemory(as: UInt8.self, repeating: 0, count: min(plan.zeroedBytes, plan.arenaBytes))
         table = .allocate(capacity: max(plan.values.count, 1))
         table.initialize(repeating: plan.memory.empty, count: max(plan.values.count, 1))
         for id in plan.values.indices {
@@ -54,6 +54,33 @@ final class TensorState {
             } else if let constant = plan.constantAddresses[id] {
                 table[id] = constant.pointer
             }
+        }
+    }
+
+    /// Whether the states' slots at the arena's end were zeroed where the first run used them.
+    private var stateSlotsReady = false
+
+    /// Zeroes the slots of the states not bound elsewhere before the first run (a plan run
+    /// without an engine); the engine binds its states' storage, and those pages stay untouched.
+    private func zeroUnboundStateSlots() {
+        for id in plan.states.values where table[id] == plan.offsets[id].map({ arena + $0 }) { zeroSlot(id) }
+        stateSlotsReady = true
+    }
+
+    private func zeroSlot(_ id: Int) {
+        guard let offset = plan.offsets[id] else { return }
+        (arena + offset).initializeMemory(as: UInt8.self, repeating: 0, count: plan.values[id].count * 4)
+    }
+
+    /// Points state `id` (and its views) at its zeroed slot in the arena, for a state the engine copies in
+    /// rather than binds; the first run leaves it as it is then.
+    func useOwnSlot(forState id: Int, views: [Int]) {
+        rebind(id)
+        for view in views { rebind(view) }
+        zeroSlot(id)
+        if !stateSlotsReady {
+            for other in plan.states.values where other != id && table[other] == plan.offsets[other].map({ arena + $0 }) { zeroSlot(other) }
+            stateSlotsReady = true
         }
     }
 
@@ -75,6 +102,7 @@ final class TensorState {
 
     /// Runs every step in order.
     func run() throws(RuntimeError) {
+        if !stateSlotsReady { zeroUnboundStateSlots() }
         let buffers = self.buffers
         if TensorState.profiling {
             for (index, step) in plan.steps.enumerated() {
