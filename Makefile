@@ -24,7 +24,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # the server's scheduler and endpoints, and the tensor engine's concurrent parity.
 TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench fuzz clean \
+.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
 
 all: build
@@ -138,6 +138,8 @@ fixtures: venv
 # torchvision models at their published sizes into .build/zoo and runs them
 # on modelc's tensor engine (Scripts/zoo_check.py).
 ZOO_VENV ?= .venv-zoo
+# llama.cpp (llama-cpp-python compiled from source) for the LLM bench only.
+LLAMA_VENV ?= .venv-llama
 $(ZOO_VENV)/.installed: Scripts/zoo-requirements.txt Scripts/requirements.txt
 	$(PYTHON) -m venv $(ZOO_VENV)
 	$(ZOO_VENV)/bin/pip install --quiet -r Scripts/zoo-requirements.txt
@@ -157,7 +159,7 @@ zoo-full: deps $(ZOO_VENV)/.installed
 # Benchmarks: ratios against baselines measured in the same run (not tests).
 # modelc is measured as shipped: optimized, with the Swift runtime linked in
 # statically (a single binary; about 6 MB less memory than loading it shared).
-bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed
+bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed $(LLAMA_VENV)/.installed
 	@Scripts/install-deps.sh time curl nginx graphviz
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	$(SWIFT) build -c release --product ModelcBenchmarks
@@ -166,6 +168,25 @@ bench: deps venv $(SERVE_BENCH_VENV)/.installed $(ZOO_VENV)/.installed
 	ZOO_VENV=$(ZOO_VENV) Scripts/bench-transformers.sh
 	ZOO_VENV=$(ZOO_VENV) Scripts/bench-cnn.sh
 	VENV=$(VENV) Scripts/bench-overhead.sh
+	$(BENCH_LLM)
+
+# LLM section (also `make bench-llm` alone): `modelc generate` on Llama-shaped stateful decoders with
+# seeded weights, 200 M and 0.85 B parameters (fp16, int4 per block of 32) and a 7B-shaped int4 program
+# written with coremltools' MIL builder, against onnxruntime and llama.cpp on the same weights and the
+# memory bandwidth measured in the run (Scripts/bench_llm.py). The models are built once into
+# .build/bench-llm (about 20 GB of disk, a quarter of an hour; reruns reuse them); llama.cpp is compiled
+# once into .venv-llama. BENCH_LLM_ARGS passes options (--models 200m-int4,7b-int4 --rounds 1 ...).
+$(LLAMA_VENV)/.installed: Scripts/requirements-llama.txt
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	nice -n 19 $(LLAMA_VENV)/bin/pip install --quiet -r Scripts/requirements-llama.txt
+	touch $@
+
+BENCH_LLM = $(ZOO_VENV)/bin/python Scripts/bench_llm.py --modelc $(MODELC_BIN) \
+            --llama-python $(LLAMA_VENV)/bin/python $(BENCH_LLM_ARGS)
+bench-llm: deps $(ZOO_VENV)/.installed $(LLAMA_VENV)/.installed
+	@Scripts/install-deps.sh time
+	$(SWIFT) build -c release --product modelc --static-swift-stdlib
+	$(BENCH_LLM)
 
 # MLServer and its friends for the serving bench only, never for make test.
 $(SERVE_BENCH_VENV)/.installed: Scripts/requirements-serve-bench.txt
