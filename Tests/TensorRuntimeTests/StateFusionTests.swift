@@ -133,28 +133,7 @@ struct StateFusionTests {
                                                outputs: ["o", "r"])
         #expect(fusedReturned.0 == copiesReturned.0)
         #expect(Array(fusedReturned.0[24..<32]) == [0, 0.1, 0, 0, 0, -0.2, 0, 0])
-        /// Two steps on one state bound into the plan as TensorEngine binds it: outputs, then the state.
-        func run(_ block: GraphBlock) throws -> ([Float], [Float]) {
-            var function = function
-            function.block = block
-            let plan = try Planner.plan(function, shapes: ["u": [2, 1]])
-            let state = TensorState(plan: plan)
-            var stored = [Float](repeating: 0, count: 8)
-            var outputs: [Float] = []
-            let s = try #require(plan.states["s"]), u = try #require(plan.inputs["u"]), o = try #require(plan.outputs["o"])
-            try stored.withUnsafeMutableBytes { bytes in
-                let base = try #require(bytes.baseAddress)
-                state.table[s] = base
-                for view in plan.stateViews["s"] ?? [] { state.table[view] = base }
-                for step in 0..<2 {
-                    state.buffers.floats(u)[0] = Float(step) + 0.1
-                    state.buffers.floats(u)[1] = -Float(step) - 0.2
-                    try state.run()
-                    outputs += Array(UnsafeBufferPointer(start: state.buffers.floats(o), count: 8))
-                }
-            }
-            return (outputs, stored)
-        }
+        func run(_ block: GraphBlock) throws -> ([Float], [Float]) { try Self.twoSteps(function, block, outputs: ["o"]) }
         let fused = try run(FusionPass.run(function.block))
         let unfused = try run(FusionPass.run(function.block, rules: FusionPass.rules.filter { !$0.name.hasPrefix("state") }))
         #expect(fused.0.count == 16)
