@@ -97,7 +97,9 @@ public final class TextGenerator {
             candidates.first { candidate in words.contains { candidate.0.name.lowercased().contains($0) } }
         }
         let positions = named(integers, ["position"])
-        guard let tokens = named(integers, ["inputids", "input_ids", "token", "ids"]) ?? integers.first(where: { $0.0.name != positions?.0.name }) else {
+        // The token input: named so (not the positions, whose name may end in "ids" too), else the other int32 input.
+        let candidates = integers.filter { $0.0.name != positions?.0.name }
+        guard let tokens = named(candidates, ["inputids", "input_ids", "token", "ids"]) ?? candidates.first else {
             throw .notADecoder(reason: "the model has no int32 multi-array input for token ids (inputs: \(inputs.map(\.name).joined(separator: ", ")))")
         }
         let mask = named(floats, ["mask"])
