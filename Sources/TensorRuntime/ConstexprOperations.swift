@@ -48,14 +48,14 @@ enum ConstexprOperations {
         }
         if let packed = packedCodes(data) {
             // A matrix's codes stay packed: one scale and zero point per row (axis 0), column (axis 1) or for all.
+            // (Rank-1 data is one row: its axis 0 runs along the columns.)
             let (rows, columns) = (packed.rows, packed.columns)
-            let perRow = rank == 2 && axis == 0, perColumn = rank == 2 ? axis == 1 : true
-            let blocks = perRow ? rows : (perColumn ? columns : 1)
+            let single = scales.count == 1 && points.count == 1, perRow = rank == 2 && axis == 0
+            let blocks = single ? 1 : (perRow ? rows : columns)
             func spread(_ values: [Float]) -> [Float] { values.count == blocks ? values : Array(repeating: values[0], count: blocks) }
-            let single = scales.count == 1 && points.count == 1
-            if let decoded = packed.decoded(by: single ? .shiftScale(scale: scales, offset: points) : .shiftScale(scale: spread(scales), offset: spread(points)),
-                                            blockRows: single ? rows : (perRow ? 1 : rows), blockColumns: single ? columns : (perRow ? columns : 1),
-                                            roundsToHalf: false) {
+            let (blockRows, blockColumns) = single ? (rows, columns) : (perRow ? (1, columns) : (rows, 1))
+            if let decoded = packed.decoded(by: .shiftScale(scale: spread(scales), offset: spread(points)), blockRows: blockRows,
+                                            blockColumns: blockColumns, roundsToHalf: false) {
                 context.output(constant: Tensor(type: .float32, shape: data.shape, storage: .packed(decoded)))
                 return
             }

@@ -93,9 +93,8 @@ enum LinearAlgebraOperations {
         }
         if !tx, let packed = packedWeights(y), bias == nil || bias?.constant != nil {
             // Weights kept as stored (compressed, or large fp16): read so by the product itself.
-            let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
             let fused = residual?.shape == shape ? residual : nil
-            packedProduct(context, x: x, weights: packed, transposed: ty, rows: batch.reduce(1, *) * m, k: k, n: n, bias: biasValues,
+            packedProduct(context, x: x, weights: packed, transposed: ty, rows: batch.reduce(1, *) * m, k: k, n: n, bias: constantBias(bias, n),
                           activation: activation, residual: fused, out: out)
             if let residual, fused == nil { addAfter(context, out: out, shape: shape, activation: nil, residual: residual) }
             return
@@ -293,7 +292,7 @@ enum LinearAlgebraOperations {
                                       bias: PlanValue?, activation: DNNLKernels.Activation?, residual: PlanValue?,
                                       out: Int) throws(RuntimeError) -> Bool {
         guard m > 0, n > 0, k > 0, bias == nil || bias?.constant != nil else { return false }
-        let biasValues = bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
+        let biasValues = constantBias(bias, n)
         let xBatch = Array(xShape.dropLast(2)), yBatch = Array(yShape.dropLast(2))
         let failure = DNNLKernels.failure(context)
         let a = x.id, b = y.id, r = residual?.id
@@ -443,6 +442,11 @@ enum LinearAlgebraOperations {
             guard ran else { throw failure }
         }
         return true
+    }
+
+    /// A constant bias as `n` values (one given for all repeated), or `nil` without one.
+    private static func constantBias(_ bias: PlanValue?, _ n: Int) -> [Float]? {
+        bias?.constant.map { values in values.count == 1 ? Array(repeating: values.floats[0], count: n) : values.floats }
     }
 
     /// A step after a product that applies `activation` to its result in

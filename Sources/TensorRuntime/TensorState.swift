@@ -57,13 +57,17 @@ final class TensorState {
         }
     }
 
-    /// Whether the states' slots at the arena's end were zeroed where the first run used them.
+    /// Whether the first run has zeroed the state slots (at the arena's end) that nothing else prepared.
     private var stateSlotsReady = false
+    /// The states whose slots were zeroed (and then filled) before the first run.
+    private var preparedStates: Set<Int> = []
 
-    /// Zeroes the slots of the states not bound elsewhere before the first run (a plan run
-    /// without an engine); the engine binds its states' storage, and those pages stay untouched.
+    /// Zeroes, before the first run, the slots of the states neither bound elsewhere nor
+    /// prepared (a plan run without an engine); bound states' pages stay untouched.
     private func zeroUnboundStateSlots() {
-        for id in plan.states.values where table[id] == plan.offsets[id].map({ arena + $0 }) { zeroSlot(id) }
+        for id in plan.states.values where !preparedStates.contains(id) && table[id] == plan.offsets[id].map({ arena + $0 }) {
+            zeroSlot(id)
+        }
         stateSlotsReady = true
     }
 
@@ -78,10 +82,7 @@ final class TensorState {
         rebind(id)
         for view in views { rebind(view) }
         zeroSlot(id)
-        if !stateSlotsReady {
-            for other in plan.states.values where other != id && table[other] == plan.offsets[other].map({ arena + $0 }) { zeroSlot(other) }
-            stateSlotsReady = true
-        }
+        preparedStates.insert(id)
     }
 
     /// Points value `id` back at its own bytes (the arena, or its constant).
