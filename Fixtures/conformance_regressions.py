@@ -4,7 +4,7 @@
 Usage:
     conformance_regressions.py [--out DIR]   write DIR/Parity/Regressions/ (default DIR: the folder of this script)
 
-Each case set is the smallest model that showed one defect (issue 25), built with coremltools'
+Each case set is the smallest model that showed one defect (issue 25; and coremltools' converter tests, issue 37), built with coremltools'
 builders (`mb.program` for ML programs, `NeuralNetworkBuilder` for neural networks), with inputs
 and the outputs a NumPy float64 evaluation of the MIL operation definitions
 (coremltools/converters/mil/mil/ops/defs/iOS15..iOS18) or of NeuralNetwork.proto's layer
@@ -551,6 +551,85 @@ def nn_batched_matmul_rank1(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_squeeze_all_rank1(writer):
+    """Issue 37, from test_numpy_nn_layers' test_squeeze_all: a squeeze of every size-1 axis of a
+    (1,) input gave a rank-0 result; a neural network has no rank-0 blob, Core ML gives (1,)."""
+    b = nn([("one", (1,)), ("ones", (1, 1, 1)), ("x", (3, 1, 7))], ["a", "b", "c"])
+    for source, target in (("one", "a"), ("ones", "b"), ("x", "c")):
+        b.add_squeeze("squeeze_" + source, input_name=source, output_name=target, squeeze_all=True)
+    spec = finish(b)
+    rng = np.random.default_rng(3701)
+    cases = []
+    for _ in range(2):
+        one, ones, x = f32(rng.standard_normal(1)), f32(rng.standard_normal((1, 1, 1))), f32(rng.standard_normal((3, 1, 7)))
+        cases.append({"inputs": {"one": one, "ones": ones, "x": x},
+                      "outputs": {"a": one.reshape(1), "b": ones.reshape(1), "c": x.reshape(3, 7)}})
+    writer.write("nn_squeeze_all_rank1", spec, NUMPY, cases,
+                 "issue 37: squeezeAll of (1,) and (1, 1, 1) gives (1,), of (3, 1, 7) gives (3, 7)",
+                 "np.squeeze, made rank 1 where it would be rank 0.", tolerance=TOLERANCE)
+
+
+def nn_split_nd_uneven(writer):
+    """Issue 37, from test_numpy_nn_layers' test_split_nd_cpu: splitND into numSplits parts of an
+    axis they do not divide gives NumPy's array_split (the first size % n parts one longer); the
+    engine made every part but the last one longer (7 into 3: 3, 3, 1 instead of 3, 2, 2)."""
+    b = nn([("x", (2, 7, 3))], ["p0", "p1", "p2"])
+    b.add_split_nd("split", input_name="x", output_names=["p0", "p1", "p2"], axis=1, num_splits=3)
+    spec = finish(b)
+    rng = np.random.default_rng(3702)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((2, 7, 3)))
+        parts = np.array_split(x, 3, axis=1)
+        cases.append({"inputs": {"x": x}, "outputs": {"p%d" % i: part for i, part in enumerate(parts)}})
+    writer.write("nn_split_nd_uneven", spec, NUMPY, cases,
+                 "issue 37: splitND of an axis of 7 into 3 gives 3, 2, 2 (np.array_split)",
+                 "test_split_nd_cpu compares with np.array_split when the parts are uneven.", tolerance=TOLERANCE)
+
+
+def nn_batched_matmul_rank1_second(writer):
+    """Issue 37, from test_numpy_nn_layers' test_batched_mat_mul_cpu: a rank-1 second operand is
+    read as (D, 1) and its axis kept: (10,) by (10,) gives (1, 1), (4, 10) by (10,) gives (4, 1)."""
+    b = nn([("a", (10,)), ("m", (4, 10)), ("v", (10,))], ["dot", "column"])
+    b.add_batched_mat_mul("dot", input_names=["a", "v"], output_name="dot")
+    b.add_batched_mat_mul("column", input_names=["m", "v"], output_name="column")
+    spec = finish(b)
+    rng = np.random.default_rng(3703)
+    cases = []
+    for _ in range(2):
+        a, m, v = f32(rng.standard_normal(10)), f32(rng.standard_normal((4, 10))), f32(rng.standard_normal(10))
+        cases.append({"inputs": {"a": a, "m": m, "v": v},
+                      "outputs": {"dot": a.reshape(1, 10) @ v.reshape(10, 1), "column": m @ v.reshape(10, 1)}})
+    writer.write("nn_batched_matmul_rank1_second", spec, NUMPY, cases,
+                 "issue 37: batched matmul of (10,) by (10,) gives (1, 1), of (4, 10) by (10,) gives (4, 1)",
+                 "NeuralNetwork.proto reads a rank-1 second operand as (D, 1) and keeps both axes.",
+                 tolerance=TOLERANCE)
+
+
+def nn_batched_matmul_quantized_per_channel(writer):
+    """Issue 37, from test_nn_builder's test_linear_quant_batchedmatmul_5bit: weights quantized
+    with one scale and bias per output channel (3 of them) were refused at compile ("3 scales for
+    1 channels"). The values are stored [output, input], so a channel is a row of them."""
+    from coremltools.models.neural_network.quantization_utils import _convert_array_to_nbit_quantized_bytes
+    codes = np.array([[31, 20, 11], [1, 0, 8]], dtype=np.uint8)  # [input 2, output 3]
+    scale, shift = np.array([10.0, 2.0, 3.0]), np.array([-2.0, -10.0, 6.0])
+    bias = np.array([1.0, 2.0, 3.0])
+    b = nn([("x", (2, 2))], ["y"])
+    b.add_batched_mat_mul("matmul", input_names=["x"], output_name="y", weight_matrix_rows=2,
+                          weight_matrix_columns=3,
+                          W=_convert_array_to_nbit_quantized_bytes(codes.flatten(), 5).tobytes(),
+                          bias=bias, is_quantized_weight=True, quantization_type="linear", nbits=5,
+                          quant_scale=scale, quant_bias=shift)
+    spec = finish(b)
+    weights = codes.astype(np.float64) * scale + shift
+    rng = np.random.default_rng(3704)
+    xs = [f32([[5, 6], [10, 12]]), f32(rng.standard_normal((2, 2)))]
+    cases = [{"inputs": {"x": x}, "outputs": {"y": x @ weights + bias}} for x in xs]
+    writer.write("nn_batched_matmul_quantized_per_channel", spec, NUMPY, cases,
+                 "issue 37: batched matmul with 5-bit weights, one linear scale and bias per output channel",
+                 "Dequantized in float64 as scale[o] * code + bias[o], o the output channel.", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -737,8 +816,8 @@ def unsupported_models(writer):
 def write_readme(writer):
     lines = ["# Conformance regressions", "",
              "Made by `Fixtures/conformance_regressions.py` (run by `Fixtures/generate.py`): the "
-             "smallest model for each defect coremltools' own operation tests found (issue 25), "
-             "with NumPy float64 references. Shapes must match exactly, values within each file's "
+             "smallest model for each defect coremltools' own operation tests (issue 25) and "
+             "converter tests (issue 37) found, with NumPy float64 references. Shapes must match exactly, values within each file's "
              "tolerance.", "", "| file | kind | cases | checks |", "|---|---|---|---|"]
     for name, kind, _, count, checks in writer.entries:
         lines.append("| `%s` | %s | %d | %s |" % (name, kind, count, checks))
@@ -789,6 +868,10 @@ def generate(out_dir):
     nn_tile_dynamic_reps(writer)
     nn_slice_dynamic_defaults(writer)
     nn_rank_from_values(writer)
+    nn_squeeze_all_rank1(writer)
+    nn_split_nd_uneven(writer)
+    nn_batched_matmul_rank1_second(writer)
+    nn_batched_matmul_quantized_per_channel(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -876,7 +876,8 @@ def runtime_shapes(rng):
         outputs.append({"window": window, "tail": d[b[0]:, b[1]:b[1] + 2], "nonzero": np.argwhere(a > 0.25).astype(np.int32),
                         "range": np.arange(min(b), n + 4, dtype=np.int32), "filled": np.full((n, max(b)), 1.5),
                         "tiled": np.tile(d[0:1, 0:2], (n, 1)), "flat": window.reshape(-1), "chosen": chosen,
-                        "after": chosen.sum() + window.sum()})
+                        # A rank-0 result comes back as (1,): Core ML has no rank-0 multi-array output.
+                        "after": np.array([chosen.sum() + window.sum()])})
     return prog, cases, outputs
 
 
@@ -939,7 +940,7 @@ def lists(rng):
         rows = max(n, 1)
         appended = np.array([d * i for i in range(n)] + [np.zeros(2)] * (rows - n))
         cases.append({"a": a, "b": b, "n": np.array([n], dtype=np.int32)})
-        outputs.append({"initial": np.zeros(2), "first": d, "picked": np.array([e, [-1, -2], [0, 0]]), "size": np.int32(5),
+        outputs.append({"initial": np.zeros(2), "first": d, "picked": np.array([e, [-1, -2], [0, 0]]), "size": np.array([5], dtype=np.int32),
                         "appended": appended})
     return prog, cases, outputs
 

@@ -7,7 +7,9 @@ public enum InputChecker {
     /// declared type, multi-arrays of an allowed shape, images of an allowed
     /// size. Numbers are converted where the conversion loses nothing (an
     /// int64 given for a double, an integral double for an int64); inputs the
-    /// model does not declare are passed through.
+    /// model does not declare are passed through. An optional multi-array left
+    /// out is given as Core ML gives it: its declared (default) shape filled
+    /// with the model's default value, or zeros.
     ///
     /// - Throws: `RuntimeError` naming the first feature at fault.
     public static func check(
@@ -16,12 +18,23 @@ public enum InputChecker {
         var checked = inputs
         for description in descriptions {
             guard let value = inputs[description.name] else {
-                if description.isOptional { continue }
-                throw .missingInput(feature: description.name, expected: description.type.expectation)
+                guard description.isOptional else {
+                    throw .missingInput(feature: description.name, expected: description.type.expectation)
+                }
+                if case .multiArray(let array) = description.type { checked[description.name] = defaultValue(of: array) }
+                continue
             }
             checked[description.name] = try conform(value, to: description)
         }
         return checked
+    }
+
+    /// An optional multi-array's value when a prediction leaves it out.
+    static func defaultValue(of array: MultiArrayType) -> FeatureValue? {
+        let shape = array.shape.map { Int(max($0, 1)) }
+        guard !shape.isEmpty else { return nil }
+        let dataType = MultiArray.DataType(schemaName: array.dataType) ?? .float32
+        return .multiArray(MultiArray([Double](repeating: array.defaultValue ?? 0, count: shape.reduce(1, *)), shape: shape, dataType: dataType))
     }
 
     /// `value` as the feature `description` declares it.
@@ -39,6 +52,12 @@ public enum InputChecker {
         case (.int64, .double(let number)):
             guard let exact = Int64(exactly: number) else { throw mismatch() }
             return .int64(exact)
+        case (.double, .multiArray(let given)) where given.count == 1:
+            // A one-element array stands for a number, as Core ML reads it (NumPy rows of one column).
+            return .double(given[0])
+        case (.int64, .multiArray(let given)) where given.count == 1:
+            guard let exact = Int64(exactly: given[0]) else { throw mismatch() }
+            return .int64(exact)
         case (.multiArray(let array), .multiArray(let given)):
             guard array.accepts(shape: given.shape) else {
                 throw .wrongShape(feature: name, expected: array.shapeExpectation, got: given.shape)
@@ -48,6 +67,16 @@ public enum InputChecker {
             // A single number stands for a one-element array.
             guard array.accepts(shape: [1]), let number = value.doubleValue else { throw mismatch() }
             return .multiArray(MultiArray([number], shape: [1]))
+        case (.image(let image), .multiArray(let given)) where image.colorSpace == "GRAYSCALE_FLOAT16":
+            // Float pixels (Core ML's one-component half-float buffer) come as an array of
+            // [H, W] values, ones before them allowed: the [1, 1, H, W] tensor the program reads.
+            let shape = given.shape
+            guard shape.count >= 2, shape.dropLast(2).allSatisfy({ $0 == 1 }) else { throw mismatch() }
+            let height = shape[shape.count - 2], width = shape[shape.count - 1]
+            guard image.accepts(width: width, height: height) else {
+                throw .wrongImageSize(feature: name, expected: image.sizeExpectation, width: width, height: height)
+            }
+            return .multiArray(given.reshaped([1, 1, height, width]) ?? given)
         case (.image(let image), .image(let given)):
             guard image.accepts(width: given.width, height: given.height) else {
                 throw .wrongImageSize(feature: name, expected: image.sizeExpectation, width: given.width, height: given.height)

@@ -45,7 +45,11 @@ public enum OutputConformer {
     /// An image output computed as channels × height × width values (leading
     /// ones allowed): 8-bit pixels, values rounded and clamped to 0…255, RGB
     /// (from BGR when declared so) or gray; `nil` when the shape does not fit.
+    /// A `GRAYSCALE_FLOAT16` output is not 8-bit: Core ML gives its values as
+    /// half-float pixels, unrounded and unclamped, so it stays the array the
+    /// engine computed (`nil` here).
     static func image(_ array: MultiArray, _ type: ImageType) -> PixelBuffer? {
+        guard type.colorSpace != "GRAYSCALE_FLOAT16" else { return nil }
         let gray = type.colorSpace.hasPrefix("GRAYSCALE")
         let shape = array.shape.drop { $0 == 1 }.count >= 2 ? Array(array.shape.drop { $0 == 1 }) : array.shape
         let channels = shape.count >= 3 ? shape[shape.count - 3] : 1

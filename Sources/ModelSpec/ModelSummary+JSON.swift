@@ -47,7 +47,7 @@ extension ModelSummary: Encodable {
 extension FeatureDescription: Encodable {
     private enum Key: String, CodingKey {
         case name, shortDescription, isOptional, type
-        case dataType, shape, enumeratedShapes, shapeRange
+        case dataType, shape, enumeratedShapes, shapeRange, defaultValue
         case width, height, colorSpace, enumeratedSizes, imageSizeRange
         case keyType, elementType, sizeRange
     }
@@ -67,6 +67,7 @@ extension FeatureDescription: Encodable {
             case .ranges(let ranges): try container.encode(ranges, forKey: .shapeRange)
             case nil: break
             }
+            try container.encodeIfPresent(array.defaultValue, forKey: .defaultValue)
         case .image(let image):
             try container.encode(image.width, forKey: .width)
             try container.encode(image.height, forKey: .height)

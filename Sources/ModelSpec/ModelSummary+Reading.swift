@@ -213,6 +213,12 @@ extension MultiArrayType {
         default:
             shapeFlexibility = nil
         }
+        defaultValue = switch array.default_optional_value_case {
+        case CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_INT_DEFAULT_VALUE: Double(array.intdefaultvalue)
+        case CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_FLOAT_DEFAULT_VALUE: Double(array.floatdefaultvalue)
+        case CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_DOUBLE_DEFAULT_VALUE: array.doubledefaultvalue
+        default: nil
+        }
     }
 }
 

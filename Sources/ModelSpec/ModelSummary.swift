@@ -118,6 +118,9 @@ public struct MultiArrayType: Equatable, Sendable {
     public var dataType: String
     public var shape: [Int64]
     public var shapeFlexibility: ShapeFlexibility?
+    /// The value every element of an optional input takes when a prediction leaves it out
+    /// (`defaultOptionalValue`: an int, float or double), if the model gives one.
+    public var defaultValue: Double? = nil
 
     public enum ShapeFlexibility: Equatable, Sendable {
         /// Any of these shapes.

@@ -34,6 +34,12 @@ enum ShapeOperations {
             }
             try context.alias(x, shape: x.shape.indices.filter { !drop.contains($0) }.map { x.shape[$0] })
         },
+        // Neural networks have no rank-0 blobs: a squeeze of every size-1 axis of (1,) or (1, 1)
+        // gives (1,). Internal to the network lowering, whose ranks are only known at plan time.
+        "at_least_rank1": OperationDefinition(["x"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            try context.alias(x, shape: x.rank == 0 ? [1] : x.shape)
+        },
         "flatten2d": OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in
             let x = try context.input()
             let axis = try context.int("axis", 1)
@@ -476,8 +482,9 @@ enum ShapeOperations {
             guard parts > 0, parts == context.op.outputs.count else {
                 throw context.invalid("num_splits \(parts) for \(context.op.outputs.count) outputs")
             }
-            let each = (size + parts - 1) / parts
-            sizes = (0..<parts).map { min(each, max(0, size - $0 * each)) }
+            // As NumPy's array_split (NeuralNetwork splitND): the first size % parts outputs are
+            // one longer. MIL's split requires a size divisible by num_splits, where this is even.
+            sizes = (0..<parts).map { size / parts + ($0 < size % parts ? 1 : 0) }
         }
         guard sizes.reduce(0, +) == size, sizes.count == context.op.outputs.count else {
             throw context.invalid("split_sizes \(sizes) for axis \(axis) of size \(size) into \(context.op.outputs.count) outputs")

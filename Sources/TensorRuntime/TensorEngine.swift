@@ -182,7 +182,7 @@ public final class TensorEngine: PredictionEngine {
                 continue
             }
             guard let value = inputs[input.name] else { continue }
-            write(value, type: input.type.element, into: target, count: count)
+            write(value, type: input.type.element, of: input.name, into: target, count: count)
         }
         try run.run()
         for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
@@ -274,7 +274,7 @@ public final class TensorEngine: PredictionEngine {
         }
     }
 
-    private func write(_ value: FeatureValue, type: ElementType, into target: UnsafeMutableRawPointer, count: Int) {
+    private func write(_ value: FeatureValue, type: ElementType, of name: String, into target: UnsafeMutableRawPointer, count: Int) {
         switch value {
         case .multiArray(let array):
             let doubles = array.dataType == .float32 ? nil : array.doubles
@@ -298,11 +298,16 @@ public final class TensorEngine: PredictionEngine {
                 }
             }
         case .image(let image):
+            let colorSpace: String = if case .image(let type)? = interface.inputs.first(where: { $0.name == name })?.type {
+                type.colorSpace
+            } else { "RGB" }
             let floats = target.assumingMemoryBound(to: Float.self)
-            let colorSpace: String = interface.inputs.lazy.compactMap { description -> String? in
-                if case .image(let type) = description.type { return type.colorSpace } else { return nil }
-            }.first ?? "RGB"
             Self.writeImage(image, colorSpace: colorSpace, into: floats, count: count)
+            // An iOS17 grayscale image read as uint8 (`grayscale_use_uint8`): integer slots hold int32.
+            if !type.isFloat {
+                let ints = target.assumingMemoryBound(to: Int32.self)
+                for index in 0..<count { ints[index] = Int32(floats[index]) }
+            }
         case .double(let number):
             if type.isFloat { target.assumingMemoryBound(to: Float.self)[0] = Float(number) }
             else { target.assumingMemoryBound(to: Int32.self)[0] = truncatedInt32(Float(number)) }
@@ -344,15 +349,17 @@ public final class TensorEngine: PredictionEngine {
 
     /// A computed value as a multi-array: fp16 as float16, other floats as
     /// float32, integers and bool as int32.
+    /// A rank-0 value is a one-element vector, as Core ML gives it (a multi-array has at least one axis).
     static func array(_ value: PlanValue, at pointer: UnsafeMutableRawPointer) -> MultiArray {
         let count = value.count
+        let shape = value.shape.isEmpty ? [1] : value.shape
         if value.type == .float32 || value.type == .float64 {
             // Copied once into the array's own memory (no intermediate [Float]: a segmentation
             // model's 4 MB output paid a second allocation and its page faults per prediction).
-            return MultiArray(copying: UnsafeRawBufferPointer(start: pointer, count: count * 4), shape: value.shape,
-                              strides: MultiArray.rowMajorStrides(value.shape), dataType: .float32)
+            return MultiArray(copying: UnsafeRawBufferPointer(start: pointer, count: count * 4), shape: shape,
+                              strides: MultiArray.rowMajorStrides(shape), dataType: .float32)
         }
-        var array = MultiArray(shape: value.shape, dataType: value.type == .float16 ? .float16 : .int32)
+        var array = MultiArray(shape: shape, dataType: value.type == .float16 ? .float16 : .int32)
         array.withUnsafeMutableBytes { raw in
             if value.type == .float16 {
                 let target = raw.bindMemory(to: Float16.self), source = pointer.assumingMemoryBound(to: Float.self)

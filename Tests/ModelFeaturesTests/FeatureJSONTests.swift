@@ -189,6 +189,20 @@ struct OutputConformerTests {
         #expect(OutputConformer.conform(value, to: declared) == .dictionary(.int64s([1: 1, 3: 2.5])))
     }
 
+    /// An 8-bit gray image output is rounded and clamped; a GRAYSCALE_FLOAT16 one keeps the float
+    /// values the engine computed (Core ML gives half-float pixels, PIL mode F in its binding).
+    @Test func grayscaleImageOutputs() throws {
+        let values = FeatureValue.multiArray(MultiArray([-3, 0.4, 127.6, 300], shape: [1, 1, 2, 2], dataType: .float16))
+        let gray = Declared.feature("y", .image(ImageType(width: 2, height: 2, colorSpace: "GRAYSCALE", sizeFlexibility: nil)))
+        guard case .image(let pixels) = OutputConformer.conform(values, to: gray) else {
+            Issue.record("a GRAYSCALE output is not an image")
+            return
+        }
+        #expect(pixels.pixelFormat == .gray && pixels.bytes == [0, 0, 128, 255])
+        let half = Declared.feature("y", .image(ImageType(width: 2, height: 2, colorSpace: "GRAYSCALE_FLOAT16", sizeFlexibility: nil)))
+        #expect(OutputConformer.conform(values, to: half) == values)
+    }
+
     @Test func onlyDeclaredOutputsAreKept() {
         let outputs: [String: FeatureValue] = ["y": .double(1), "scratch": .double(2)]
         #expect(OutputConformer.conform(outputs, to: [Declared.feature("y", .int64)]) == ["y": .int64(1)])

@@ -168,6 +168,45 @@ struct InputCheckerTests {
         }
     }
 
+    /// coremltools' converter tests (issue 37): an optional tensor input left out is its
+    /// declared shape filled with the model's default value (zeros without one), as Core ML gives it.
+    @Test func optionalArrayLeftOutTakesTheDefaultValue() throws {
+        var withDefault = MultiArrayType(dataType: "FLOAT32", shape: [1, 2], shapeFlexibility: nil)
+        withDefault.defaultValue = 3
+        let descriptions = [Declared.feature("x", .double), Declared.feature("bias", .multiArray(withDefault), optional: true),
+                            Declared.feature("mask", Declared.array([3], dataType: "INT32"), optional: true)]
+        let checked = try InputChecker.check(["x": .double(1)], against: descriptions)
+        #expect(checked["bias"] == .multiArray(MultiArray([3, 3], shape: [1, 2], dataType: .float32)))
+        #expect(checked["mask"] == .multiArray(MultiArray([0, 0, 0], shape: [3], dataType: .int32)))
+        let given = Declared.array(shape: [1, 2])
+        #expect(try InputChecker.check(["x": .double(1), "bias": given], against: descriptions)["bias"] == given)
+    }
+
+    /// A one-element multi-array given for a double or int64 feature is that number
+    /// (scikit-learn converters' tests give NumPy rows of one column).
+    @Test func oneElementArrayStandsForANumber() throws {
+        #expect(try InputChecker.conform(.multiArray(MultiArray([2.5], shape: [1])), to: Declared.feature("d", .double)) == .double(2.5))
+        #expect(try InputChecker.conform(.multiArray(MultiArray([4], shape: [1, 1])), to: Declared.feature("i", .int64)) == .int64(4))
+        #expect(throws: RuntimeError.wrongType(feature: "i", expected: "an int64", got: "a 1 DOUBLE multi-array")) {
+            try InputChecker.conform(.multiArray(MultiArray([4.5], shape: [1])), to: Declared.feature("i", .int64))
+        }
+        #expect(throws: RuntimeError.self) { try InputChecker.conform(Declared.array(shape: [2]), to: Declared.feature("d", .double)) }
+    }
+
+    /// A GRAYSCALE_FLOAT16 image takes float pixels as an [H, W] array (leading ones allowed), made
+    /// the [1, 1, H, W] tensor the program reads; its size is checked as an image's.
+    @Test func halfFloatGrayscaleImageTakesAnArrayOfPixels() throws {
+        let feature = Declared.feature("g", .image(ImageType(width: 3, height: 2, colorSpace: "GRAYSCALE_FLOAT16", sizeFlexibility: nil)))
+        let pixels = MultiArray([0.25, 0.5, 0.75, 1, 1.25, 1.5], shape: [2, 3], dataType: .float32)
+        #expect(try InputChecker.conform(.multiArray(pixels), to: feature) == .multiArray(pixels.reshaped([1, 1, 2, 3])!))
+        #expect(throws: RuntimeError.wrongImageSize(feature: "g", expected: "3×2", width: 2, height: 3)) {
+            try InputChecker.conform(.multiArray(pixels.reshaped([3, 2])!), to: feature)
+        }
+        #expect(throws: RuntimeError.self) { try InputChecker.conform(.multiArray(pixels.reshaped([2, 1, 3])!), to: feature) }
+        let rgb = Declared.feature("c", Declared.image(3, 2))
+        #expect(throws: RuntimeError.self) { try InputChecker.conform(.multiArray(pixels), to: rgb) }
+    }
+
     @Test func messagesAreOneLine() {
         let errors: [RuntimeError] = [
             .missingInput(feature: "x", expected: "a double"),

@@ -28,6 +28,7 @@ struct ConformanceRegressionTests {
             "program_flexible_channels", "program_cast_of_constexpr", "nn_batched_matmul_rank1",
             "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
             "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults", "nn_rank_from_values",
+            "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -163,6 +164,17 @@ struct ConformanceRegressionTests {
     @Test("cast of a constant")
     func castOfConstant() throws {
         try check("program_cast_of_constexpr")
+    }
+
+    /// Found by coremltools' converter tests (issue 37, test_numpy_nn_layers
+    /// and test_nn_builder): a neural network's squeezeAll never gives rank 0;
+    /// splitND into uneven parts follows np.array_split; a rank-1 second
+    /// operand of a batched matmul is (D, 1) and keeps its axis; weights
+    /// quantized per output channel of a batched matmul are valid.
+    @Test("issue 37: neural-network layers as the converter tests check them",
+          arguments: ["nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel"])
+    func converterTestLayers(_ name: String) throws {
+        try check(name)
     }
 }
 

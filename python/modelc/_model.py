@@ -400,6 +400,13 @@ class Model:
         description = self._inputs.get(name, {})
         kind = description.get("type")
         key = _name(name)
+        if _PILImage is not None and isinstance(value, _PILImage.Image) and description.get("colorSpace") == "GRAYSCALE_FLOAT16":
+            # Float pixels (Core ML's one-component half-float buffer): a PIL image of mode F, as an array.
+            if value.mode != "F":
+                raise InputError("input \"%s\" is a PIL image of mode %s: a GRAYSCALE_FLOAT16 image must be of type "
+                                 "PIL.Image.Image with mode=='F'" % (name, value.mode), 93)
+            self._add_array(features, name, np.ascontiguousarray(np.asarray(value, dtype=np.float32)[np.newaxis, np.newaxis]))
+            return
         if _PILImage is not None and isinstance(value, _PILImage.Image):
             fixed = kind == "imageType" and "enumeratedSizes" not in description and "imageSizeRange" not in description
             if fixed and value.size != (description.get("width"), description.get("height")):
@@ -534,15 +541,22 @@ class Model:
 
 
 def _image_from_array(array: np.ndarray, description: Mapping[str, Any]) -> Any:
-    """An image output the engine gave as a tensor ([1,] C, H, W, values 0-255) as a PIL image."""
+    """An image output the engine gave as a tensor ([1,] C, H, W, values 0-255) as a PIL image.
+
+    A ``GRAYSCALE_FLOAT16`` output keeps its values as float pixels (PIL mode ``F``), as Core ML
+    gives a one-component half-float buffer; other images are 8-bit.
+    """
     while array.ndim > 3 and array.shape[0] == 1:
         array = array[0]
     if array.ndim == 3 and array.shape[0] in (1, 3, 4):
         array = np.moveaxis(array, 0, -1)
     if array.ndim == 3 and array.shape[-1] == 1:
         array = array[..., 0]
-    pixels = np.clip(np.rint(array), 0, 255).astype(np.uint8)
     color_space = description.get("colorSpace", "RGB")
+    if color_space == "GRAYSCALE_FLOAT16" and array.ndim == 2:
+        floats = np.ascontiguousarray(array, dtype=np.float32)
+        return _PILImage.fromarray(floats, "F") if _PILImage is not None else floats
+    pixels = np.clip(np.rint(array), 0, 255).astype(np.uint8)
     if pixels.ndim == 3 and color_space == "BGR":
         pixels = pixels[..., ::-1]
     if _PILImage is None:  # pragma: no cover

@@ -362,8 +362,11 @@ extension NetworkLowering {
                 let x = try b.input(), r = b.rank(x)
                 let axes = l.squeeze.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? []
                 if l.squeeze?.pointee.squeezeall != 0 || axes.isEmpty {
-                    let length = (try? b.declaredRank(of: try b.output())) ?? 1
-                    b.atLeastRank1(b.op("squeeze", ["x": .value(x)], rank: length), into: try b.output())
+                    // How many axes have size 1 is known when the plan is made: the rank here is the
+                    // declared one (else 1), and the plan keeps at least one axis.
+                    let length = max(1, (try? b.declaredRank(of: try b.output())) ?? 1)
+                    let squeezed = b.op("squeeze", ["x": .value(x)], rank: length)
+                    b.op("at_least_rank1", ["x": .value(squeezed)], into: try b.output(), rank: length)
                 } else {
                     b.atLeastRank1(b.op("squeeze", ["x": .value(x), "axes": .ints(axes)], rank: r - Set(axes.map { $0 < 0 ? $0 + r : $0 }).count),
                                    into: try b.output())
@@ -510,17 +513,20 @@ extension NetworkLowering {
         guard let params = layer.batchedmatmul?.pointee else { throw b.invalid("no parameters") }
         let x = try b.input(), output = try b.output()
         if b.inputs.count > 1 {
-            // NeuralNetwork.proto reads a rank-1 first operand as (1, D).
+            // NeuralNetwork.proto reads a rank-1 first operand as (1, D) and a rank-1 second one as
+            // (D, 1), and keeps both axes: (10,) by (10,) gives (1, 1), (4, 10) by (10,) gives (4, 1).
             let first = b.rank(x) == 1 ? b.op("expand_dims", ["x": .value(x), "axes": .ints([0])], rank: 2) : x
             let y = try b.input(1)
-            b.op("matmul", ["x": .value(first), "y": .value(y), "transpose_x": .bool(params.transposea != 0), "transpose_y": .bool(params.transposeb != 0)],
+            let second = b.rank(y) == 1 ? b.op("expand_dims", ["x": .value(y), "axes": .ints([1])], rank: 2) : y
+            b.op("matmul", ["x": .value(first), "y": .value(second), "transpose_x": .bool(params.transposea != 0), "transpose_y": .bool(params.transposeb != 0)],
                  into: output, rank: max(b.rank(x), b.rank(y), 2))
             return
         }
         // NeuralNetwork.proto: with the weights as the second operand, transposeA and transposeB are ignored.
         let first = Int(params.weightmatrixfirstdimension), second = Int(params.weightmatrixseconddimension)
-        let weights = try b.weights(params.weights, "weights", count: first * second)
-        // Stored [second, first]: the product uses their transpose.
+        // Stored [second, first] (output channels outermost, per-channel quantization scales
+        // indexed by them): the product uses their transpose.
+        let weights = try b.weights(params.weights, "weights", count: first * second, channels: second)
         let product = b.op("matmul", ["x": .value(x), "y": .floats(weights, shape: [second, first]), "transpose_y": .bool(true)],
                            into: params.hasbias != 0 ? nil : output, rank: b.rank(x))
         guard params.hasbias != 0 else { return }

@@ -87,6 +87,48 @@ def _computation_error(model, error: InputError) -> Optional[ComputationError]:
     return ComputationError("Unable to compute the prediction using %s. modelc: %s" % (kind, error))
 
 
+class ShapeError(InputError, RuntimeError):
+    """An input of a shape its flexible declaration does not allow: Core ML's binding raises
+    ``RuntimeError`` there, with its own wording (which this message starts with), so this is
+    one too, as well as modelc's ``InputError``."""
+
+
+def _shape_error(model, error: InputError, data) -> Optional[ShapeError]:
+    """``error`` in Core ML's words when it is an input outside its shape ranges or enumerated shapes."""
+    match = re.match(r'input "([^"]+)" has shape', str(error))
+    if match is None or not isinstance(data, dict) or match.group(1) not in data:
+        return None
+    description = model.input_description.get(match.group(1), {})
+    shape = tuple(int(size) for size in np.shape(data[match.group(1)]))
+    if "enumeratedShapes" in description:
+        text = "MultiArray Shape (%s) was not in enumerated set of allowed shapes" % " x ".join(map(str, shape))
+    elif "shapeRange" in description and len(description["shapeRange"]) == len(shape):
+        for axis, (size, (lower, upper)) in enumerate(zip(shape, description["shapeRange"])):
+            if size < lower or (upper >= 0 and size > upper):
+                text = "Size (%d) of dimension (%d) is not in allowed range (%d..%s)" % (
+                    size, axis, lower, upper if upper >= 0 else "inf")
+                break
+        else:
+            return None
+    else:
+        return None
+    return ShapeError("%s. modelc: %s" % (text, error))
+
+
+class ImageModeError(InputError, TypeError):
+    """A PIL image of another mode than a GRAYSCALE_FLOAT16 input takes (``F``): Core ML's
+    binding raises ``TypeError`` there, so this is one too, as well as modelc's ``InputError``."""
+
+
+def _as_core_ml_outputs(outputs):
+    """Outputs as Core ML's binding gives them: a colour image output is an RGBA image (Core ML's
+    32-bit BGRA pixel buffer, opaque), where modelc gives RGB."""
+    for name, value in outputs.items():
+        if getattr(value, "mode", None) == "RGB" and hasattr(value, "convert"):
+            outputs[name] = value.convert("RGBA")
+    return outputs
+
+
 def _predict(model, data, state):
     from coremltools.models.model import MLModel
 
@@ -94,15 +136,17 @@ def _predict(model, data, state):
     modelc_state = getattr(state, "_modelc_state", state)
     try:
         if isinstance(data, dict):
-            return model.predict(_conform(data), state=modelc_state)
+            return _as_core_ml_outputs(model.predict(_conform(data), state=modelc_state))
         if state is not None:
             raise AssertionError("State can only be used for unbatched predictions")
-        return model.predict([_conform(row) for row in data])
+        return [_as_core_ml_outputs(row) for row in model.predict([_conform(row) for row in data])]
     except InputError as error:
-        computation = _computation_error(model, error)
-        if computation is None:
+        translated = _computation_error(model, error) or _shape_error(model, error, data)
+        if translated is None and "mode=='F'" in str(error):
+            translated = ImageModeError(str(error))
+        if translated is None:
             raise
-        raise computation from error
+        raise translated from error
 
 
 class _ModelcState:
