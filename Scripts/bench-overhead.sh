@@ -7,7 +7,7 @@
 # latency of each at 1 and 2 threads (ModelcBenchmarks programs); the per-step
 # cost is the micro models' latency over their step count. No baseline: the
 # engine this was once compared with (the layer engine) is gone; the numbers
-# before and after each change are in docs/runtime.md, "Per-operation overhead".
+# before and after each change are in docs/measurements/2026-12-02-per-operation-overhead.md.
 #
 # Needs the shared venv (coremltools) and a release ModelcBenchmarks.
 set -euo pipefail

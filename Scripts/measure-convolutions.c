@@ -3,8 +3,9 @@
    fused), one thread, and its 1×1 convolutions as the runtime ran them before
    oneDNN (bias copied into the output, OpenBLAS sgemm, then a clamp). Each
    layer is run 200 times after 10 warm-up runs; times are per run, totals
-   weighted by how often MobileNetV2 has the layer. The numbers and the
-   decision are in the README ("Why oneDNN").
+   weighted by how often MobileNetV2 has the layer. The numbers are in
+   docs/measurements/2026-12-01-convolution-libraries.md, the decision in
+   docs/runtime.md ("Convolutions and pooling", "Why oneDNN").
      gcc -O3 -march=native -o /tmp/measure-convolutions Scripts/measure-convolutions.c -ldnnl -lopenblas
      OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /tmp/measure-convolutions */
 #include <cblas.h>

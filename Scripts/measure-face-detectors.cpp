@@ -1,6 +1,6 @@
 /* Measurement only, not part of modelc: dlib's frontal face detector against OpenCV's Haar
    cascades on folders of images, counting the images with at least one detection and the time
-   per image (one thread). The numbers and the decision are in the README ("Why dlib for faces").
+   per image (one thread). The numbers and the decision are in docs/images.md ("Why dlib for faces").
    The images: Scripts/measure_face_images.py writes them from scikit-image's wheel (PyPI).
      apt-get install libdlib-dev libopencv-objdetect-dev libopencv-imgcodecs-dev opencv-data
      g++ -O2 -std=c++17 Scripts/measure-face-detectors.cpp -o /tmp/measure-faces -I/usr/include/opencv4 \

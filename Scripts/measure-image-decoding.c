@@ -1,6 +1,6 @@
 /* Measurement only, not part of modelc: decode + resize of 640x480 JPEGs to 224x224
    (centre crop), one thread, libvips against libjpeg-turbo with a resampler written here.
-   The numbers and the decision are in the README ("Images").
+   The numbers and the decision are in docs/images.md ("Why libvips").
      gcc -O2 -o /tmp/measure Scripts/measure-image-decoding.c $(pkg-config --cflags --libs vips) -ljpeg -lm
      VIPS_CONCURRENCY=1 taskset -c 1 /tmp/measure */
 #include <vips/vips.h>

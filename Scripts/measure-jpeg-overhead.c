@@ -2,7 +2,7 @@
    bench's 200 generated 640x480 gray JPEGs (Scripts/bench-detect.sh writes them) are loaded
    at 1/4 and brought to 64x64 (scale to fill), one stage more per row, against libjpeg-turbo
    alone at 1/4; CPU time per image, libvips with one thread per image and no cache, as modelc.
-   The numbers and the decision (the direct JPEG path) are in the README ("Images").
+   The numbers and the decision (the direct JPEG path) are in docs/images.md ("Decoding", "Why libvips").
      gcc -O2 -o /tmp/measure-jpeg Scripts/measure-jpeg-overhead.c $(pkg-config --cflags --libs vips) -ljpeg
      /tmp/measure-jpeg .build/bench/detect/images */
 #include <vips/vips.h>

@@ -7,7 +7,7 @@ class ModelError(Exception):
     """A modelc failure; ``str(error)`` is modelc's one-line message.
 
     ``status`` is the class of failure, numbered as the ``modelc`` command's
-    exit codes (see the README's exit-code table).
+    exit codes (see the table in docs/cli.md, "Exit codes").
     """
 
     def __init__(self, message: str, status: int = 1) -> None:
