@@ -3,7 +3,7 @@
  *
  * Conventions:
  * - Every function that can fail returns a status: 0 on success, otherwise
- *   the class of failure numbered as modelc's CLI exit codes (README, "Exit
+ *   the class of failure numbered as modelc's CLI exit codes (docs/cli.md, "Exit
  *   codes"): 64 a bad argument (NULL, unknown data type), 65-79 the model
  *   file or bundle, 81-88 fetching, 93 an input at fault, 94 a model kind or
  *   layer modelc does not run, 97 an image that cannot be decoded, 1 a bug.
@@ -32,7 +32,7 @@ typedef struct modelc_features modelc_features;
 typedef struct modelc_state modelc_state;
 typedef struct modelc_generation modelc_generation;
 
-/* Statuses (the CLI's exit codes); the others are listed in the README. */
+/* Statuses (the CLI's exit codes); the others are listed in docs/cli.md. */
 #define MODELC_OK 0
 #define MODELC_INTERNAL 1
 #define MODELC_USAGE 64

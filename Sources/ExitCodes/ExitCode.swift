@@ -6,7 +6,7 @@ import ModelRuntime
 import ModelSpec
 
 /// The exit codes of `modelc`, one per kind of failure, stable across
-/// releases and listed in the README. The C interface (`ModelcC`) returns the
+/// releases and listed in docs/cli.md ("Exit codes"). The C interface (`ModelcC`) returns the
 /// same numbers as its statuses, so a failure is classed alike whichever door
 /// it came through.
 public enum ExitCode: Int32, CaseIterable, Sendable {

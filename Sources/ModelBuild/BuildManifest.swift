@@ -2,7 +2,7 @@ import ArgumentParsing
 import Foundation
 
 /// The models a `modelc build` makes: a JSON file checked in beside the code
-/// that uses them (see the README for its keys).
+/// that uses them (docs/cli.md, `modelc build`, lists its keys).
 ///
 ///     { "models": [
 ///         { "name": "classifier", "source": "https://example.com/c.zip",

@@ -7,7 +7,7 @@ import Glibc
 /// The download cache on disk: files stored by their SHA-256, and an index
 /// from URL to file with the server's validators.
 ///
-/// Layout under `root` (see the README):
+/// Layout under `root` (docs/cli.md, `modelc fetch`):
 ///
 ///     blobs/sha256/HEX       downloaded files, read-only, named by content
 ///     urls/KEY.json          one `CacheEntry` per URL (KEY = SHA-256 of the URL)

@@ -1,7 +1,7 @@
 /// Why a model could not be read.
 ///
 /// Every case names the file at fault and reads as one line for a person.
-/// Command-line tools map each case to its own exit code (see the README).
+/// Command-line tools map each case to its own exit code (docs/cli.md, "Exit codes").
 public enum ModelSpecError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The path does not exist, cannot be opened, or is not a file or directory.
     case cannotRead(path: String, reason: String)

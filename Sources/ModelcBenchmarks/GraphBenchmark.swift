@@ -4,7 +4,7 @@ import ModelSpec
 
 /// `inspect --graph`: reading the graph, writing DOT, and Graphviz's layout
 /// in process (libgvc opened with dlopen) against the `dot` program run on
-/// the same DOT text, the choice the README explains.
+/// the same DOT text, the choice docs/cli.md explains (`inspect --graph`).
 enum GraphBenchmark {
     static func run(models: [String]) throws {
         print("graph: median of 5 runs; Graphviz in process (libgvc) against the dot program on the same DOT")

@@ -11,7 +11,7 @@ import Glibc
 #endif
 
 /// The status codes of the C interface: 0 for success, otherwise the class
-/// of failure numbered as the CLI's exit codes (README, "Exit codes"), so a
+/// of failure numbered as the CLI's exit codes (docs/cli.md, "Exit codes"), so a
 /// caller maps errors the same way whichever door it came through. `usage`
 /// (64) also covers a bad argument: a NULL pointer, an unknown data type or
 /// pixel format, a negative dimension; `internalError` (1) a handle that is

@@ -33,7 +33,7 @@ enum ActivationOperations {
             let function: @Sendable (Float) -> Float
             switch mode {
             // In Float (libm's erff/tanhf): the Double versions were a quarter of
-            // GPT-2's prediction time (docs/runtime.md, transformer bench).
+            // GPT-2's prediction time (docs/measurements/2026-12-01-transformers-onnxruntime.md).
             case "EXACT": function = { x in 0.5 * x * (1 + erf(x * Float(0.5).squareRoot())) }
             case "TANH_APPROXIMATION":
                 function = { x in 0.5 * x * (1 + tanh((2 / Float.pi).squareRoot() * (x + 0.044715 * x * x * x))) }

@@ -16,7 +16,7 @@ enum InspectCommand {
         discussion: """
             FILE is an .mlmodel file or an .mlpackage directory. The model is checked while it is
             read; a file that is not a readable Core ML model fails with a one-line error and the
-            exit code of its kind (see the README). An ML program whose weight file is missing, too
+            exit code of its kind (docs/cli.md, "Exit codes"). An ML program whose weight file is missing, too
             short, or referenced out of range is described, each problem named, and the command
             fails with the invalid-model exit code.
 
