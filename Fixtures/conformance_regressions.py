@@ -630,6 +630,75 @@ def nn_batched_matmul_quantized_per_channel(writer):
                  "Dequantized in float64 as scale[o] * code + bias[o], o the output channel.", tolerance=TOLERANCE)
 
 
+def nms_reference(boxes, scores, iou_threshold, score_threshold, max_boxes, per_class):
+    """NeuralNetwork.proto's NonMaximumSuppression in NumPy float64, as test_numpy_nn_layers'
+    reference computes it: per batch, boxes in descending order of their best class score, those
+    above the score threshold kept unless a kept box (of the same best class, per class) overlaps
+    them by more than the IoU threshold; none kept gives the best box; at most max_boxes."""
+    batches, count, classes = scores.shape
+    out_boxes, out_scores = np.zeros((batches, max_boxes, 4)), np.zeros((batches, max_boxes, classes))
+    out_ids, out_counts = -np.ones((batches, max_boxes)), np.zeros(batches)
+    for n in range(batches):
+        cx, cy, w, h = (boxes[n, :, k] for k in range(4))
+        x1, x2, y1, y2 = cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2
+        best, label = scores[n].max(axis=1), scores[n].argmax(axis=1)
+        kept = []
+        for i in sorted(range(count), key=lambda i: (-best[i], i)):
+            if len(kept) == max_boxes or not best[i] > score_threshold:
+                continue
+            def iou(j):
+                inter = max(0, min(x2[i], x2[j]) - max(x1[i], x1[j])) * max(0, min(y2[i], y2[j]) - max(y1[i], y1[j]))
+                return inter / (w[i] * h[i] + w[j] * h[j] - inter)
+            if not any((not per_class or label[j] == label[i]) and iou(j) > iou_threshold for j in kept):
+                kept.append(i)
+        if not kept:
+            kept = [int(np.argmax(best))]
+        out_boxes[n, :len(kept)] = boxes[n, kept]
+        out_scores[n, :len(kept)] = scores[n, kept]
+        out_ids[n, :len(kept)] = kept
+        out_counts[n] = len(kept)
+    return out_boxes, out_scores, out_ids, out_counts
+
+
+def nn_non_maximum_suppression(writer):
+    """Issue 37, from test_numpy_nn_layers' test_nms_cpu: the NonMaximumSuppression layer was refused
+    ("the lowering has no rule for this layer kind yet"). Thresholds and the box count as parameters
+    (with and without per-class suppression) and, in the second model, as inputs."""
+    rng = np.random.default_rng(3705)
+    count, classes, limit = 12, 3, 5
+    names = ["boxes_out", "scores_out", "ids", "counts"]
+    b = nn([("boxes", (2, count, 4)), ("scores", (2, count, classes))], names + [n + "_per_class" for n in names])
+    b.add_nms("nms", ["boxes", "scores"], names, iou_threshold=0.3, score_threshold=0.25, max_boxes=limit,
+              per_class_suppression=False)
+    b.add_nms("nms_per_class", ["boxes", "scores"], [n + "_per_class" for n in names], iou_threshold=0.3,
+              score_threshold=0.25, max_boxes=limit, per_class_suppression=True)
+    spec = finish(b)
+    cases = []
+    for high in (1.0, 0.2):  # the second case: no score above the threshold, the best box kept
+        boxes = f32(np.concatenate([rng.uniform(0, 1, (2, count, 2)), rng.uniform(0.1, 0.5, (2, count, 2))], axis=2))
+        scores = f32(rng.uniform(0, high, (2, count, classes)))
+        outputs = dict(zip(names, nms_reference(boxes, scores, f32(0.3), f32(0.25), limit, False)))
+        outputs.update(zip([n + "_per_class" for n in names], nms_reference(boxes, scores, f32(0.3), f32(0.25), limit, True)))
+        cases.append({"inputs": {"boxes": boxes, "scores": scores}, "outputs": outputs})
+    writer.write("nn_non_maximum_suppression", spec, NUMPY, cases,
+                 "issue 37: NonMaximumSuppression, 2 batches of 12 boxes and 3 classes, at most 5 kept, "
+                 "with and without per-class suppression",
+                 "The reference is test_numpy_nn_layers' rule in NumPy float64 (no TensorFlow).", tolerance=TOLERANCE)
+
+    b = nn([("boxes", (1, count, 4)), ("scores", (1, count, classes)), ("iou", (1,)), ("score", (1,)), ("limit", (1,))], names)
+    b.add_nms("nms", ["boxes", "scores", "iou", "score", "limit"], names, per_class_suppression=False)
+    spec = finish(b)
+    cases = []
+    for iou, score, limit in ((0.2, 0.5, 4), (0.6, 0.1, 7)):
+        boxes = f32(np.concatenate([rng.uniform(0, 1, (1, count, 2)), rng.uniform(0.1, 0.5, (1, count, 2))], axis=2))
+        scores = f32(rng.uniform(0, 1, (1, count, classes)))
+        cases.append({"inputs": {"boxes": boxes, "scores": scores, "iou": f32([iou]), "score": f32([score]), "limit": f32([limit])},
+                      "outputs": dict(zip(names, nms_reference(boxes, scores, f32(iou), f32(score), limit, False)))})
+    writer.write("nn_non_maximum_suppression_inputs", spec, NUMPY, cases,
+                 "issue 37: NonMaximumSuppression whose thresholds and box count are inputs (4 then 7 boxes)",
+                 "The output's box count follows the max-boxes input of each prediction.", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -872,6 +941,7 @@ def generate(out_dir):
     nn_split_nd_uneven(writer)
     nn_batched_matmul_rank1_second(writer)
     nn_batched_matmul_quantized_per_channel(writer)
+    nn_non_maximum_suppression(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

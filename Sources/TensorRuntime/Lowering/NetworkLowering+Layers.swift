@@ -10,6 +10,7 @@ extension NetworkLowering {
         .merging(moreNDLayers) { first, _ in first }.merging(recurrentLayers) { first, _ in first }
         .merging(randomLayers) { first, _ in first }.merging(volumeLayers) { first, _ in first }
         .merging(controlLayers) { first, _ in first }.merging(categoricalLayers) { first, _ in first }
+        .merging(detectionLayers) { first, _ in first }
 
     static let channelLayers: [UInt32: Lowering] = [
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION.rawValue: convolution,

@@ -73,6 +73,32 @@ extension NetworkLowering {
         },
     ]
 
+    /// `NonMaximumSuppression`: MIL's iOS15 `non_maximum_suppression` (the same boxes [B, N, 4] as
+    /// center x, center y, width, height, scores [B, N, C], outputs and rule), thresholds and the box
+    /// count from the parameters or, with five inputs, from inputs 3–5; the indices and counts as floats.
+    static let detectionLayers: [UInt32: Lowering] = [
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_NON_MAXIMUM_SUPPRESSION.rawValue: { b, l throws(RuntimeError) in
+            guard let p = l.nonmaximumsuppression?.pointee else { throw b.invalid("no parameters") }
+            guard b.outputs.count == 4 else { throw b.invalid("\(b.outputs.count) outputs; it gives boxes, scores, box indices and counts") }
+            var arguments: [String: LoweredArgument] = ["boxes": .value(try b.input()), "scores": .value(try b.input(1)),
+                                                        "per_class_suppression": .bool(p.perclasssuppression != 0)]
+            if b.inputs.count >= 5 {
+                arguments["iou_threshold"] = .value(try b.input(2))
+                arguments["score_threshold"] = .value(try b.input(3))
+                arguments["max_boxes"] = .value(b.toInt(try b.input(4)))
+            } else {
+                arguments["iou_threshold"] = .float(p.iouthreshold)
+                arguments["score_threshold"] = .float(p.scorethreshold)
+                arguments["max_boxes"] = .int(Int(p.maxboxes))
+            }
+            let indices = b.fresh(), counts = b.fresh()
+            b.op("non_maximum_suppression", arguments, outputs: [b.outputs[0], b.outputs[1], indices, counts],
+                 elements: [.float32, .float32, .int32, .int32], ranks: [3, 3, 2, 1])
+            b.toFloat(indices, into: b.outputs[2])
+            b.toFloat(counts, into: b.outputs[3])
+        },
+    ]
+
     static let volumeLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION3D.rawValue: convolution3D,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING3D.rawValue: pooling3D,
