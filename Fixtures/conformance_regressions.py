@@ -699,6 +699,35 @@ def nn_non_maximum_suppression(writer):
                  "The output's box count follows the max-boxes input of each prediction.", tolerance=TOLERANCE)
 
 
+def nn_scatter_rank2_indices(writer):
+    """Issue 37, from test_numpy_nn_layers' test_scatter_cpu: scatter whose indices have rank 2 (as
+    TensorFlow's scatter_update takes them: updates are [indices..., rest of ref]) was refused."""
+    b = nn([("ref", (5, 3)), ("distinct", (2, 2)), ("repeated", (2, 2)), ("updates", (2, 2, 3)),
+            ("ref3", (2, 5, 3)), ("updates3", (2, 2, 2, 3))], ["updated", "added", "axis1"])
+    b.add_scatter("update", ["ref", "distinct", "updates"], "updated", axis=0, mode="UPDATE")
+    b.add_scatter("add", ["ref", "repeated", "updates"], "added", axis=0, mode="ADD")
+    b.add_scatter("axis1", ["ref3", "repeated", "updates3"], "axis1", axis=1, mode="ADD")
+    spec = finish(b)
+    rng = np.random.default_rng(3706)
+    cases = []
+    for distinct, repeated in (([[4, 0], [2, 1]], [[1, 3], [1, 0]]), ([[0, 3], [1, 2]], [[2, 2], [2, 4]])):
+        distinct, repeated = np.array(distinct), np.array(repeated)
+        ref, updates = f32(rng.standard_normal((5, 3))), f32(rng.standard_normal((2, 2, 3)))
+        ref3, updates3 = f32(rng.standard_normal((2, 5, 3))), f32(rng.standard_normal((2, 2, 2, 3)))
+        updated = ref.copy()
+        updated[distinct.reshape(-1)] = updates.reshape(-1, 3)
+        added = ref.copy()
+        np.add.at(added, repeated.reshape(-1), updates.reshape(-1, 3))
+        axis1 = ref3.copy()
+        np.add.at(axis1, (slice(None), repeated.reshape(-1)), updates3.reshape(2, -1, 3))
+        cases.append({"inputs": {"ref": ref, "distinct": f32(distinct), "repeated": f32(repeated), "updates": updates,
+                                 "ref3": ref3, "updates3": updates3},
+                      "outputs": {"updated": updated, "added": added, "axis1": axis1}})
+    writer.write("nn_scatter_rank2_indices", spec, NUMPY, cases,
+                 "issue 37: scatter with (2, 2) indices, UPDATE (distinct indices) and ADD (repeated) on axis 0, ADD on axis 1",
+                 "updates[i, j] goes to ref[indices[i, j]] (np.add.at for ADD).", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -942,6 +971,7 @@ def generate(out_dir):
     nn_batched_matmul_rank1_second(writer)
     nn_batched_matmul_quantized_per_channel(writer)
     nn_non_maximum_suppression(writer)
+    nn_scatter_rank2_indices(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

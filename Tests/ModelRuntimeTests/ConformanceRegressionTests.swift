@@ -29,7 +29,7 @@ struct ConformanceRegressionTests {
             "nn_convolution_weights_input", "program_upsample_bilinear_fractional", "nn_upsample_fractional",
             "nn_tile_dynamic_reps", "nn_slice_dynamic_defaults", "nn_rank_from_values",
             "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
-            "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs",
+            "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -172,10 +172,11 @@ struct ConformanceRegressionTests {
     /// splitND into uneven parts follows np.array_split; a rank-1 second
     /// operand of a batched matmul is (D, 1) and keeps its axis; weights
     /// quantized per output channel of a batched matmul are valid; the
-    /// NonMaximumSuppression layer runs, its thresholds parameters or inputs.
+    /// NonMaximumSuppression layer runs, its thresholds parameters or inputs;
+    /// scatter takes indices of rank 2.
     @Test("issue 37: neural-network layers as the converter tests check them",
           arguments: ["nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
-                      "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs"])
+                      "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices"])
     func converterTestLayers(_ name: String) throws {
         try check(name)
     }

@@ -579,7 +579,19 @@ extension LoweringBuilder {
 
     /// `scatter`, `scatter_along_axis` and `scatter_nd` with NeuralNetwork.proto's modes.
     mutating func scatter(_ type: String, axis: Int?, mode: CoreML__Specification__ScatterMode?) throws(RuntimeError) {
-        let data = try input(), indices = toInt(try input(1)), updates = try input(2)
+        let data = try input()
+        var indices = try input(1), updates = try input(2)
+        if type == "scatter", let axis, rank(indices) > 1 {
+            // NeuralNetwork `scatter` takes indices of any rank (TensorFlow's scatter_update): updates are
+            // data's shape with the axis replaced by the indices' shape. MIL's takes a vector of them:
+            // the indices flattened, the updates' axes they span merged into one.
+            let r = rank(data), spanned = rank(indices)
+            let resolved = axis < 0 ? axis + r : axis
+            indices = reshape(indices, [-1])
+            let merged = shape([.vector(dims(updates, 0, resolved)), .literal([-1]), .vector(dims(updates, resolved + spanned))])
+            updates = reshape(updates, to: merged, rank: r)
+        }
+        indices = toInt(indices)
         let name = switch mode {
         case CORE_ML__SPECIFICATION__SCATTER_MODE__SCATTER_ADD?: "add"
         case CORE_ML__SPECIFICATION__SCATTER_MODE__SCATTER_SUB?: "sub"
