@@ -25,7 +25,8 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
-        zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
+        zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
+        dist install uninstall
 
 all: build
 
@@ -225,6 +226,25 @@ wheel: deps python-venv
 	rm -rf python/build python/modelc.egg-info
 	rm -f python/modelc/libmodelc.so
 	@ls .build/wheel
+
+# Installing (docs/install.md). The optimized build that install ships has a scratch
+# path of its own, so that it and `make test`'s build (-enable-testing) do not rebuild each other.
+# `make install PREFIX=/usr/local [DESTDIR=…]`.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+DIST_SCRATCH ?= .build/dist
+DIST_BUILD   ?= -c release $(SWIFT_FLAGS) --scratch-path $(DIST_SCRATCH)
+dist: deps
+	$(SWIFT) build $(DIST_BUILD) --product modelc
+	$(SWIFT) build $(DIST_BUILD) --product ModelcC
+	$(SWIFT) build $(DIST_BUILD) --product ModelcFaces
+
+install: dist
+	@Scripts/install-deps.sh patchelf help2man
+	Scripts/install.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" "$(DESTDIR)" "$(PREFIX)"
+
+uninstall:
+	Scripts/install.sh --uninstall "$(DESTDIR)" "$(PREFIX)"
 
 # modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
 # head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
