@@ -26,7 +26,7 @@ TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|Ordered
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
-        dist install uninstall
+        dist install uninstall deb
 
 all: build
 
@@ -227,13 +227,15 @@ wheel: deps python-venv
 	rm -f python/modelc/libmodelc.so
 	@ls .build/wheel
 
-# Installing (docs/install.md). The optimized build that install ships has a scratch
+# Installing (docs/install.md). The optimized build that install and deb ship has a scratch
 # path of its own, so that it and `make test`'s build (-enable-testing) do not rebuild each other.
-# `make install PREFIX=/usr/local [DESTDIR=…]`.
+# `make install PREFIX=/usr/local [DESTDIR=…]`; `make deb` writes $(DEB_DIR)/modelc_VERSION_ARCH.deb.
 PREFIX       ?= /usr/local
 DESTDIR      ?=
 DIST_SCRATCH ?= .build/dist
 DIST_BUILD   ?= -c release $(SWIFT_FLAGS) --scratch-path $(DIST_SCRATCH)
+DEB_DIR      ?= .build/deb
+DEB_COMPRESSION ?= -Zxz
 dist: deps
 	$(SWIFT) build $(DIST_BUILD) --product modelc
 	$(SWIFT) build $(DIST_BUILD) --product ModelcC
@@ -245,6 +247,12 @@ install: dist
 
 uninstall:
 	Scripts/install.sh --uninstall "$(DESTDIR)" "$(PREFIX)"
+
+deb:
+	@command -v dpkg-deb >/dev/null 2>&1 || { echo "make deb: dpkg-deb not found: a .deb is built on Debian or Ubuntu (package dpkg)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory dist
+	@Scripts/install-deps.sh patchelf help2man dpkg-dev
+	DEB_COMPRESSION="$(DEB_COMPRESSION)" Scripts/make-deb.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" $(DEB_DIR)
 
 # modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
 # head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
