@@ -217,17 +217,21 @@ python-test: python-lib python-venv
 	MODELC_LIBRARY=$$($(SWIFT) build $(LIBRARY_BUILD) --show-bin-path)/libModelcC.so $(PYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests $(PYTEST_ARGS); \
 	status=$$?; if [ $$status -eq 5 ]; then echo "python/tests: no tests collected" >&2; fi; exit $$status
 
-# A wheel holding libmodelc.so (optimized). It loads the Swift runtime and
-# modelc's Debian libraries from the machine it runs on (make deps there).
-wheel: deps python-venv
-	$(SWIFT) build -c release --product ModelcC
-	cp $$($(SWIFT) build -c release --show-bin-path)/libModelcC.so python/modelc/libmodelc.so
-	$(PYVENV)/bin/pip wheel --quiet --no-deps -w .build/wheel ./python
-	rm -rf python/build python/modelc.egg-info
-	rm -f python/modelc/libmodelc.so
-	@ls .build/wheel
+# A wheel holding libmodelc.so (the optimized build `make install` ships) and, in modelc/_runtime/,
+# the Swift runtime it loads; the Debian libraries it links or opens come from the machine
+# (the .deb's Depends: docs/install.md).
+WHEEL_DIR ?= .build/wheel
+wheel: dist python-venv
+	@Scripts/install-deps.sh patchelf help2man
+	rm -rf $(DIST_SCRATCH)/wheel-stage
+	Scripts/install.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" $(DIST_SCRATCH)/wheel-stage /usr >/dev/null
+	Scripts/wheel-libraries.sh $(DIST_SCRATCH)/wheel-stage/usr python/modelc
+	$(PYVENV)/bin/pip wheel --quiet --no-deps -w $(WHEEL_DIR) ./python; \
+	status=$$?; rm -rf python/build python/modelc.egg-info python/modelc/libmodelc.so python/modelc/_runtime \
+	    $(DIST_SCRATCH)/wheel-stage; exit $$status
+	@ls $(WHEEL_DIR)
 
-# Installing (docs/install.md). The optimized build that install and deb ship has a scratch
+# Installing (docs/install.md). The optimized build that install, deb and wheel ship has a scratch
 # path of its own, so that it and `make test`'s build (-enable-testing) do not rebuild each other.
 # `make install PREFIX=/usr/local [DESTDIR=…]`; `make deb` writes $(DEB_DIR)/modelc_VERSION_ARCH.deb.
 PREFIX       ?= /usr/local
