@@ -26,7 +26,7 @@ TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|Ordered
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
-        dist install uninstall deb
+        dist install uninstall deb test-install
 
 all: build
 
@@ -67,6 +67,7 @@ test: deps check-generated
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS) --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
 	$(MAKE) python-test LIBRARY_BUILD="$(RELEASE_TESTING)"
+	$(MAKE) test-install DIST_BUILD="$(RELEASE_TESTING) $(SWIFT_FLAGS)"
 
 # `modelc serve` end to end: the real server on a free loopback port, driven by tritonclient[http]
 # and by kserve's REST client (health, metadata, JSON and binary tensors, classification,
@@ -257,6 +258,13 @@ deb:
 	@$(MAKE) --no-print-directory dist
 	@Scripts/install-deps.sh patchelf help2man dpkg-dev
 	DEB_COMPRESSION="$(DEB_COMPRESSION)" Scripts/make-deb.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" $(DEB_DIR)
+
+# Installs into a scratch root, builds the .deb and the wheel, and runs each from where it was
+# unpacked with nothing of the build tree or the toolchain on the library path; builds
+# deploy/Dockerfile where a Docker engine answers (Tests/Install/test-install.sh). `make test`
+# runs it over its own optimized build (-enable-testing) instead of building $(DIST_SCRATCH).
+test-install: python-venv
+	DIST_BIN=$$($(SWIFT) build $(DIST_BUILD) --show-bin-path) PYVENV=$(PYVENV) Tests/Install/test-install.sh
 
 # modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
 # head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
