@@ -26,7 +26,7 @@ TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|Ordered
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
-        dist install uninstall deb test-install
+        dist install uninstall deb test-install test-deb-fresh
 
 all: build
 
@@ -265,6 +265,12 @@ deb:
 # runs it over its own optimized build (-enable-testing) instead of building $(DIST_SCRATCH).
 test-install: python-venv
 	DIST_BIN=$$($(SWIFT) build $(DIST_BUILD) --show-bin-path) PYVENV=$(PYVENV) Tests/Install/test-install.sh
+
+# The package on a fresh Debian 12: debootstrap, apt-get install of the .deb resolving its Depends
+# from Debian's mirror, modelc run there (Tests/Install/test-deb-fresh.sh). Root and the mirror;
+# about 5 minutes; not part of make test.
+test-deb-fresh: deb
+	Tests/Install/test-deb-fresh.sh $$(ls -t $(DEB_DIR)/modelc_*.deb | head -1)
 
 # modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
 # head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its
