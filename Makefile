@@ -25,7 +25,8 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
-        zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load
+        zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
+        dist install uninstall deb test-install test-deb-fresh
 
 all: build
 
@@ -66,6 +67,7 @@ test: deps check-generated
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS) --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)
 	$(MAKE) python-test LIBRARY_BUILD="$(RELEASE_TESTING)"
+	$(MAKE) test-install DIST_BUILD="$(RELEASE_TESTING) $(SWIFT_FLAGS)"
 
 # `modelc serve` end to end: the real server on a free loopback port, driven by tritonclient[http]
 # and by kserve's REST client (health, metadata, JSON and binary tensors, classification,
@@ -216,15 +218,59 @@ python-test: python-lib python-venv
 	MODELC_LIBRARY=$$($(SWIFT) build $(LIBRARY_BUILD) --show-bin-path)/libModelcC.so $(PYVENV)/bin/python -m pytest -q -p no:cacheprovider python/tests $(PYTEST_ARGS); \
 	status=$$?; if [ $$status -eq 5 ]; then echo "python/tests: no tests collected" >&2; fi; exit $$status
 
-# A wheel holding libmodelc.so (optimized). It loads the Swift runtime and
-# modelc's Debian libraries from the machine it runs on (make deps there).
-wheel: deps python-venv
-	$(SWIFT) build -c release --product ModelcC
-	cp $$($(SWIFT) build -c release --show-bin-path)/libModelcC.so python/modelc/libmodelc.so
-	$(PYVENV)/bin/pip wheel --quiet --no-deps -w .build/wheel ./python
-	rm -rf python/build python/modelc.egg-info
-	rm -f python/modelc/libmodelc.so
-	@ls .build/wheel
+# A wheel holding libmodelc.so (the optimized build `make install` ships) and, in modelc/_runtime/,
+# the Swift runtime it loads; the Debian libraries it links or opens come from the machine
+# (the .deb's Depends: docs/install.md).
+WHEEL_DIR ?= .build/wheel
+wheel: dist python-venv
+	@Scripts/install-deps.sh patchelf help2man
+	rm -rf $(DIST_SCRATCH)/wheel-stage
+	Scripts/install.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" $(DIST_SCRATCH)/wheel-stage /usr >/dev/null
+	Scripts/wheel-libraries.sh $(DIST_SCRATCH)/wheel-stage/usr python/modelc
+	$(PYVENV)/bin/pip wheel --quiet --no-deps -w $(WHEEL_DIR) ./python; \
+	status=$$?; rm -rf python/build python/modelc.egg-info python/modelc/libmodelc.so python/modelc/_runtime \
+	    $(DIST_SCRATCH)/wheel-stage; exit $$status
+	@ls $(WHEEL_DIR)
+
+# Installing (docs/install.md). The optimized build that install, deb and wheel ship has a scratch
+# path of its own, so that it and `make test`'s build (-enable-testing) do not rebuild each other.
+# `make install PREFIX=/usr/local [DESTDIR=…]`; `make deb` writes $(DEB_DIR)/modelc_VERSION_ARCH.deb.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+DIST_SCRATCH ?= .build/dist
+DIST_BUILD   ?= -c release $(SWIFT_FLAGS) --scratch-path $(DIST_SCRATCH)
+DEB_DIR      ?= .build/deb
+DEB_COMPRESSION ?= -Zxz
+dist: deps
+	$(SWIFT) build $(DIST_BUILD) --product modelc
+	$(SWIFT) build $(DIST_BUILD) --product ModelcC
+	$(SWIFT) build $(DIST_BUILD) --product ModelcFaces
+
+install: dist
+	@Scripts/install-deps.sh patchelf help2man
+	Scripts/install.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" "$(DESTDIR)" "$(PREFIX)"
+
+uninstall:
+	Scripts/install.sh --uninstall "$(DESTDIR)" "$(PREFIX)"
+
+deb:
+	@command -v dpkg-deb >/dev/null 2>&1 || { echo "make deb: dpkg-deb not found: a .deb is built on Debian or Ubuntu (package dpkg)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory dist
+	@Scripts/install-deps.sh patchelf help2man dpkg-dev
+	DEB_COMPRESSION="$(DEB_COMPRESSION)" Scripts/make-deb.sh "$$($(SWIFT) build $(DIST_BUILD) --show-bin-path)" $(DEB_DIR)
+
+# Installs into a scratch root, builds the .deb and the wheel, and runs each from where it was
+# unpacked with nothing of the build tree or the toolchain on the library path; builds
+# deploy/Dockerfile where a Docker engine answers (Tests/Install/test-install.sh). `make test`
+# runs it over its own optimized build (-enable-testing) instead of building $(DIST_SCRATCH).
+test-install: python-venv
+	DIST_BIN=$$($(SWIFT) build $(DIST_BUILD) --show-bin-path) PYVENV=$(PYVENV) Tests/Install/test-install.sh
+
+# The package on a fresh Debian 12: debootstrap, apt-get install of the .deb resolving its Depends
+# from Debian's mirror, modelc run there (Tests/Install/test-deb-fresh.sh). Root and the mirror;
+# about 5 minutes; not part of make test.
+test-deb-fresh: deb
+	Tests/Install/test-deb-fresh.sh $$(ls -t $(DEB_DIR)/modelc_*.deb | head -1)
 
 # modelc.ray on a real local Ray cluster (python/tests/test_ray.py: `ray start`
 # head and worker on 127.0.0.1, two actors). Apart from make test: Ray and its

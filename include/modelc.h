@@ -1,5 +1,6 @@
 /*
- * modelc.h — the C interface of modelc (libModelcC.so).
+ * modelc.h — the C interface of modelc: libmodelc.so once installed (pkg-config modelc),
+ * libModelcC.so in a build tree.
  *
  * Conventions:
  * - Every function that can fail returns a status: 0 on success, otherwise

@@ -1,4 +1,5 @@
-"""Tags the wheel for the platform: it carries libmodelc.so, a native library.
+"""Tags the wheel for the platform: it carries libmodelc.so, a native library, and the
+Swift runtime it loads (modelc/_runtime/, `make wheel`).
 
 The package itself is pure Python over ctypes, so any CPython 3 can use the
 wheel (``py3-none``), but only on the machine kind the library was built for
