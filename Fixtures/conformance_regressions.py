@@ -728,6 +728,41 @@ def nn_scatter_rank2_indices(writer):
                  "updates[i, j] goes to ref[indices[i, j]] (np.add.at for ADD).", tolerance=TOLERANCE)
 
 
+def nn_tile_short_reps(writer):
+    """Issue 37, from test_numpy_nn_layers' test_tile_cpu and test_dynamic_tile_cpu: fewer repetitions
+    than axes repeat the last axes as np.tile does; one repetition was applied to every axis (static)
+    or refused (as an input)."""
+    b = nn([("x", (2, 3)), ("x3", (2, 3, 2)), ("reps", (1,))], ["static", "dynamic"])
+    b.add_tile("static", "x", "static", [4])
+    b.add_tile("dynamic", ["x3", "reps"], "dynamic")
+    spec = finish(b)
+    rng = np.random.default_rng(3707)
+    cases = []
+    for reps in (3, 1):
+        x, x3 = f32(rng.standard_normal((2, 3))), f32(rng.standard_normal((2, 3, 2)))
+        cases.append({"inputs": {"x": x, "x3": x3, "reps": f32([reps])},
+                      "outputs": {"static": np.tile(x, [4]), "dynamic": np.tile(x3, [reps])}})
+    writer.write("nn_tile_short_reps", spec, NUMPY, cases,
+                 "issue 37: tile of (2, 3) by [4] gives (2, 12); of (2, 3, 2) by a reps input [3] gives (2, 3, 6)",
+                 "np.tile: missing leading repetitions are ones.", tolerance=TOLERANCE)
+
+
+def nn_slice_by_size_input_begin(writer):
+    """Issue 37, from test_numpy_nn_layers' test_slice_by_size_cpu: sliceBySize whose begin is an input
+    read the begin as the bits of a float (begin 1077936128 for 3)."""
+    b = nn([("x", (4, 5, 3)), ("begin", (1,))], ["y"])
+    b.add_slice_by_size("slice", ["x", "begin"], "y", axis=1, size=2)
+    spec = finish(b)
+    rng = np.random.default_rng(3708)
+    cases = []
+    for begin in (3, 0, 1):
+        x = f32(rng.standard_normal((4, 5, 3)))
+        cases.append({"inputs": {"x": x, "begin": f32([begin])}, "outputs": {"y": x[:, begin:begin + 2]}})
+    writer.write("nn_slice_by_size_input_begin", spec, NUMPY, cases,
+                 "issue 37: sliceBySize of (4, 5, 3) on axis 1, size 2, begin from an input (3, 0, 1)",
+                 "x[:, begin:begin + 2].", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -972,6 +1007,8 @@ def generate(out_dir):
     nn_batched_matmul_quantized_per_channel(writer)
     nn_non_maximum_suppression(writer)
     nn_scatter_rank2_indices(writer)
+    nn_tile_short_reps(writer)
+    nn_slice_by_size_input_begin(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

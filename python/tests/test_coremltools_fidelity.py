@@ -128,3 +128,36 @@ def test_a_rank0_output_is_a_vector_of_one():
         got = mlmodel.predict({"x": np.array([1.0, 2.0, 3.5], np.float32)})["y"]
         assert got.shape == (1,)
         np.testing.assert_allclose(got, [6.5], rtol=1e-3)
+
+
+def test_compile_model_and_compiled_model_path(tmp_path):
+    """coremltools' compile_model (a spec or a file) and MLModel.get_compiled_model_path through modelc."""
+    import os
+    import shutil
+    from coremltools.models.utils import compile_model
+
+    spec = ct.proto.Model_pb2.Model()
+    spec.specificationVersion = 1
+    spec.description.input.add().name = "x"
+    spec.description.input[0].type.doubleType.MergeFromString(b"")
+    spec.description.output.add().name = "y"
+    spec.description.output[0].type.doubleType.MergeFromString(b"")
+    spec.description.predictedFeatureName = "y"
+    spec.glmRegressor.offset.append(0.1)
+    spec.glmRegressor.weights.add().value.append(2.0)
+
+    compiled = compile_model(spec)
+    try:
+        assert compiled.endswith(".mlmodelc") and os.path.isdir(compiled)
+        assert ct.models.CompiledMLModel(compiled).predict({"x": 2})["y"] == pytest.approx(4.1)
+    finally:
+        shutil.rmtree(compiled)
+    destination = str(tmp_path / "glm.mlmodelc")
+    assert compile_model(spec, destination) == destination
+    with pytest.raises(Exception, match=r"must have \".mlmodelc\" file extension"):
+        compile_model(spec, str(tmp_path / "glm.bundle"))
+    mlmodel = ct.models.MLModel(spec)
+    path = mlmodel.get_compiled_model_path()
+    assert ct.models.CompiledMLModel(path).predict({"x": 4})["y"] == pytest.approx(8.1)
+    with pytest.raises(TypeError, match="already been compiled"):
+        compile_model(mlmodel)

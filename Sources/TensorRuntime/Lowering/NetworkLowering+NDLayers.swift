@@ -210,14 +210,20 @@ extension NetworkLowering {
                 b.op("stack", ["values": .values(b.inputs), "axis": .int(Int(l.stack?.pointee.axis ?? 0))], into: try b.output(), rank: r)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE.rawValue: { b, l throws(RuntimeError) in
+                // As np.tile (test_tile_cpu): fewer repetitions than axes repeat the last axes, the
+                // leading ones once; MIL tile takes one count per axis.
                 let x = try b.input(), r = b.rank(x)
                 if b.inputs.count >= 2 {
-                    // Repetitions computed at run time: a vector of rank(x) counts, as MIL tile takes them.
-                    b.op("tile", ["x": .value(x), "reps": .value(b.toInt(try b.input(1)))], into: try b.output(), rank: r)
+                    // Repetitions computed at run time; a vector shorter than the rank (its length known at
+                    // load) gets leading ones.
+                    var reps = b.toInt(try b.input(1))
+                    if let length = b.lengths[try b.input(1)], length < r {
+                        reps = b.shape([.literal(Array(repeating: 1, count: r - length)), .vector(reps)])
+                    }
+                    b.op("tile", ["x": .value(x), "reps": .value(reps)], into: try b.output(), rank: r)
                     return
                 }
                 var reps = l.tile.map { scalars($0.pointee.reps, $0.pointee.n_reps).map(Int.init) } ?? []
-                if reps.count == 1, r > 1 { reps = Array(repeating: reps[0], count: r) }
                 reps = Array(repeating: 1, count: max(0, r - reps.count)) + reps
                 b.op("tile", ["x": .value(x), "reps": .ints(reps)], into: try b.output(), rank: reps.count)
             },

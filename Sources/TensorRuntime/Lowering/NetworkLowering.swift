@@ -156,6 +156,8 @@ struct LoweringBuilder {
     var operations: [GraphOperation] = []
     /// The rank of every blob computed so far (NeuralNetwork.proto blobs are float32).
     var ranks: [String: Int] = [:]
+    /// The element type of each value an operation of the lowering makes (int32 indices and shape vectors, bools).
+    var elements: [String: ElementType] = [:]
     /// Whether the network reads multi-arrays with the rank-5 mapping (`[C, H, W]` blobs).
     var rank5 = false
     /// The ranks the model declares for its multi-array outputs.
@@ -424,7 +426,7 @@ struct LoweringBuilder {
         operations = []
         views = [:]
         var written: [String] = []
-        for layer in elements(network.layers, network.n_layers) {
+        for layer in ModelSpec.elements(network.layers, network.n_layers) {
             try lower(layer.pointee)
             written += outputs
         }
@@ -456,6 +458,9 @@ struct LoweringBuilder {
 
     func rank(_ blob: String) -> Int { ranks[blob] ?? 1 }
 
+    /// The element type of a value the lowering made (blobs the network reads or writes are float32).
+    func element(_ value: String) -> ElementType { elements[value] ?? .float32 }
+
     /// A name for an intermediate value of the current layer.
     mutating func fresh() -> String {
         counter += 1
@@ -475,6 +480,7 @@ struct LoweringBuilder {
                                          outputs: [(name: result, type: ValueType(element: element, shape: Self.declared(rank: rank)))], blocks: []))
         redefine([result])
         ranks[result] = rank
+        elements[result] = element
         return result
     }
 
@@ -488,6 +494,7 @@ struct LoweringBuilder {
                                          blocks: []))
         redefine(names)
         for (name, rank) in zip(names, outputRanks) { ranks[name] = rank }
+        for (name, element) in zip(names, elements) { self.elements[name] = element }
         return names
     }
 
@@ -536,12 +543,12 @@ struct LoweringBuilder {
 
     /// `x` reshaped to the shape vector `shape` of `rank` dimensions.
     mutating func reshape(_ x: String, to shape: String, rank: Int, into output: String? = nil) -> String {
-        op("reshape", ["x": .value(x), "shape": .value(shape)], into: output, rank: rank)
+        op("reshape", ["x": .value(x), "shape": .value(shape)], into: output, element: element(x), rank: rank)
     }
 
     /// `x` reshaped to literal dimensions (0 copies, -1 infers).
     mutating func reshape(_ x: String, _ dims: [Int], into output: String? = nil) -> String {
-        op("reshape", ["x": .value(x), "shape": .ints(dims)], into: output, rank: dims.count)
+        op("reshape", ["x": .value(x), "shape": .ints(dims)], into: output, element: element(x), rank: dims.count)
     }
 
     // MARK: Channel-first layers

@@ -195,6 +195,7 @@ def enable(force: bool = False, pretend_macos: bool = False) -> bool:
                 raise TypeError('The "path" parameter must be of type "str".')
             self.compute_unit = compute_units
             self.function_name = function_name
+            self.optimization_hints = optimization_hints
             self._modelc_model = modelc.Model(path)
 
         def compiled_predict(self, data, state=None):
@@ -203,13 +204,54 @@ def enable(force: bool = False, pretend_macos: bool = False) -> bool:
         def compiled_make_state(self):
             return _ModelcState(self._modelc_model.make_state())
 
+        def get_compiled_model_path(self):
+            """The model compiled by modelc into a directory kept while this ``MLModel`` lives."""
+            import modelc
+            compiled = getattr(self, "_modelc_compiled_path", None)
+            if compiled is None:
+                directory = tempfile.mkdtemp(prefix="modelc-compiled-")
+                weakref.finalize(self, shutil.rmtree, directory, True)
+                compiled = modelc.compile_model(_open(self).path, os.path.join(directory, "model.mlmodelc"))
+                self._modelc_compiled_path = compiled
+            return compiled
+
         MLModel.predict = predict
         MLModel.make_state = make_state
+        MLModel.get_compiled_model_path = get_compiled_model_path
+        import coremltools.models.utils as utils_module
+        utils_module.compile_model = _compile_model
         CompiledMLModel.__init__ = compiled_init
         CompiledMLModel.predict = compiled_predict
         CompiledMLModel.make_state = compiled_make_state
         _enabled = True
         return True
+
+
+def _compile_model(model, destination_path: Optional[str] = None) -> str:
+    """coremltools' ``compile_model`` through modelc (patched in by ``enable()``): a spec or an
+    ``.mlmodel``/``.mlpackage`` path compiled into ``destination_path`` or, without one, a new
+    temporary ``.mlmodelc`` directory the caller removes, as Core ML's does."""
+    import modelc
+    from coremltools.models.model import MLModel
+    from coremltools.proto import Model_pb2
+
+    if isinstance(model, str):
+        if not model.rstrip("/").endswith((".mlpackage", ".mlmodel")):
+            raise ValueError(f"Invalid model file path: '{model}'.Expected a file with .mlpackage or .model extension. ")
+    elif isinstance(model, MLModel):
+        raise TypeError('This model has already been compiled. Call "get_compiled_model_path" to get the compiled model.')
+    elif not isinstance(model, Model_pb2.Model):
+        raise TypeError('Unrecognized input for "model" parameter. It should be a spec or model file path.')
+    if destination_path is not None and not destination_path.rstrip("/").endswith(".mlmodelc"):
+        raise Exception('"destination_path" parameter must have ".mlmodelc" file extension.')
+    destination = destination_path or tempfile.mkdtemp(prefix="modelc-", suffix=".mlmodelc")
+    if isinstance(model, str):
+        return modelc.compile_model(model, destination)
+    with tempfile.TemporaryDirectory(prefix="modelc-spec-") as directory:
+        from coremltools.models.utils import save_spec
+        source = os.path.join(directory, "spec.mlmodel")
+        save_spec(model, source)
+        return modelc.compile_model(source, destination)
 
 
 def _pretend_macos() -> None:
