@@ -16,7 +16,9 @@ file's cases (seeded), blocks the network and sorts every case into
 - not counted, with the reason: coremltools' own skips and xfails; "needs the network" (a
   connection to another host than this one: the plugin makes it raise); "needs a package";
   "converter failed" (the failure is raised in coremltools' converter or the test before
-  any prediction: the traceback does not reach modelc); "no prediction" (the test passed
+  any prediction: the traceback does not reach modelc); "needs Core ML" (coremltools called
+  a part of Core ML's own binding, libcoremlpython, that modelc.coremltools does not replace,
+  such as coremltools.utils.compile_model); "no prediction" (the test passed
   without predicting: it converts or inspects only); "not collected" (the file did not import).
 
 The plugin's settings come from the environment (CONFORMANCE_*), set by run() below.
@@ -52,8 +54,8 @@ DIRECTORIES = [
 NETWORK_MARK = "conformance: the network is blocked here"
 OUTCOMES = ("passed", "wrong", "refused", "not counted")
 # The reasons a case is not counted, in the order of the table's columns.
-NOT_COUNTED = ("no prediction", "skipped", "converter failed", "needs the network", "needs a package",
-               "not collected")
+NOT_COUNTED = ("no prediction", "skipped", "converter failed", "needs Core ML", "needs the network",
+               "needs a package", "not collected")
 
 
 def label(path, root):
@@ -194,6 +196,9 @@ def classify(excinfo, reached, predictions):
     if NETWORK_MARK in text:
         match = re.search(re.escape(NETWORK_MARK) + r" \(([^)]*)\)", text)
         return "not counted", "needs the network", "needs the network: " + (match.group(1) if match else "")
+    binding = next((e for e in chain if isinstance(e, ImportError) and "libcoremlpython" in str(e)), None)
+    if binding is not None and not reached:  # coremltools called a part of Core ML that modelc.coremltools does not replace
+        return "not counted", "needs Core ML", "Core ML's binding (%s): %s" % (str(binding)[:80], _brief(error))
     missing = error if isinstance(error, ImportError) else error.__cause__
     if isinstance(missing, ImportError) and not reached:
         return "not counted", "needs a package", _brief(missing)
@@ -393,8 +398,10 @@ def percent(counter):
 
 def summary(args, results, meta, missing, root, seconds):
     lines = ["# modelc against coremltools' converter tests", "",
-             "sample %.3g (seed %d, at least %d cases a file), one process per file, %d files, %.0f s" % (
-                 args.sample, args.seed, args.min_per_file, len(meta), seconds), "",
+             "sample %.3g (seed %d, at least %d cases a file), one process per file, %d files; the files' processes"
+             " took %.0f s (this run %.0f s: the files already done are not run again)" % (
+                 args.sample, args.seed, args.min_per_file, len(meta), sum(m.get("seconds", 0) for m in meta.values()),
+                 seconds), "",
              "passed / wrong / refused: cases that made a prediction through modelc (passed), then failed an assertion",
              "or a non-modelc exception (wrong), or met a modelc error (refused). Not counted: "
              + ", ".join(NOT_COUNTED) + ".", "",
