@@ -287,13 +287,14 @@ ray-test: python-lib $(RAYVENV)/.installed
 # coremltools 9.0's MIL op tests (shipped in the wheel) with modelc as the
 # backend: SAMPLE (fraction of test cases, seeded by SEED), OPSETS (iOS14,…),
 # FILES (test_*.py names), PER_FILE=1 (each file in its own pytest process, resumable:
-# .build/conformance/files/). Writes .build/conformance/summary.md. Not a test:
+# .build/conformance/files/). Writes .build/conformance/summary.md. SUITE=ops|converters|all
+# (default all: coremltools' converter tests too, .build/conformance/converters/summary.md). Not a test:
 # the counts are recorded in docs/conformance.md. A third of the cases build
 # their programs from PyTorch, so they run in the zoo venv (torch 2.7.0, the
 # one copy of torch) with the Python package's test requirements (pytest) added.
 SAMPLE ?= 0.1
-$(ZOO_VENV)/.conformance: $(ZOO_VENV)/.installed python/requirements-test.txt
-	$(ZOO_VENV)/bin/pip install --quiet -r python/requirements-test.txt
+$(ZOO_VENV)/.conformance: $(ZOO_VENV)/.installed python/requirements-test.txt Scripts/conformance-requirements.txt
+	$(ZOO_VENV)/bin/pip install --quiet -r python/requirements-test.txt -r Scripts/conformance-requirements.txt
 	touch $@
 
 conformance: python-lib $(ZOO_VENV)/.conformance

@@ -1,8 +1,16 @@
 #!/usr/bin/env python3
-"""make conformance: coremltools 9.0's MIL operation tests with modelc as the backend.
+"""make conformance: coremltools 9.0's MIL operation tests and converter tests with modelc as the backend.
 
-Usage: conformance.py [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…] [--backend "mlprogram fp32"]
-                      [--per-file] [--out DIR] [-- PYTEST ARGS]
+Usage: conformance.py [--suite ops|converters|all] [--sample F] [--seed N] [--opsets iOS17,iOS18] [--files test_x.py,…]
+                      [--backend "mlprogram fp32"] [--per-file] [--min-per-file N] [--out DIR] [-- PYTEST ARGS]
+
+--suite (SUITE, default all): "ops", the MIL operation tests below (DIR/summary.md, as before the
+converter suite was added); "converters", coremltools' converter tests (Scripts/conformance_converters.py:
+PyTorch, TensorFlow, MIL-protobuf frontends, neural-network builder, scikit-learn, XGBoost), each file
+in a process of its own through `python -m modelc.coremltools pytest`, resumable, sampled with the same
+seeded draw, written to DIR/converters/summary.md; "all", both. --min-per-file (MIN_PER_FILE, default
+10; converter suite only) keeps at least that many cases of each converter test file. --files applies
+to both suites (a converter file by name, stem or "torch/test_torch_ops.py").
 
 Runs the tests shipped in the wheel (coremltools/converters/mil/mil/ops/tests/iOS14…iOS18/)
 under `modelc.coremltools.enable(pretend_macos=True)`, keeps a seeded sample
@@ -104,6 +112,8 @@ class Sampler:
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", choices=("ops", "converters", "all"), default=os.environ.get("SUITE", "all"))
+    parser.add_argument("--min-per-file", type=int, default=int(os.environ.get("MIN_PER_FILE", "10")))
     parser.add_argument("--sample", type=float, default=float(os.environ.get("SAMPLE", "0.1")))
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "21")))
     parser.add_argument("--opsets", default=os.environ.get("OPSETS", "iOS14,iOS15,iOS16,iOS17,iOS18"))
@@ -113,7 +123,20 @@ def main():
     parser.add_argument("--out", default=".build/conformance")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
+    status = 0
+    if args.suite in ("ops", "all"):
+        status = run_ops(args)
+        if status == 64 and args.suite == "all" and args.files:
+            status = 0  # FILES named converter test files only
+    if args.suite in ("converters", "all") and status == 0:
+        import conformance_converters
+        status = conformance_converters.run(args, pathlib.Path(__file__).resolve().parent,
+                                            pathlib.Path(__file__).resolve().parents[1])
+    return status
 
+
+def run_ops(args):
+    """The MIL operation tests (--suite ops): DIR/summary.md and summary.json."""
     import modelc.coremltools
     modelc.coremltools.enable(pretend_macos=True)
     import coremltools
@@ -196,7 +219,7 @@ def run_per_file(args, targets):
         summary = directory / "summary.json"
         if not summary.exists():
             directory.mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, os.path.abspath(__file__), "--sample", repr(args.sample), "--seed", str(args.seed),
+            command = [sys.executable, os.path.abspath(__file__), "--suite", "ops", "--sample", repr(args.sample), "--seed", str(args.seed),
                        "--opsets", path.parent.name, "--files", path.name, "--out", str(directory), "--backend", args.backend]
             if args.pytest_args:
                 command += ["--"] + args.pytest_args
