@@ -763,6 +763,31 @@ def nn_slice_by_size_input_begin(writer):
                  "x[:, begin:begin + 2].", tolerance=TOLERANCE)
 
 
+def nn_rank_kept_by_converter_layers(writer):
+    """Issue 37, from the PyTorch converter tests on the neural-network backend (TestSlice, TestIndex,
+    TestBroadcastTensors): a `slice` of a rank-1 blob gave rank 3 ((1, 1, 4) for (4,)); `gatherND` with
+    constant (3, 2) indices was planned at rank 4 and refused; an identity network whose copy layer
+    writes over its input's blob was called invalid ("no layer produces this output")."""
+    b = nn([("x", (10,)), ("t", (2, 5, 3, 4)), ("a", (3,))], ["sliced", "gathered", "a"])
+    b.add_slice("slice", "x", "sliced", axis="width", start_index=0, end_index=7, stride=2)
+    indices = np.array([[0, 3], [1, 3], [1, 4]], dtype=np.float64)
+    b.add_load_constant_nd("indices", "indices", constant_value=indices, shape=indices.shape)
+    b.add_gather_nd("gather", ["t", "indices"], "gathered")
+    b.add_copy("copy_in", "a", "a_copy")
+    b.add_copy("copy_out", "a_copy", "a")
+    spec = finish(b)
+    rng = np.random.default_rng(3709)
+    cases = []
+    for _ in range(2):
+        x, t, a = f32(rng.standard_normal(10)), f32(rng.standard_normal((2, 5, 3, 4))), f32(rng.standard_normal(3))
+        gathered = np.stack([t[i, j] for i, j in indices.astype(int)])
+        cases.append({"inputs": {"x": x, "t": t, "a": a}, "outputs": {"sliced": x[0:7:2], "gathered": gathered, "a": a}})
+    writer.write("nn_rank_kept_by_converter_layers", spec, NUMPY, cases,
+                 "issue 37: slice of (10,) gives (4,); gatherND of (2, 5, 3, 4) by constant (3, 2) indices gives "
+                 "(3, 3, 4); a copy over the input's blob returns the input",
+                 "x[0:7:2]; t[i, j] per index row; a unchanged.", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -1009,6 +1034,7 @@ def generate(out_dir):
     nn_scatter_rank2_indices(writer)
     nn_tile_short_reps(writer)
     nn_slice_by_size_input_begin(writer)
+    nn_rank_kept_by_converter_layers(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -230,11 +230,16 @@ struct DictVectorizerEngine: PredictionEngine {
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
         guard let input = interface.inputs.first, let value = inputs[input.name] else { return [:] }
         var y = [Double](repeating: 0, count: count)
+        // A vectorizer of int64 keys behind a string-keyed input (what coremltools writes for
+        // scikit-learn's DictVectorizer fitted on int keys) reads each key as the integer it spells;
+        // the other way round, an int64 key as its decimal text.
         switch value {
         case .dictionary(.strings(let entries)):
-            for (key, number) in entries { if let index = stringIndex[key] { y[index] = number } }
+            for (key, number) in entries {
+                if let index = stringIndex[key] ?? Int64(key).flatMap({ int64Index[$0] }) { y[index] = number }
+            }
         case .dictionary(.int64s(let entries)):
-            for (key, number) in entries { if let index = int64Index[key] { y[index] = number } }
+            for (key, number) in entries { if let index = int64Index[key] ?? stringIndex[String(key)] { y[index] = number } }
         default:
             throw .wrongType(feature: input.name, expected: "a dictionary", got: value.kindText)
         }

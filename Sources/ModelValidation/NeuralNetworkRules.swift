@@ -118,7 +118,9 @@ enum NeuralNetworkRules {
                 for output in layer.outputs {
                     if let earlier = producers[output], layer.layerCase != CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_COPY {
                         sink.error("nn.blob.duplicate", "output \(quoted(output)) is already produced by \(earlier)")
-                    } else if producers[output] == nil {
+                    } else if producers[output] == nil || producers[output] == modelInput {
+                        // A copy may write over a model input's blob (a converter's identity network
+                        // returns its input under the same name): that layer produces the output.
                         producers[output] = "layer \(layer.index) \(quoted(layer.name))"
                     }
                 }

@@ -161,3 +161,22 @@ def test_compile_model_and_compiled_model_path(tmp_path):
     assert ct.models.CompiledMLModel(path).predict({"x": 4})["y"] == pytest.approx(8.1)
     with pytest.raises(TypeError, match="already been compiled"):
         compile_model(mlmodel)
+
+
+def test_int_keys_for_a_vectorizer_of_int_keys_behind_a_string_keyed_input():
+    """What coremltools writes for scikit-learn's DictVectorizer fitted on int keys: an int64ToIndex
+    vectorizer whose input is declared string-keyed. Core ML's binding takes the int keys."""
+    spec = ct.proto.Model_pb2.Model()
+    spec.specificationVersion = 1
+    feature = spec.description.input.add()
+    feature.name = "features"
+    feature.type.dictionaryType.stringKeyType.MergeFromString(b"")
+    output = spec.description.output.add()
+    output.name = "vector"
+    output.type.multiArrayType.shape.append(3)
+    output.type.multiArrayType.dataType = ct.proto.FeatureTypes_pb2.ArrayFeatureType.DOUBLE
+    spec.dictVectorizer.int64ToIndex.vector.extend([7, 42, 3])
+    mlmodel = ct.models.MLModel(spec)
+    got = mlmodel.predict({"features": {42: 2.0, 3: 5.0, 99: 1.0}})["vector"]
+    np.testing.assert_array_equal(got, [0.0, 2.0, 5.0])
+    np.testing.assert_array_equal(mlmodel.predict({"features": {"7": 1.5}})["vector"], [1.5, 0.0, 0.0])

@@ -475,7 +475,8 @@ extension NetworkLowering {
 
     private static func slice(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.slice?.pointee else { throw b.invalid("no parameters") }
-        let x = b.atLeastRank3(try b.input()), r = b.rank(x)
+        let given = try b.input()
+        let x = b.atLeastRank3(given), r = b.rank(x)
         let axis = switch params.axis {
         case CORE_ML__SPECIFICATION__SLICE_LAYER_PARAMS__SLICE_AXIS__HEIGHT_AXIS: r - 2
         case CORE_ML__SPECIFICATION__SLICE_LAYER_PARAMS__SLICE_AXIS__WIDTH_AXIS: r - 1
@@ -488,8 +489,17 @@ extension NetworkLowering {
         end[axis] = Int(params.endindex)
         endMask[axis] = params.endindex == 0
         stride[axis] = max(1, Int(params.stride))
-        b.op("slice_by_index", ["x": .value(x), "begin": .ints(begin), "end": .ints(end), "stride": .ints(stride), "end_mask": .bools(endMask)],
-             into: try b.output(), rank: r)
+        let arguments: [String: LoweredArgument] = ["x": .value(x), "begin": .ints(begin), "end": .ints(end), "stride": .ints(stride),
+                                                    "end_mask": .bools(endMask)]
+        let added = r - b.rank(given)
+        guard added > 0 else {
+            b.op("slice_by_index", arguments, into: try b.output(), rank: r)
+            return
+        }
+        // A blob of rank 1 or 2 (a converter's rank-N network) keeps its rank: (10,) sliced on the
+        // width axis gives (4,), not (1, 1, 4).
+        let sliced = b.op("slice_by_index", arguments, rank: r)
+        b.op("squeeze", ["x": .value(sliced), "axes": .ints(Array(0..<added))], into: try b.output(), rank: r - added)
     }
 
     private static func reduce(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {

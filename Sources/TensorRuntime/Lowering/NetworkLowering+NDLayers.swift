@@ -270,8 +270,11 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GATHER_ND.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input(), indices = b.toInt(try b.input(1))
-                // The rank depends on the indices' last dimension: taken from the declared output when it can't be known.
-                let r = max(1, b.rank(indices) - 1 + b.rank(x) - 1)
+                // The rank depends on the indices' last dimension K: rank(indices) - 1 + rank(x) - K, K known
+                // for constant or fixed-shape indices; else the declared output's rank, else K = 1.
+                let depth = b.lastDimensions[try b.input(1)]
+                let r = depth.map { max(1, b.rank(indices) - 1 + b.rank(x) - $0) }
+                    ?? (try? b.declaredRank(of: try b.output())) ?? max(1, b.rank(indices) - 1 + b.rank(x) - 1)
                 b.op("gather_nd", ["x": .value(x), "indices": .value(indices)], into: try b.output(), rank: r)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SCATTER.rawValue: { b, l throws(RuntimeError) in
@@ -332,6 +335,7 @@ extension NetworkLowering {
                 let values = try b.weights(params.data, "data", count: shape.reduce(1, *))
                 b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output(), rank: shape.count)
                 if shape.count == 1 { b.lengths[try b.output()] = shape[0] }
+                if let last = shape.last { b.lastDimensions[try b.output()] = last }
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_LIKE.rawValue: { b, l throws(RuntimeError) in
                 let reference = try b.input()

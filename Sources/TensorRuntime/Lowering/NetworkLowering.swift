@@ -92,6 +92,9 @@ enum NetworkLowering {
             if !rank5, case .multiArray(let array) = description.type, array.shape.count == 1, array.shapeFlexibility == nil {
                 builder.lengths[description.name] = Int(array.shape[0])
             }
+            if !rank5, case .multiArray(let array) = description.type, let last = array.shape.last, array.shapeFlexibility == nil {
+                builder.lastDimensions[description.name] = Int(last)
+            }
         }
         builder.blobsRead = Self.blobsRead(by: layers).union([probabilities].compactMap { $0 })
         try builder.preprocess(preprocessors, interface: interface)
@@ -164,6 +167,9 @@ struct LoweringBuilder {
     var declaredOutputRanks: [String: Int] = [:]
     /// The lengths of rank-1 blobs known at load (shape vectors: `getShape`, constants, fixed-size inputs).
     var lengths: [String: Int] = [:]
+    /// The last dimension of blobs whose shape is known at load (constants, fixed-shape inputs): what
+    /// `gatherND`'s rank depends on.
+    var lastDimensions: [String: Int] = [:]
     /// Every blob some layer of the network reads (nested networks included),
     /// and the probabilities a classifier reads: a blob outside it is only returned.
     var blobsRead: Set<String> = []
@@ -359,7 +365,10 @@ struct LoweringBuilder {
 
     /// Forgets the views of blobs an operation redefines.
     private mutating func redefine(_ names: [String]) {
-        for name in names { views[name] = nil }
+        for name in names {
+            views[name] = nil
+            lastDimensions[name] = nil
+        }
     }
 
     /// Layers that compute a shape vector elementwise from shape vectors (the

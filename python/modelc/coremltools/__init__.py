@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from .._errors import InputError
+from .._errors import InputError, ModelFileError
 
 _enabled = False
 _lock = threading.Lock()
@@ -54,15 +54,28 @@ def _open(mlmodel: Any):
         else:
             from coremltools.models.utils import save_spec
             save_spec(mlmodel._spec, path)
-    model = modelc.Model(path)
+    try:
+        model = modelc.Model(path)
+    except ModelFileError as error:
+        raise CompileError('Error compiling model: "%s".' % error, error.status) from error
     mlmodel._modelc_model = model
     return model
 
 
-def _conform(values: Dict[str, Any]) -> Dict[str, Any]:
-    """coremltools' inputs as modelc reads them: tensors (torch, TensorFlow) as NumPy arrays."""
+class CompileError(ModelFileError, RuntimeError):
+    """A model modelc cannot load (it fails validation or its plan): Core ML's binding raises
+    ``RuntimeError`` ("Error compiling model") there, so this is one too, as well as modelc's
+    ``ModelFileError``."""
+
+
+def _conform(values: Dict[str, Any], model=None) -> Dict[str, Any]:
+    """coremltools' inputs as modelc reads them: tensors (torch, TensorFlow) as NumPy arrays; the
+    keys of a dictionary given for a string-keyed input as strings, as Core ML's binding reads them."""
     converted = {}
     for name, value in values.items():
+        if isinstance(value, dict) and model is not None \
+                and model.input_description.get(name, {}).get("keyType") == "stringKeyType":
+            value = {key if isinstance(key, str) else str(key): item for key, item in value.items()}
         if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
             value = value.detach().cpu().numpy() if hasattr(value, "detach") else value.numpy()
         elif isinstance(value, list) and value and not isinstance(value[0], (str, dict)):
@@ -136,10 +149,10 @@ def _predict(model, data, state):
     modelc_state = getattr(state, "_modelc_state", state)
     try:
         if isinstance(data, dict):
-            return _as_core_ml_outputs(model.predict(_conform(data), state=modelc_state))
+            return _as_core_ml_outputs(model.predict(_conform(data, model), state=modelc_state))
         if state is not None:
             raise AssertionError("State can only be used for unbatched predictions")
-        return [_as_core_ml_outputs(row) for row in model.predict([_conform(row) for row in data])]
+        return [_as_core_ml_outputs(row) for row in model.predict([_conform(row, model) for row in data])]
     except InputError as error:
         translated = _computation_error(model, error) or _shape_error(model, error, data)
         if translated is None and "mode=='F'" in str(error):
