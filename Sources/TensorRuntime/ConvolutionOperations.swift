@@ -17,7 +17,7 @@ import SystemIO
 /// that they, and the residuals, are `[N, C/8, H, W, 8]`.
 enum ConvolutionOperations {
     static let convolutionParameters = ["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]
-    static let definitions: [String: OperationDefinition] = ChannelsLastOperations.definitions.merging([
+    static let definitions: [String: OperationDefinition] = [
         "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
             try convolution(context)
         },
@@ -39,7 +39,7 @@ enum ConvolutionOperations {
         "layout_transpose": OperationDefinition(["x", "channels_last"]) { context throws(RuntimeError) in
             try layoutTranspose(context)
         },
-    ]) { first, _ in first }
+    ]
 
     /// Padding before each spatial axis and the output sizes, as coremltools computes them.
     static func geometry(_ context: OperationContext, input: [Int], kernel: [Int], strides: [Int], dilations: [Int],

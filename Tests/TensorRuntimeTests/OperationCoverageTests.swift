@@ -1,5 +1,6 @@
 import FixtureSupport
 import Foundation
+import ModelFeatures
 import ModelSpec
 import Testing
 @testable import TensorRuntime
@@ -197,5 +198,37 @@ struct OperationCoverageTests {
             }
         }
         #expect(untested == [], "definitions exercised by no fixture program of an opset they are in force for")
+    }
+
+    /// Two families defining one name is a programming error; the registry would keep only one.
+    @Test("no operation name is defined twice")
+    func noDuplicateNames() {
+        #expect(OperationRegistry.merged(OperationRegistry.families).duplicates.isEmpty)
+        let twice = OperationRegistry.merged([["x": OperationRegistry.definitions["add"]!], ["x": OperationRegistry.definitions["sub"]!]])
+        #expect(twice.duplicates == ["x"])
+    }
+
+    /// What the engine registers beyond coremltools' list is internal (refused in a file) or
+    /// one of the two state operations a file names (`coreml_update_state`, `write_state`).
+    @Test("every operation outside coremltools' list is internal or a file's state operation")
+    func internalOperationsListed() throws {
+        let listed = Set(try Self.coremltoolsOperations())
+        let extra = Set(OperationRegistry.definitions.keys).subtracting(listed).subtracting(OperationRegistry.internalOperations)
+        #expect(extra == ["coreml_update_state", "write_state"])
+        #expect(OperationRegistry.internalOperations.isSubset(of: Set(OperationRegistry.definitions.keys)))
+        #expect(OperationRegistry.internalOperations.isDisjoint(with: listed))
+    }
+
+    /// A program file cannot name an operation or a layout parameter only the engine's passes make.
+    @Test("a file naming an internal operation or parameter is refused", arguments: [
+        ("fused_conv", "x"), ("layout_transpose", "x"), ("at_least_rank1", "x"), ("max_pool", "channels_last"), ("conv", "channel_blocked"),
+    ])
+    func internalNamesRefused(_ type: String, _ parameter: String) {
+        let op = GraphOperation(type: type, arguments: [parameter: [.value("input")]], outputs: [(name: "y", type: ValueType(element: .float32, shape: nil))],
+                                blocks: [])
+        #expect(throws: RuntimeError.self) { try OperationRegistry.check(op) }
+        let plain = GraphOperation(type: "max_pool", arguments: ["x": [.value("input")]], outputs: [(name: "y", type: ValueType(element: .float32, shape: nil))],
+                                   blocks: [])
+        #expect(throws: Never.self) { try OperationRegistry.check(plain) }
     }
 }
