@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* The header is used for types and constants only; the functions come from dlopen. */
@@ -18,6 +19,7 @@ static struct {
     void (*stop_daemon)(struct MHD_Daemon *);
     MHD_socket (*quiesce_daemon)(struct MHD_Daemon *);
     const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *, enum MHD_DaemonInfoType, ...);
+    const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
     const char *(*lookup_connection_value)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
@@ -36,6 +38,7 @@ static void load(void) {
         {"MHD_stop_daemon", (void **)&api.stop_daemon},
         {"MHD_quiesce_daemon", (void **)&api.quiesce_daemon},
         {"MHD_get_daemon_info", (void **)&api.get_daemon_info},
+        {"MHD_get_connection_info", (void **)&api.get_connection_info},
         {"MHD_lookup_connection_value", (void **)&api.lookup_connection_value},
         {"MHD_create_response_from_buffer", (void **)&api.create_response_from_buffer},
         {"MHD_add_response_header", (void **)&api.add_response_header},
@@ -47,16 +50,36 @@ static void load(void) {
                                  load_failure, sizeof load_failure);
 }
 
+/* One open connection, as the drain sees it (all fields under the server's lock). */
+struct modelc_http_link {
+    struct modelc_http_link *previous, *next;
+    MHD_socket socket;
+    /* A request line has arrived; its answer is not sent yet. */
+    int requesting;
+    /* That request's body arrived whole: the handler runs or its answer is being sent. */
+    int answering;
+    /* Shut down by the drain: nothing more is read from it. */
+    int closed;
+};
+
 struct modelc_http_server {
     struct MHD_Daemon *daemon;
     struct modelc_http_configuration configuration;
     /* libmicrohttpd's last message while starting, to say why a start failed. */
     char last_message[512];
     int started;
+    pthread_mutex_t lock;
+    /* Under `lock`: the open connections, whether the drain began, requests under way. */
+    struct modelc_http_link *links;
+    int draining;
+    int requests_in_progress;
 };
 
 struct modelc_http_exchange {
     struct MHD_Connection *connection;
+    struct modelc_http_link *link;
+    /* Its connection was closed by the drain before the request line arrived. */
+    int abandoned;
     const char *method;
     char *url;
     uint8_t *body;
@@ -92,23 +115,88 @@ static enum MHD_Result refuse(struct MHD_Connection *connection, unsigned int st
     return result;
 }
 
+/* Ends a connection at once (under the lock): the peer gets a FIN, the connection's thread reads
+   the end and closes it, its descriptor stays valid until MHD_CONNECTION_NOTIFY_CLOSED. */
+static void close_link(struct modelc_http_link *link) {
+    link->closed = 1;
+    shutdown(link->socket, SHUT_RDWR);
+}
+
+static void connection_changed(void *cls, struct MHD_Connection *connection, void **socket_context,
+                               enum MHD_ConnectionNotificationCode code) {
+    struct modelc_http_server *server = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = api.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct modelc_http_link *link = info ? calloc(1, sizeof *link) : NULL;
+        if (!link) return; /* not tracked: closed by modelc_http_stop only */
+        link->socket = info->connect_fd;
+        pthread_mutex_lock(&server->lock);
+        link->next = server->links;
+        if (server->links) server->links->previous = link;
+        server->links = link;
+        /* Accepted just before the listening socket closed: it has sent no request yet. */
+        if (server->draining) close_link(link);
+        pthread_mutex_unlock(&server->lock);
+        *socket_context = link;
+        return;
+    }
+    struct modelc_http_link *link = *socket_context;
+    if (!link) return;
+    pthread_mutex_lock(&server->lock);
+    if (link->requesting) server->requests_in_progress--;
+    if (link->previous) link->previous->next = link->next; else server->links = link->next;
+    if (link->next) link->next->previous = link->previous;
+    pthread_mutex_unlock(&server->lock);
+    free(link);
+    *socket_context = NULL;
+}
+
+/* A request line arrived: from here the request counts as under way for the drain. */
+static void *request_started(void *cls, const char *uri, struct MHD_Connection *connection) {
+    (void)uri;
+    struct modelc_http_server *server = cls;
+    struct modelc_http_exchange *exchange = calloc(1, sizeof *exchange);
+    if (!exchange) return NULL;
+    const union MHD_ConnectionInfo *info = api.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct modelc_http_link *link = info ? info->socket_context : NULL;
+    if (link) {
+        pthread_mutex_lock(&server->lock);
+        if (link->closed) {
+            exchange->abandoned = 1;
+        } else {
+            link->requesting = 1;
+            server->requests_in_progress++;
+            exchange->link = link;
+        }
+        pthread_mutex_unlock(&server->lock);
+    }
+    return exchange;
+}
+
+/* Whether the drain closed the request's connection; otherwise, with `answering`, the request's
+   body is whole and the connection stays open until its answer is sent. */
+static int closed_by_drain(struct modelc_http_server *server, struct modelc_http_exchange *exchange, int answering) {
+    if (!exchange->link) return exchange->abandoned;
+    pthread_mutex_lock(&server->lock);
+    int closed = exchange->link->closed;
+    if (!closed && answering) exchange->link->answering = 1;
+    pthread_mutex_unlock(&server->lock);
+    return closed;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connection, const char *url, const char *method,
                                       const char *version, const char *upload_data, size_t *upload_data_size,
                                       void **con_cls) {
     (void)version;
     struct modelc_http_server *server = cls;
     struct modelc_http_exchange *exchange = *con_cls;
-    if (!exchange) {
-        exchange = calloc(1, sizeof *exchange);
-        if (!exchange) return MHD_NO;
+    if (!exchange) return MHD_NO; /* out of memory in request_started */
+    if (!exchange->connection) {
+        if (closed_by_drain(server, exchange, 0)) return MHD_NO;
         exchange->connection = connection;
         exchange->method = method;
         exchange->url = strdup(url);
-        if (!exchange->url) {
-            free(exchange);
-            return MHD_NO;
-        }
-        *con_cls = exchange;
+        if (!exchange->url) return MHD_NO;
         const char *length = api.lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Length");
         if (length) {
             char *end = NULL;
@@ -132,6 +220,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        if (closed_by_drain(server, exchange, 0)) return MHD_NO;
         size_t needed = exchange->size + *upload_data_size;
         if (needed > server->configuration.max_body_bytes) return MHD_NO; /* chunked past the limit: close */
         if (needed > exchange->capacity) {
@@ -147,6 +236,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (closed_by_drain(server, exchange, 1)) return MHD_NO;
     server->configuration.handler(server->configuration.context, exchange);
     if (exchange->response) {
         /* The handler did not finish its answer: a bug on the other side; answer 500. */
@@ -158,11 +248,21 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
 }
 
 static void completed(void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode code) {
-    (void)cls;
     (void)connection;
     (void)code;
+    struct modelc_http_server *server = cls;
     struct modelc_http_exchange *exchange = *con_cls;
     if (!exchange) return;
+    if (exchange->link) {
+        pthread_mutex_lock(&server->lock);
+        struct modelc_http_link *link = exchange->link;
+        if (link->requesting) server->requests_in_progress--;
+        link->requesting = 0;
+        link->answering = 0;
+        /* Answered while draining: the connection is idle now, and is not kept alive. */
+        if (server->draining && !link->closed) close_link(link);
+        pthread_mutex_unlock(&server->lock);
+    }
     if (exchange->response) api.destroy_response(exchange->response);
     free(exchange->body);
     free(exchange->url);
@@ -211,9 +311,12 @@ modelc_http_server *modelc_http_start(const struct modelc_http_configuration *co
         return NULL;
     }
     server->configuration = *configuration;
+    pthread_mutex_init(&server->lock, NULL);
     struct MHD_OptionItem options[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)log_message, server},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, server},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)connection_changed, server},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)request_started, server},
         {MHD_OPTION_SOCK_ADDR, 0, address},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)configuration->max_connections, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)configuration->idle_timeout_seconds, NULL},
@@ -229,6 +332,7 @@ modelc_http_server *modelc_http_start(const struct modelc_http_configuration *co
         *bind_failed = !tls || strstr(reason, "bind") != NULL || strstr(reason, "listen") != NULL
             || strstr(reason, "socket") != NULL;
         snprintf(failure, failure_size, "%s", reason);
+        pthread_mutex_destroy(&server->lock);
         free(server);
         return NULL;
     }
@@ -244,10 +348,37 @@ uint16_t modelc_http_port(modelc_http_server *server) {
 void modelc_http_quiesce(modelc_http_server *server) {
     MHD_socket socket = api.quiesce_daemon(server->daemon);
     if (socket != MHD_INVALID_SOCKET) close(socket);
+    pthread_mutex_lock(&server->lock);
+    server->draining = 1;
+    for (struct modelc_http_link *link = server->links; link; link = link->next) {
+        if (!link->requesting && !link->closed) close_link(link);
+    }
+    pthread_mutex_unlock(&server->lock);
+}
+
+int modelc_http_requests_in_progress(modelc_http_server *server) {
+    pthread_mutex_lock(&server->lock);
+    int count = server->requests_in_progress;
+    pthread_mutex_unlock(&server->lock);
+    return count;
+}
+
+int modelc_http_close_unfinished(modelc_http_server *server) {
+    int count = 0;
+    pthread_mutex_lock(&server->lock);
+    for (struct modelc_http_link *link = server->links; link; link = link->next) {
+        if (link->requesting && !link->answering && !link->closed) {
+            close_link(link);
+            count++;
+        }
+    }
+    pthread_mutex_unlock(&server->lock);
+    return count;
 }
 
 void modelc_http_stop(modelc_http_server *server) {
     api.stop_daemon(server->daemon);
+    pthread_mutex_destroy(&server->lock);
     free(server);
 }
 

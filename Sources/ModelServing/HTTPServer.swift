@@ -140,8 +140,21 @@ public final class HTTPServer: Sendable {
         port = Int(modelc_http_port(started))
     }
 
-    /// Stops accepting connections; those open are still served.
+    /// Starts a drain: the listening socket closes (new connections are refused), and so does
+    /// every open connection with no request under way (idle keep-alive, or not a whole request
+    /// line yet). A connection whose request line has arrived is served until that request is
+    /// answered, then closed. Call once.
     public func quiesce() { modelc_http_quiesce(server) }
+
+    /// Requests under way: counted from their request line (before their headers and body are
+    /// read) until their answer is sent or their connection is gone.
+    public var requestsInProgress: Int { Int(modelc_http_requests_in_progress(server)) }
+
+    /// After `quiesce`: closes the connections of requests whose body has not arrived whole
+    /// (nothing is answered on them; the client sees the connection end). Requests whose handler
+    /// was called are unaffected. Returns how many connections were closed.
+    @discardableResult
+    public func closeUnfinished() -> Int { Int(modelc_http_close_unfinished(server)) }
 
     /// Closes every connection and stops. Call once, after `quiesce` and once
     /// no handler runs; the server must not be used afterwards.

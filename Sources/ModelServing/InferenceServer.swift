@@ -66,33 +66,41 @@ public final class InferenceServer: Sendable {
         _ = modelc_catch_termination()
     }
 
-    /// Serves until SIGTERM or SIGINT, then drains: health turns not ready,
-    /// no new connection is accepted, every request already received is
-    /// answered (open connections are told to close), and the server stops.
-    /// A signal caught since `catchTerminationSignals()` counts.
+    /// Serves until SIGTERM or SIGINT, then drains (see `drain()`). A signal caught since
+    /// `catchTerminationSignals()` counts.
     public func runUntilSignalled() {
         Self.catchTerminationSignals()
         modelc_wait_termination()
         drain()
     }
 
-    /// Drains and stops (see `runUntilSignalled`).
+    /// Drains and stops, within `--timeout` (plus up to 5 s for answers being sent):
+    /// - health turns not ready, and the listening socket closes: new connections are refused;
+    /// - open connections with no request under way (idle keep-alive, or no whole request line
+    ///   yet) are closed at once;
+    /// - a request whose request line had arrived is served: its headers and body may still
+    ///   arrive, it is answered (`Connection: close`), then its connection closes;
+    /// - when `--timeout` has passed since the drain began, connections whose request body is
+    ///   still incomplete are closed unanswered, and a request still computing is answered 503;
+    /// then the server stops.
     public func drain() {
-        log.write("info", "draining", [("in_progress", String(service.requestsInProgress))])
-        service.beginDraining()
+        let started = DispatchTime.now()
+        let end = started + .milliseconds(service.options.timeoutMilliseconds)
+        log.write("info", "draining", [("in_progress", String(http.requestsInProgress))])
+        service.beginDraining(until: end)
         http.quiesce()
-        // Requests on connections already open may still arrive for a moment;
-        // wait until none has been in progress for a while.
-        var quietSince = DispatchTime.now().uptimeNanoseconds
-        let limit = DispatchTime.now().uptimeNanoseconds + UInt64(service.options.timeoutMilliseconds + 5000) * 1_000_000
-        while DispatchTime.now().uptimeNanoseconds < limit {
-            if service.requestsInProgress > 0 { quietSince = DispatchTime.now().uptimeNanoseconds }
-            if DispatchTime.now().uptimeNanoseconds - quietSince > 200_000_000 { break }
-            usleep(10_000)
+        while http.requestsInProgress > 0, DispatchTime.now() < end { usleep(5_000) }
+        let unfinished = http.closeUnfinished()
+        if unfinished > 0 {
+            log.write("warning", "closed connections whose request did not arrive whole", [("connections", String(unfinished))])
         }
+        // Answers computed by `end` may still be being sent; their connections close once they are.
+        let sent = DispatchTime.now() + .seconds(5)
+        while http.requestsInProgress > 0, DispatchTime.now() < sent { usleep(5_000) }
         http.stop()
         service.shutdown()
-        log.write("info", "stopped", [("answered", String(service.requestsAnswered))])
+        log.write("info", "stopped", [("answered", String(service.requestsAnswered)),
+                                      ("drain_ms", String((DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000))])
     }
 }
 

@@ -33,6 +33,8 @@ public final class InferenceService: Sendable {
     /// Models unloaded through the repository API.
     private let unloaded = Locked<Set<String>>([])
     private let draining = Locked(false)
+    /// When draining: the end of the drain (uptime nanoseconds), which no request's deadline passes.
+    private let drainEnd = Locked<UInt64?>(nil)
     private let handling = Locked(0)
     private let answeredCount = Locked(0)
     /// The version served for every model.
@@ -73,8 +75,12 @@ public final class InferenceService: Sendable {
     /// Stops taking work once what is queued is done.
     public func shutdown() { scheduler.shutdown() }
 
-    /// Health says not ready from now on; requests are still answered.
-    public func beginDraining() { draining.withLock { $0 = true } }
+    /// Health says not ready from now on; requests are still answered, by `end` at the latest
+    /// (a request still computing then is answered 503, shutting down).
+    public func beginDraining(until end: DispatchTime? = nil) {
+        drainEnd.withLock { $0 = end?.uptimeNanoseconds }
+        draining.withLock { $0 = true }
+    }
 
     public var isDraining: Bool { draining.withLock { $0 } }
 
@@ -345,8 +351,11 @@ public final class InferenceService: Sendable {
             throw .badRequest("model '\(name)' has no output '\(output.name)' (its outputs: \(description.summary.outputs.map(\.name).joined(separator: ", ")))")
         }
         let timeout = options.timeoutMilliseconds
-        let deadline = DispatchTime(uptimeNanoseconds: start + UInt64(timeout) * 1_000_000)
+        let ownDeadline = start + UInt64(timeout) * 1_000_000
+        let drainEnd = drainEnd.withLock { $0 }
+        let deadline = DispatchTime(uptimeNanoseconds: min(ownDeadline, drainEnd ?? .max))
         let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout)
+        if let drainEnd, drainEnd < ownDeadline, case .failure(.timedOut) = outcome.result { throw .shuttingDown }
         let values = try outcome.result.get()
         let labels = outcome.model?.classLabels ?? description.labels
         let requested = decoded.outputs.isEmpty

@@ -17,7 +17,8 @@ enum ServeCommand {
             request and are evicted least recently used beyond --memory-budget or on memory pressure.
             Endpoints: /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready|/infer],
             /v2/repository/index, /v2/repository/models/NAME/load|unload, /metrics.
-            SIGTERM (or SIGINT) drains: requests received are answered, then modelc exits 0.
+            SIGTERM (or SIGINT) drains: requests under way are answered (within --timeout), idle
+            connections closed, then modelc exits 0.
             """,
         arguments: [PositionalSpec(name: "MODEL_DIR", help: "The directory of models to serve.", isOptional: true)],
         options: [
@@ -29,7 +30,7 @@ enum ServeCommand {
             OptionSpec(name: "max-batch", valueName: "N", help: "Requests to one model computed together (default 1)."),
             OptionSpec(name: "batch-delay", valueName: "MS", help: "Wait up to MS for a batch to fill (default 0)."),
             OptionSpec(name: "queue", valueName: "N", help: "Requests waiting at most; then 503 + Retry-After (default 256)."),
-            OptionSpec(name: "timeout", valueName: "MS", help: "Per-request deadline from arrival (default 30000)."),
+            OptionSpec(name: "timeout", valueName: "MS", help: "Per-request deadline from arrival, and the SIGTERM drain's (default 30000)."),
             OptionSpec(name: "max-body", valueName: "SIZE", help: "Largest request body (default 64M); larger → 413, unread."),
             OptionSpec(name: "max-tensor", valueName: "SIZE", help: "Largest tensor in a request (default 64M)."),
             OptionSpec(name: "tls-cert", valueName: "FILE", help: "PEM certificate (chain); with --tls-key, serve HTTPS."),

@@ -208,6 +208,21 @@ import Testing
             #expect(await Self.call(service, Self.post("/v2/models/ImageClassifier/infer", notImage)).status == 400)
         }
     }
+
+    /// A drain's end bounds every request: one still waiting then (here for a batch to fill, 5 s)
+    /// is answered 503 with Retry-After at the drain's end, not at its own, later deadline.
+    @Test(.timeLimit(.minutes(1))) func aRequestStillComputingAtTheDrainsEndIsAnswered503() async throws {
+        try await Self.withService({ $0.maxBatch = 2; $0.batchDelayMilliseconds = 5_000 }) { service, _ in
+            #expect(await Self.call(service, Self.post("/v2/repository/models/TreeEnsembleClassifier/load", "")).status == 200)
+            let started = DispatchTime.now()
+            service.beginDraining(until: started + .milliseconds(300))
+            let response = await Self.call(service, Self.post("/v2/models/TreeEnsembleClassifier/infer", Self.iris))
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            #expect(response.status == 503 && Self.object(response)["error"] as? String == "server is shutting down")
+            #expect(response.headers.contains { $0.0 == "Retry-After" } && response.headers.contains { $0 == ("Connection", "close") })
+            #expect(seconds > 0.25 && seconds < 3)
+        }
+    }
 }
 
 enum FixturePath {

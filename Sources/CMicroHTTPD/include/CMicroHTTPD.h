@@ -49,8 +49,17 @@ modelc_http_server *modelc_http_start(const struct modelc_http_configuration *co
                                       char *failure, size_t failure_size, int *bind_failed);
 /* The port the server listens on. */
 uint16_t modelc_http_port(modelc_http_server *server);
-/* Stops accepting connections; open connections are still served. */
+/* Starts the drain: closes the listening socket (new connections are refused) and every open
+   connection with no request under way (idle keep-alive ones, and those that have not sent a
+   whole request line yet); a connection whose request line has arrived is served until that
+   request is answered, then closed. Call once. */
 void modelc_http_quiesce(modelc_http_server *server);
+/* Requests under way: from their request line to their answer sent (or their connection gone). */
+int modelc_http_requests_in_progress(modelc_http_server *server);
+/* After modelc_http_quiesce: closes the connections of requests whose body has not arrived
+   whole (nothing is answered on them); requests already handed to the handler are unaffected.
+   Returns how many were closed. */
+int modelc_http_close_unfinished(modelc_http_server *server);
 /* Closes every connection and frees the server; its handlers must have returned. */
 void modelc_http_stop(modelc_http_server *server);
 
