@@ -91,50 +91,73 @@ public struct ImageFitting: Sendable, Equatable {
         guard regionOfInterest.isValid else { throw .invalidRegionOfInterest(regionOfInterest) }
     }
 
-    /// How a `sourceWidth` × `sourceHeight` image (the region of interest,
-    /// already cut out) is brought to the target: the size it is resized to,
-    /// then where the target sits in it (centerCrop) or it sits in the target
-    /// (scaleFit).
-    func plan(sourceWidth: Int, sourceHeight: Int) -> ResizePlan {
-        let scaleX = Double(width) / Double(sourceWidth)
-        let scaleY = Double(height) / Double(sourceHeight)
-        func scaled(_ size: Int, _ scale: Double) -> Int { max(1, Int((Double(size) * scale).rounded())) }
+    /// Where the fitting takes an upright image of `width` × `height` from:
+    /// the exact, real-valued source window and the target pixels it fills.
+    ///
+    /// centerCrop scales the region of interest by s = max(target / region)
+    /// on both axes and keeps its centre: the window is the centred
+    /// (target ÷ s)-sized part of the region. scaleFill stretches the region
+    /// over the target. scaleFit fills the whole-pixel rectangle of the
+    /// region scaled by s = min(target / region) (its size rounded, at most
+    /// the target's, centred, the rest black) with the region: the letterbox
+    /// edges fall on whole pixels, so no row or column is partly black.
+    func geometry(width: Int, height: Int) -> FittingGeometry {
+        let region = regionOfInterest.topLeftPixels(width: width, height: height)
+        let full = FittingGeometry(windowX: region.x, windowY: region.y, windowWidth: region.width, windowHeight: region.height,
+                                   contentLeft: 0, contentTop: 0, contentWidth: self.width, contentHeight: self.height)
+        let scaleX = Double(self.width) / region.width
+        let scaleY = Double(self.height) / region.height
         switch cropAndScale {
         case .scaleFill:
-            return ResizePlan(resizedWidth: width, resizedHeight: height, offsetX: 0, offsetY: 0)
+            return full
         case .centerCrop:
             let scale = max(scaleX, scaleY)
-            let resizedWidth = max(width, scaled(sourceWidth, scale))
-            let resizedHeight = max(height, scaled(sourceHeight, scale))
-            return ResizePlan(resizedWidth: resizedWidth, resizedHeight: resizedHeight,
-                              offsetX: (resizedWidth - width) / 2, offsetY: (resizedHeight - height) / 2)
+            let (cropWidth, cropHeight) = (Double(self.width) / scale, Double(self.height) / scale)
+            var geometry = full
+            geometry.windowX = region.x + (region.width - cropWidth) / 2
+            geometry.windowY = region.y + (region.height - cropHeight) / 2
+            (geometry.windowWidth, geometry.windowHeight) = (cropWidth, cropHeight)
+            return geometry
         case .scaleFit:
             let scale = min(scaleX, scaleY)
-            let resizedWidth = min(width, scaled(sourceWidth, scale))
-            let resizedHeight = min(height, scaled(sourceHeight, scale))
-            return ResizePlan(resizedWidth: resizedWidth, resizedHeight: resizedHeight,
-                              offsetX: (width - resizedWidth) / 2, offsetY: (height - resizedHeight) / 2)
+            func scaled(_ size: Double, _ target: Int) -> Int { min(target, max(1, Int((size * scale).rounded()))) }
+            var geometry = full
+            (geometry.contentWidth, geometry.contentHeight) = (scaled(region.width, self.width), scaled(region.height, self.height))
+            geometry.contentLeft = (self.width - geometry.contentWidth) / 2
+            geometry.contentTop = (self.height - geometry.contentHeight) / 2
+            return geometry
         }
     }
 
-    /// The smallest scale from the upright region of interest to the
-    /// target that keeps every target pixel covered: what shrink-on-load may
-    /// go down to.
-    func requiredScale(sourceWidth: Int, sourceHeight: Int) -> Double {
-        let scaleX = Double(width) / Double(sourceWidth)
-        let scaleY = Double(height) / Double(sourceHeight)
+    /// The smallest scale from the upright region of interest of a `width`
+    /// × `height` image to the target that keeps every target pixel
+    /// covered: what shrink-on-load may go down to.
+    func requiredScale(width: Int, height: Int) -> Double {
+        let scaleX = Double(self.width) / (regionOfInterest.width * Double(width))
+        let scaleY = Double(self.height) / (regionOfInterest.height * Double(height))
         return cropAndScale == .scaleFit ? min(scaleX, scaleY) : max(scaleX, scaleY)
     }
 }
 
-/// The resize step of a fitting: resize to `resizedWidth` × `resizedHeight`,
-/// then crop at (offsetX, offsetY) when larger than the target, or place at
-/// (offsetX, offsetY) on black when smaller.
-struct ResizePlan: Equatable {
-    var resizedWidth: Int
-    var resizedHeight: Int
-    var offsetX: Int
-    var offsetY: Int
+/// The geometry of a fitting: the target's content rectangle (whole
+/// pixels; all of the target but for scaleFit's letterbox) shows the
+/// source window (real-valued, in upright pixels from the top left) scaled
+/// to it. Target point (u, v) shows source point
+/// (windowX + (u − contentLeft) · windowWidth / contentWidth, likewise down).
+struct FittingGeometry: Equatable {
+    var windowX: Double
+    var windowY: Double
+    var windowWidth: Double
+    var windowHeight: Double
+    var contentLeft: Int
+    var contentTop: Int
+    var contentWidth: Int
+    var contentHeight: Int
+
+    /// The source x of target x `u` (in target pixels, edges at integers).
+    func sourceX(_ u: Double) -> Double { windowX + (u - Double(contentLeft)) * windowWidth / Double(contentWidth) }
+    /// The source y of target y `v`.
+    func sourceY(_ v: Double) -> Double { windowY + (v - Double(contentTop)) * windowHeight / Double(contentHeight) }
 }
 
 /// An image brought to a fitting, with what it was made from: enough to map
@@ -144,8 +167,9 @@ public struct FittedImage: Sendable {
     public var image: PixelBuffer
     /// The fitting applied; `nil` when the image kept its size.
     public var fitting: ImageFitting?
-    /// The size of the upright image the fitting was applied to (for a JPEG
-    /// shrunk while decoding, the shrunk size).
+    /// The size of the upright image the pixels were resampled from (for a
+    /// JPEG shrunk while decoding, the shrunk size, which covers the same
+    /// image: the fitting's geometry is in `uprightWidth` × `uprightHeight`).
     public var sourceWidth: Int
     public var sourceHeight: Int
     /// The size of the upright image as stored, before any shrinking.
@@ -165,8 +189,9 @@ public struct FittedImage: Sendable {
     /// The rectangle in normalized upright-image coordinates (origin at the
     /// lower left, as Vision's bounding boxes) of a rectangle given in the
     /// fitted image's normalized coordinates with its origin at the top left
-    /// (as detectors give their boxes): the crop or letterbox and the scale
-    /// are undone, then the region of interest.
+    /// (as detectors give their boxes), through the fitting's exact
+    /// geometry: the crop or letterbox and the scale undone, then the
+    /// region of interest.
     ///
     /// The result is not clipped: a box reaching past the model's view
     /// reaches past the image.
@@ -174,24 +199,12 @@ public struct FittedImage: Sendable {
         guard let fitting else {
             return NormalizedRect(x: left, y: 1 - (top + height), width: width, height: height)
         }
-        let area = fitting.regionOfInterest.pixelArea(width: sourceWidth, height: sourceHeight)
-        let plan = fitting.plan(sourceWidth: area.width, sourceHeight: area.height)
-        let sign: Double = switch fitting.cropAndScale {
-        case .centerCrop: 1
-        case .scaleFit: -1
-        case .scaleFill: 0
-        }
-        // Fitted pixels → resized pixels → region pixels → source pixels.
-        func sourceX(_ normalized: Double) -> Double {
-            let resized = normalized * Double(fitting.width) + sign * Double(plan.offsetX)
-            return Double(area.left) + resized * Double(area.width) / Double(plan.resizedWidth)
-        }
-        func sourceY(_ normalized: Double) -> Double {
-            let resized = normalized * Double(fitting.height) + sign * Double(plan.offsetY)
-            return Double(area.top) + resized * Double(area.height) / Double(plan.resizedHeight)
-        }
-        let x0 = sourceX(left) / Double(sourceWidth), x1 = sourceX(left + width) / Double(sourceWidth)
-        let y0 = sourceY(top) / Double(sourceHeight), y1 = sourceY(top + height) / Double(sourceHeight)
+        let geometry = fitting.geometry(width: uprightWidth, height: uprightHeight)
+        let (targetWidth, targetHeight) = (Double(fitting.width), Double(fitting.height))
+        let x0 = geometry.sourceX(left * targetWidth) / Double(uprightWidth)
+        let x1 = geometry.sourceX((left + width) * targetWidth) / Double(uprightWidth)
+        let y0 = geometry.sourceY(top * targetHeight) / Double(uprightHeight)
+        let y1 = geometry.sourceY((top + height) * targetHeight) / Double(uprightHeight)
         return NormalizedRect(x: x0, y: 1 - y1, width: x1 - x0, height: y1 - y0)
     }
 }

@@ -7,10 +7,9 @@ import ModelFeatures
 /// on small targets such as a detector's 64×64 input).
 ///
 /// It takes 8-bit gray or colour JPEGs read as gray (gray files only) or
-/// RGB, upright as stored (no EXIF orientation, or 1, or `.up` given), that
-/// are fitted to a target no larger than the decoded image on either axis.
+/// RGB, upright as stored (no EXIF orientation, or 1, or `.up` given).
 /// Everything else — other orientations, CMYK, damaged data libjpeg warns
-/// about, enlargements — takes the general path, with the same geometry.
+/// about — takes the general path, with the same geometry and resampler.
 extension ImageDecoder {
     /// The fitted image, or `nil` when the image is not for this path.
     func decodeJPEGDirectly(bytes: UnsafeRawBufferPointer, orientation: ImageOrientation?,
@@ -33,43 +32,16 @@ extension ImageDecoder {
                                Int32(decodedWidth), Int32(decodedHeight))
         }
         guard status == Int32(MODELC_JPEG_OK) else { return nil }
-        let format: PixelBuffer.PixelFormat = gray ? .gray : .rgb
-        let area = fitting.regionOfInterest.pixelArea(width: decodedWidth, height: decodedHeight)
-        let plan = fitting.plan(sourceWidth: area.width, sourceHeight: area.height)
-        let image: PixelBuffer
-        if plan.resizedWidth > area.width || plan.resizedHeight > area.height {
-            guard let decoded = PixelBuffer(width: decodedWidth, height: decodedHeight, pixelFormat: format, bytes: pixels) else {
-                return nil
-            }
-            image = try ImageDecoder(pixelFormat: format).fit(decoded, fitting: fitting)
-        } else {
-            let resized = pixels.withUnsafeBufferPointer { source in
-                LanczosResampler.shrink(source, stride: decodedWidth * bands, bands: bands, area: area,
-                                        outputWidth: plan.resizedWidth, outputHeight: plan.resizedHeight)
-            }
-            let placed = Self.placed(resized, plan: plan, bands: bands, width: fitting.width, height: fitting.height)
-            guard let buffer = PixelBuffer(width: fitting.width, height: fitting.height, pixelFormat: format, bytes: placed) else {
-                return nil
-            }
-            image = buffer
+        let geometry = fitting.geometry(width: width, height: height)
+        let taps = geometry.taps(decodedWidth: decodedWidth, decodedHeight: decodedHeight, shrink: shrink)
+        let fitted = pixels.withUnsafeBufferPointer { decoded in
+            let start = taps.down.lowest * decodedWidth * bands + taps.across.lowest * bands
+            return geometry.fitted(UnsafeBufferPointer(rebasing: decoded[start...]), stride: decodedWidth * bands, bands: bands,
+                                   alpha: false, taps: taps, targetWidth: fitting.width, targetHeight: fitting.height)
         }
+        guard let image = PixelBuffer(width: fitting.width, height: fitting.height, pixelFormat: gray ? .gray : .rgb,
+                                      bytes: fitted) else { return nil }
         return FittedImage(image: image, fitting: fitting, sourceWidth: decodedWidth, sourceHeight: decodedHeight,
                            uprightWidth: width, uprightHeight: height)
-    }
-
-    /// The resized pixels cut to the target at the plan's offset (centre
-    /// crop), or set on black at it (scale to fit).
-    private static func placed(_ resized: [UInt8], plan: ResizePlan, bands: Int, width: Int, height: Int) -> [UInt8] {
-        if plan.resizedWidth == width, plan.resizedHeight == height { return resized }
-        var output = [UInt8](repeating: 0, count: width * height * bands)
-        let cropping = plan.resizedWidth >= width && plan.resizedHeight >= height
-        for y in 0..<min(height, plan.resizedHeight) {
-            let count = min(width, plan.resizedWidth) * bands
-            let (from, to) = cropping
-                ? (((y + plan.offsetY) * plan.resizedWidth + plan.offsetX) * bands, y * width * bands)
-                : (y * plan.resizedWidth * bands, ((y + plan.offsetY) * width + plan.offsetX) * bands)
-            output.replaceSubrange(to..<(to + count), with: resized[from..<(from + count)])
-        }
-        return output
     }
 }

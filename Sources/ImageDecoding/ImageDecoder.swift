@@ -9,14 +9,15 @@ import SystemIO
 /// GIF and HEIF with Debian's packages. 16-bit and palette images become
 /// 8-bit sRGB; images with an ICC profile other than sRGB are not converted.
 ///
-/// Resampling is libvips' `vips_resize` with the Lanczos 3 kernel: first a
-/// box filter by a whole factor down to within twice the target, then
-/// Lanczos 3 for the rest, so downscaling is antialiased. JPEGs larger than
-/// the target are scaled down while they are decoded (shrink-on-load, ½ to
-/// ⅛, in the DCT domain, itself a low-pass) as far as the target's
-/// resolution is still left, as Pillow's draft mode does. Plain upright
-/// JPEGs fitted to a size skip libvips: libjpeg decodes them at that factor
-/// and `LanczosResampler` shrinks them (`decodeJPEGDirectly`).
+/// libvips decodes, turns upright and converts colours; fitting is our own
+/// `LanczosResampler` on the exact geometry (`ImageFitting.geometry`): the
+/// real-valued source window scaled to the target, Lanczos 3 widened by
+/// the scale when shrinking (antialiased). JPEGs larger than the target are
+/// scaled down while they are decoded (shrink-on-load, ½ to ⅛, in the DCT
+/// domain, itself a low-pass) as far as the target's resolution is still
+/// left, as Pillow's draft mode does. Plain upright JPEGs fitted to a size
+/// skip libvips: libjpeg decodes them at that factor
+/// (`decodeJPEGDirectly`).
 ///
 /// A value type, safe to use from many threads at once.
 public struct ImageDecoder: Sendable, Equatable {
@@ -147,9 +148,10 @@ public struct ImageDecoder: Sendable, Equatable {
             var image = VipsImageHandle(loaded)
             let upright = orientation ?? image.storedOrientation ?? .up
             let uprightSize = upright.swapsWidthAndHeight ? (image.height, image.width) : (image.width, image.height)
+            var shrink = 1
             if let fitting, isJPEG {
-                let shrink = Self.loadShrink(for: fitting, storedWidth: image.width, storedHeight: image.height,
-                                             orientation: upright)
+                shrink = Self.loadShrink(for: fitting, storedWidth: image.width, storedHeight: image.height,
+                                         orientation: upright)
                 if shrink > 1 {
                     var output: OpaquePointer?
                     guard modelc_vips_jpegload_buffer(base, bytes.count, &output, Int32(shrink)) == 0, let output else {
@@ -158,9 +160,7 @@ public struct ImageDecoder: Sendable, Equatable {
                     image = VipsImageHandle(output)
                 }
             }
-            var fitted = try process(image, orientation: upright, fitting: fitting)
-            (fitted.uprightWidth, fitted.uprightHeight) = uprightSize
-            return fitted
+            return try process(image, orientation: upright, fitting: fitting, uprightSize: uprightSize, shrink: shrink)
         } catch {
             throw .damaged(file: name, reason: error.message)
         }
@@ -187,7 +187,8 @@ public struct ImageDecoder: Sendable, Equatable {
             }
             guard let copy else { throw VipsFailure(message: Vips.takeError()) }
             let image = try VipsImageHandle(copy).applying { modelc_vips_copy_interpretation($0, $1, interpretation) }
-            return try process(image, orientation: orientation, fitting: fitting).image
+            let upright = orientation.swapsWidthAndHeight ? (buffer.height, buffer.width) : (buffer.width, buffer.height)
+            return try process(image, orientation: orientation, fitting: fitting, uprightSize: upright, shrink: 1).image
         } catch {
             throw .damaged(file: "pixel buffer", reason: error.message)
         }
@@ -198,8 +199,7 @@ public struct ImageDecoder: Sendable, Equatable {
     static func loadShrink(for fitting: ImageFitting, storedWidth: Int, storedHeight: Int,
                            orientation: ImageOrientation) -> Int {
         let (width, height) = orientation.swapsWidthAndHeight ? (storedHeight, storedWidth) : (storedWidth, storedHeight)
-        let area = fitting.regionOfInterest.pixelArea(width: width, height: height)
-        let scale = fitting.requiredScale(sourceWidth: area.width, sourceHeight: area.height)
+        let scale = fitting.requiredScale(width: width, height: height)
         var shrink = 1
         while shrink < 8, scale * Double(shrink * 2) <= 1 { shrink *= 2 }
         return shrink
@@ -207,25 +207,45 @@ public struct ImageDecoder: Sendable, Equatable {
 
     // MARK: - The pipeline
 
-    /// Orientation, colour, region of interest, crop and scale, then the pixels.
-    private func process(_ loaded: VipsImageHandle, orientation: ImageOrientation,
-                         fitting: ImageFitting?) throws(VipsFailure) -> FittedImage {
+    /// Orientation, colour, region of interest, crop and scale, then the
+    /// pixels. `loaded` is 1 / `shrink` of the upright image's size
+    /// (`uprightSize`), which the fitting's geometry is in.
+    private func process(_ loaded: VipsImageHandle, orientation: ImageOrientation, fitting: ImageFitting?,
+                         uprightSize: (width: Int, height: Int), shrink: Int) throws(VipsFailure) -> FittedImage {
         var image = try Self.oriented(loaded, orientation)
         let source = (image.width, image.height)
         let gray = pixelFormat == .gray || (keepsGrayscale && Self.isGray(image))
         let keepsAlpha = !gray && pixelFormat.bytesPerPixel == 4 && !flattensAlpha
         image = try colour(image, gray: gray, keepsAlpha: keepsAlpha)
+        let (bands, hasAlpha) = (image.bands, image.hasAlpha)
+        var bytes: [UInt8]
+        var (width, height) = source
         if let fitting {
-            image = try Self.fitted(image, fitting)
+            bytes = try Self.fitted(image, fitting, uprightSize: uprightSize, shrink: shrink)
+            (width, height) = (fitting.width, fitting.height)
+        } else {
+            bytes = try image.writtenToMemory()
         }
-        if !gray, pixelFormat.bytesPerPixel == 4, !image.hasAlpha {
-            image = try image.applying { modelc_vips_bandjoin_const1($0, $1, 255) }
+        var outputBands = bands
+        if !gray, pixelFormat.bytesPerPixel == 4, !hasAlpha {
+            bytes = Self.opaque(bytes, bands: bands)
+            outputBands += 1
         }
-        let bytes = try image.writtenToMemory()
-        let pixels = Self.pixelBuffer(bytes, width: image.width, height: image.height, bands: image.bands,
+        let pixels = Self.pixelBuffer(bytes, width: width, height: height, bands: outputBands,
                                       format: gray ? .gray : pixelFormat)
         return FittedImage(image: pixels, fitting: fitting, sourceWidth: source.0, sourceHeight: source.1,
-                           uprightWidth: source.0, uprightHeight: source.1)
+                           uprightWidth: uprightSize.width, uprightHeight: uprightSize.height)
+    }
+
+    /// `bands`-band pixels with an alpha band of 255 after each.
+    private static func opaque(_ bytes: [UInt8], bands: Int) -> [UInt8] {
+        var output = [UInt8](repeating: 255, count: bytes.count / bands * (bands + 1))
+        var to = 0
+        for from in stride(from: 0, to: bytes.count, by: bands) {
+            for band in 0..<bands { output[to + band] = bytes[from + band] }
+            to += bands + 1
+        }
+        return output
     }
 
     private static func isGray(_ image: VipsImageHandle) -> Bool {
@@ -284,69 +304,24 @@ public struct ImageDecoder: Sendable, Equatable {
         return image
     }
 
-    /// The region of interest, then crop and scale.
-    private static func fitted(_ input: VipsImageHandle, _ fitting: ImageFitting) throws(VipsFailure) -> VipsImageHandle {
-        var image = input
-        let area = fitting.regionOfInterest.pixelArea(width: image.width, height: image.height)
-        if area != PixelArea(left: 0, top: 0, width: image.width, height: image.height) {
-            image = try image.applying {
-                modelc_vips_extract_area($0, $1, Int32(area.left), Int32(area.top), Int32(area.width), Int32(area.height))
-            }
+    /// The fitting applied to an upright 8-bit image, `1 / shrink` of
+    /// `uprightSize`: the rows and columns the resampler reads are computed,
+    /// then resampled by `LanczosResampler` (alpha premultiplied meanwhile).
+    private static func fitted(_ image: VipsImageHandle, _ fitting: ImageFitting,
+                               uprightSize: (width: Int, height: Int), shrink: Int) throws(VipsFailure) -> [UInt8] {
+        let geometry = fitting.geometry(width: uprightSize.width, height: uprightSize.height)
+        let taps = geometry.taps(decodedWidth: image.width, decodedHeight: image.height, shrink: shrink)
+        var read = image
+        let (left, top) = (taps.across.lowest, taps.down.lowest)
+        let (width, height) = (taps.across.highest - left, taps.down.highest - top)
+        if (left, top, width, height) != (0, 0, image.width, image.height) {
+            read = try image.applying { modelc_vips_extract_area($0, $1, Int32(left), Int32(top), Int32(width), Int32(height)) }
         }
-        let plan = fitting.plan(sourceWidth: image.width, sourceHeight: image.height)
-        let premultiplied = image.hasAlpha
-        if premultiplied {
-            image = try image.applying { modelc_vips_premultiply($0, $1) }
+        let (bands, alpha) = (read.bands, read.hasAlpha)
+        return try read.withPixels { pixels in
+            geometry.fitted(pixels, stride: width * bands, bands: bands, alpha: alpha, taps: taps,
+                            targetWidth: fitting.width, targetHeight: fitting.height)
         }
-        image = try resized(image, width: plan.resizedWidth, height: plan.resizedHeight)
-        if premultiplied {
-            image = try image.applying { modelc_vips_unpremultiply($0, $1) }.applying { modelc_vips_cast_uchar($0, $1) }
-        }
-        if plan.resizedWidth > fitting.width || plan.resizedHeight > fitting.height {
-            image = try image.applying {
-                modelc_vips_extract_area($0, $1, Int32(plan.offsetX), Int32(plan.offsetY),
-                                         Int32(fitting.width), Int32(fitting.height))
-            }
-        } else if plan.resizedWidth < fitting.width || plan.resizedHeight < fitting.height {
-            var black = [Double](repeating: 0, count: image.bands)
-            if image.hasAlpha { black[black.count - 1] = 255 }
-            image = try image.applying {
-                modelc_vips_embed($0, $1, Int32(plan.offsetX), Int32(plan.offsetY), Int32(fitting.width),
-                                  Int32(fitting.height), &black, Int32(black.count))
-            }
-        }
-        return image
-    }
-
-    /// Exactly `width` × `height`: shrunk with Lanczos 3, enlarged bicubic.
-    private static func resized(_ input: VipsImageHandle, width: Int, height: Int) throws(VipsFailure) -> VipsImageHandle {
-        guard input.width != width || input.height != height else { return input }
-        let horizontal = Double(width) / Double(input.width)
-        let vertical = Double(height) / Double(input.height)
-        // Shrinking is libvips' resize (box, then Lanczos 3). Enlarging is an
-        // affine transform of our own: vips_resize (8.14) offsets an
-        // enlargement's sampling on both axes, which moves the image by up to
-        // half a pixel, on the axis that is not enlarged too.
-        var image = input
-        if horizontal < 1 || vertical < 1 {
-            image = try image.applying { modelc_vips_resize($0, $1, min(horizontal, 1), min(vertical, 1), VIPS_KERNEL_LANCZOS3) }
-        }
-        if horizontal > 1 || vertical > 1 {
-            let across = horizontal > 1 ? Double(width) / Double(image.width) : 1
-            let down = vertical > 1 ? Double(height) / Double(image.height) : 1
-            let (outWidth, outHeight) = (horizontal > 1 ? width : image.width, vertical > 1 ? height : image.height)
-            image = try image.applying { modelc_vips_enlarge($0, $1, across, down, Int32(outWidth), Int32(outHeight)) }
-        }
-        // libvips rounds its output size itself; settle the last row or column.
-        if image.width > width || image.height > height {
-            image = try image.applying {
-                modelc_vips_extract_area($0, $1, 0, 0, Int32(min(width, image.width)), Int32(min(height, image.height)))
-            }
-        }
-        if image.width < width || image.height < height {
-            image = try image.applying { modelc_vips_embed_copy($0, $1, 0, 0, Int32(width), Int32(height)) }
-        }
-        return image
     }
 
     // MARK: - Pixel buffers in and out

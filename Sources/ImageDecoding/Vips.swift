@@ -99,6 +99,17 @@ final class VipsImageHandle {
         return VipsImageHandle(output)
     }
 
+    /// Computes the pixels and lends them to `body`: `height` rows of
+    /// `width × bands` bytes (8-bit images only), valid during the call.
+    func withPixels<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) throws(VipsFailure) -> Result {
+        var size = 0
+        guard let memory = modelc_vips_write_to_memory(pointer, &size) else {
+            throw VipsFailure(message: Vips.takeError())
+        }
+        defer { modelc_vips_free(memory) }
+        return body(UnsafeBufferPointer(start: memory.assumingMemoryBound(to: UInt8.self), count: size))
+    }
+
     /// Computes the pixels: `height` rows of `width × bands` bytes (8-bit images only).
     func writtenToMemory() throws(VipsFailure) -> [UInt8] {
         var size = 0

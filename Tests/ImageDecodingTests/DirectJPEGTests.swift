@@ -29,7 +29,7 @@ import Testing
         + [ImageFitting(width: 64, height: 64, cropAndScale: .scaleFill),
            ImageFitting(width: 40, height: 40, cropAndScale: .centerCrop,
                         regionOfInterest: NormalizedRect(x: 0.4, y: 0.3, width: 0.5, height: 0.6)),
-           // Larger than the image on one axis: the decoded pixels are enlarged by libvips.
+           // Larger than the image on one axis: enlarged across, shrunk down.
            ImageFitting(width: 700, height: 100, cropAndScale: .scaleFill)]
 
     @Test func theResamplerKeepsGeometry() {
@@ -42,8 +42,9 @@ import Testing
         }
         let pixels = Array(repeating: row, count: 8).flatMap { $0 }
         let shrunk = pixels.withUnsafeBufferPointer {
-            LanczosResampler.shrink($0, stride: width, bands: 1, area: PixelArea(left: 0, top: 0, width: width, height: 8),
-                                    outputWidth: 60, outputHeight: 2)
+            LanczosResampler.resample($0, stride: width, bands: 1, alpha: false,
+                                      across: LanczosResampler.taps(start: 0, length: Double(width), output: 60, size: width),
+                                      down: LanczosResampler.taps(start: 0, length: 8, output: 2, size: 8))
         }
         let line: [Double] = shrunk[0..<60].map { Double($0) - 20 }
         var moment = 0.0
@@ -54,15 +55,22 @@ import Testing
 
         // A flat area stays exactly flat, edges included; every kernel sums to 1.
         let flat = [UInt8](repeating: 77, count: 90 * 70 * 3)
-        let out = flat.withUnsafeBufferPointer {
-            LanczosResampler.shrink($0, stride: 90 * 3, bands: 3, area: PixelArea(left: 0, top: 0, width: 90, height: 70),
-                                    outputWidth: 31, outputHeight: 17)
+        for (outputWidth, outputHeight) in [(31, 17), (200, 150)] {
+            let out = flat.withUnsafeBufferPointer {
+                LanczosResampler.resample($0, stride: 90 * 3, bands: 3, alpha: false,
+                                          across: LanczosResampler.taps(start: 0, length: 90, output: outputWidth, size: 90),
+                                          down: LanczosResampler.taps(start: 0, length: 70, output: outputHeight, size: 70))
+            }
+            #expect(out.count == outputWidth * outputHeight * 3 && out.allSatisfy { $0 == 77 })
         }
-        #expect(out.allSatisfy { $0 == 77 })
-        let taps = LanczosResampler.taps(offset: 10, length: 37, output: 11)
-        for index in 0..<11 {
-            #expect(abs(taps.weights[(index * taps.count)..<((index + 1) * taps.count)].reduce(0, +) - 1) < 1e-5)
-            #expect(taps.first[index] >= 10 && taps.first[index] < 47)
+        // Real-valued windows, shrinking and enlarging, at the image's edges too.
+        for (start, length, output) in [(10.3, 37.45, 11), (0, 60, 7), (41.5, 18.5, 40), (-2.5, 5, 20)] {
+            let taps = LanczosResampler.taps(start: start, length: length, output: output, size: 60)
+            for index in 0..<output {
+                #expect(abs(taps.weights[(index * taps.count)..<((index + 1) * taps.count)].reduce(0, +) - 1) < 1e-5)
+                #expect(taps.first[index] >= 0 && taps.first[index] + taps.count <= 60)
+            }
+            #expect(taps.lowest >= 0 && taps.lowest < taps.highest && taps.highest <= 60)
         }
     }
 

@@ -81,6 +81,7 @@ import Testing
         let right = NormalizedRect(x: 0.5, y: 0, width: 0.5, height: 1)
         let image = try ImageDecoder().decode(file: path, orientation: .right,
                                               fitting: ImageFitting(width: 4, height: 4, cropAndScale: .scaleFill, regionOfInterest: right))
-        #expect(image.colour(2, 2) == .red)
+        // The kernel reaches a little past the region into the image (blue): within 2 levels.
+        #expect(image.colour(2, 2).isClose(to: .red, tolerance: 2), "\(image.colour(2, 2))")
     }
 }
