@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Values of libvips' enumerations used only here (libvips 8 ABI). */
-enum { EXTEND_COPY = 1, EXTEND_BACKGROUND = 5, FAIL_ON_ERROR = 2 };
+enum { FAIL_ON_ERROR = 2 };
 /* The ABI (soname major) these declarations are written against. */
 enum { ABI_VERSION = 42 };
 
@@ -16,11 +16,8 @@ typedef int (*LoadFile)(const char *, VipsImage **, ...);
 typedef int (*LoadBuffer)(void *, size_t, VipsImage **, ...);
 typedef int (*Unary)(VipsImage *, VipsImage **, ...);
 typedef int (*UnaryInt)(VipsImage *, VipsImage **, int, ...);
-typedef int (*UnaryDouble)(VipsImage *, VipsImage **, double, ...);
 typedef int (*UnaryRect)(VipsImage *, VipsImage **, int, int, int, int, ...);
-typedef int (*Affine)(VipsImage *, VipsImage **, double, double, double, double, ...);
 typedef int (*WriteToBuffer)(VipsImage *, const char *, void **, size_t *, ...);
-typedef void *(*ArrayIntNewv)(int, ...);
 typedef int (*DrawRect)(VipsImage *, double *, int, int, int, int, int, ...);
 typedef int (*DrawMask)(VipsImage *, double *, int, VipsImage *, int, int, ...);
 typedef int (*Text)(VipsImage **, const char *, ...);
@@ -58,23 +55,15 @@ static struct {
     NewFromBuffer new_from_buffer;
     LoadFile jpegload;
     LoadBuffer jpegload_buffer;
-    UnaryDouble resize;
-    void *(*interpolate_new)(const char *);
-    ArrayIntNewv array_int_newv;
     void *(*array_double_new)(const double *, int);
     void (*area_unref)(void *);
-    Affine affine;
     UnaryRect extract_area;
     UnaryInt extract_band;
-    UnaryRect embed;
     UnaryInt rot;
     UnaryInt flip;
     UnaryInt colourspace;
     UnaryInt cast;
     Unary flatten;
-    Unary premultiply;
-    Unary unpremultiply;
-    UnaryDouble bandjoin_const1;
     Unary copy;
     WriteToBuffer write_to_buffer;
     DrawRect draw_rect;
@@ -121,23 +110,15 @@ static void load(void) {
         {"vips_image_new_from_buffer", (void **)&api.new_from_buffer},
         {"vips_jpegload", (void **)&api.jpegload},
         {"vips_jpegload_buffer", (void **)&api.jpegload_buffer},
-        {"vips_resize", (void **)&api.resize},
-        {"vips_interpolate_new", (void **)&api.interpolate_new},
-        {"vips_array_int_newv", (void **)&api.array_int_newv},
         {"vips_array_double_new", (void **)&api.array_double_new},
         {"vips_area_unref", (void **)&api.area_unref},
-        {"vips_affine", (void **)&api.affine},
         {"vips_extract_area", (void **)&api.extract_area},
         {"vips_extract_band", (void **)&api.extract_band},
-        {"vips_embed", (void **)&api.embed},
         {"vips_rot", (void **)&api.rot},
         {"vips_flip", (void **)&api.flip},
         {"vips_colourspace", (void **)&api.colourspace},
         {"vips_cast", (void **)&api.cast},
         {"vips_flatten", (void **)&api.flatten},
-        {"vips_premultiply", (void **)&api.premultiply},
-        {"vips_unpremultiply", (void **)&api.unpremultiply},
-        {"vips_bandjoin_const1", (void **)&api.bandjoin_const1},
         {"vips_copy", (void **)&api.copy},
         {"vips_image_write_to_buffer", (void **)&api.write_to_buffer},
         {"vips_draw_rect", (void **)&api.draw_rect},
@@ -246,22 +227,6 @@ int modelc_vips_jpegload_buffer(const void *data, size_t size, VipsImage **out, 
     NEEDS(jpegload_buffer, -1);
     return api.jpegload_buffer((void *)data, size, out, "shrink", shrink, "fail_on", FAIL_ON_ERROR, NULL);
 }
-int modelc_vips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale, VipsKernel kernel) {
-    NEEDS(resize, -1);
-    return api.resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
-}
-int modelc_vips_enlarge(VipsImage *in, VipsImage **out, double hscale, double vscale, int width, int height) {
-    NEEDS(affine, -1);
-    void *bicubic = api.interpolate_new("bicubic");
-    if (!bicubic) return -1;
-    void *area = api.array_int_newv(4, 0, 0, width, height);
-    int result = api.affine(in, out, hscale, 0.0, 0.0, vscale, "interpolate", bicubic,
-                            "idx", 0.5, "idy", 0.5, "odx", -0.5, "ody", -0.5, "oarea", area,
-                            "extend", EXTEND_COPY, NULL);
-    api.area_unref(area);
-    api.g_object_unref(bicubic);
-    return result;
-}
 int modelc_vips_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
     NEEDS(extract_area, -1);
     return api.extract_area(in, out, left, top, width, height, NULL);
@@ -269,18 +234,6 @@ int modelc_vips_extract_area(VipsImage *in, VipsImage **out, int left, int top, 
 int modelc_vips_extract_band(VipsImage *in, VipsImage **out, int band, int n) {
     NEEDS(extract_band, -1);
     return api.extract_band(in, out, band, "n", n, NULL);
-}
-int modelc_vips_embed(VipsImage *in, VipsImage **out, int x, int y, int width, int height,
-                      const double *background, int bands) {
-    NEEDS(embed, -1);
-    void *array = api.array_double_new(background, bands);
-    int result = api.embed(in, out, x, y, width, height, "extend", EXTEND_BACKGROUND, "background", array, NULL);
-    api.area_unref(array);
-    return result;
-}
-int modelc_vips_embed_copy(VipsImage *in, VipsImage **out, int x, int y, int width, int height) {
-    NEEDS(embed, -1);
-    return api.embed(in, out, x, y, width, height, "extend", EXTEND_COPY, NULL);
 }
 int modelc_vips_rot(VipsImage *in, VipsImage **out, VipsAngle angle) {
     NEEDS(rot, -1);
@@ -304,12 +257,6 @@ int modelc_vips_flatten(VipsImage *in, VipsImage **out, const double *background
     int result = api.flatten(in, out, "background", array, NULL);
     api.area_unref(array);
     return result;
-}
-int modelc_vips_premultiply(VipsImage *in, VipsImage **out) { NEEDS(premultiply, -1); return api.premultiply(in, out, NULL); }
-int modelc_vips_unpremultiply(VipsImage *in, VipsImage **out) { NEEDS(unpremultiply, -1); return api.unpremultiply(in, out, NULL); }
-int modelc_vips_bandjoin_const1(VipsImage *in, VipsImage **out, double value) {
-    NEEDS(bandjoin_const1, -1);
-    return api.bandjoin_const1(in, out, value, NULL);
 }
 int modelc_vips_copy_interpretation(VipsImage *in, VipsImage **out, VipsInterpretation interpretation) {
     NEEDS(copy, -1);

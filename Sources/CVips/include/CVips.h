@@ -31,7 +31,6 @@ typedef enum {
     VIPS_FORMAT_FLOAT = 6
 } VipsBandFormat;
 
-typedef enum { VIPS_KERNEL_NEAREST = 0, VIPS_KERNEL_LINEAR = 1, VIPS_KERNEL_CUBIC = 2, VIPS_KERNEL_LANCZOS3 = 5 } VipsKernel;
 typedef enum { VIPS_ANGLE_D0 = 0, VIPS_ANGLE_D90 = 1, VIPS_ANGLE_D180 = 2, VIPS_ANGLE_D270 = 3 } VipsAngle;
 typedef enum { VIPS_DIRECTION_HORIZONTAL = 0, VIPS_DIRECTION_VERTICAL = 1 } VipsDirection;
 
@@ -83,25 +82,13 @@ VipsImage *modelc_vips_load_buffer(const void *data, size_t size);
 /* JPEG shrink-on-load: the decoder scales by 1/shrink (1, 2, 4 or 8) in the DCT domain. */
 int modelc_vips_jpegload_file(const char *path, VipsImage **out, int shrink);
 int modelc_vips_jpegload_buffer(const void *data, size_t size, VipsImage **out, int shrink);
-int modelc_vips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale, VipsKernel kernel);
-/* Enlarges by (hscale, vscale) ≥ 1 with the bicubic interpolator to exactly width × height, pixel
- * centres mapped to pixel centres on both axes: output x samples input (x + 0.5) / hscale - 0.5. */
-int modelc_vips_enlarge(VipsImage *in, VipsImage **out, double hscale, double vscale, int width, int height);
 int modelc_vips_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height);
 int modelc_vips_extract_band(VipsImage *in, VipsImage **out, int band, int n);
-/* Places the image at (x, y) on a width × height canvas of `background` (one value per band). */
-int modelc_vips_embed(VipsImage *in, VipsImage **out, int x, int y, int width, int height,
-                      const double *background, int bands);
-/* Extends the edges by copying the outermost pixels. */
-int modelc_vips_embed_copy(VipsImage *in, VipsImage **out, int x, int y, int width, int height);
 int modelc_vips_rot(VipsImage *in, VipsImage **out, VipsAngle angle);
 int modelc_vips_flip(VipsImage *in, VipsImage **out, VipsDirection direction);
 int modelc_vips_colourspace(VipsImage *in, VipsImage **out, VipsInterpretation space);
 int modelc_vips_cast_uchar(VipsImage *in, VipsImage **out);
 int modelc_vips_flatten(VipsImage *in, VipsImage **out, const double *background, int bands);
-int modelc_vips_premultiply(VipsImage *in, VipsImage **out);
-int modelc_vips_unpremultiply(VipsImage *in, VipsImage **out);
-int modelc_vips_bandjoin_const1(VipsImage *in, VipsImage **out, double value);
 /* Marks how the bands are to be read (sRGB, B_W, …) without touching the pixels. */
 int modelc_vips_copy_interpretation(VipsImage *in, VipsImage **out, VipsInterpretation interpretation);
 /* Encodes an image in the format named by `suffix` with its options (".png",
