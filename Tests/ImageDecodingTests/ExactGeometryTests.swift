@@ -122,24 +122,9 @@ import Testing
 
     /// A gray image of `width` × `height` (vertical stripes) encoded as `suffix`.
     static func stripes(width: Int, height: Int, _ suffix: String, orientation: UInt32?) throws -> [UInt8] {
-        Vips.ensureStartedForTests()
-        let row = (0..<width).map { UInt8($0 * 7 % 256) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(width * height)
-        for _ in 0..<height { bytes += row }
-        let copy = bytes.withUnsafeBytes { memory in
-            modelc_vips_new_from_memory_copy(memory.baseAddress!, memory.count, Int32(width), Int32(height), 1, VIPS_FORMAT_UCHAR)
-        }
-        var image = VipsImageHandle(try #require(copy))
-        image = try image.applying { modelc_vips_copy_interpretation($0, $1, VIPS_INTERPRETATION_B_W) }
-        if let orientation { modelc_vips_image_set_int(image.pointer, "orientation", Int32(orientation)) }
-        var buffer: UnsafeMutableRawPointer?
-        var size = 0
-        guard modelc_vips_write_to_buffer(image.pointer, suffix, &buffer, &size) == 0, let buffer else {
-            throw VipsFailure(message: Vips.takeError())
-        }
-        defer { modelc_vips_free(buffer) }
-        return [UInt8](UnsafeRawBufferPointer(start: buffer, count: size))
+        let row = (0..<width).map { $0 * 7 % 256 }
+        let image = TestImage(width: width, height: height, bands: 1, samples: Array((0..<height).map { _ in row }.joined()))
+        return try image.encoded(suffix, orientation: orientation)
     }
 
     /// A box given in the model's coordinates maps back to the exact window
