@@ -68,6 +68,8 @@ public struct MLModelError: Error, LocalizedError, CustomStringConvertible, Send
             self.init(.parameters, error.description)
         case .cannotOpen:
             self.init(.io, error.description)
+        case .cancelled:
+            self.init(.generic, error.description)
         }
     }
 }

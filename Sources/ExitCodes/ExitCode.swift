@@ -101,6 +101,9 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
     case tokenOutsideVocabulary = 108
     /// `generate`: the prompt and the new tokens need more positions than the model's context.
     case contextExceeded = 109
+    /// A prediction stopped through its cancellation (a served request whose deadline passed or whose
+    /// client went away); no command cancels its own predictions.
+    case cancelled = 110
 
     public init(_ error: ModelSpecError) {
         self = switch error {
@@ -157,6 +160,7 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
         case .cannotOpen: .cannotRead
         case .unknownFunction: .unknownFunction
         case .missingInput, .wrongType, .wrongShape, .wrongImageSize, .invalidValue: .badInput
+        case .cancelled: .cancelled
         }
     }
 

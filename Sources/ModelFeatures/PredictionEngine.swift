@@ -9,6 +9,11 @@ public protocol PredictionEngine: Sendable {
     /// The outputs for one set of inputs, keyed by feature name.
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue]
 
+    /// The outputs for one set of inputs, stopping with `RuntimeError.cancelled`
+    /// once `cancellation` is cancelled: engines that run many steps look at it
+    /// between steps; the default looks once, before it starts.
+    func predict(_ inputs: [String: FeatureValue], cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue]
+
     /// The outputs for many sets of checked inputs, in order, each a result of
     /// its own. Engines that gain from seeing rows together (tree ensembles,
     /// which walk each tree for many rows while it is in the cache) implement
@@ -24,6 +29,11 @@ public protocol PredictionEngine: Sendable {
 }
 
 extension PredictionEngine {
+    public func predict(_ inputs: [String: FeatureValue], cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue] {
+        try cancellation?.check()
+        return try predict(inputs)
+    }
+
     public func predictions(_ batch: [[String: FeatureValue]]) -> [Result<[String: FeatureValue], RuntimeError>] {
         batch.map { inputs in Result { () throws(RuntimeError) in try predict(inputs) } }
     }

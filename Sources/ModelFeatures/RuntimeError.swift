@@ -23,6 +23,8 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
     case cannotOpen(path: String, detail: String)
     /// A function was named that the ML program does not have.
     case unknownFunction(name: String, available: [String])
+    /// The prediction was stopped through its `PredictionCancellation` (its client gone, its deadline past).
+    case cancelled
 
     public var description: String {
         switch self {
@@ -44,6 +46,8 @@ public enum RuntimeError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(model): \(detail)"
         case .cannotOpen(let path, let detail):
             "\(path): \(detail)"
+        case .cancelled:
+            "the prediction was cancelled"
         case .unknownFunction(let name, let available):
             available.isEmpty ? "the model has no function \"\(name)\" (it is not a multi-function program)"
                 : "the model has no function \"\(name)\" (it has \(available.joined(separator: ", ")))"

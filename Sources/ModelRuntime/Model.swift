@@ -137,8 +137,16 @@ public final class Model: Sendable {
     /// - Throws: `RuntimeError` naming the input at fault (missing, of the
     ///   wrong type or shape) or the value the model cannot take.
     public func prediction(from inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        try prediction(from: inputs, cancellation: nil)
+    }
+
+    /// The outputs for one set of inputs, stopped with `RuntimeError.cancelled`
+    /// at the next operation once `cancellation` is cancelled (from another
+    /// thread: a server whose client went away or whose deadline passed).
+    public func prediction(from inputs: [String: FeatureValue],
+                           cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue] {
         let checked = try InputChecker.check(inputs, against: summary.inputs)
-        return OutputConformer.conform(try engine.predict(checked), to: summary.outputs)
+        return OutputConformer.conform(try engine.predict(checked, cancellation: cancellation), to: summary.outputs)
     }
 
     /// A new state for a stateful ML program (Core ML's `MLModel.makeState()`):

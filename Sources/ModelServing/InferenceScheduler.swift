@@ -18,7 +18,9 @@ public struct JobOutcome: Sendable {
 /// Runs one batch: the inputs of requests to the model at one path, computed
 /// together. Returns the model and one result per request, in order, or one
 /// error for all (the model could not be loaded).
-public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: FeatureValue]])
+/// `cancellation` is cancelled when every request of the batch has stopped waiting (its
+/// deadline passed): the executor passes it to the model, which stops at the next operation.
+public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: FeatureValue]], _ cancellation: PredictionCancellation)
     -> Result<(Model, [Result<[String: FeatureValue], RequestError>]), RequestError>
 
 /// A bounded queue of inference requests served by a fixed number of worker
@@ -37,10 +39,22 @@ public final class InferenceScheduler: @unchecked Sendable {
         /// Set once, under `lock`.
         var outcome: JobOutcome?
         var cancelled = false
+        /// The batch computing it, while one does (under `lock`).
+        var running: RunningBatch?
 
         init(path: String, inputs: [String: FeatureValue]) {
             self.path = path
             self.inputs = inputs
+        }
+    }
+
+    /// A batch being computed: its requests and the flag that stops it.
+    private final class RunningBatch: @unchecked Sendable {
+        let jobs: [Job]
+        let cancellation = PredictionCancellation()
+
+        init(jobs: [Job]) {
+            self.jobs = jobs
         }
     }
 
@@ -54,6 +68,7 @@ public final class InferenceScheduler: @unchecked Sendable {
     private var queue: [Job] = []
     private var gathering: Set<String> = []
     private var running = 0
+    private var canceledCount = 0
     private var stopping = false
     private var threads: [Thread] = []
 
@@ -78,6 +93,13 @@ public final class InferenceScheduler: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return queue.count
+    }
+
+    /// Computations stopped because every request of their batch stopped waiting.
+    public var canceledComputations: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return canceledCount
     }
 
     /// Requests being computed now.
@@ -114,6 +136,11 @@ public final class InferenceScheduler: @unchecked Sendable {
         if let outcome = job.outcome { return outcome }
         job.cancelled = true
         queue.removeAll { $0 === job }
+        // Computing, and nobody else waits for its batch: stop it at the next operation.
+        if let batch = job.running, !batch.cancellation.isCancelled, batch.jobs.allSatisfy(\.cancelled) {
+            batch.cancellation.cancel()
+            canceledCount += 1
+        }
         let waited = DispatchTime.now().uptimeNanoseconds - job.enqueued
         return JobOutcome(result: .failure(.timedOut(milliseconds: timeoutMilliseconds)), model: nil,
                           queueNanoseconds: waited, computeNanoseconds: 0, batchSize: 0)
@@ -157,8 +184,10 @@ public final class InferenceScheduler: @unchecked Sendable {
             }
             queue = rest
             running += batch.count
+            let computing = RunningBatch(jobs: batch)
+            for job in batch { job.running = computing }
             condition.unlock()
-            if !batch.isEmpty { run(batch) }
+            if !batch.isEmpty { run(computing) }
             condition.lock()
             running -= batch.count
             condition.broadcast()
@@ -166,9 +195,10 @@ public final class InferenceScheduler: @unchecked Sendable {
         }
     }
 
-    private func run(_ batch: [Job]) {
+    private func run(_ computing: RunningBatch) {
+        let batch = computing.jobs
         let started = DispatchTime.now().uptimeNanoseconds
-        let result = execute(batch[0].path, batch.map(\.inputs))
+        let result = execute(batch[0].path, batch.map(\.inputs), computing.cancellation)
         let finished = DispatchTime.now().uptimeNanoseconds
         condition.lock()
         for (index, job) in batch.enumerated() {
@@ -183,6 +213,7 @@ public final class InferenceScheduler: @unchecked Sendable {
             }
             job.outcome = JobOutcome(result: jobResult, model: model, queueNanoseconds: started - job.enqueued,
                                      computeNanoseconds: finished - started, batchSize: batch.count)
+            job.running = nil
         }
         condition.unlock()
         for job in batch { job.done.signal() }

@@ -53,7 +53,7 @@ public final class InferenceService: Sendable {
         scheduler = InferenceScheduler(
             workers: options.threads, maxBatch: options.maxBatch,
             batchDelayNanoseconds: UInt64(options.batchDelayMilliseconds) * 1_000_000, capacity: options.queueCapacity
-        ) { path, batch in
+        ) { path, batch, cancellation in
             let lease: ResourceLease<Model>
             switch InferenceService.lease(path, in: cache) {
             case .success(let leased): lease = leased
@@ -64,7 +64,7 @@ public final class InferenceService: Sendable {
             metrics.recordExecution(model: InferenceService.name(of: path))
             let results: [Result<[String: FeatureValue], RuntimeError>]
             if batch.count == 1 {
-                results = [Result { () throws(RuntimeError) in try model.prediction(from: batch[0]) }]
+                results = [Result { () throws(RuntimeError) in try model.prediction(from: batch[0], cancellation: cancellation) }]
             } else {
                 results = model.predictions(from: batch)
             }
@@ -386,7 +386,8 @@ public final class InferenceService: Sendable {
 
     private func metricsText() -> String {
         let statistics = cache.statistics
-        return metrics.text(.init(queueDepth: scheduler.depth, inFlight: scheduler.inFlight, loads: statistics.loads,
+        return metrics.text(.init(queueDepth: scheduler.depth, inFlight: scheduler.inFlight,
+                                  canceledComputations: scheduler.canceledComputations, loads: statistics.loads,
                                   failedLoads: statistics.failedLoads, evictions: statistics.evictions,
                                   residentBytes: statistics.bytesResident, residentModels: statistics.modelsResident))
     }

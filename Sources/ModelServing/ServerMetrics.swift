@@ -64,6 +64,8 @@ public final class ServerMetrics: Sendable {
     public struct Gauges: Sendable {
         public var queueDepth: Int
         public var inFlight: Int
+        /// Computations stopped because every request they served stopped waiting (deadline passed).
+        public var canceledComputations: Int = 0
         public var loads: Int
         public var failedLoads: Int
         public var evictions: Int
@@ -116,6 +118,9 @@ public final class ServerMetrics: Sendable {
         }
         family("modelc_inference_queue_depth", "gauge", "Requests waiting for a worker", [("", String(gauges.queueDepth))])
         family("modelc_inference_in_flight", "gauge", "Requests being computed", [("", String(gauges.inFlight))])
+        family("modelc_inference_computations_canceled_total", "counter",
+               "Computations stopped at an operation boundary because every request they served stopped waiting",
+               [("", String(gauges.canceledComputations))])
         family("modelc_model_loads_total", "counter", "Models loaded (first use and reloads after eviction)", [("", String(gauges.loads))])
         family("modelc_model_load_failures_total", "counter", "Model loads that failed", [("", String(gauges.failedLoads))])
         family("modelc_model_evictions_total", "counter", "Models evicted (budget, memory pressure, unload)", [("", String(gauges.evictions))])

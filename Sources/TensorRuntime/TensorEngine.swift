@@ -147,8 +147,13 @@ public final class TensorEngine: PredictionEngine {
     }
 
     public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
+        try predict(inputs, cancellation: nil)
+    }
+
+    /// The outputs for `inputs`, stopping before the next operation once `cancellation` is cancelled.
+    public func predict(_ inputs: [String: FeatureValue], cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue] {
         // A function without states reads and writes none: one empty state serves every prediction.
-        try predict(inputs, state: hasStates ? makeState() : Self.noStates)
+        try predict(inputs, state: hasStates ? makeState() : Self.noStates, cancellation: cancellation)
     }
 
     /// The state of a function that declares none.
@@ -159,6 +164,13 @@ public final class TensorEngine: PredictionEngine {
 
     /// The outputs for `inputs`, reading and updating `state`.
     public func predict(_ inputs: [String: FeatureValue], state: ProgramState) throws(RuntimeError) -> [String: FeatureValue] {
+        try predict(inputs, state: state, cancellation: nil)
+    }
+
+    /// `predict(_:state:)`, stopping before the next operation once `cancellation` is cancelled
+    /// (a state is then left part-updated: only stateless predictions are cancelled from outside).
+    func predict(_ inputs: [String: FeatureValue], state: ProgramState,
+                 cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue] {
         var shapes: [String: [Int]] = [:]
         for input in function.inputs where !input.type.isState {
             guard let value = inputs[input.name] else {
@@ -184,7 +196,7 @@ public final class TensorEngine: PredictionEngine {
             guard let value = inputs[input.name] else { continue }
             write(value, type: input.type.element, of: input.name, into: target, count: count)
         }
-        try run.run()
+        try run.run(cancellation: cancellation)
         for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
         // A plan that stopped at an operation waiting for run-time values: that
         // operation evaluated now, the rest planned for the shapes it gives.
@@ -205,7 +217,7 @@ public final class TensorEngine: PredictionEngine {
                     run.write(tensor, to: id)
                 }
             }
-            try run.run()
+            try run.run(cancellation: cancellation)
             for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
         }
         var outputs: [String: FeatureValue] = [:]

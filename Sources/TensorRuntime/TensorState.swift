@@ -102,11 +102,12 @@ final class TensorState {
     var buffers: Buffers { Buffers(base: table) }
 
     /// Runs every step in order.
-    func run() throws(RuntimeError) {
+    func run(cancellation: PredictionCancellation? = nil) throws(RuntimeError) {
         if !stateSlotsReady { zeroUnboundStateSlots() }
         let buffers = self.buffers
         if TensorState.profiling {
             for (index, step) in plan.steps.enumerated() {
+                try cancellation?.check()
                 let start = DispatchTime.now().uptimeNanoseconds, cpu = TensorState.processorNanoseconds()
                 try step.kernel(buffers)
                 let wall = DispatchTime.now().uptimeNanoseconds - start
@@ -124,7 +125,15 @@ final class TensorState {
             return
         }
         try kernels.withUnsafeBufferPointer { kernels throws(RuntimeError) in
-            for kernel in kernels { try kernel(buffers) }
+            guard let cancellation else {
+                for kernel in kernels { try kernel(buffers) }
+                return
+            }
+            // Between operations: one relaxed atomic load each.
+            for kernel in kernels {
+                try cancellation.check()
+                try kernel(buffers)
+            }
         }
     }
 

@@ -15,7 +15,7 @@ import Testing
     }()
 
     static func echo(delay: Double, batches: Locked<[Int]>) -> BatchExecutor {
-        { _, batch in
+        { _, batch, _ in
             batches.withLock { $0.append(batch.count) }
             Thread.sleep(forTimeInterval: delay)
             return .success((model, batch.map { .success($0) }))
@@ -115,4 +115,31 @@ import Testing
         let submittedBeforeShutdown = batches.withLock { $0.count }
         #expect(done.withLock { $0 } == submittedBeforeShutdown)
     }
+
+    /// A request past its deadline stops its computation: the executor's cancellation is
+    /// cancelled once every request of the batch stopped waiting, so the worker is free again
+    /// long before the computation would have ended (here 10 s of 10 ms steps).
+    @Test(.timeLimit(.minutes(1))) func aTimedOutRequestStopsItsComputation() async {
+        let steps = Locked(0)
+        let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 8) { _, batch, cancellation in
+            for _ in 0..<1000 {
+                if cancellation.isCancelled { return .success((Self.model, batch.map { _ in .failure(.inferenceFailed(model: "m", reason: "cancelled")) })) }
+                steps.withLock { $0 += 1 }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            return .success((Self.model, batch.map { .success($0) }))
+        }
+        let (first, seconds) = await Self.offPool {
+            // Timed on the requests' own thread (the suite's other tests may keep Swift's pool busy).
+            let started = DispatchTime.now().uptimeNanoseconds
+            let first = Self.submitConcurrently(scheduler, count: 1, timeoutMilliseconds: 150)[0]
+            scheduler.shutdown()  // returns once the worker is idle
+            return (first, Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        }
+        #expect(first.result == .failure(.timedOut(milliseconds: 150)))
+        #expect(scheduler.canceledComputations == 1)
+        #expect(steps.withLock { $0 } < 100, "the computation stopped soon after the deadline")
+        #expect(seconds < 5, "the worker was free long before the 10 s computation would have ended")
+    }
 }
+
