@@ -788,6 +788,40 @@ def nn_rank_kept_by_converter_layers(writer):
                  "x[0:7:2]; t[i, j] per index row; a unchanged.", tolerance=TOLERANCE)
 
 
+def nn_rank5_sequence_length(writer):
+    """Issue 37, from test_custom_neural_nets' test_fixed_seq_len: a rank-5 network declares its input
+    [C, H, W] = (1, 1, 1) and takes a [Seq, 1, C, H, W] array of 15 steps, which an inner product of
+    32 · 15 inputs needs (embedding, permute over (Seq, C, H, W), flatten, inner product). modelc
+    planned the declared sequence of 1 at load and refused the model; it now takes the sequence
+    length from the input, as Core ML does."""
+    steps, channels, vocabulary = 15, 32, 10
+    rng = np.random.default_rng(3710)
+    table = rng.standard_normal((channels, vocabulary))  # (output channels, input dim)
+    dense = rng.standard_normal((2, channels * steps))
+    b = NeuralNetworkBuilder([("data", datatypes.Array(1, 1, 1))], [("output", datatypes.Array(1, 1, 1))])
+    b.add_embedding("embed", W=table, b=None, input_dim=vocabulary, output_channels=channels, has_bias=0,
+                    input_name="data", output_name="embed")
+    b.add_permute("permute", dim=[3, 1, 2, 0], input_name="embed", output_name="permute")
+    b.add_flatten("flatten", mode=0, input_name="permute", output_name="flatten")
+    b.add_inner_product("dense", W=dense, b=None, input_channels=channels * steps, output_channels=2, has_bias=0,
+                        input_name="flatten", output_name="output")
+    spec = b.spec
+    del spec.description.output[0].type.multiArrayType.shape[:]
+    cases = []
+    for _ in range(2):
+        ids = rng.integers(0, vocabulary, steps)
+        embedded = table[:, ids]               # [C, Seq]: step s's embedding in column s
+        flat = embedded.reshape(-1)            # (Seq, C, H, W) permuted to (W, C, H, Seq), flattened C first
+        y = dense @ flat
+        cases.append({"inputs": {"data": ids.astype(np.float64).reshape(steps, 1, 1, 1, 1)},
+                      "outputs": {"output": y.reshape(1, 1, 2, 1, 1)}})
+    writer.write("nn_rank5_sequence_length", spec, NUMPY, cases,
+                 "issue 37: a rank-5 network declaring (1, 1, 1) takes a (15, 1, 1, 1, 1) sequence: "
+                 "embedding, permute, flatten, inner product of 480 inputs",
+                 "NumPy float64: the 15 embeddings as columns, flattened channel-major, times the dense weights.",
+                 tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -1035,6 +1069,7 @@ def generate(out_dir):
     nn_tile_short_reps(writer)
     nn_slice_by_size_input_begin(writer)
     nn_rank_kept_by_converter_layers(writer)
+    nn_rank5_sequence_length(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -12,8 +12,12 @@ public enum InputChecker {
     /// with the model's default value, or zeros.
     ///
     /// - Throws: `RuntimeError` naming the first feature at fault.
+    ///
+    /// - Parameter sequences: the model is a rank-5 neural network, whose
+    ///   multi-array inputs may also be `[Seq, 1, C, H, W]` arrays of any
+    ///   sequence length around the declared `[C, H, W]` (as Core ML takes them).
     public static func check(
-        _ inputs: [String: FeatureValue], against descriptions: [FeatureDescription]
+        _ inputs: [String: FeatureValue], against descriptions: [FeatureDescription], sequences: Bool = false
     ) throws(RuntimeError) -> [String: FeatureValue] {
         var checked = inputs
         for description in descriptions {
@@ -22,6 +26,10 @@ public enum InputChecker {
                     throw .missingInput(feature: description.name, expected: description.type.expectation)
                 }
                 if case .multiArray(let array) = description.type { checked[description.name] = defaultValue(of: array) }
+                continue
+            }
+            if sequences, case .multiArray(let array) = description.type, case .multiArray(let given) = value,
+               given.shape.count == 5, given.shape[1] == 1, array.accepts(shape: Array(given.shape[2...])) {
                 continue
             }
             checked[description.name] = try conform(value, to: description)

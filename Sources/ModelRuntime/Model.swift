@@ -54,6 +54,9 @@ public final class Model: Sendable {
     public let configuration: ModelConfiguration
     private let specification: Specification
     let engine: any PredictionEngine
+
+    /// Whether the engine takes a rank-5 network's inputs with a sequence axis of any length.
+    private var takesSequences: Bool { (engine as? TensorEngine)?.takesSequences ?? false }
     /// The specification's size as protobuf: about what its unpacked tree takes.
     private let specificationBytes: Int
 
@@ -145,7 +148,7 @@ public final class Model: Sendable {
     /// thread: a server whose client went away or whose deadline passed).
     public func prediction(from inputs: [String: FeatureValue],
                            cancellation: PredictionCancellation?) throws(RuntimeError) -> [String: FeatureValue] {
-        let checked = try InputChecker.check(inputs, against: summary.inputs)
+        let checked = try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences)
         return OutputConformer.conform(try engine.predict(checked, cancellation: cancellation), to: summary.outputs)
     }
 
@@ -165,7 +168,7 @@ public final class Model: Sendable {
         guard let engine = engine as? TensorEngine, engine === state.engine else {
             throw .invalidValue(feature: "state", detail: "the state was made by another model")
         }
-        let checked = try InputChecker.check(inputs, against: summary.inputs)
+        let checked = try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences)
         return OutputConformer.conform(try engine.predict(checked, state: state.state), to: summary.outputs)
     }
 
@@ -204,7 +207,7 @@ public final class Model: Sendable {
         positions.reserveCapacity(slice.count)
         for (offset, inputs) in slice.enumerated() {
             do throws(RuntimeError) {
-                checked.append(try InputChecker.check(inputs, against: summary.inputs))
+                checked.append(try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences))
                 positions.append(offset)
             } catch {
                 results[offset] = .failure(error)

@@ -20,6 +20,10 @@ public final class TensorEngine: PredictionEngine {
     private let threads: Int
     /// Whether inputs are read as NeuralNetwork.proto's rank-5 blobs `[Seq, B, C, H, W]` (a lowered network without exact array mapping).
     private let rank5Inputs: Bool
+
+    /// Whether the inputs are a rank-5 network's [Seq, Batch, C, H, W] blobs: an array of rank 5
+    /// whose last three dimensions are the declared ones may give any sequence length.
+    public var takesSequences: Bool { rank5Inputs }
     /// Bytes of the graph's constants (the weights), kept to plan other input shapes.
     private let graphBytes: Int
 
@@ -428,6 +432,13 @@ public final class TensorEngine: PredictionEngine {
                         given[axis] = other(range, than: given[axis])
                     }
                 case nil:
+                    // A rank-5 network's sequence axis is not declared: a prediction may give any
+                    // length there ([Seq, 1, C, H, W] arrays, as Core ML takes them).
+                    guard rank5Inputs else { continue }
+                    shape = Self.rank5(given)
+                    shape[0] += 1
+                    changed = true
+                    shapes[input.name] = shape
                     continue
                 }
                 shape = rank5Inputs ? Self.rank5(given) : given

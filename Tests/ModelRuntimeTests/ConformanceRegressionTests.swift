@@ -31,6 +31,7 @@ struct ConformanceRegressionTests {
             "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
+            "nn_rank5_sequence_length",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -177,11 +178,13 @@ struct ConformanceRegressionTests {
     /// scatter takes indices of rank 2; tile repeats as np.tile; an int
     /// vector the lowering reshapes stays int (sliceBySize's begin input); a
     /// slice of a rank-1 blob stays rank 1; gatherND's rank follows constant
-    /// indices; a copy may write over an input's blob.
+    /// indices; a copy may write over an input's blob; a rank-5 network takes
+    /// its sequence length from the input.
     @Test("issue 37: neural-network layers as the converter tests check them",
           arguments: ["nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
                       "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
-                      "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers"])
+                      "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
+                      "nn_rank5_sequence_length"])
     func converterTestLayers(_ name: String) throws {
         try check(name)
     }
