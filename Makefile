@@ -188,6 +188,7 @@ BENCH_LLM = $(ZOO_VENV)/bin/python Scripts/bench_llm.py --modelc $(MODELC_BIN) \
 bench-llm: deps $(ZOO_VENV)/.installed $(LLAMA_VENV)/.installed
 	@Scripts/install-deps.sh time
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
+	@Scripts/cpu-summary.sh
 	$(BENCH_LLM)
 
 # MLServer and its friends for the serving bench only, never for make test.

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+Scripts/cpu-summary.sh
 work=.build/bench
 mkdir -p "$work"
 runs=${BENCH_RUNS:-3}
