@@ -68,6 +68,10 @@ enum ServeCommand {
             guard let value = Int(text), value >= 0 else { return invalid("batch-delay", text, "expected milliseconds ≥ 0") }
             options.batchDelayMilliseconds = value
         }
+        // For testing streaming clients against a small decoder (timeouts, disconnects): each token waits this long.
+        if let text = ProcessInfo.processInfo.environment["MODELC_SERVE_TOKEN_DELAY_MS"], let value = Int(text), value > 0 {
+            options.tokenDelayMilliseconds = value
+        }
         let format: ServerLog.Format
         if let text = arguments.value("log-format") {
             guard let parsed = ServerLog.Format(rawValue: text) else { return invalid("log-format", text, "expected text or json") }
