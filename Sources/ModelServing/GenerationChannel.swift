@@ -59,15 +59,15 @@ final class GenerationChannel: @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Ends it, unless it ended already; whether this call ended it.
-    @discardableResult
-    func close(_ end: End) -> Bool {
+    /// Ends it, unless it ended already; then runs `settle` (under the lock: before any waiter
+    /// sees the end, so what it records is there once the answer is).
+    func close(_ end: End, settle: () -> Void = {}) {
         condition.lock()
         defer { condition.unlock() }
-        guard ending == nil else { return false }
+        guard ending == nil else { return }
         ending = end
+        settle()
         condition.broadcast()
-        return true
     }
 
     /// Waits until a token came or it ended; false when `deadline` passed first.

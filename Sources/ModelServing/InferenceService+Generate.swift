@@ -23,7 +23,7 @@ extension InferenceService {
         let channel = GenerationChannel()
         let parsed: GenerateRequest
         let ticket: InferenceScheduler.Ticket
-        do {
+        do throws(RequestError) {
             if let encoding = request.header("Content-Encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" {
                 throw RequestError.unsupportedEncoding(encoding)
             }
@@ -111,15 +111,17 @@ extension InferenceService {
     /// Ends the channel; the side that does counts the request in the metrics.
     private func end(_ channel: GenerationChannel, _ ending: GenerationChannel.End, model: String, arrival: UInt64,
                      queueNanoseconds: UInt64, computeNanoseconds: UInt64 = 0) {
-        guard channel.close(ending) else { return }
-        let total = DispatchTime.now().uptimeNanoseconds - arrival
-        switch ending {
-        case .completed:
-            metrics.recordSuccess(model: model, totalNanoseconds: total, queueNanoseconds: queueNanoseconds, computeNanoseconds: computeNanoseconds)
-        case .failed(let error):
-            metrics.recordFailure(model: model, reason: error.metricReason, totalNanoseconds: total)
-        case .abandoned:
-            metrics.recordFailure(model: model, reason: "CANCELED", totalNanoseconds: total)
+        let metrics = self.metrics
+        channel.close(ending) {
+            let total = DispatchTime.now().uptimeNanoseconds - arrival
+            switch ending {
+            case .completed:
+                metrics.recordSuccess(model: model, totalNanoseconds: total, queueNanoseconds: queueNanoseconds, computeNanoseconds: computeNanoseconds)
+            case .failed(let error):
+                metrics.recordFailure(model: model, reason: error.metricReason, totalNanoseconds: total)
+            case .abandoned:
+                metrics.recordFailure(model: model, reason: "CANCELED", totalNanoseconds: total)
+            }
         }
     }
 

@@ -144,7 +144,7 @@ public final class ServerMetrics: Sendable {
             text += "modelc_inference_request_duration_seconds_sum\(labels(model)) \(counters.latencySum)\n"
             text += "modelc_inference_request_duration_seconds_count\(labels(model)) \(counters.latencyCount)\n"
         }
-        func histogram(_ name: String, _ help: String, _ value: (ModelCounters) -> Histogram) {
+        func latencies(_ name: String, _ help: String, _ value: (ModelCounters) -> Histogram) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
             for (model, counters) in models where counters.tokens > 0 {
                 let observed = value(counters)
@@ -156,8 +156,8 @@ public final class ServerMetrics: Sendable {
                 text += "\(name)_count\(labels(model)) \(observed.count)\n"
             }
         }
-        histogram("modelc_generate_first_token_seconds", "Generation latency from arrival to the first token (queueing and prefill included)") { $0.firstToken }
-        histogram("modelc_generate_token_seconds", "Generation latency of each later token, from the token before it") { $0.token }
+        latencies("modelc_generate_first_token_seconds", "Generation latency from arrival to the first token (queueing and prefill included)") { $0.firstToken }
+        latencies("modelc_generate_token_seconds", "Generation latency of each later token, from the token before it") { $0.token }
         family("modelc_generate_tokens_total", "counter", "Tokens generated",
                models.filter { $0.value.tokens > 0 }.map { (labels($0.key), String($0.value.tokens)) })
         family("modelc_inference_queue_depth", "gauge", "Requests waiting for a worker", [("", String(gauges.queueDepth))])

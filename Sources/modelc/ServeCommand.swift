@@ -16,7 +16,9 @@ enum ServeCommand {
             'modelc build' manifest (fetched, pinned, compiled) and serves the result. Models load on first
             request and are evicted least recently used beyond --memory-budget or on memory pressure.
             Endpoints: /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready|/infer],
-            /v2/repository/index, /v2/repository/models/NAME/load|unload, /metrics.
+            /v2/models/NAME/generate and /generate_stream (decoders: token ids in, token ids out, the
+            stream as server-sent events), /v2/repository/index, /v2/repository/models/NAME/load|unload,
+            /metrics.
             SIGTERM (or SIGINT) drains: requests under way are answered (within --timeout), idle
             connections closed, then modelc exits 0.
             """,
