@@ -94,7 +94,7 @@ import Testing
 
     @Test func aReaderThatStopsStopsTheGenerationAndFreesTheWorker() async throws {
         try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 20 }) { service in
-            // 27 new tokens fill the fixture's context of 32 positions.
+            // Up to 28 new tokens fit the fixture's context of 32 positions (the last one is never fed back).
             let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
             let events = await Self.events(response, stopAfter: 1)
             #expect(events.count >= 1)
