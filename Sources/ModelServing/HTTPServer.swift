@@ -101,7 +101,8 @@ public struct HTTPServerConfiguration: Sendable {
 
 /// An HTTP/1.1 server on libmicrohttpd (loaded at the first start): one
 /// thread per connection, each request's body gathered within the limit, then
-/// `handler` called on that thread for the answer.
+/// `handler` called on that thread for the answer; a streamed answer's body
+/// (`HTTPResponse.stream`) is read on that thread too, as it is sent.
 public final class HTTPServer: Sendable {
     /// Answers one request; called on many threads at once.
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse

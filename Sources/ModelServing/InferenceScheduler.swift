@@ -28,6 +28,8 @@ public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: F
 /// `maxBatch - 1` more for the same model, waiting at most `batchDelay` from
 /// the oldest one's arrival for them to come.
 ///
+/// Tasks (`enqueue`: a generation) share the queue and the workers, one task per worker, never batched.
+///
 /// Thread-safe. `submit` blocks its caller (a connection's thread) until the
 /// request is answered or its deadline passes.
 public final class InferenceScheduler: @unchecked Sendable {

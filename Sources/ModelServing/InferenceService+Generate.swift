@@ -50,7 +50,13 @@ extension InferenceService {
         let prefix = Self.answerPrefix(model: name, id: parsed.id)
         if streaming {
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                stream: HTTPBodyStream(next: { Self.event(channel.next(waitingUpTo: Self.streamPollSeconds), prefix: prefix) },
+                                stream: HTTPBodyStream(next: {
+                                    let next = channel.next(waitingUpTo: Self.streamPollSeconds)
+                                    if case .failed(let error) = next, error.status >= 500 {
+                                        self.log.write("error", error.description, [("method", request.method), ("path", request.path), ("status", "200, then an error event")])
+                                    }
+                                    return Self.event(next, prefix: prefix)
+                                },
                                                        finish: { self.end(channel, .abandoned, model: name, arrival: arrival, queueNanoseconds: 0) }))
         }
         // The worker checks the deadline before every token; one prediction's time past it at most.
