@@ -50,14 +50,7 @@ extension InferenceService {
         let prefix = Self.answerPrefix(model: name, id: parsed.id)
         if streaming {
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache")],
-                                stream: HTTPBodyStream(next: {
-                                    let next = channel.next(waitingUpTo: Self.streamPollSeconds)
-                                    if case .failed(let error) = next, error.status >= 500 {
-                                        self.log.write("error", error.description, [("method", request.method), ("path", request.path), ("status", "200, then an error event")])
-                                    }
-                                    return Self.event(next, prefix: prefix)
-                                },
-                                                       finish: { self.end(channel, .abandoned, model: name, arrival: arrival, queueNanoseconds: 0) }))
+                                stream: events(of: channel, prefix: prefix, model: name, request: request, arrival: arrival))
         }
         // The worker checks the deadline before every token; one prediction's time past it at most.
         if !channel.waitForEnd(until: DispatchTime(uptimeNanoseconds: generationDeadline(arrival: arrival) + 1_000_000_000)) {
@@ -67,6 +60,20 @@ extension InferenceService {
         if case .failed(let error)? = ending { throw error }
         let body = prefix + ",\"output_ids\":[" + tokens.map(String.init).joined(separator: ",") + "]}"
         return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+    }
+
+    /// The streamed body: the channel's tokens as server-sent events; the answer's end (the client
+    /// gone included) ends the generation.
+    private func events(of channel: GenerationChannel, prefix: String, model: String, request: HTTPRequest, arrival: UInt64) -> HTTPBodyStream {
+        HTTPBodyStream(next: {
+            let next = channel.next(waitingUpTo: Self.streamPollSeconds)
+            if case .failed(let error) = next, error.status >= 500 {
+                self.log.write("error", error.description, [("method", request.method), ("path", request.path), ("status", "200, then an error event")])
+            }
+            return Self.event(next, prefix: prefix)
+        }, finish: {
+            self.end(channel, .abandoned, model: model, arrival: arrival, queueNanoseconds: 0)
+        })
     }
 
     /// The generation's task, on a worker: loads, checks the decoder and the prompt, then chooses
