@@ -185,6 +185,7 @@ import Testing
             #expect(full.status == 503 && full.headers.contains { $0.0 == "Retry-After" })
             #expect((InferenceServiceTests.object(full)["error"] as? String)?.contains("server busy") == true)
             gate.signal()
+            while service.scheduler.depth > 0 || service.scheduler.inFlight > 0 { try await Task.sleep(for: .milliseconds(1)) }
             service.beginDraining(until: .now())
             let draining = await Self.call(service, Self.generate, body)
             #expect(draining.status == 503 && InferenceServiceTests.object(draining)["error"] as? String == "server is shutting down")
