@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,8 @@ static struct {
     const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
     const char *(*lookup_connection_value)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+    struct MHD_Response *(*create_response_from_callback)(uint64_t, size_t, MHD_ContentReaderCallback, void *,
+                                                          MHD_ContentReaderFreeCallback);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     void (*destroy_response)(struct MHD_Response *);
@@ -41,6 +44,7 @@ static void load(void) {
         {"MHD_get_connection_info", (void **)&api.get_connection_info},
         {"MHD_lookup_connection_value", (void **)&api.lookup_connection_value},
         {"MHD_create_response_from_buffer", (void **)&api.create_response_from_buffer},
+        {"MHD_create_response_from_callback", (void **)&api.create_response_from_callback},
         {"MHD_add_response_header", (void **)&api.add_response_header},
         {"MHD_queue_response", (void **)&api.queue_response},
         {"MHD_destroy_response", (void **)&api.destroy_response},
@@ -394,6 +398,69 @@ int modelc_http_respond_begin(modelc_http_exchange *exchange, const void *body, 
     if (exchange->response) api.destroy_response(exchange->response);
     exchange->response = api.create_response_from_buffer(size, (void *)body, MHD_RESPMEM_MUST_COPY);
     return exchange->response != NULL;
+}
+
+/* A streamed answer's source, as libmicrohttpd's content reader sees it. */
+struct modelc_http_stream {
+    modelc_http_stream_read read;
+    modelc_http_stream_release release;
+    void *context;
+    MHD_socket socket;
+};
+
+#ifndef POLLRDHUP
+#define POLLRDHUP 0x2000
+#endif
+
+/* Whether the peer closed or reset the connection (a FIN is seen even with unread bytes before it). */
+static int peer_gone(MHD_socket socket) {
+    if (socket == MHD_INVALID_SOCKET) return 0;
+    struct pollfd descriptor = {.fd = socket, .events = POLLRDHUP};
+    if (poll(&descriptor, 1, 0) <= 0) return 0;
+    return (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+/* Runs on the connection's own thread (one thread per connection): waits for the next piece,
+   a short wait at a time, looking between waits whether the client is still there. Never returns
+   0, which would make libmicrohttpd call again at once (busy waiting in this polling mode). */
+static ssize_t stream_reader(void *cls, uint64_t position, char *buffer, size_t size) {
+    (void)position;
+    struct modelc_http_stream *stream = cls;
+    for (;;) {
+        long count = stream->read(stream->context, (uint8_t *)buffer, size);
+        if (count > 0) return (ssize_t)count;
+        if (count == -1) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (count < -1) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (peer_gone(stream->socket)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void stream_free(void *cls) {
+    struct modelc_http_stream *stream = cls;
+    stream->release(stream->context);
+    free(stream);
+}
+
+int modelc_http_respond_stream_begin(modelc_http_exchange *exchange, modelc_http_stream_read read,
+                                     modelc_http_stream_release release, void *context) {
+    if (exchange->response) api.destroy_response(exchange->response);
+    exchange->response = NULL;
+    struct modelc_http_stream *stream = calloc(1, sizeof *stream);
+    if (!stream) {
+        release(context);
+        return 0;
+    }
+    stream->read = read;
+    stream->release = release;
+    stream->context = context;
+    const union MHD_ConnectionInfo *info = api.get_connection_info(exchange->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    stream->socket = info ? info->connect_fd : MHD_INVALID_SOCKET;
+    exchange->response = api.create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, stream, stream_free);
+    if (!exchange->response) {
+        stream_free(stream);
+        return 0;
+    }
+    return 1;
 }
 
 int modelc_http_respond_header(modelc_http_exchange *exchange, const char *name, const char *value) {

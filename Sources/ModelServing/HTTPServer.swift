@@ -22,17 +22,44 @@ public struct HTTPRequest: Sendable {
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
 
+/// A response body sent as it is produced (chunked transfer encoding), such as server-sent events.
+public struct HTTPBodyStream: Sendable {
+    /// One read of the body.
+    public enum Piece: Sendable, Equatable {
+        /// The next bytes (not empty).
+        case bytes([UInt8])
+        /// Nothing came within a short wait: asked again unless the client has gone.
+        case pending
+        /// The body is whole.
+        case end
+    }
+
+    /// The next piece; called on the connection's thread, one call at a time. It may block
+    /// briefly (tens of milliseconds: the client's departure is noticed between calls).
+    public let next: @Sendable () -> Piece
+    /// Called once when the answer is over: sent whole, failed, or the client gone.
+    public let finish: @Sendable () -> Void
+
+    public init(next: @escaping @Sendable () -> Piece, finish: @escaping @Sendable () -> Void) {
+        self.next = next
+        self.finish = finish
+    }
+}
+
 /// One HTTP response.
 public struct HTTPResponse: Sendable {
     public var status: Int
     /// In order; names as sent.
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// When set, the body sent instead of `body`.
+    public var stream: HTTPBodyStream?
 
-    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], stream: HTTPBodyStream? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.stream = stream
     }
 
     /// A JSON body.
@@ -74,7 +101,8 @@ public struct HTTPServerConfiguration: Sendable {
 
 /// An HTTP/1.1 server on libmicrohttpd (loaded at the first start): one
 /// thread per connection, each request's body gathered within the limit, then
-/// `handler` called on that thread for the answer.
+/// `handler` called on that thread for the answer; a streamed answer's body
+/// (`HTTPResponse.stream`) is read on that thread too, as it is sent.
 public final class HTTPServer: Sendable {
     /// Answers one request; called on many threads at once.
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
@@ -174,7 +202,20 @@ public final class HTTPServer: Sendable {
         let size = modelc_http_body_size(exchange)
         let body: [UInt8] = modelc_http_body(exchange).map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
         let response = handler(HTTPRequest(method: method, path: path, headers: headers, body: body))
-        _ = response.body.withUnsafeBytes { modelc_http_respond_begin(exchange, $0.baseAddress, $0.count) }
+        if let stream = response.stream {
+            let source = Unmanaged.passRetained(StreamSource(stream)).toOpaque()
+            _ = modelc_http_respond_stream_begin(exchange, { context, buffer, size in
+                guard let context, let buffer else { return -2 }
+                return Unmanaged<StreamSource>.fromOpaque(context).takeUnretainedValue().read(into: buffer, size: size)
+            }, { context in
+                guard let context else { return }
+                let source = Unmanaged<StreamSource>.fromOpaque(context)
+                source.takeUnretainedValue().stream.finish()
+                source.release()
+            }, source)
+        } else {
+            _ = response.body.withUnsafeBytes { modelc_http_respond_begin(exchange, $0.baseAddress, $0.count) }
+        }
         for (name, value) in response.headers { _ = modelc_http_respond_header(exchange, name, value) }
         _ = modelc_http_respond_end(exchange, UInt32(response.status))
     }
@@ -182,6 +223,36 @@ public final class HTTPServer: Sendable {
     /// The request headers handlers may read.
     static let headerNames = ["Content-Type", "Content-Length", "Content-Encoding", "Authorization", "X-API-Key",
                               "Inference-Header-Content-Length", "Accept-Encoding", "Connection"]
+}
+
+/// A streamed body as the C side reads it: the piece being sent and how much of it is out.
+/// Read on the connection's thread only (one call at a time), released once.
+private final class StreamSource: @unchecked Sendable {
+    let stream: HTTPBodyStream
+    private var piece: [UInt8] = []
+    private var sent = 0
+
+    init(_ stream: HTTPBodyStream) { self.stream = stream }
+
+    /// Bytes written (> 0), 0 when nothing came yet, -1 at the end.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, size: Int) -> Int {
+        if sent == piece.count {
+            switch stream.next() {
+            case .bytes(let bytes):
+                piece = bytes
+                sent = 0
+            case .pending: return 0
+            case .end: return -1
+            }
+            if piece.isEmpty { return 0 }
+        }
+        let count = min(size, piece.count - sent)
+        piece.withUnsafeBufferPointer { source in
+            if let base = source.baseAddress { buffer.update(from: base + sent, count: count) }
+        }
+        sent += count
+        return count
+    }
 }
 
 private func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {

@@ -28,12 +28,16 @@ public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: F
 /// `maxBatch - 1` more for the same model, waiting at most `batchDelay` from
 /// the oldest one's arrival for them to come.
 ///
+/// Tasks (`enqueue`: a generation) share the queue and the workers, one task per worker, never batched.
+///
 /// Thread-safe. `submit` blocks its caller (a connection's thread) until the
 /// request is answered or its deadline passes.
 public final class InferenceScheduler: @unchecked Sendable {
-    private final class Job: @unchecked Sendable {
+    fileprivate final class Job: @unchecked Sendable {
         let path: String
         let inputs: [String: FeatureValue]
+        /// A task run alone instead of a prediction (a generation), given its queueing nanoseconds.
+        let task: (@Sendable (UInt64) -> Void)?
         let enqueued = DispatchTime.now().uptimeNanoseconds
         let done = DispatchSemaphore(value: 0)
         /// Set once, under `lock`.
@@ -42,20 +46,26 @@ public final class InferenceScheduler: @unchecked Sendable {
         /// The batch computing it, while one does (under `lock`).
         var running: RunningBatch?
 
-        init(path: String, inputs: [String: FeatureValue]) {
+        init(path: String, inputs: [String: FeatureValue], task: (@Sendable (UInt64) -> Void)? = nil) {
             self.path = path
             self.inputs = inputs
+            self.task = task
         }
     }
 
     /// A batch being computed: its requests and the flag that stops it.
-    private final class RunningBatch: @unchecked Sendable {
+    fileprivate final class RunningBatch: @unchecked Sendable {
         let jobs: [Job]
         let cancellation = PredictionCancellation()
 
         init(jobs: [Job]) {
             self.jobs = jobs
         }
+    }
+
+    /// A task queued by `enqueue`, to withdraw while it waits.
+    public struct Ticket: Sendable {
+        fileprivate let job: Job
     }
 
     public let workers: Int
@@ -146,6 +156,32 @@ public final class InferenceScheduler: @unchecked Sendable {
                           queueNanoseconds: waited, computeNanoseconds: 0, batchSize: 0)
     }
 
+    /// Queues `task` to run alone on a worker (after the requests queued before it), holding that
+    /// worker until it returns; it is given the nanoseconds it waited. Does not wait for it.
+    ///
+    /// - Returns: a ticket to withdraw it with, or `.overloaded` when the queue is full,
+    ///   `.shuttingDown` once the scheduler stops.
+    public func enqueue(path: String, task: @escaping @Sendable (_ queueNanoseconds: UInt64) -> Void) -> Result<Ticket, RequestError> {
+        let job = Job(path: path, inputs: [:], task: task)
+        condition.lock()
+        defer { condition.unlock() }
+        if stopping { return .failure(.shuttingDown) }
+        if queue.count >= capacity { return .failure(.overloaded(queued: queue.count)) }
+        queue.append(job)
+        condition.broadcast()
+        return .success(Ticket(job: job))
+    }
+
+    /// Takes a task out of the queue if no worker took it yet; whether it did.
+    @discardableResult
+    public func withdraw(_ ticket: Ticket) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let queued = queue.count
+        queue.removeAll { $0 === ticket.job }
+        return queue.count < queued
+    }
+
     /// Lets the workers finish what is queued, then stop; returns once they have.
     public func shutdown() {
         condition.lock()
@@ -160,7 +196,7 @@ public final class InferenceScheduler: @unchecked Sendable {
             condition.lock()
             var first: Job?
             while true {
-                first = queue.first { !gathering.contains($0.path) }
+                first = queue.first { $0.task != nil || !gathering.contains($0.path) }
                 if first != nil || (stopping && queue.isEmpty) { break }
                 condition.wait()
             }
@@ -168,11 +204,22 @@ public final class InferenceScheduler: @unchecked Sendable {
                 condition.unlock()
                 return
             }
+            if let task = first.task {
+                queue.removeAll { $0 === first }
+                running += 1
+                condition.unlock()
+                task(DispatchTime.now().uptimeNanoseconds - first.enqueued)
+                condition.lock()
+                running -= 1
+                condition.broadcast()
+                condition.unlock()
+                continue
+            }
             if maxBatch > 1, batchDelayNanoseconds > 0 {
                 gathering.insert(first.path)
                 let until = Date().addingTimeInterval(Double(first.enqueued + batchDelayNanoseconds) / 1e9
                     - Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
-                while !stopping, queue.lazy.filter({ $0.path == first.path }).count < maxBatch, Date() < until {
+                while !stopping, queue.lazy.filter({ $0.path == first.path && $0.task == nil }).count < maxBatch, Date() < until {
                     _ = condition.wait(until: until)
                 }
                 gathering.remove(first.path)
@@ -180,7 +227,7 @@ public final class InferenceScheduler: @unchecked Sendable {
             var batch: [Job] = []
             var rest: [Job] = []
             for job in queue {
-                if job.path == first.path, batch.count < maxBatch { batch.append(job) } else { rest.append(job) }
+                if job.path == first.path, job.task == nil, batch.count < maxBatch { batch.append(job) } else { rest.append(job) }
             }
             queue = rest
             running += batch.count

@@ -34,7 +34,7 @@ public final class InferenceService: Sendable {
     private let unloaded = Locked<Set<String>>([])
     private let draining = Locked(false)
     /// When draining: the end of the drain (uptime nanoseconds), which no request's deadline passes.
-    private let drainEnd = Locked<UInt64?>(nil)
+    let drainEnd = Locked<UInt64?>(nil)
     private let handling = Locked(0)
     private let answeredCount = Locked(0)
     /// The version served for every model.
@@ -146,6 +146,10 @@ public final class InferenceService: Sendable {
                     return .json(200, ["name": name, "ready": true])
                 }
             case ["infer"]: return try only("POST", request) { () throws(RequestError) in try infer(name, request) }
+            case ["generate"]:
+                return try only("POST", request) { () throws(RequestError) in try generate(name, request, streaming: false) }
+            case ["generate_stream"]:
+                return try only("POST", request) { () throws(RequestError) in try generate(name, request, streaming: true) }
             default: throw .notFound(request.path)
             }
         }
@@ -194,7 +198,7 @@ public final class InferenceService: Sendable {
 
     var serverMetadata: [String: Any] {
         ["name": "modelc", "version": BundleCompiler.compilerVersion,
-         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy"]]
+         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate"]]
     }
 
     // MARK: Models
@@ -218,7 +222,7 @@ public final class InferenceService: Sendable {
     }
 
     /// The model's path and description, loading it (once, however many ask) when not known yet.
-    private func describe(_ name: String) throws(RequestError) -> (String, Description) {
+    func describe(_ name: String) throws(RequestError) -> (String, Description) {
         let path = try resolve(name)
         if let description = descriptions.withLock({ $0[path] }) { return (path, description) }
         switch Self.lease(path, in: cache) {

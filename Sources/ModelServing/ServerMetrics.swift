@@ -18,6 +18,23 @@ public final class ServerMetrics: Sendable {
         var buckets = [Int](repeating: 0, count: ServerMetrics.bucketBounds.count)
         var latencyCount = 0
         var latencySum = 0.0
+        /// Generations: arrival to first token, and between consecutive tokens.
+        var firstToken = Histogram()
+        var token = Histogram()
+        var tokens = 0
+    }
+
+    /// Observations of one latency, in `bucketBounds` (cumulative counts, as Prometheus has them).
+    struct Histogram {
+        var buckets = [Int](repeating: 0, count: ServerMetrics.bucketBounds.count)
+        var count = 0
+        var sum = 0.0
+
+        mutating func observe(_ seconds: Double) {
+            for (index, bound) in ServerMetrics.bucketBounds.enumerated() where seconds <= bound { buckets[index] += 1 }
+            count += 1
+            sum += seconds
+        }
     }
 
     private let models = Locked<[String: ModelCounters]>([:])
@@ -50,6 +67,17 @@ public final class ServerMetrics: Sendable {
             counters.failures[reason, default: 0] += 1
             counters.requestMicroseconds += totalNanoseconds / 1000
             Self.observe(&counters, seconds: Double(totalNanoseconds) / 1e9)
+            models[model] = counters
+        }
+    }
+
+    /// A generation's token was chosen: the first `seconds` after the request arrived
+    /// (queueing and prefill included), a later one `seconds` after the token before it.
+    public func recordToken(model: String, first: Bool, seconds: Double) {
+        models.withLock { models in
+            var counters = models[model] ?? ModelCounters()
+            if first { counters.firstToken.observe(seconds) } else { counters.token.observe(seconds) }
+            counters.tokens += 1
             models[model] = counters
         }
     }
@@ -116,6 +144,22 @@ public final class ServerMetrics: Sendable {
             text += "modelc_inference_request_duration_seconds_sum\(labels(model)) \(counters.latencySum)\n"
             text += "modelc_inference_request_duration_seconds_count\(labels(model)) \(counters.latencyCount)\n"
         }
+        func latencies(_ name: String, _ help: String, _ value: (ModelCounters) -> Histogram) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+            for (model, counters) in models where counters.tokens > 0 {
+                let observed = value(counters)
+                for (index, bound) in Self.bucketBounds.enumerated() {
+                    text += "\(name)_bucket\(labels(model, ",le=\"\(bound)\"")) \(observed.buckets[index])\n"
+                }
+                text += "\(name)_bucket\(labels(model, ",le=\"+Inf\"")) \(observed.count)\n"
+                text += "\(name)_sum\(labels(model)) \(observed.sum)\n"
+                text += "\(name)_count\(labels(model)) \(observed.count)\n"
+            }
+        }
+        latencies("modelc_generate_first_token_seconds", "Generation latency from arrival to the first token (queueing and prefill included)") { $0.firstToken }
+        latencies("modelc_generate_token_seconds", "Generation latency of each later token, from the token before it") { $0.token }
+        family("modelc_generate_tokens_total", "counter", "Tokens generated",
+               models.filter { $0.value.tokens > 0 }.map { (labels($0.key), String($0.value.tokens)) })
         family("modelc_inference_queue_depth", "gauge", "Requests waiting for a worker", [("", String(gauges.queueDepth))])
         family("modelc_inference_in_flight", "gauge", "Requests being computed", [("", String(gauges.inFlight))])
         family("modelc_inference_computations_canceled_total", "counter",

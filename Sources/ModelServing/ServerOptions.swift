@@ -26,6 +26,9 @@ public struct ServerOptions: Sendable {
     /// PEM texts.
     public var tlsCertificate: String?
     public var tlsKey: String?
+    /// Milliseconds each generated token waits before it is computed (0: none): for testing
+    /// streaming clients (timeouts, disconnects) with a decoder that is otherwise too fast to catch.
+    public var tokenDelayMilliseconds = 0
 
     public init() {}
 }

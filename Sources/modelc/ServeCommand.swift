@@ -16,7 +16,9 @@ enum ServeCommand {
             'modelc build' manifest (fetched, pinned, compiled) and serves the result. Models load on first
             request and are evicted least recently used beyond --memory-budget or on memory pressure.
             Endpoints: /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready|/infer],
-            /v2/repository/index, /v2/repository/models/NAME/load|unload, /metrics.
+            /v2/models/NAME/generate and /generate_stream (decoders: token ids in, token ids out, the
+            stream as server-sent events), /v2/repository/index, /v2/repository/models/NAME/load|unload,
+            /metrics.
             SIGTERM (or SIGINT) drains: requests under way are answered (within --timeout), idle
             connections closed, then modelc exits 0.
             """,
@@ -67,6 +69,10 @@ enum ServeCommand {
         if let text = arguments.value("batch-delay") {
             guard let value = Int(text), value >= 0 else { return invalid("batch-delay", text, "expected milliseconds ≥ 0") }
             options.batchDelayMilliseconds = value
+        }
+        // For testing streaming clients against a small decoder (timeouts, disconnects): each token waits this long.
+        if let text = ProcessInfo.processInfo.environment["MODELC_SERVE_TOKEN_DELAY_MS"], let value = Int(text), value > 0 {
+            options.tokenDelayMilliseconds = value
         }
         let format: ServerLog.Format
         if let text = arguments.value("log-format") {

@@ -6,7 +6,8 @@
 
    One thread per connection. A request's body is gathered (up to a limit)
    before the handler runs; the handler runs on the connection's thread and
-   answers before it returns (modelc_http_respond_*). Nothing here throws or
+   answers before it returns (modelc_http_respond_*), with a body whole or one
+   streamed from a source read afterwards on that same thread. Nothing here throws or
    exits: failures come back as NULL or 0 with one line saying why. */
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,18 @@ size_t modelc_http_body_size(const modelc_http_exchange *exchange);
 
 /* Starts the answer with a copy of `size` bytes of `body`; 0 on failure. */
 int modelc_http_respond_begin(modelc_http_exchange *exchange, const void *body, size_t size);
+/* A streamed body's source: writes up to `size` bytes of the next piece into `buffer` and returns
+   how many (> 0); 0 when none came within a short wait (it is called again unless the client has
+   gone meanwhile); -1 at the end of the body; -2 to close the connection at once. Called on the
+   connection's thread, one call at a time. */
+typedef long (*modelc_http_stream_read)(void *context, uint8_t *buffer, size_t size);
+/* Called once when the streamed answer is over: sent whole, failed, or the client gone. */
+typedef void (*modelc_http_stream_release)(void *context);
+
+/* Starts an answer whose body comes from `read` as it is produced (chunked transfer encoding);
+   `release(context)` is called once in every case, at once when this fails (0). */
+int modelc_http_respond_stream_begin(modelc_http_exchange *exchange, modelc_http_stream_read read,
+                                     modelc_http_stream_release release, void *context);
 /* Adds a header to the answer begun. */
 int modelc_http_respond_header(modelc_http_exchange *exchange, const char *name, const char *value);
 /* Sends the answer begun with `status`; 0 when the connection is gone. */

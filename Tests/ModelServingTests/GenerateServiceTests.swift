@@ -1,0 +1,196 @@
+import Dispatch
+import FixtureSupport
+import Foundation
+import Testing
+@testable import ModelServing
+
+/// The generate extension answered in process on the Llama decoder fixture (its reference's greedy
+/// tokens), its streamed events read as the HTTP server reads them, and every error before
+/// the first token answered with the protocol's status.
+@Suite struct GenerateServiceTests {
+    static let prompt = "[50,87,60,17,33]"
+    static let greedy = [17, 38, 8, 61, 67, 70]
+    static let generate = "/v2/models/LlamaDecoderInt8/generate"
+    static let stream = "/v2/models/LlamaDecoderInt8/generate_stream"
+
+    static func withService(_ configure: (inout ServerOptions) -> Void = { _ in },
+                            _ body: (InferenceService) async throws -> Void) async throws {
+        try await InferenceServiceTests.withService(configure) { service, directory in
+            try FileManager.default.copyItem(atPath: Fixtures.path("Models/LlamaDecoderInt8.mlpackage"),
+                                             toPath: directory + "/LlamaDecoderInt8.mlpackage")
+            try await body(service)
+        }
+    }
+
+    static func call(_ service: InferenceService, _ path: String, _ json: String, headers: [String: String] = [:]) async -> HTTPResponse {
+        await InferenceServiceTests.call(service, InferenceServiceTests.post(path, json, headers: headers))
+    }
+
+    /// Reads a streamed body to its end as the HTTP server does (on a thread of its own): the events' data.
+    static func events(_ response: HTTPResponse, stopAfter limit: Int = .max) async -> [[String: Any]] {
+        guard let stream = response.stream else { return [] }
+        return await withCheckedContinuation { continuation in
+            Thread {
+                var text = ""
+                var events: [[String: Any]] = []
+                reading: while events.count < limit {
+                    switch stream.next() {
+                    case .bytes(let bytes): text += String(decoding: bytes, as: UTF8.self)
+                    case .pending: continue
+                    case .end: break reading
+                    }
+                    while let range = text.range(of: "\n\n") {
+                        let event = String(text[..<range.lowerBound])
+                        text.removeSubrange(..<range.upperBound)
+                        let data = event.split(separator: "\n").filter { $0.hasPrefix("data: ") }.map { $0.dropFirst(6) }.joined(separator: "\n")
+                        events.append((try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? ["unparsed": data])
+                    }
+                }
+                stream.finish()
+                continuation.resume(returning: events)
+            }.start()
+        }
+    }
+
+    @Test func generateGivesTheReferenceGreedyTokens() async throws {
+        try await Self.withService { service in
+            let response = await Self.call(service, Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":6,"id":"a"}"#)
+            #expect(response.status == 200 && response.stream == nil)
+            let object = InferenceServiceTests.object(response)
+            #expect(object["output_ids"] as? [Int] == Self.greedy)
+            #expect(object["model_name"] as? String == "LlamaDecoderInt8" && object["model_version"] as? String == "1" && object["id"] as? String == "a")
+            let versioned = await Self.call(service, "/v2/models/LlamaDecoderInt8/versions/1/generate",
+                                            #"{"input_ids":\#(Self.prompt),"parameters":{"max_tokens":3}}"#)
+            #expect(InferenceServiceTests.object(versioned)["output_ids"] as? [Int] == Array(Self.greedy.prefix(3)))
+        }
+    }
+
+    @Test func generateStreamSendsOneEventPerTokenAndNothingElse() async throws {
+        try await Self.withService { service in
+            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":6}"#)
+            #expect(response.status == 200)
+            #expect(response.headers.contains { $0 == ("Content-Type", "text/event-stream; charset=utf-8") })
+            let events = await Self.events(response)
+            #expect(events.compactMap { ($0["output_ids"] as? [Int])?.first } == Self.greedy)
+            #expect(events.compactMap { $0["index"] as? Int } == Array(0..<6))
+            #expect(events.allSatisfy { $0["model_name"] as? String == "LlamaDecoderInt8" && $0["error"] == nil })
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"modelc_generate_first_token_seconds_count{model="LlamaDecoderInt8",version="1"} 1"#))
+            #expect(metrics.contains(#"modelc_generate_token_seconds_count{model="LlamaDecoderInt8",version="1"} 5"#))
+            #expect(metrics.contains(#"modelc_generate_tokens_total{model="LlamaDecoderInt8",version="1"} 6"#))
+            #expect(metrics.contains(#"nv_inference_request_success{model="LlamaDecoderInt8",version="1"} 1"#))
+        }
+    }
+
+    @Test func theSameSeedGivesTheSameSampledTokens() async throws {
+        try await Self.withService { service in
+            let body = #"{"input_ids":\#(Self.prompt),"max_tokens":8,"temperature":1.5,"top_k":20,"seed":7}"#
+            let first = InferenceServiceTests.object(await Self.call(service, Self.generate, body))["output_ids"] as? [Int]
+            let second = InferenceServiceTests.object(await Self.call(service, Self.generate, body))["output_ids"] as? [Int]
+            let streamed = await Self.events(await Self.call(service, Self.stream, body)).compactMap { ($0["output_ids"] as? [Int])?.first }
+            #expect(first != nil && first?.count == 8 && first == second && first == streamed)
+        }
+    }
+
+    @Test func aReaderThatStopsStopsTheGenerationAndFreesTheWorker() async throws {
+        try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 20 }) { service in
+            // Up to 28 new tokens fit the fixture's context of 32 positions (the last one is never fed back).
+            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
+            let events = await Self.events(response, stopAfter: 1)
+            #expect(events.count >= 1)
+            let deadline = Date().addingTimeInterval(5)
+            while service.scheduler.inFlight > 0, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(service.scheduler.inFlight == 0)
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="CANCELED"} 1"#))
+            let next = await Self.call(service, Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":2}"#)
+            #expect(InferenceServiceTests.object(next)["output_ids"] as? [Int] == Array(Self.greedy.prefix(2)))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aGenerationPastItsTimeoutEndsTheStreamWithAnErrorEvent() async throws {
+        try await Self.withService({ $0.timeoutMilliseconds = 1000; $0.tokenDelayMilliseconds = 100 }) { service in
+            // Loaded first: the deadline is to pass mid-stream, not while the model compiles (slow under ThreadSanitizer).
+            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
+            #expect(response.status == 200)
+            let events = await Self.events(response)
+            let tokens = events.compactMap { ($0["output_ids"] as? [Int])?.first }
+            #expect(tokens.count >= 1 && tokens.count < 27 && Array(tokens.prefix(6)) == Array(Self.greedy.prefix(tokens.count)))
+            #expect(events.last?["error"] as? String == "request timed out after 1000 ms" && events.count == tokens.count + 1)
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="TIMEOUT"} 1"#))
+            // /generate answers the timeout with its status, not the tokens so far.
+            let whole = await Self.call(service, Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
+            #expect(whole.status == 503 && InferenceServiceTests.object(whole)["error"] as? String == "request timed out after 1000 ms")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aStreamUnderWayAtTheDrainEndsByTheDrainsEnd() async throws {
+        try await Self.withService({ $0.tokenDelayMilliseconds = 50 }) { service in
+            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
+            let started = DispatchTime.now()
+            service.beginDraining(until: started + .milliseconds(300))
+            let events = await Self.events(response)
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            #expect(events.count > 1 && events.count < 28 && events.last?["error"] as? String == "server is shutting down")
+            #expect(seconds > 0.25 && seconds < 1)
+        }
+    }
+
+    @Test func errorsBeforeTheFirstTokenAreAnsweredWithTheirStatus() async throws {
+        try await Self.withService { service in
+            func expect(_ path: String, _ body: String, _ status: Int, _ text: String, headers: [String: String] = [:],
+                        sourceLocation: SourceLocation = #_sourceLocation) async {
+                let response = await Self.call(service, path, body, headers: headers)
+                let message = InferenceServiceTests.object(response)["error"] as? String ?? ""
+                #expect(response.status == status && message.contains(text) && response.stream == nil, "\(response.status) \(message)",
+                        sourceLocation: sourceLocation)
+            }
+            for path in [Self.generate, Self.stream] {
+                await expect(path, "{", 400, "not valid JSON")
+                await expect(path, #"{"max_tokens":2}"#, 400, "no 'input_ids'")
+                await expect(path, #"{"input_ids":[50,"x"],"max_tokens":2}"#, 400, "'input_ids'[1]")
+                await expect(path, #"{"input_ids":[50],"max_tokens":5000}"#, 400, "'max_tokens' is 5000")
+                await expect(path, #"{"input_ids":[50,96],"max_tokens":2}"#, 400, "token 96 is outside the model's vocabulary of 96 ids")
+                await expect(path, #"{"input_ids":\#(Self.prompt),"max_tokens":29}"#, 400, "exceed the model's context of 32 positions")
+                await expect(path.replacingOccurrences(of: "LlamaDecoderInt8", with: "Nope"), #"{"input_ids":[1],"max_tokens":1}"#, 404, "unknown model 'Nope'")
+                await expect(path.replacingOccurrences(of: "LlamaDecoderInt8", with: "GLMClassifier"), #"{"input_ids":[1],"max_tokens":1}"#,
+                             400, "model 'GLMClassifier' is not a decoder")
+                await expect(path, #"{"input_ids":[1],"max_tokens":1}"#, 415, "Content-Encoding", headers: ["Content-Encoding": "gzip"])
+            }
+            let get = await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: Self.generate))
+            #expect(get.status == 405)
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="REJECTED"} 14"#))
+        }
+    }
+
+    @Test func theKeyIsRequiredWhenOneIsSet() async throws {
+        try await Self.withService({ $0.apiKey = "secret" }) { service in
+            let body = #"{"input_ids":[50],"max_tokens":1}"#
+            #expect(await Self.call(service, Self.stream, body).status == 401)
+            #expect(await Self.call(service, Self.generate, body).status == 401)
+            #expect(await Self.call(service, Self.generate, body, headers: ["Authorization": "Bearer secret"]).status == 200)
+        }
+    }
+
+    @Test func aFullQueueAndTheDrainsEndAnswer503() async throws {
+        try await Self.withService({ $0.threads = 1; $0.queueCapacity = 1 }) { service in
+            let body = #"{"input_ids":[50],"max_tokens":1}"#
+            // The one worker is held by a task until released; one more fills the queue.
+            let gate = DispatchSemaphore(value: 0)
+            _ = service.scheduler.enqueue(path: "held") { _ in gate.wait() }
+            while service.scheduler.inFlight == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            _ = service.scheduler.enqueue(path: "queued") { _ in }
+            let full = await Self.call(service, Self.stream, body)
+            #expect(full.status == 503 && full.headers.contains { $0.0 == "Retry-After" })
+            #expect((InferenceServiceTests.object(full)["error"] as? String)?.contains("server busy") == true)
+            gate.signal()
+            while service.scheduler.depth > 0 || service.scheduler.inFlight > 0 { try await Task.sleep(for: .milliseconds(1)) }
+            service.beginDraining(until: .now())
+            let draining = await Self.call(service, Self.generate, body)
+            #expect(draining.status == 503 && InferenceServiceTests.object(draining)["error"] as? String == "server is shutting down")
+        }
+    }
+}
