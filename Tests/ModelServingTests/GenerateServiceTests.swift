@@ -93,7 +93,9 @@ import Testing
     }
 
     @Test func aReaderThatStopsStopsTheGenerationAndFreesTheWorker() async throws {
-        try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 20 }) { service in
+        // 27 tokens 200 ms apart (5.4 s): the reader's leaving is seen long before the generation could end,
+        // however loaded the machine (at 20 ms apart a busy suite let all 27 through first).
+        try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 200 }) { service in
             // Up to 28 new tokens fit the fixture's context of 32 positions (the last one is never fed back).
             let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
             let events = await Self.events(response, stopAfter: 1)
