@@ -28,26 +28,45 @@ import Testing
 
     /// Reads a streamed body to its end as the HTTP server does (on a thread of its own): the events' data.
     static func events(_ response: HTTPResponse, stopAfter limit: Int = .max) async -> [[String: Any]] {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: readEvents(response, stopAfter: limit)) }.start()
+        }
+    }
+
+    /// `events(_:stopAfter:)` on the calling thread.
+    static func readEvents(_ response: HTTPResponse, stopAfter limit: Int = .max) -> [[String: Any]] {
         guard let stream = response.stream else { return [] }
-        return await withCheckedContinuation { continuation in
+        var text = ""
+        var events: [[String: Any]] = []
+        reading: while events.count < limit {
+            switch stream.next() {
+            case .bytes(let bytes): text += String(decoding: bytes, as: UTF8.self)
+            case .pending: continue
+            case .end: break reading
+            }
+            while let range = text.range(of: "\n\n") {
+                let event = String(text[..<range.lowerBound])
+                text.removeSubrange(..<range.upperBound)
+                let data = event.split(separator: "\n").filter { $0.hasPrefix("data: ") }.map { $0.dropFirst(6) }.joined(separator: "\n")
+                events.append((try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? ["unparsed": data])
+            }
+        }
+        stream.finish()
+        return events
+    }
+
+    /// A stream asked for, `during(service)` run at once after its first token, and its events read,
+    /// all on one thread of its own: no wait for one of Swift's cooperative threads (which a loaded
+    /// suite may keep busy for seconds) between the first token and what the test does next.
+    static func streamed(_ service: InferenceService, _ json: String, stopAfter limit: Int = .max,
+                         during: @escaping @Sendable (InferenceService) -> Void = { _ in }) async -> (HTTPResponse, [[String: Any]], Double) {
+        await withCheckedContinuation { continuation in
             Thread {
-                var text = ""
-                var events: [[String: Any]] = []
-                reading: while events.count < limit {
-                    switch stream.next() {
-                    case .bytes(let bytes): text += String(decoding: bytes, as: UTF8.self)
-                    case .pending: continue
-                    case .end: break reading
-                    }
-                    while let range = text.range(of: "\n\n") {
-                        let event = String(text[..<range.lowerBound])
-                        text.removeSubrange(..<range.upperBound)
-                        let data = event.split(separator: "\n").filter { $0.hasPrefix("data: ") }.map { $0.dropFirst(6) }.joined(separator: "\n")
-                        events.append((try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? ["unparsed": data])
-                    }
-                }
-                stream.finish()
-                continuation.resume(returning: events)
+                let response = service.handle(InferenceServiceTests.post(stream, json))
+                let started = DispatchTime.now().uptimeNanoseconds
+                during(service)
+                let events = readEvents(response, stopAfter: limit)
+                continuation.resume(returning: (response, events, Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9))
             }.start()
         }
     }
@@ -93,14 +112,12 @@ import Testing
     }
 
     @Test func aReaderThatStopsStopsTheGenerationAndFreesTheWorker() async throws {
-        // 27 tokens 200 ms apart (5.4 s): the reader's leaving is seen long before the generation could end,
-        // however loaded the machine (at 20 ms apart a busy suite let all 27 through first).
         try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 200 }) { service in
             // Up to 28 new tokens fit the fixture's context of 32 positions (the last one is never fed back).
-            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
-            let events = await Self.events(response, stopAfter: 1)
+            // Asked for and left after one event on one thread: the leaving is seen at the next token.
+            let (_, events, _) = await Self.streamed(service, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#, stopAfter: 1)
             #expect(events.count >= 1)
-            let deadline = Date().addingTimeInterval(5)
+            let deadline = Date().addingTimeInterval(30)
             while service.scheduler.inFlight > 0, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
             #expect(service.scheduler.inFlight == 0)
             let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
@@ -130,11 +147,9 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func aStreamUnderWayAtTheDrainEndsByTheDrainsEnd() async throws {
         try await Self.withService({ $0.tokenDelayMilliseconds = 50 }) { service in
-            let response = await Self.call(service, Self.stream, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
-            let started = DispatchTime.now()
-            service.beginDraining(until: started + .milliseconds(300))
-            let events = await Self.events(response)
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            let (_, events, seconds) = await Self.streamed(service, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#) {
+                $0.beginDraining(until: .now() + .milliseconds(300))
+            }
             #expect(events.count > 1 && events.count < 28 && events.last?["error"] as? String == "server is shutting down")
             #expect(seconds > 0.25 && seconds < 1)
         }
