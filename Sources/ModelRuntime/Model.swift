@@ -55,8 +55,9 @@ public final class Model: Sendable {
     private let specification: Specification
     let engine: any PredictionEngine
 
-    /// Whether the engine takes a rank-5 network's inputs with a sequence axis of any length.
-    private var takesSequences: Bool { (engine as? TensorEngine)?.takesSequences ?? false }
+    /// Whether the engine takes a rank-5 network's inputs with a sequence axis of any length
+    /// (read once from the engine, not cast at every prediction).
+    private let takesSequences: Bool
     /// The specification's size as protobuf: about what its unpacked tree takes.
     private let specificationBytes: Int
 
@@ -121,6 +122,7 @@ public final class Model: Sendable {
         } catch {
             throw .runtime(error)
         }
+        takesSequences = (engine as? TensorEngine)?.takesSequences ?? false
     }
 
     /// Bytes of memory the model holds now, roughly: its specification (as
