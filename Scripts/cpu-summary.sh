@@ -10,11 +10,12 @@ for flag in avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx5
     case "$flags" in *" $flag "*) isa="$isa $flag" ;; esac
 done
 has() { case "$flags" in *" $1 "*) return 0 ;; esac; return 1; }
-# modelc's own dispatch (CCPUFeatures): AVX2 with FMA and F16C; AVX-512 F, BW and VL on top.
+# modelc's own dispatch (CCPUFeatures): AVX2 with FMA and F16C; AVX-512 F, BW and VL on top; then VNNI.
 level=generic
 if has avx2 && has fma && has f16c; then
     level=avx2
     if has avx512f && has avx512bw && has avx512vl; then level=avx512; fi
+    if [ "$level" = avx512 ] && has avx512_vnni; then level=avx512_vnni; fi
 fi
 echo "CPU: $model (family $family), $(nproc) cores; ISA:${isa:- none of AVX2/AVX-512}"
 echo "kernels: modelc ${MODELC_MAX_CPU_ISA:-$level}${MODELC_MAX_CPU_ISA:+ (capped by MODELC_MAX_CPU_ISA)}, oneDNN ${ONEDNN_MAX_CPU_ISA:-as detected}, OpenBLAS ${OPENBLAS_CORETYPE:-as detected}"

@@ -12,6 +12,7 @@ static int detected_level(void) {
     int level = 0;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) level = 2;
     if (level == 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) level = 3;
+    if (level == 3 && __builtin_cpu_supports("avx512vnni")) level = 4;
     return level;
 #else
     return 0;
@@ -25,6 +26,7 @@ static int capped_level(int level) {
     if (strcmp(cap, "generic") == 0 || strcmp(cap, "sse2") == 0) most = 0;
     else if (strcmp(cap, "avx2") == 0) most = 2;
     else if (strcmp(cap, "avx512") == 0) most = 3;
+    else if (strcmp(cap, "avx512_vnni") == 0) most = 4;
     return level < most ? level : most;
 }
 

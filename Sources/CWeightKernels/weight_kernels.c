@@ -6,6 +6,7 @@
 #include "CWeightKernels.h"
 
 #include "CCPUFeatures.h"
+#include "quantized_inputs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,7 @@ AVX512 static void dot_rows_avx512(const modelc_packed_matrix *m, const float *x
 #endif
 
 void modelc_packed_dot_rows(const modelc_packed_matrix *matrix, const float *x, float *y, long first_row, long row_count) {
+    if (matrix->quantize_inputs && modelc_packed_dot_rows_integer(matrix, x, y, first_row, row_count)) return;
 #if defined(__x86_64__) && defined(__clang__)
     if (matrix->bits == 4 && matrix->block_columns % 32 == 0 && matrix->columns % 32 == 0 && (matrix->table == NULL || matrix->entries >= 16)
         && modelc_cpu_level() >= 3) {

@@ -57,6 +57,18 @@ final class PackedWeights: @unchecked Sendable, Equatable {
 
     var count: Int { rows * columns }
 
+    /// Whether vector products take their input as integers of about 15 bits
+    /// per block of 32 (`modelc_packed_matrix.quantize_inputs`), multiplied
+    /// with the codes by integer dot products: 4-bit codes with scales
+    /// decompressed to fp16, that is an fp16 program's weights, whose every
+    /// operation already rounds its inputs to fp16 (30 times more coarsely).
+    /// A program computing in fp32 keeps float products. docs/runtime.md has
+    /// the measurements.
+    var productsQuantizeInputs: Bool {
+        guard roundsToHalf, bits == 4, case .shiftScale = decoding else { return false }
+        return true
+    }
+
     /// Bytes of codes or halves (what the weights cost in memory).
     var storedBytes: Int { (count * bits + 7) / 8 }
 
@@ -152,7 +164,7 @@ final class PackedWeights: @unchecked Sendable, Equatable {
             var matrix = modelc_packed_matrix(codes: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), rows: rows, columns: columns,
                                               bits: Int32(bits), is_signed: isSigned ? 1 : 0, scale: scale, offset: offset, table: table,
                                               entries: entries, block_rows: blockRows, block_columns: blockColumns,
-                                              round_to_half: roundsToHalf ? 1 : 0)
+                                              round_to_half: roundsToHalf ? 1 : 0, quantize_inputs: productsQuantizeInputs ? 1 : 0)
             return try body(&matrix)
         }
         switch decoding {

@@ -89,6 +89,13 @@ struct PackedWeightsTests {
             blockScaled("uint4 per block of 16 with offsets", rows: 5, columns: 96, bits: 4, signed: false, blockRows: 1, blockColumns: 16, offsets: true, seed: 2),
             blockScaled("int4 per block, fp16 output", rows: 9, columns: 64, bits: 4, signed: true, blockRows: 1, blockColumns: 32, offsets: false, seed: 3,
                         roundsToHalf: true),
+            // fp16 programs' 4-bit codes: vector products take their input as integers (a group of 64 inputs and one of 32; wider blocks; offsets).
+            blockScaled("int4 per block of 32, fp16 output, 96 columns", rows: 7, columns: 96, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
+                        offsets: false, seed: 14, roundsToHalf: true),
+            blockScaled("uint4 per block of 64 with offsets, fp16 output", rows: 5, columns: 192, bits: 4, signed: false, blockRows: 1, blockColumns: 64,
+                        offsets: true, seed: 15, roundsToHalf: true),
+            blockScaled("int4 per block of 128 over two rows, fp16 output", rows: 6, columns: 256, bits: 4, signed: true, blockRows: 2, blockColumns: 128,
+                        offsets: false, seed: 16, roundsToHalf: true),
             blockScaled("int4, odd width (rows start mid-byte)", rows: 4, columns: 37, bits: 4, signed: true, blockRows: 2, blockColumns: 37, offsets: false, seed: 4),
             blockScaled("int8 per channel", rows: 7, columns: 80, bits: 8, signed: true, blockRows: 1, blockColumns: 80, offsets: false, seed: 5),
             blockScaled("uint8 per tensor with a zero point", rows: 3, columns: 50, bits: 8, signed: false, blockRows: 3, blockColumns: 50, offsets: true, seed: 6),
@@ -104,9 +111,33 @@ struct PackedWeightsTests {
         ]
     }
 
-    /// The worst of |got − want| / (1e-6 + Σ|terms|) over a product's outputs.
-    static func worst(_ got: [Float], _ want: [Double], _ magnitude: [Double]) -> Double {
-        zip(zip(got, want), magnitude).map { pair, size in abs(Double(pair.0) - pair.1) / (1e-6 + size) }.max() ?? .infinity
+    /// The worst of |got − want| / (1e-6 + Σ|terms|) over a product's outputs,
+    /// beyond what `allowance` (per output) lets it err.
+    static func worst(_ got: [Float], _ want: [Double], _ magnitude: [Double], allowance: [Double]? = nil) -> Double {
+        zip(zip(got, want), magnitude).enumerated().map { index, element in
+            let ((value, expected), size) = element
+            return max(0, abs(Double(value) - expected) - (allowance?[index] ?? 0)) / (1e-6 + size)
+        }.max() ?? .infinity
+    }
+
+    /// How far a vector product of `rows` of the form by `x` may be off when it
+    /// takes `x` as integers (`PackedWeights.productsQuantizeInputs`, where this
+    /// CPU has the integer loops): each input by at most max|x| / 65024 of its
+    /// block of 32, times the weights it meets; and each weight is (q − o) · s
+    /// as the codes give it, not yet rounded to fp16 (off by at most 2⁻¹¹ of
+    /// itself). `nil` where the product is exact.
+    static func integerInputAllowance(_ form: Form, x: [Float], rows: Range<Int>) -> [Double]? {
+        guard form.weights.withMatrix({ modelc_packed_dot_rows_quantize_inputs($0) }) != 0 else { return nil }
+        return rows.map { r in
+            stride(from: 0, to: form.columns, by: 32).reduce(0.0) { total, first in
+                let block = first..<min(first + 32, form.columns)
+                let step = Double(block.map { abs(x[$0]) }.max() ?? 0) / 65_024
+                return total + block.reduce(0.0) { sum, c in
+                    let weight = abs(form.values[r * form.columns + c])
+                    return sum + step * weight + abs(Double(x[c])) * weight * 0x1p-11
+                }
+            }
+        }
     }
 
     @Test("every form decodes to its values, in whole and as a window")
@@ -137,7 +168,8 @@ struct PackedWeightsTests {
             form.weights.withMatrix { modelc_packed_dot_rows($0, x, &y, 1, form.rows - 1) }
             let want = (1..<form.rows).map { r in (0..<form.columns).reduce(0.0) { $0 + Double(x[$1]) * form.values[r * form.columns + $1] } }
             let size = (1..<form.rows).map { r in (0..<form.columns).reduce(0.0) { $0 + abs(Double(x[$1]) * form.values[r * form.columns + $1]) } }
-            if form.rows > 1 { #expect(Self.worst(y, want, size) <= 1e-6, "\(form): rows") }
+            let allowance = Self.integerInputAllowance(form, x: x, rows: 1..<form.rows)
+            if form.rows > 1 { #expect(Self.worst(y, want, size, allowance: allowance) <= 1e-6, "\(form): rows") }
             // x · W over the columns from the third.
             let v = (0..<form.rows).map { Float(($0 * 5) % 7) * 0.3 - 1 }
             let first = min(2, form.columns - 1), count = form.columns - first
@@ -146,6 +178,47 @@ struct PackedWeightsTests {
             let columnsWant = (first..<form.columns).map { c in (0..<form.rows).reduce(0.0) { $0 + Double(v[$1]) * form.values[$1 * form.columns + c] } }
             let columnsSize = (first..<form.columns).map { c in (0..<form.rows).reduce(0.0) { $0 + abs(Double(v[$1]) * form.values[$1 * form.columns + c]) } }
             #expect(Self.worst(z, columnsWant, columnsSize) <= 1e-6, "\(form): columns")
+        }
+    }
+
+    /// `rows` products of the form by `x` with `modelc_packed_dot_rows`, integer inputs allowed or not.
+    static func dotRows(_ form: Form, _ x: [Float], integerInputs: Bool) -> [Float] {
+        var y = [Float](repeating: .nan, count: form.rows)
+        form.weights.withMatrix { matrix in
+            var copy = matrix.pointee
+            copy.quantize_inputs = integerInputs ? copy.quantize_inputs : 0
+            modelc_packed_dot_rows(&copy, x, &y, 0, form.rows)
+        }
+        return y
+    }
+
+    @Test("an fp16 program's 4-bit products with integer inputs stay within their bound at a decoder's width; NaN and infinity pass through")
+    func integerInputs() throws {
+        let form = Self.blockScaled("int4 per block of 32, fp16 output", rows: 24, columns: 2_816, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
+                                    offsets: false, seed: 17, roundsToHalf: true)
+        #expect(form.weights.productsQuantizeInputs)
+        // Blocks of every kind: zeros, one large value among small ones, all equal, alternating signs.
+        let x = (0..<form.columns).map { i -> Float in
+            switch (i / 32) % 4 {
+            case 0: 0
+            case 1: i % 32 == 5 ? 40 : Float(i % 7) * 1e-3
+            case 2: -0.75
+            default: Float((i * 13) % 31) * (i % 2 == 0 ? 0.1 : -0.1)
+            }
+        }
+        let rows = 0..<form.rows
+        let want = rows.map { r in (0..<form.columns).reduce(0.0) { $0 + Double(x[$1]) * form.values[r * form.columns + $1] } }
+        let size = rows.map { r in (0..<form.columns).reduce(0.0) { $0 + abs(Double(x[$1]) * form.values[r * form.columns + $1]) } }
+        let allowance = Self.integerInputAllowance(form, x: x, rows: rows)
+        #expect(Self.worst(Self.dotRows(form, x, integerInputs: true), want, size, allowance: allowance) <= 1e-6)
+        #expect(Self.worst(Self.dotRows(form, x, integerInputs: false), want, size) <= 1e-6)
+        // A value that is not finite takes the float loops: the result is what they give.
+        for special in [Float.nan, .infinity, -.infinity] {
+            var y = x
+            y[100] = special
+            let integer = Self.dotRows(form, y, integerInputs: true), float = Self.dotRows(form, y, integerInputs: false)
+            #expect(zip(integer, float).allSatisfy { $0.isNaN ? $1.isNaN : $0 == $1 }, "\(special)")
+            #expect(integer.allSatisfy { !$0.isFinite }, "\(special)")
         }
     }
 
@@ -177,7 +250,11 @@ struct PackedWeightsTests {
         let copied = run.plan.constantAddresses.keys.filter { if case .packed? = run.plan.values[$0].constant?.storage { true } else { false } }
         #expect(copied.isEmpty, "\(form): packed weights copied into the plan")
         let got = try run.floats("out")
-        var want: [Double] = [], size: [Double] = []
+        var want: [Double] = [], size: [Double] = [], allowance: [Double]? = nil
+        if linear && rows <= LinearAlgebraOperations.packedVectorRows {
+            let perRow = (0..<rows).map { r in Self.integerInputAllowance(form, x: Array(input[(r * k)..<(r * k + k)]), rows: 0..<n) }
+            if perRow.allSatisfy({ $0 != nil }) { allowance = perRow.flatMap { $0 ?? [] } }
+        }
         for r in 0..<rows {
             for c in 0..<n {
                 var sum = linear ? Double(bias[c]) : Double(residual[r * n + c]), magnitude = abs(sum)
@@ -190,7 +267,7 @@ struct PackedWeightsTests {
                 size.append(magnitude)
             }
         }
-        #expect(Self.worst(got, want, size) <= 1e-6, "\(form), \(rows) rows, \(threads) threads, \(linear ? "linear" : "matmul")")
+        #expect(Self.worst(got, want, size, allowance: allowance) <= 1e-6, "\(form), \(rows) rows, \(threads) threads, \(linear ? "linear" : "matmul")")
     }
 
     @Test("linear and matmul over every form equal float64's: one row, a few, a prefill's many", arguments: [1, 2, 3])

@@ -33,6 +33,14 @@ typedef struct modelc_packed_matrix {
     /// Whether each value is rounded to the nearest half float (a program
     /// whose decompressed weights are fp16).
     int round_to_half;
+    /// Whether a vector product may take its input as integers of about 15
+    /// bits, each block of 32 inputs x written d (256 h + l) with h and l
+    /// 8-bit integers, d = max|x| / (127 · 256), and multiply the codes with h
+    /// and l by integer dot products (4-bit codes with scales, blocks a whole
+    /// number of 32 columns): set for fp16 programs' weights, see
+    /// docs/runtime.md. Each input then errs by at most d / 2, that is
+    /// max|x| / 65024 over its block (fp16's own rounding: |x| / 2048).
+    int quantize_inputs;
 } modelc_packed_matrix;
 
 
@@ -51,6 +59,11 @@ void modelc_packed_dot_rows(const modelc_packed_matrix *matrix, const float *x, 
 /// `first_column + column_count` (`y` indexed from 0 at `first_column`; `x`
 /// has `rows` floats): the product of a vector by `[in, out]` weights.
 void modelc_packed_combine_rows(const modelc_packed_matrix *matrix, const float *x, float *y, long first_column, long column_count);
+
+/// Whether `modelc_packed_dot_rows` multiplies this matrix with its input
+/// as integers on this CPU (`quantize_inputs` set, the layout fits, and AVX2
+/// or wider).
+int modelc_packed_dot_rows_quantize_inputs(const modelc_packed_matrix *matrix);
 
 /// `count` little-endian half floats at `halves` as floats at `out`.
 void modelc_decode_halves(const void *halves, long count, float *out);

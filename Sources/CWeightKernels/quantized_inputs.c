@@ -1,0 +1,307 @@
+// Vector products of 4-bit codes whose input is taken as integers: each
+// block of 32 inputs x is written n = 256 h + l with h and l 8-bit integers,
+// x ≈ d n, d = max|x| / (127 · 256) (h is x rounded to the nearest multiple
+// of max|x| / 127, l what is left rounded to 1/256 of that: about 15 bits,
+// some thirty times finer than the fp16 rounding the program itself makes).
+// The codes are multiplied with h and l by integer dot-product instructions
+// (`vpdpbusd` on AVX-512 VNNI, `vpmaddubsw` then `vpmaddwd` on AVX-512 BW and
+// AVX2), 64 or 32 codes per instruction, where the float loops widen and
+// multiply 16 at a time. Only fp16 programs' weights ask for it
+// (`quantize_inputs`); docs/runtime.md has the measurements.
+//
+// The codes are read as unsigned nibbles u (signed codes: u = q + 8, by
+// flipping each nibble's top bit), so a block of the product is
+//   Σ x (q − o) s ≈ s d (Σ u n − (b + o) Σ n)
+// with b 8 for signed codes (else 0) and o the block's offset: Σ u n is the
+// integer dot product, and d Σ n is made once per input block, so the
+// correction costs one multiply-add per block.
+#include "quantized_inputs.h"
+
+#include "CCPUFeatures.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__clang__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/// Inputs taken as integers (`high`, `low`: n = 256 h + l), laid out as the
+/// codes come out of their bytes: in each group of `group` inputs (64 on
+/// AVX-512, 32 on AVX2), the even-numbered ones first, then the odd-numbered
+/// (a byte of codes holds an even-numbered code in its low nibble, the next
+/// in its high nibble). A last group of 64 with 32 inputs is filled with 0.
+typedef struct {
+    int8_t *high;
+    int8_t *low;
+    /// Per block of 32 inputs: d = max|x| / (127 · 256), and d · Σ n (the block's sum as rounded).
+    float *step;
+    float *sum;
+    /// d · Σ n per block of the weights' columns (`sum` added up `block_columns / 32` at a time).
+    float *weight_sum;
+    /// Per block of 32 inputs, the weight block (of the row) its columns fall in.
+    int32_t *weight_block;
+    long group;
+    long groups;
+} integer_input;
+
+/// The scale that takes a block of inputs whose largest magnitude is `most`
+/// to integers of at most 127 (0 for a block of zeros). Returns 0 when it
+/// is not finite: the float loops then run, so that a NaN or an infinity
+/// reaches the result as it would there.
+static inline int block_scale(float most, float *inverse) {
+    if (!isfinite(most)) return 0;
+    *inverse = most > 0 ? 127 / most : 0;
+    return 1;
+}
+
+/// AVX2: one group is one block of 32 inputs.
+AVX2 static int round_input_avx2(const float *x, long columns, integer_input *input) {
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), zero = _mm256_setzero_ps();
+    // Within each 128-bit lane: the even-numbered bytes, then the odd-numbered.
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                           0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (long b = 0; b < columns / 32; b++) {
+        const float *v = x + b * 32;
+        __m256 values[4], most = zero, finite = zero;
+        for (int i = 0; i < 4; i++) {
+            values[i] = _mm256_loadu_ps(v + 8 * i);
+            most = _mm256_max_ps(most, _mm256_and_ps(values[i], magnitude));
+            finite = _mm256_add_ps(finite, _mm256_mul_ps(values[i], zero));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(most), _mm256_extractf128_ps(most, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float inverse, biggest = _mm_cvtss_f32(m);
+        // x · 0 is NaN for a NaN or an infinity, which the maximum may pass over.
+        if (_mm256_movemask_ps(_mm256_cmp_ps(finite, zero, _CMP_NEQ_UQ)) != 0 || !block_scale(biggest, &inverse)) return 0;
+        const __m256 scale = _mm256_set1_ps(inverse), fraction = _mm256_set1_ps(256);
+        __m256i high[4], low[4], total = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            __m256 scaled = _mm256_mul_ps(values[i], scale);
+            high[i] = _mm256_cvtps_epi32(scaled);
+            low[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(scaled, _mm256_cvtepi32_ps(high[i])), fraction));
+            total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_slli_epi32(high[i], 8), low[i]));
+        }
+        // Bytes with saturation (a remainder of exactly 128 becomes 127), in order, then evens before odds.
+        __m256i h = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(high[0], high[1]), _mm256_packs_epi32(high[2], high[3])), order);
+        __m256i l = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(low[0], low[1]), _mm256_packs_epi32(low[2], low[3])), order);
+        h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(h, split), 0xD8);
+        l = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(l, split), 0xD8);
+        _mm256_storeu_si256((__m256i *)(input->high + b * 32), h);
+        _mm256_storeu_si256((__m256i *)(input->low + b * 32), l);
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        input->step[b] = biggest / (127 * 256);
+        input->sum[b] = input->step[b] * (float)_mm_cvtsi128_si32(t);
+    }
+    return 1;
+}
+
+/// AVX-512: groups of 64 inputs, two blocks of 32.
+AVX512 static int round_input_avx512(const float *x, long columns, integer_input *input) {
+    const __m512 zero = _mm512_setzero_ps(), fraction = _mm512_set1_ps(256);
+    const __m512i split = _mm512_set4_epi32(0x0F0D0B09, 0x07050301, 0x0E0C0A08, 0x06040200);
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    for (long g = 0; g < input->groups; g++) {
+        __m128i high[4], low[4];
+        for (int half = 0; half < 2; half++) {
+            const long b = 2 * g + half;
+            if (b * 32 >= columns) {
+                // The padding of a last group of 32 inputs.
+                high[2 * half] = high[2 * half + 1] = low[2 * half] = low[2 * half + 1] = _mm_setzero_si128();
+                input->step[b] = input->sum[b] = 0;
+                continue;
+            }
+            __m512 first = _mm512_loadu_ps(x + b * 32), second = _mm512_loadu_ps(x + b * 32 + 16);
+            float biggest = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(first), _mm512_abs_ps(second))), inverse;
+            __mmask16 special = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_mul_ps(first, zero), _mm512_mul_ps(second, zero)), zero, _CMP_NEQ_UQ);
+            if (special != 0 || !block_scale(biggest, &inverse)) return 0;
+            const __m512 scale = _mm512_set1_ps(inverse);
+            __m512 a = _mm512_mul_ps(first, scale), c = _mm512_mul_ps(second, scale);
+            __m512i ha = _mm512_cvtps_epi32(a), hc = _mm512_cvtps_epi32(c);
+            __m512i la = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(a, _mm512_cvtepi32_ps(ha)), fraction));
+            __m512i lc = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(c, _mm512_cvtepi32_ps(hc)), fraction));
+            int total = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ha, 8), la), _mm512_add_epi32(_mm512_slli_epi32(hc, 8), lc)));
+            high[2 * half] = _mm512_cvtsepi32_epi8(ha);
+            high[2 * half + 1] = _mm512_cvtsepi32_epi8(hc);
+            low[2 * half] = _mm512_cvtsepi32_epi8(la);
+            low[2 * half + 1] = _mm512_cvtsepi32_epi8(lc);
+            input->step[b] = biggest / (127 * 256);
+            input->sum[b] = input->step[b] * (float)total;
+        }
+        __m512i h = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(high[0]), high[1], 1), high[2], 2), high[3], 3);
+        __m512i l = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(low[0]), low[1], 1), low[2], 2), low[3], 3);
+        _mm512_storeu_si512(input->high + g * 64, _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(h, split)));
+        _mm512_storeu_si512(input->low + g * 64, _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(l, split)));
+    }
+    return 1;
+}
+
+AVX2 static inline float sum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/// Σ over a row's weight blocks of s (b + o) d Σ n: what the unsigned
+/// codes' dot products add beyond the codes' values (`input->weight_sum`
+/// holds d Σ n per weight block).
+AVX2 static float correction(const modelc_packed_matrix *m, const integer_input *input, const float *scales, const float *offsets) {
+    const long count = m->columns / m->block_columns;
+    const float bias = m->is_signed ? 8 : 0;
+    if (bias == 0 && offsets == NULL) return 0;
+    const float *sums = input->weight_sum;
+    __m256 first = _mm256_setzero_ps(), second = _mm256_setzero_ps();
+    const __m256 shift = _mm256_set1_ps(bias);
+    long i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256 factor = _mm256_loadu_ps(scales + i);
+        if (offsets) factor = _mm256_mul_ps(factor, _mm256_add_ps(shift, _mm256_loadu_ps(offsets + i)));
+        if ((i / 8) & 1) second = _mm256_fmadd_ps(factor, _mm256_loadu_ps(sums + i), second);
+        else first = _mm256_fmadd_ps(factor, _mm256_loadu_ps(sums + i), first);
+    }
+    float total = sum8(_mm256_add_ps(first, second)) * (offsets ? 1 : bias);
+    for (; i < count; i++) total += scales[i] * (bias + (offsets ? offsets[i] : 0)) * sums[i];
+    return total;
+}
+
+/// AVX2: 32 codes (one input block) per step.
+AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, const integer_input *input, float *y, long first_row, long row_count) {
+    const long columns = m->columns, per_row = columns / m->block_columns;
+    const __m128i nibble = _mm_set1_epi8(0x0F), flip = _mm_set1_epi8(m->is_signed ? (char)0x88 : 0);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (long r = first_row; r < first_row + row_count; r++) {
+        const uint8_t *bytes = m->codes + r * columns / 2;
+        const long row_block = (r / m->block_rows) * per_row;
+        const float *scales = m->scale + row_block, *offsets = m->offset ? m->offset + row_block : NULL;
+        __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+        for (long b = 0; b < columns / 32; b++) {
+            __m128i raw = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(bytes + b * 16)), flip);
+            __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), nibble), _mm_and_si128(raw, nibble));
+            __m256i high = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)(input->high + b * 32))), ones);
+            __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)(input->low + b * 32))), ones);
+            __m256 products = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(high, 8), low));
+            __m256 factor = _mm256_set1_ps(scales[input->weight_block[b]] * input->step[b]);
+            if (b & 1) odd = _mm256_fmadd_ps(products, factor, odd);
+            else even = _mm256_fmadd_ps(products, factor, even);
+        }
+        y[r - first_row] = sum8(_mm256_add_ps(even, odd)) - correction(m, input, scales, offsets);
+    }
+}
+
+/// One group of 64 codes (`raw`, 32 bytes) times the input's integers from
+/// column `c`, scaled and added to `total`. `vpdpbusd` (or `vpmaddubsw`
+/// and `vpmaddwd`) gives 16 sums of 4 products: lanes 0–3 and 8–11 belong
+/// to the group's first input block, 4–7 and 12–15 to its second.
+#define GROUP_PRODUCT(name, attributes, multiply)                                                                                      \
+    attributes static inline __m512 name(__m256i raw, const integer_input *input, long c, const float *scales, __m256i flip,          \
+                                         __m512 total) {                                                                                 \
+        const __m256i nibble = _mm256_set1_epi8(0x0F);                                                                                 \
+        const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);                                      \
+        raw = _mm256_xor_si256(raw, flip);                                                                                             \
+        __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, nibble)),                                    \
+                                           _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble), 1);                                   \
+        __m512i products = _mm512_add_epi32(_mm512_slli_epi32(multiply(codes, _mm512_loadu_si512(input->high + c)), 8),               \
+                                            multiply(codes, _mm512_loadu_si512(input->low + c)));                                      \
+        const long b = c / 32;                                                                                                         \
+        __m128 pair = _mm_unpacklo_ps(_mm_load_ss(scales + input->weight_block[b]), _mm_load_ss(scales + input->weight_block[b + 1])); \
+        pair = _mm_mul_ps(pair, _mm_castpd_ps(_mm_load_sd((const double *)(input->step + b))));                                       \
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair)), total);      \
+    }
+
+AVX512 static inline __m512i products_bw(__m512i codes, __m512i integers) {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, integers), _mm512_set1_epi16(1));
+}
+
+AVX512_VNNI static inline __m512i products_vnni(__m512i codes, __m512i integers) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, integers);
+}
+
+GROUP_PRODUCT(group_bw, AVX512, products_bw)
+GROUP_PRODUCT(group_vnni, AVX512_VNNI, products_vnni)
+
+/// AVX-512: 64 codes per step, two groups at a time on two sums; a last
+/// group of 32 codes reads 16 bytes (the rest is padding, whose inputs are 0).
+#define DOT_ROWS_AVX512(name, attributes, group)                                                                                        \
+    attributes static void name(const modelc_packed_matrix *m, const integer_input *input, float *y, long first_row, long row_count) {  \
+        const long columns = m->columns, per_row = columns / m->block_columns;                                                         \
+        const __m256i flip = _mm256_set1_epi8(m->is_signed ? (char)0x88 : 0);                                                         \
+        for (long r = first_row; r < first_row + row_count; r++) {                                                                      \
+            const uint8_t *bytes = m->codes + r * columns / 2;                                                                         \
+            const long row_block = (r / m->block_rows) * per_row;                                                                      \
+            const float *scales = m->scale + row_block, *offsets = m->offset ? m->offset + row_block : NULL;                          \
+            __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();                                                             \
+            long c = 0;                                                                                                                \
+            for (; c + 128 <= columns; c += 128) {                                                                                     \
+                even = group(_mm256_loadu_si256((const __m256i *)(bytes + c / 2)), input, c, scales, flip, even);                     \
+                odd = group(_mm256_loadu_si256((const __m256i *)(bytes + c / 2 + 32)), input, c + 64, scales, flip, odd);             \
+            }                                                                                                                          \
+            if (c + 64 <= columns) {                                                                                                   \
+                even = group(_mm256_loadu_si256((const __m256i *)(bytes + c / 2)), input, c, scales, flip, even);                     \
+                c += 64;                                                                                                               \
+            }                                                                                                                          \
+            if (c < columns) {                                                                                                         \
+                __m256i last = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(bytes + c / 2)));                             \
+                odd = group(last, input, c, scales, flip, odd);                                                                        \
+            }                                                                                                                          \
+            y[r - first_row] = _mm512_reduce_add_ps(_mm512_add_ps(even, odd)) - correction(m, input, scales, offsets);               \
+        }                                                                                                                              \
+    }
+
+DOT_ROWS_AVX512(dot_rows_avx512_bw, AVX512, group_bw)
+DOT_ROWS_AVX512(dot_rows_avx512_vnni, AVX512_VNNI, group_vnni)
+#endif
+
+int modelc_packed_dot_rows_quantize_inputs(const modelc_packed_matrix *m) {
+#if defined(__x86_64__) && defined(__clang__)
+    return m->quantize_inputs && m->bits == 4 && m->table == NULL && m->scale != NULL && m->block_columns % 32 == 0 && m->columns % 32 == 0
+        && modelc_cpu_level() >= 2;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+int modelc_packed_dot_rows_integer(const modelc_packed_matrix *m, const float *x, float *y, long first_row, long row_count) {
+#if defined(__x86_64__) && defined(__clang__)
+    if (!modelc_packed_dot_rows_quantize_inputs(m)) return 0;
+    const int level = modelc_cpu_level();
+    const long group = level >= 3 ? 64 : 32, groups = (m->columns + group - 1) / group, blocks = groups * group / 32;
+    const long weight_blocks = m->columns / m->block_columns, per_block = m->block_columns / 32;
+    // One allocation: the integers (64-byte aligned), then per input block its step, sum and weight block, then the sums per weight block.
+    void *memory = NULL;
+    size_t bytes = (size_t)(2 * groups * group) + (size_t)blocks * (2 * sizeof(float) + sizeof(int32_t)) + (size_t)weight_blocks * sizeof(float);
+    if (posix_memalign(&memory, 64, bytes) != 0) return 0;
+    integer_input input = {.high = memory, .low = (int8_t *)memory + groups * group, .group = group, .groups = groups};
+    input.step = (float *)((int8_t *)memory + 2 * groups * group);
+    input.sum = input.step + blocks;
+    input.weight_block = (int32_t *)(input.sum + blocks);
+    input.weight_sum = (float *)(input.weight_block + blocks);
+    int rounded = level >= 3 ? round_input_avx512(x, m->columns, &input) : round_input_avx2(x, m->columns, &input);
+    if (rounded) {
+        // A padding block (step 0) names the row's last weight block, so that its scale is read within the row.
+        for (long b = 0; b < blocks; b++) input.weight_block[b] = (int32_t)((b < m->columns / 32 ? b : m->columns / 32 - 1) / per_block);
+        for (long w = 0; w < weight_blocks; w++) {
+            float total = 0;
+            for (long i = 0; i < per_block; i++) total += input.sum[w * per_block + i];
+            input.weight_sum[w] = total;
+        }
+        if (level >= 4) dot_rows_avx512_vnni(m, &input, y, first_row, row_count);
+        else if (level >= 3) dot_rows_avx512_bw(m, &input, y, first_row, row_count);
+        else dot_rows_avx2(m, &input, y, first_row, row_count);
+    }
+    free(memory);
+    return rounded;
+#else
+    (void)m, (void)x, (void)y, (void)first_row, (void)row_count;
+    return 0;
+#endif
+}
