@@ -54,7 +54,8 @@ run: build
 # whole suite on a debug build.
 # The engine's parity tests run twice more with the CPU-dependent paths capped: oneDNN and modelc's own
 # kernels at AVX2 (ONEDNN_MAX_CPU_ISA, MODELC_MAX_CPU_ISA), then modelc's at plain C, so that on an AVX-512
-# machine the AVX2 paths (Winograd, channel blocks, packed-weight loops) run too, and every family on any CPU.
+# machine the AVX2 paths (Winograd, channel blocks, packed-weight loops) run too, and every family on any CPU;
+# the packed-weight products once more at AVX-512 without VNNI (their vpmaddubsw loops, on a VNNI machine).
 CPU_CAPPED_TESTS = --filter 'PackedWeightsTests|TextGenerationTests|StatefulDecoderTests|ZooParityTests|TensorEngineParityTests|VectorMathTests|WinogradConvolutionTests|ChannelBlockingTests|ProductDepthSplitTests|ProductColumnSplitTests|DNNLPrimitiveTests|AttentionFusionTests'
 RELEASE_TESTING = -c release -Xswiftc -enable-testing
 test: deps check-generated
@@ -63,6 +64,7 @@ test: deps check-generated
 	$(SWIFT) test -c release --skip-build
 	ONEDNN_MAX_CPU_ISA=AVX2 MODELC_MAX_CPU_ISA=avx2 $(SWIFT) test -c release --skip-build $(CPU_CAPPED_TESTS)
 	MODELC_MAX_CPU_ISA=generic $(SWIFT) test -c release --skip-build $(CPU_CAPPED_TESTS)
+	MODELC_MAX_CPU_ISA=avx512 $(SWIFT) test -c release --skip-build --filter 'PackedWeightsTests|TextGenerationTests'
 	$(MAKE) test-serve test-kserve MODELC_BIN=.build/release/modelc
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS) --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(TSAN_TESTS)

@@ -233,19 +233,30 @@ final class Planner {
         releaseMappedPages(of: op)
     }
 
+    /// Mapped constants of fewer values than this (fp16 512 KB, fp32 1 MB)
+    /// keep their pages: dropping them
+    /// costs a system call at every plan and a page fault at the next (a
+    /// decoder plans each step anew: its norms' weights and rotary tables),
+    /// for memory that does not matter.
+    static let releasedPagesMinimumCount = 1 << 18
+
     /// Drops the pages of the mapped weights `op` read while it was planned
     /// (packing them, folding): a kernel that reads them in place maps back
     /// only what it reads, so planning never holds the weight file and the
     /// packed copies at once.
     private func releaseMappedPages(of op: GraphOperation) {
+        func release(_ tensor: Tensor) {
+            if tensor.count >= Self.releasedPagesMinimumCount { tensor.releasePages() }
+        }
         for arguments in op.arguments.values {
             for argument in arguments {
                 switch argument {
-                case .constant(let tensor): tensor.releasePages()
+                case .constant(let tensor): release(tensor)
                 case .value(let name):
                     // Weights a kernel reads as stored, at every run, keep their pages.
-                    guard let id = names[name], LinearAlgebraOperations.packedWeights(values[id]) == nil else { continue }
-                    values[id].constant?.releasePages()
+                    guard let id = names[name], let constant = values[id].constant, constant.count >= Self.releasedPagesMinimumCount,
+                          LinearAlgebraOperations.packedWeights(values[id]) == nil else { continue }
+                    constant.releasePages()
                 }
             }
         }

@@ -30,9 +30,26 @@ enum ReductionOperations {
     static func split(_ shape: [Int], reducing axes: Set<Int>) -> (outer: [Int32], inner: [Int32]) {
         let strides = Shapes.strides(shape)
         let kept = shape.indices.filter { !axes.contains($0) }, reduced = shape.indices.filter { axes.contains($0) }
+        // The offsets of every index over `list`'s axes, in row-major order (an odometer: a decoder's every
+        // step plans its norms and softmax anew, and a closure per element was a tenth of that planning).
         func table(_ list: [Int]) -> [Int32] {
-            var result: [Int32] = []
-            Shapes.forEachIndex(list.map { shape[$0] }) { index in result.append(Int32(zip(index, list).reduce(0) { $0 + $1.0 * strides[$1.1] })) }
+            let sizes = list.map { shape[$0] }, steps = list.map { strides[$0] }
+            let count = sizes.reduce(1, *)
+            guard count > 0 else { return [] }
+            var result = [Int32](), index = [Int](repeating: 0, count: sizes.count), offset = 0
+            result.reserveCapacity(count)
+            for _ in 0..<count {
+                result.append(Int32(offset))
+                var axis = sizes.count - 1
+                while axis >= 0 {
+                    index[axis] += 1
+                    offset += steps[axis]
+                    if index[axis] < sizes[axis] { break }
+                    offset -= steps[axis] * sizes[axis]
+                    index[axis] = 0
+                    axis -= 1
+                }
+            }
             return result
         }
         return (table(kept), table(reduced))
