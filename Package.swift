@@ -121,7 +121,7 @@ let package = Package(
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
         .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
         // The Open Inference Protocol (REST) over the runtime and its model cache: `modelc serve`.
-        .target(name: "ModelServing", dependencies: ["CMicroHTTPD", "CSystemShims", "ImageDecoding", "JSONText", "MemoryPressure", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelServing", dependencies: ["CCurl", "CMicroHTTPD", "CSystemShims", "ImageDecoding", "JSONText", "MemoryPressure", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ImageDecoding", "ImageRequests", "ModelFeatures", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelSpec", "ModelTraining", "SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.

@@ -104,6 +104,8 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
     /// A prediction stopped through its cancellation (a served request whose deadline passed or whose
     /// client went away); no command cancels its own predictions.
     case cancelled = 110
+    /// `serve --trace-endpoint`: the URL is not an http or https URL with a host (or libcurl is missing).
+    case badTraceEndpoint = 111
 
     public init(_ error: ModelSpecError) {
         self = switch error {

@@ -222,7 +222,7 @@ public final class HTTPServer: Sendable {
 
     /// The request headers handlers may read.
     static let headerNames = ["Content-Type", "Content-Length", "Content-Encoding", "Authorization", "X-API-Key",
-                              "Inference-Header-Content-Length", "Accept-Encoding", "Connection"]
+                              "Inference-Header-Content-Length", "Accept-Encoding", "Connection", "traceparent"]
 }
 
 /// A streamed body as the C side reads it: the piece being sent and how much of it is out.

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import ModelCompiler
 import ModelLoader
 import CSystemShims
 
@@ -15,12 +16,13 @@ public final class InferenceServer: Sendable {
 
     /// Starts serving `repository`.
     ///
-    /// - Throws: `ServingError.cannotListen` or `.badTLS`.
+    /// - Throws: `ServingError.cannotListen`, `.badTLS`, or `.badTraceEndpoint` (checked first).
     public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) throws(ServingError) {
+        let tracer = try Self.tracer(options.traceEndpoint, log: log)
         // One malloc arena per core rather than eight: with a thread per connection, memory a model
         // freed in one arena was not reused by loads in another, and evicted models' pages stayed.
         _ = modelc_malloc_arena_max(Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
-        let service = InferenceService(repository: repository, options: options, log: log)
+        let service = InferenceService(repository: repository, options: options, log: log, tracer: tracer)
         self.service = service
         self.log = log
         let configuration = HTTPServerConfiguration(host: options.host, port: options.port, tlsCertificate: options.tlsCertificate,
@@ -54,10 +56,27 @@ public final class InferenceServer: Sendable {
         cache.watchSystemPressure()
         log.write("info", "listening", [("address", "\(options.tls ? "https" : "http")://\(Self.hostText(options.host)):\(http.port)"),
                                         ("models", repository.directory), ("budget", String(options.memoryBudget)),
-                                        ("threads", String(options.threads)), ("max_batch", String(options.maxBatch))])
+                                        ("threads", String(options.threads)), ("max_batch", String(options.maxBatch))]
+                  + (options.traceEndpoint.map { [("trace_endpoint", $0)] } ?? []))
     }
 
     private static func hostText(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// The exporter of spans to `endpoint` (an OTLP/HTTP traces URL), or nil without one. The
+    /// service name is `OTEL_SERVICE_NAME` when set (OpenTelemetry's variable), else `modelc`.
+    private static func tracer(_ endpoint: String?, log: ServerLog) throws(ServingError) -> TraceExporter? {
+        guard let endpoint else { return nil }
+        if let problem = OTLPHTTPSender.problem(with: endpoint) { throw .badTraceEndpoint(url: endpoint, reason: problem) }
+        let sender = OTLPHTTPSender(url: endpoint)
+        let name = ProcessInfo.processInfo.environment["OTEL_SERVICE_NAME"].flatMap { $0.isEmpty ? nil : $0 } ?? "modelc"
+        return TraceExporter(source: .init(serviceName: name, serviceVersion: BundleCompiler.compilerVersion), log: { failing, message in
+            if failing {
+                log.write("warning", "trace export failing (spans dropped until it works)", [("endpoint", endpoint), ("error", message)])
+            } else {
+                log.write("info", message, [("endpoint", endpoint)])
+            }
+        }, send: { body in sender.post(body) })
+    }
 
     /// Catches SIGTERM and SIGINT from now on, for `runUntilSignalled()`: call it
     /// before the server is made, so that a signal sent as soon as the server

@@ -37,6 +37,7 @@ extension InferenceService {
         } catch {
             if error != .unknownModel(name) {
                 metrics.recordFailure(model: name, reason: error.metricReason, totalNanoseconds: DispatchTime.now().uptimeNanoseconds - arrival)
+                statistics.recordFailure(model: name, nanoseconds: DispatchTime.now().uptimeNanoseconds - arrival)
             }
             throw error
         }
@@ -107,6 +108,7 @@ extension InferenceService {
                 return finish(.failed(expiry(arrival: arrival)))
             }
             let step: GenerationStep?
+            let stepStart = DispatchTime.now().uptimeNanoseconds
             do throws(GenerationError) {
                 step = try generation.next()
             } catch {
@@ -115,6 +117,7 @@ extension InferenceService {
             guard let step else { return finish(.completed) }
             metrics.recordExecution(model: name)
             let now = DispatchTime.now().uptimeNanoseconds
+            statistics.recordExecution(model: name, batchSize: 1, computeNanoseconds: now - stepStart)
             metrics.recordToken(model: name, first: generation.tokens.count == 1, seconds: Double(now - previous) / 1e9)
             previous = now
             channel.push(step.token)
@@ -125,15 +128,19 @@ extension InferenceService {
     private func end(_ channel: GenerationChannel, _ ending: GenerationChannel.End, model: String, arrival: UInt64,
                      queueNanoseconds: UInt64, computeNanoseconds: UInt64 = 0) {
         let metrics = self.metrics
+        let statistics = self.statistics
         channel.close(ending) {
             let total = DispatchTime.now().uptimeNanoseconds - arrival
             switch ending {
             case .completed:
                 metrics.recordSuccess(model: model, totalNanoseconds: total, queueNanoseconds: queueNanoseconds, computeNanoseconds: computeNanoseconds)
+                statistics.recordSuccess(model: model, timing: RequestTiming(total: total, queue: queueNanoseconds, compute: computeNanoseconds))
             case .failed(let error):
                 metrics.recordFailure(model: model, reason: error.metricReason, totalNanoseconds: total)
+                statistics.recordFailure(model: model, nanoseconds: total)
             case .abandoned:
                 metrics.recordFailure(model: model, reason: "CANCELED", totalNanoseconds: total)
+                statistics.recordFailure(model: model, nanoseconds: total)
             }
         }
     }

@@ -27,6 +27,10 @@ public final class InferenceService: Sendable {
     public let options: ServerOptions
     public let cache: Cache
     public let metrics = ServerMetrics()
+    /// Triton's statistics extension (`GET /v2/models/NAME/stats`).
+    public let statistics = StatisticsRecorder()
+    /// Where inference requests' spans go (`--trace-endpoint`); nil: not traced.
+    public let tracer: TraceExporter?
     let scheduler: InferenceScheduler
     let log: ServerLog
     private let descriptions = Locked<[String: Description]>([:])
@@ -40,16 +44,19 @@ public final class InferenceService: Sendable {
     /// The version served for every model.
     static let version = "1"
 
-    public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) {
+    /// - Parameter tracer: exports each inference request's spans; nil traces nothing.
+    public init(repository: ModelRepository, options: ServerOptions, log: ServerLog, tracer: TraceExporter? = nil) {
         self.repository = repository
         self.options = options
         self.log = log
+        self.tracer = tracer
         let configuration = ModelConfiguration(threads: 1)
         cache = Cache(budget: options.memoryBudget) { path throws(ModelLoadError) in
             try repository.load(path, configuration: configuration)
         }
         let cache = self.cache
         let metrics = self.metrics
+        let statistics = self.statistics
         scheduler = InferenceScheduler(
             workers: options.threads, maxBatch: options.maxBatch,
             batchDelayNanoseconds: UInt64(options.batchDelayMilliseconds) * 1_000_000, capacity: options.queueCapacity
@@ -63,17 +70,23 @@ public final class InferenceService: Sendable {
             let model = lease.model
             metrics.recordExecution(model: InferenceService.name(of: path))
             let results: [Result<[String: FeatureValue], RuntimeError>]
+            let started = DispatchTime.now().uptimeNanoseconds
             if batch.count == 1 {
                 results = [Result { () throws(RuntimeError) in try model.prediction(from: batch[0], cancellation: cancellation) }]
             } else {
                 results = model.predictions(from: batch)
             }
+            statistics.recordExecution(model: InferenceService.name(of: path), batchSize: batch.count,
+                                       computeNanoseconds: DispatchTime.now().uptimeNanoseconds - started)
             return .success((model, results.map { $0.mapError { InferenceService.requestError($0, model: path) } }))
         }
     }
 
-    /// Stops taking work once what is queued is done.
-    public func shutdown() { scheduler.shutdown() }
+    /// Stops taking work once what is queued is done, then exports the spans left.
+    public func shutdown() {
+        scheduler.shutdown()
+        tracer?.shutdown()
+    }
 
     /// Health says not ready from now on; requests are still answered, by `end` at the latest
     /// (a request still computing then is answered 503, shutting down).
@@ -131,6 +144,7 @@ public final class InferenceService: Sendable {
             }
         }
         if parts == ["v2"] { return try only("GET", request) { .json(200, serverMetadata) } }
+        if parts == ["v2", "models", "stats"] { return try only("GET", request) { allModelStatistics() } }
         if parts.count >= 3, parts[0] == "v2", parts[1] == "models" {
             let name = parts[2]
             var rest = Array(parts.dropFirst(3))
@@ -146,6 +160,7 @@ public final class InferenceService: Sendable {
                     return .json(200, ["name": name, "ready": true])
                 }
             case ["infer"]: return try only("POST", request) { () throws(RequestError) in try infer(name, request) }
+            case ["stats"]: return try only("GET", request) { () throws(RequestError) in try modelStatistics(name) }
             case ["generate"]:
                 return try only("POST", request) { () throws(RequestError) in try generate(name, request, streaming: false) }
             case ["generate_stream"]:
@@ -198,7 +213,7 @@ public final class InferenceService: Sendable {
 
     var serverMetadata: [String: Any] {
         ["name": "modelc", "version": BundleCompiler.compilerVersion,
-         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate"]]
+         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate", "statistics"]]
     }
 
     // MARK: Models
@@ -320,26 +335,34 @@ public final class InferenceService: Sendable {
     // MARK: Inference
 
     private func infer(_ name: String, _ request: HTTPRequest) throws(RequestError) -> HTTPResponse {
-        let start = DispatchTime.now().uptimeNanoseconds
+        var stages = InferStages(arrival: DispatchTime.now().uptimeNanoseconds)
+        let trace = tracer == nil ? nil : RequestTrace(arrival: stages.arrival, traceparent: request.header("traceparent"))
         do {
-            let (response, queue, compute) = try inferOnce(name, request, start: start)
-            metrics.recordSuccess(model: name, totalNanoseconds: DispatchTime.now().uptimeNanoseconds - start,
-                                  queueNanoseconds: queue, computeNanoseconds: compute)
+            let response = try inferOnce(name, request, stages: &stages)
+            let end = DispatchTime.now().uptimeNanoseconds
+            let timing = stages.timing(end: end)
+            metrics.recordSuccess(model: name, totalNanoseconds: timing.total, queueNanoseconds: timing.queue, computeNanoseconds: timing.compute)
+            statistics.recordSuccess(model: name, timing: timing)
+            if let trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: request.path, failure: nil)) }
             return response
         } catch {
+            let end = DispatchTime.now().uptimeNanoseconds
             // Failures are counted for the models the repository has, not for any name a client sends.
             if error != .unknownModel(name) {
-                metrics.recordFailure(model: name, reason: error.metricReason, totalNanoseconds: DispatchTime.now().uptimeNanoseconds - start)
+                metrics.recordFailure(model: name, reason: error.metricReason, totalNanoseconds: end - stages.arrival)
+                statistics.recordFailure(model: name, nanoseconds: end - stages.arrival)
             }
+            if let trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: request.path, failure: error)) }
             throw error
         }
     }
 
-    private func inferOnce(_ name: String, _ request: HTTPRequest, start: UInt64) throws(RequestError) -> (HTTPResponse, UInt64, UInt64) {
+    private func inferOnce(_ name: String, _ request: HTTPRequest, stages: inout InferStages) throws(RequestError) -> HTTPResponse {
         if let encoding = request.header("Content-Encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" {
             throw .unsupportedEncoding(encoding)
         }
         let (path, description) = try describe(name)
+        stages.inputStart = DispatchTime.now().uptimeNanoseconds
         let decoded = try InferRequest.decode(body: request.body, headerLength: request.header("Inference-Header-Content-Length"),
                                               limits: .init(maxTensorBytes: options.maxTensorBytes))
         let declaredInputs = Dictionary(description.summary.inputs.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -355,12 +378,17 @@ public final class InferenceService: Sendable {
             throw .badRequest("model '\(name)' has no output '\(output.name)' (its outputs: \(description.summary.outputs.map(\.name).joined(separator: ", ")))")
         }
         let timeout = options.timeoutMilliseconds
-        let ownDeadline = start + UInt64(timeout) * 1_000_000
+        let ownDeadline = stages.arrival + UInt64(timeout) * 1_000_000
+        stages.queued = DispatchTime.now().uptimeNanoseconds
         let drainEnd = drainEnd.withLock { $0 }
         let deadline = DispatchTime(uptimeNanoseconds: min(ownDeadline, drainEnd ?? .max))
         let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout)
+        stages.queueNanoseconds = outcome.queueNanoseconds
+        stages.computeNanoseconds = outcome.computeNanoseconds
+        stages.batchSize = outcome.batchSize
         if let drainEnd, drainEnd < ownDeadline, case .failure(.timedOut) = outcome.result { throw .shuttingDown }
         let values = try outcome.result.get()
+        stages.outputStart = DispatchTime.now().uptimeNanoseconds
         let labels = outcome.model?.classLabels ?? description.labels
         let requested = decoded.outputs.isEmpty
             ? description.summary.outputs.map { InferRequest.RequestedOutput(name: $0.name, binary: nil, classification: nil) }
@@ -385,7 +413,22 @@ public final class InferenceService: Sendable {
             }
         }
         let response = InferResponseEncoder.encode(model: name, version: Self.version, id: decoded.id, outputs: outputs)
-        return (response, outcome.queueNanoseconds, outcome.computeNanoseconds)
+        stages.outputEnd = DispatchTime.now().uptimeNanoseconds
+        return response
+    }
+
+    // MARK: Statistics
+
+    /// `GET /v2/models/NAME/stats`: 404 for a model the repository does not have, 400 for one unloaded.
+    private func modelStatistics(_ name: String) throws(RequestError) -> HTTPResponse {
+        _ = try resolve(name)
+        return .json(200, ["model_stats": [statistics.statistics(for: name).json(name: name, version: Self.version)]])
+    }
+
+    /// `GET /v2/models/stats`: every model of the repository, by name (zeros for one never asked).
+    private func allModelStatistics() -> HTTPResponse {
+        let names = repository.names().sorted()
+        return .json(200, ["model_stats": names.map { statistics.statistics(for: $0).json(name: $0, version: Self.version) }])
     }
 
     private func metricsText() -> String {
@@ -394,5 +437,6 @@ public final class InferenceService: Sendable {
                                   canceledComputations: scheduler.canceledComputations, loads: statistics.loads,
                                   failedLoads: statistics.failedLoads, evictions: statistics.evictions,
                                   residentBytes: statistics.bytesResident, residentModels: statistics.modelsResident))
+            + (tracer?.metricsText() ?? "")
     }
 }

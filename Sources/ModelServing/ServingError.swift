@@ -12,6 +12,8 @@ public enum ServingError: Error, Equatable, Sendable, CustomStringConvertible {
     case apiKeyFile(path: String, reason: String)
     /// The model directory or manifest cannot be served.
     case modelRepository(path: String, reason: String)
+    /// The OpenTelemetry collector's URL is not one traces can be sent to.
+    case badTraceEndpoint(url: String, reason: String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,7 @@ public enum ServingError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badTLS(let reason): "TLS: \(reason)"
         case .apiKeyFile(let path, let reason): "\(path): API key file \(reason)"
         case .modelRepository(let path, let reason): "\(path): \(reason)"
+        case .badTraceEndpoint(let url, let reason): "--trace-endpoint \(url): \(reason)"
         }
     }
 }

@@ -17,8 +17,11 @@ enum ServeCommand {
             request and are evicted least recently used beyond --memory-budget or on memory pressure.
             Endpoints: /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready|/infer],
             /v2/models/NAME/generate and /generate_stream (decoders: token ids in, token ids out, the
-            stream as server-sent events), /v2/repository/index, /v2/repository/models/NAME/load|unload,
-            /metrics.
+            stream as server-sent events), /v2/models[/NAME[/versions/1]]/stats (Triton's statistics),
+            /v2/repository/index, /v2/repository/models/NAME/load|unload, /metrics.
+            --trace-endpoint sends each inference request's spans (the request; deserialize, queue,
+            compute, serialize), continuing a W3C traceparent header's trace, to an OpenTelemetry
+            collector in OTLP/HTTP JSON, in batches from a background thread.
             SIGTERM (or SIGINT) drains: requests under way are answered (within --timeout), idle
             connections closed, then modelc exits 0.
             """,
@@ -39,6 +42,8 @@ enum ServeCommand {
             OptionSpec(name: "tls-key", valueName: "FILE", help: "PEM private key."),
             OptionSpec(name: "api-key-file", valueName: "FILE", help: "Require this key (Authorization: Bearer KEY) except on health."),
             OptionSpec(name: "log-format", valueName: "FORMAT", help: "text (default) or json, on standard error."),
+            OptionSpec(name: "trace-endpoint", valueName: "URL",
+                       help: "OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (default: no tracing)."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -81,6 +86,7 @@ enum ServeCommand {
         } else {
             format = .text
         }
+        options.traceEndpoint = arguments.value("trace-endpoint")
         let directory = arguments[positional: "MODEL_DIR"]
         let manifest = arguments.value("manifest")
         if directory != nil, manifest != nil { return Modelc.usageFailure(.conflictingOptions("MODEL_DIR", "manifest"), usage: usage) }
@@ -126,6 +132,7 @@ enum ServeCommand {
             case .badTLS: .badTLS
             case .apiKeyFile: .badAPIKeyFile
             case .modelRepository: .badModelRepository
+            case .badTraceEndpoint: .badTraceEndpoint
             }
         }
     }

@@ -9,7 +9,7 @@ import Testing
 @Suite struct InferenceServiceTests {
     static let models = ["TreeEnsembleClassifier.mlmodel", "GLMClassifier.mlmodel", "MLProgram.mlpackage", "ImageClassifier.mlmodel"]
 
-    static func service(_ configure: (inout ServerOptions) -> Void = { _ in }) throws -> (InferenceService, String) {
+    static func service(_ configure: (inout ServerOptions) -> Void = { _ in }, tracer: TraceExporter? = nil) throws -> (InferenceService, String) {
         let directory = try Fixtures.temporaryDirectory("serve")
         for model in models {
             try FileManager.default.copyItem(atPath: Fixtures.path("Models/\(model)"), toPath: directory.appendingPathComponent(model).path)
@@ -19,7 +19,7 @@ import Testing
         options.threads = 2
         configure(&options)
         let repository = try ModelRepository(directory: directory.path, compileCache: cache)
-        return (InferenceService(repository: repository, options: options, log: ServerLog(format: .text)), directory.path)
+        return (InferenceService(repository: repository, options: options, log: ServerLog(format: .text), tracer: tracer), directory.path)
     }
 
     static func post(_ path: String, _ json: String, headers: [String: String] = [:]) -> HTTPRequest {
@@ -50,9 +50,9 @@ import Testing
     }
 
     /// Runs `body` on a fresh service, then shuts it down (whether `body` threw or not).
-    static func withService(_ configure: (inout ServerOptions) -> Void = { _ in },
+    static func withService(_ configure: (inout ServerOptions) -> Void = { _ in }, tracer: TraceExporter? = nil,
                             _ body: (InferenceService, String) async throws -> Void) async throws {
-        let (service, directory) = try Self.service(configure)
+        let (service, directory) = try Self.service(configure, tracer: tracer)
         do {
             try await body(service, directory)
         } catch {
