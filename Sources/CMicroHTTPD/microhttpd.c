@@ -435,6 +435,11 @@ static ssize_t stream_reader(void *cls, uint64_t position, char *buffer, size_t 
     }
 }
 
+int modelc_http_client_gone(const modelc_http_exchange *exchange) {
+    const union MHD_ConnectionInfo *info = api.get_connection_info(exchange->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? peer_gone(info->connect_fd) : 0;
+}
+
 static void stream_free(void *cls) {
     struct modelc_http_stream *stream = cls;
     stream->release(stream->context);

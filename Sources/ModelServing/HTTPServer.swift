@@ -10,12 +10,18 @@ public struct HTTPRequest: Sendable {
     /// Header values by lower-cased name.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// Whether the client has gone (closed or reset its connection) — without waiting; nil when it
+    /// cannot be known. Valid while the request is being handled (on the connection's thread);
+    /// the answer of a request whose client is gone reaches nobody.
+    public var clientGone: (@Sendable () -> Bool)?
 
-    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = [],
+                clientGone: (@Sendable () -> Bool)? = nil) {
         self.method = method
         self.path = path
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
         self.body = body
+        self.clientGone = clientGone
     }
 
     /// A header's value (case-insensitive name).
@@ -201,7 +207,9 @@ public final class HTTPServer: Sendable {
         }
         let size = modelc_http_body_size(exchange)
         let body: [UInt8] = modelc_http_body(exchange).map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
-        let response = handler(HTTPRequest(method: method, path: path, headers: headers, body: body))
+        let connection = Exchange(exchange)
+        let response = handler(HTTPRequest(method: method, path: path, headers: headers, body: body,
+                                           clientGone: { modelc_http_client_gone(connection.pointer) != 0 }))
         if let stream = response.stream {
             let source = Unmanaged.passRetained(StreamSource(stream)).toOpaque()
             _ = modelc_http_respond_stream_begin(exchange, { context, buffer, size in
@@ -223,6 +231,12 @@ public final class HTTPServer: Sendable {
     /// The request headers handlers may read.
     static let headerNames = ["Content-Type", "Content-Length", "Content-Encoding", "Authorization", "X-API-Key",
                               "Inference-Header-Content-Length", "Accept-Encoding", "Connection", "traceparent"]
+}
+
+/// The exchange a request's `clientGone` looks at (valid during the handler call only).
+private struct Exchange: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
 }
 
 /// A streamed body as the C side reads it: the piece being sent and how much of it is out.

@@ -119,9 +119,16 @@ public final class InferenceScheduler: @unchecked Sendable {
         return running
     }
 
-    /// Queues the request and waits for its outcome until `deadline`.
-    /// `.overloaded` at once when the queue is full, `.timedOut` after the deadline.
-    public func submit(path: String, inputs: [String: FeatureValue], deadline: DispatchTime, timeoutMilliseconds: Int) -> JobOutcome {
+    /// How often a waiting request looks whether its client is still there.
+    static let clientPollNanoseconds: UInt64 = 20_000_000
+
+    /// Queues the request and waits for its outcome until `deadline`, or until `clientGone` (asked
+    /// every 20 ms while it waits, on the caller's thread) says its client left.
+    /// `.overloaded` at once when the queue is full, `.timedOut` after the deadline, `.clientGone`.
+    /// A request given up leaves the queue; its batch's computation is stopped at its next
+    /// operation once every request of the batch has been given up.
+    public func submit(path: String, inputs: [String: FeatureValue], deadline: DispatchTime, timeoutMilliseconds: Int,
+                       clientGone: (@Sendable () -> Bool)? = nil) -> JobOutcome {
         let job = Job(path: path, inputs: inputs)
         condition.lock()
         if stopping {
@@ -136,10 +143,21 @@ public final class InferenceScheduler: @unchecked Sendable {
         queue.append(job)
         condition.broadcast()
         condition.unlock()
-        if job.done.wait(timeout: deadline) == .success {
-            condition.lock()
-            defer { condition.unlock() }
-            if let outcome = job.outcome { return outcome }
+        var gone = false
+        while true {
+            let slice = clientGone == nil ? deadline
+                : min(deadline, DispatchTime(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds + Self.clientPollNanoseconds))
+            if job.done.wait(timeout: slice) == .success {
+                condition.lock()
+                defer { condition.unlock() }
+                if let outcome = job.outcome { return outcome }
+                break
+            }
+            if DispatchTime.now() >= deadline { break }
+            if let clientGone, clientGone() {
+                gone = true
+                break
+            }
         }
         condition.lock()
         defer { condition.unlock() }
@@ -152,7 +170,7 @@ public final class InferenceScheduler: @unchecked Sendable {
             canceledCount += 1
         }
         let waited = DispatchTime.now().uptimeNanoseconds - job.enqueued
-        return JobOutcome(result: .failure(.timedOut(milliseconds: timeoutMilliseconds)), model: nil,
+        return JobOutcome(result: .failure(gone ? .clientGone : .timedOut(milliseconds: timeoutMilliseconds)), model: nil,
                           queueNanoseconds: waited, computeNanoseconds: 0, batchSize: 0)
     }
 

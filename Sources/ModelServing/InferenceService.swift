@@ -71,7 +71,9 @@ public final class InferenceService: Sendable {
             metrics.recordExecution(model: InferenceService.name(of: path))
             let results: [Result<[String: FeatureValue], RuntimeError>]
             let started = DispatchTime.now().uptimeNanoseconds
-            if batch.count == 1 {
+            if options.computeDelayMilliseconds > 0, !InferenceService.delay(options.computeDelayMilliseconds, cancellation) {
+                results = batch.map { _ in .failure(.cancelled) }
+            } else if batch.count == 1 {
                 results = [Result { () throws(RuntimeError) in try model.prediction(from: batch[0], cancellation: cancellation) }]
             } else {
                 results = model.predictions(from: batch)
@@ -259,6 +261,17 @@ public final class InferenceService: Sendable {
         Result { () throws(ModelLoadError) in try cache.modelBlocking(at: path) }
     }
 
+    /// Waits `milliseconds` (the test knob `computeDelayMilliseconds`) as a slow model would compute,
+    /// looking at `cancellation` every 5 ms as the engine does between operations; false when cancelled.
+    static func delay(_ milliseconds: Int, _ cancellation: PredictionCancellation) -> Bool {
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+        while DispatchTime.now().uptimeNanoseconds < end {
+            if cancellation.isCancelled { return false }
+            usleep(5_000)
+        }
+        return !cancellation.isCancelled
+    }
+
     static func name(of path: String) -> String {
         let file = URL(fileURLWithPath: path).lastPathComponent
         for suffix in ModelRepository.extensions where file.hasSuffix(suffix) { return String(file.dropLast(suffix.count)) }
@@ -382,7 +395,8 @@ public final class InferenceService: Sendable {
         stages.queued = DispatchTime.now().uptimeNanoseconds
         let drainEnd = drainEnd.withLock { $0 }
         let deadline = DispatchTime(uptimeNanoseconds: min(ownDeadline, drainEnd ?? .max))
-        let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout)
+        let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout,
+                                       clientGone: request.clientGone)
         stages.queueNanoseconds = outcome.queueNanoseconds
         stages.computeNanoseconds = outcome.computeNanoseconds
         stages.batchSize = outcome.batchSize

@@ -29,6 +29,9 @@ public struct ServerOptions: Sendable {
     /// Milliseconds each generated token waits before it is computed (0: none): for testing
     /// streaming clients (timeouts, disconnects) with a decoder that is otherwise too fast to catch.
     public var tokenDelayMilliseconds = 0
+    /// Milliseconds every computation (batch) waits before the model computes, stopping early when
+    /// cancelled (0: none): for testing cancellation with a model that is otherwise too fast to catch.
+    public var computeDelayMilliseconds = 0
     /// An OpenTelemetry collector's OTLP/HTTP traces URL (`http://HOST:4318/v1/traces`); nil: no tracing.
     public var traceEndpoint: String?
 

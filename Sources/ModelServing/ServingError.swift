@@ -52,6 +52,8 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     case timedOut(milliseconds: Int)
     /// The server is stopping.
     case shuttingDown
+    /// The client closed its connection before the answer (which reaches nobody).
+    case clientGone
     /// The model failed while computing.
     case inferenceFailed(model: String, reason: String)
 
@@ -67,6 +69,8 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unsupportedEncoding: 415
         case .unauthorized: 401
         case .overloaded, .timedOut, .shuttingDown: 503
+        // nginx's "client closed request": logged and counted, never sent.
+        case .clientGone: 499
         }
     }
 
@@ -74,7 +78,7 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     public var metricReason: String {
         switch self {
         case .badRequest, .tooLarge, .unsupportedEncoding: "REJECTED"
-        case .overloaded, .shuttingDown: "CANCELED"
+        case .overloaded, .shuttingDown, .clientGone: "CANCELED"
         case .timedOut: "TIMEOUT"
         case .unknownModel, .unknownVersion, .modelUnloaded, .notFound, .methodNotAllowed, .unauthorized: "REJECTED"
         case .loadFailed, .inferenceFailed: "BACKEND"
@@ -96,6 +100,7 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .overloaded(let queued): "server busy: \(queued) requests queued; retry later"
         case .timedOut(let milliseconds): "request timed out after \(milliseconds) ms"
         case .shuttingDown: "server is shutting down"
+        case .clientGone: "the client closed its connection before the answer"
         case .inferenceFailed(let model, let reason): "model '\(model)': \(reason)"
         }
     }

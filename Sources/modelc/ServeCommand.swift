@@ -79,6 +79,10 @@ enum ServeCommand {
         if let text = ProcessInfo.processInfo.environment["MODELC_SERVE_TOKEN_DELAY_MS"], let value = Int(text), value > 0 {
             options.tokenDelayMilliseconds = value
         }
+        // For testing cancellation (client gone, deadline) with a fast model: each computation first waits this long.
+        if let text = ProcessInfo.processInfo.environment["MODELC_SERVE_COMPUTE_DELAY_MS"], let value = Int(text), value > 0 {
+            options.computeDelayMilliseconds = value
+        }
         let format: ServerLog.Format
         if let text = arguments.value("log-format") {
             guard let parsed = ServerLog.Format(rawValue: text) else { return invalid("log-format", text, "expected text or json") }

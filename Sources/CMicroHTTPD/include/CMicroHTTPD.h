@@ -71,6 +71,9 @@ const char *modelc_http_url(const modelc_http_exchange *exchange);
 const char *modelc_http_header(const modelc_http_exchange *exchange, const char *name);
 const uint8_t *modelc_http_body(const modelc_http_exchange *exchange);
 size_t modelc_http_body_size(const modelc_http_exchange *exchange);
+/* Whether the client closed or reset its connection (a half-close after the request counts), looked
+   at without waiting; call it on the connection's thread, during the handler call. */
+int modelc_http_client_gone(const modelc_http_exchange *exchange);
 
 /* Starts the answer with a copy of `size` bytes of `body`; 0 on failure. */
 int modelc_http_respond_begin(modelc_http_exchange *exchange, const void *body, size_t size);
