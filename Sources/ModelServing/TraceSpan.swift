@@ -1,4 +1,5 @@
 import Foundation
+import ModelFeatures
 
 /// One finished span of a trace, as OpenTelemetry defines it.
 public struct TraceSpan: Sendable, Equatable {
@@ -76,43 +77,39 @@ public enum OTLPTraceEncoding {
         }
     }
 
-    /// The request body for `spans`, one resource and one scope.
+    /// The request body for `spans`, one resource and one scope. Written directly rather than
+    /// through JSONSerialization (about 10 times slower), on the exporter's thread.
     public static func encode(_ spans: [TraceSpan], source: Source) -> [UInt8] {
-        let request: [String: Any] = [
-            "resourceSpans": [[
-                "resource": ["attributes": [attribute("service.name", .string(source.serviceName)),
-                                            attribute("service.version", .string(source.serviceVersion))]],
-                "scopeSpans": [[
-                    "scope": ["name": source.scopeName, "version": source.serviceVersion],
-                    "spans": spans.map(span),
-                ]],
-            ]],
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: request, options: [.withoutEscapingSlashes])) ?? Data()
-        return Array(data)
+        var text = "{\"resourceSpans\":[{\"resource\":{\"attributes\":["
+        text += attribute("service.name", .string(source.serviceName)) + "," + attribute("service.version", .string(source.serviceVersion))
+        text += "]},\"scopeSpans\":[{\"scope\":{\"name\":" + FeatureJSON.quoted(source.scopeName)
+            + ",\"version\":" + FeatureJSON.quoted(source.serviceVersion) + "},\"spans\":["
+        text.reserveCapacity(text.utf8.count + spans.count * 400)
+        for (index, span) in spans.enumerated() {
+            if index > 0 { text += "," }
+            text += "{\"traceId\":\"" + span.traceID + "\",\"spanId\":\"" + span.spanID + "\""
+            if let parent = span.parentSpanID { text += ",\"parentSpanId\":\"" + parent + "\"" }
+            text += ",\"name\":" + FeatureJSON.quoted(span.name) + ",\"kind\":" + String(span.kind.rawValue)
+            text += ",\"startTimeUnixNano\":\"" + String(span.startUnixNanoseconds) + "\",\"endTimeUnixNano\":\""
+                + String(span.endUnixNanoseconds) + "\",\"attributes\":["
+            text += span.attributes.map { attribute($0.key, $0.value) }.joined(separator: ",") + "]"
+            switch span.status {
+            case .unset: break
+            case .ok: text += ",\"status\":{\"code\":1}"
+            case .error(let message): text += ",\"status\":{\"code\":2,\"message\":" + FeatureJSON.quoted(message) + "}"
+            }
+            text += "}"
+        }
+        text += "]}]}]}"
+        return Array(text.utf8)
     }
 
-    private static func span(_ span: TraceSpan) -> [String: Any] {
-        var object: [String: Any] = [
-            "traceId": span.traceID, "spanId": span.spanID, "name": span.name, "kind": span.kind.rawValue,
-            "startTimeUnixNano": String(span.startUnixNanoseconds), "endTimeUnixNano": String(span.endUnixNanoseconds),
-            "attributes": span.attributes.map { attribute($0.key, $0.value) },
-        ]
-        if let parent = span.parentSpanID { object["parentSpanId"] = parent }
-        switch span.status {
-        case .unset: break
-        case .ok: object["status"] = ["code": 1]
-        case .error(let message): object["status"] = ["code": 2, "message": message]
+    private static func attribute(_ key: String, _ value: TraceSpan.Value) -> String {
+        let encoded = switch value {
+        case .string(let text): "{\"stringValue\":" + FeatureJSON.quoted(text) + "}"
+        case .int(let number): "{\"intValue\":\"" + String(number) + "\"}"
+        case .bool(let flag): "{\"boolValue\":" + (flag ? "true" : "false") + "}"
         }
-        return object
-    }
-
-    private static func attribute(_ key: String, _ value: TraceSpan.Value) -> [String: Any] {
-        let encoded: [String: Any] = switch value {
-        case .string(let text): ["stringValue": text]
-        case .int(let number): ["intValue": String(number)]
-        case .bool(let flag): ["boolValue": flag]
-        }
-        return ["key": key, "value": encoded]
+        return "{\"key\":" + FeatureJSON.quoted(key) + ",\"value\":" + encoded + "}"
     }
 }

@@ -88,7 +88,7 @@ import Testing
                              name: "compute", kind: .internal, startUnixNanoseconds: 1_700_000_000_000_000_001,
                              endUnixNanoseconds: 1_700_000_000_000_000_002,
                              attributes: [("model.name", .string("m")), ("modelc.batch_size", .int(4)), ("flag", .bool(true))],
-                             status: .error("it failed"))
+                             status: .error("input \"x\" failed\n"))
         let body = OTLPTraceEncoding.encode([span], source: Self.source)
         let request = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
         let resource = try #require((request["resourceSpans"] as? [[String: Any]])?.first)
@@ -104,7 +104,7 @@ import Testing
         #expect(encoded["startTimeUnixNano"] as? String == "1700000000000000001")
         #expect(encoded["endTimeUnixNano"] as? String == "1700000000000000002")
         let status = try #require(encoded["status"] as? [String: Any])
-        #expect(status["code"] as? Int == 2 && status["message"] as? String == "it failed")
+        #expect(status["code"] as? Int == 2 && status["message"] as? String == "input \"x\" failed\n")
         let attributes = try #require(encoded["attributes"] as? [[String: Any]])
         #expect((attributes[1]["value"] as? [String: Any])?["intValue"] as? String == "4")
         #expect((attributes[2]["value"] as? [String: Any])?["boolValue"] as? Bool == true)
