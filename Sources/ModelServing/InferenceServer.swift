@@ -18,10 +18,13 @@ public final class InferenceServer: Sendable {
     ///
     /// - Throws: `ServingError.cannotListen`, `.badTLS`, or `.badTraceEndpoint` (checked first).
     public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) throws(ServingError) {
-        let tracer = try Self.tracer(options.traceEndpoint, log: log)
+        if let endpoint = options.traceEndpoint, let problem = OTLPHTTPSender.problem(with: endpoint) {
+            throw .badTraceEndpoint(url: endpoint, reason: problem)
+        }
         // One malloc arena per core rather than eight: with a thread per connection, memory a model
         // freed in one arena was not reused by loads in another, and evicted models' pages stayed.
         _ = modelc_malloc_arena_max(Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
+        let tracer = options.traceEndpoint.map { Self.tracer($0, log: log) }
         let service = InferenceService(repository: repository, options: options, log: log, tracer: tracer)
         self.service = service
         self.log = log
@@ -62,11 +65,9 @@ public final class InferenceServer: Sendable {
 
     private static func hostText(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
-    /// The exporter of spans to `endpoint` (an OTLP/HTTP traces URL), or nil without one. The
-    /// service name is `OTEL_SERVICE_NAME` when set (OpenTelemetry's variable), else `modelc`.
-    private static func tracer(_ endpoint: String?, log: ServerLog) throws(ServingError) -> TraceExporter? {
-        guard let endpoint else { return nil }
-        if let problem = OTLPHTTPSender.problem(with: endpoint) { throw .badTraceEndpoint(url: endpoint, reason: problem) }
+    /// The exporter of spans to `endpoint` (an OTLP/HTTP traces URL, checked). The service name
+    /// is `OTEL_SERVICE_NAME` when set (OpenTelemetry's variable), else `modelc`.
+    private static func tracer(_ endpoint: String, log: ServerLog) -> TraceExporter {
         let sender = OTLPHTTPSender(url: endpoint)
         let name = ProcessInfo.processInfo.environment["OTEL_SERVICE_NAME"].flatMap { $0.isEmpty ? nil : $0 } ?? "modelc"
         return TraceExporter(source: .init(serviceName: name, serviceVersion: BundleCompiler.compilerVersion), log: { failing, message in

@@ -27,6 +27,27 @@ extension InferenceSchedulerTests {
         return { DispatchTime.now().uptimeNanoseconds >= end }
     }
 
+    /// Submits one request per entry, each on a thread of its own `after` seconds, its `index` as
+    /// input; waits for every outcome, then shuts the scheduler down.
+    static func submit(to scheduler: InferenceScheduler,
+                       _ requests: [(after: Double, clientGone: (@Sendable () -> Bool)?)]) -> [Int: JobOutcome] {
+        let group = DispatchGroup()
+        let outcomes = Locked<[Int: JobOutcome]>([:])
+        for (index, request) in requests.enumerated() {
+            group.enter()
+            Thread {
+                Thread.sleep(forTimeInterval: request.after)
+                let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: .now() + .seconds(30),
+                                               timeoutMilliseconds: 30_000, clientGone: request.clientGone)
+                outcomes.withLock { $0[index] = outcome }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        scheduler.shutdown()
+        return outcomes.withLock { $0 }
+    }
+
     @Test(.timeLimit(.minutes(1))) func aClientLeavingMidComputationFreesTheWorker() async {
         let steps = Locked(0)
         let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 8,
@@ -49,24 +70,11 @@ extension InferenceSchedulerTests {
         let batches = Locked<[Int]>([])
         let scheduler = InferenceScheduler(workers: 1, maxBatch: 1, batchDelayNanoseconds: 0, capacity: 8,
                                            execute: Self.slow(steps: 40, counted: steps, batches: batches))
+        // The second is queued behind the first, and its client leaves while it waits.
         let outcomes = await Self.offPool {
-            let group = DispatchGroup()
-            let outcomes = Locked<[Int: JobOutcome]>([:])
-            for (index, leaves) in [(0, false), (1, true)] {
-                group.enter()
-                Thread {
-                    if index == 1 { Thread.sleep(forTimeInterval: 0.05) }  // queued behind the first
-                    let outcome = scheduler.submit(path: "m", inputs: [:], deadline: .now() + .seconds(30), timeoutMilliseconds: 30_000,
-                                                   clientGone: leaves ? Self.leaving(after: 0.05) : { false })
-                    outcomes.withLock { $0[index] = outcome }
-                    group.leave()
-                }.start()
-            }
-            group.wait()
-            scheduler.shutdown()
-            return outcomes.withLock { $0 }
+            Self.submit(to: scheduler, [(after: 0, clientGone: { false }), (after: 0.05, clientGone: Self.leaving(after: 0.1))])
         }
-        #expect(outcomes[0]?.result == .success([:]))
+        #expect(outcomes[0]?.result == .success(["i": .int64(0)]))
         #expect(outcomes[1]?.result == .failure(.clientGone))
         #expect(batches.withLock { $0 } == [1], "the departed request never reached the model")
         #expect(scheduler.canceledComputations == 0)
@@ -78,20 +86,7 @@ extension InferenceSchedulerTests {
         let scheduler = InferenceScheduler(workers: 1, maxBatch: 2, batchDelayNanoseconds: 100_000_000, capacity: 8,
                                            execute: Self.slow(steps: 30, counted: steps, batches: batches))
         let outcomes = await Self.offPool {
-            let group = DispatchGroup()
-            let outcomes = Locked<[Int: JobOutcome]>([:])
-            for index in 0..<2 {
-                group.enter()
-                Thread {
-                    let outcome = scheduler.submit(path: "m", inputs: ["i": .int64(Int64(index))], deadline: .now() + .seconds(30),
-                                                   timeoutMilliseconds: 30_000, clientGone: index == 1 ? Self.leaving(after: 0.15) : nil)
-                    outcomes.withLock { $0[index] = outcome }
-                    group.leave()
-                }.start()
-            }
-            group.wait()
-            scheduler.shutdown()
-            return outcomes.withLock { $0 }
+            Self.submit(to: scheduler, [(after: 0, clientGone: nil), (after: 0, clientGone: Self.leaving(after: 0.15))])
         }
         #expect(batches.withLock { $0 } == [2])
         #expect(outcomes[0]?.result == .success(["i": .int64(0)]))
