@@ -5,6 +5,7 @@ import http.server
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -173,3 +174,24 @@ def test_a_bad_endpoint_stops_the_start_with_one_line(model_dir, tmp_path, url):
                             capture_output=True, text=True, timeout=30, env=dict(os.environ, MODELC_CACHE=str(tmp_path / "cache")))
     assert result.returncode == 111
     assert result.stderr.count("\n") == 1 and f"--trace-endpoint {url}:" in result.stderr
+
+
+def test_a_collector_that_never_answers_holds_neither_requests_nor_the_drain(model_dir, tmp_path):
+    # Accepts connections (the backlog) and never reads or answers them.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    server = Server(model_dir, tmp_path, "--trace-endpoint", f"http://127.0.0.1:{silent.getsockname()[1]}/v1/traces")
+    try:
+        client = triton.InferenceServerClient(server.url)
+        started = time.monotonic()
+        for _ in range(20):
+            infer(client)
+        assert time.monotonic() - started < 5
+    finally:
+        stopping = time.monotonic()
+        assert server.stop() == 0, server.log_text()
+        silent.close()
+    # The last export waits for its 5 s timeout at most, then the process exits.
+    assert time.monotonic() - stopping < 15
+    assert "trace export failing" in server.log_text()
