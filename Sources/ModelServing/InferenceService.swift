@@ -84,10 +84,11 @@ public final class InferenceService: Sendable {
         }
     }
 
-    /// Stops taking work once what is queued is done, then exports the spans left.
+    /// Stops taking work once what is queued is done, then exports the spans left (2 s at most:
+    /// the drain's budget is `--timeout` plus the 5 s the answers have to be sent).
     public func shutdown() {
         scheduler.shutdown()
-        tracer?.shutdown()
+        tracer?.shutdown(timeout: 2)
     }
 
     /// Health says not ready from now on; requests are still answered, by `end` at the latest

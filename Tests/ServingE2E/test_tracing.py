@@ -192,6 +192,6 @@ def test_a_collector_that_never_answers_holds_neither_requests_nor_the_drain(mod
         stopping = time.monotonic()
         assert server.stop() == 0, server.log_text()
         silent.close()
-    # The last export waits for its 5 s timeout at most, then the process exits.
-    assert time.monotonic() - stopping < 15
-    assert "trace export failing" in server.log_text()
+    # The drain waits 2 s at most for the last export, then the process exits.
+    assert time.monotonic() - stopping < 8
+    assert re.search(r"stopped answered=21 drain_ms=(\d+)", server.log_text())
