@@ -14,6 +14,8 @@ public final class TensorEngine: PredictionEngine {
     private let interface: ModelInterface
     private let function: GraphFunction
     private let plans = Locked(PlanCache())
+    /// Arenas of the states of plans the cache dropped, for new plans' states.
+    private let arenas = ArenaPool()
     /// The name of the function this engine runs.
     public let functionName: String
     /// Threads one prediction's matrix products may use.
@@ -132,7 +134,7 @@ public final class TensorEngine: PredictionEngine {
     }
 
     public var residentBytes: Int {
-        graphBytes + plans.withLock { plans in
+        graphBytes + arenas.keptBytes + plans.withLock { plans in
             plans.entries.values.reduce(0) { total, entry in
                 total + entry.plan.memory.bytes + entry.idle.withLock { $0.reduce(0) { $0 + $1.state.bytes } }
             }
@@ -183,7 +185,7 @@ public final class TensorEngine: PredictionEngine {
             shapes[input.name] = try shape(of: value, input: input)
         }
         let entry = try entry(for: shapes)
-        let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan))
+        let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan, pool: arenas))
         // Every stage's state goes back to its pool at the end (a stage reads the one before).
         var held = [(entry, box)]
         defer { for (entry, box) in held { entry.idle.withLock { $0.append(box) } } }
@@ -208,7 +210,7 @@ public final class TensorEngine: PredictionEngine {
             let previous = run
             let produced = try continuation.evaluate(after: previous)
             let next = try continuation.entry(after: previous, operationOutputs: produced)
-            let nextBox = next.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: next.plan))
+            let nextBox = next.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: next.plan, pool: arenas))
             held.append((next, nextBox))
             run = nextBox.state
             plan = next.plan
@@ -469,7 +471,9 @@ public final class TensorEngine: PredictionEngine {
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
         let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
         if let existing = plans.withLock({ $0.entry(key) }) { return existing }
-        let plan = try Planner.plan(function, shapes: shapes, threads: threads)
+        // Eviction never empties the cache: no entry means this is the model's first plan.
+        let first = plans.withLock { $0.entries.isEmpty }
+        let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first)
         return plans.withLock { $0.keep(PlanEntry(plan: plan), for: key) }
     }
 }
