@@ -269,7 +269,7 @@ private final class StreamSource: @unchecked Sendable {
     }
 }
 
-private func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
+func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
     guard let text else { return body(nil) }
     return text.withCString { body($0) }
 }
