@@ -1,12 +1,8 @@
 #include "CGRPC.h"
 
 #include "CSystemShims.h"
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 static struct {
     struct modelc_grpc_server *(*start)(const struct modelc_grpc_configuration *, char *, size_t, int *);
@@ -29,18 +25,6 @@ static int loaded;
 
 static const char library_name[] = "libModelcGRPC.so";
 
-/* Opens `directory` + `relative` when that file exists; whether it was there. */
-static int open_beside(const char *directory, size_t directory_length, const char *relative,
-                       const struct modelc_library_symbol *symbols, size_t count) {
-    char path[PATH_MAX];
-    if (directory_length + strlen(relative) + 1 > sizeof path) return 0;
-    memcpy(path, directory, directory_length);
-    strcpy(path + directory_length, relative);
-    if (access(path, F_OK) != 0) return 0;
-    loaded = modelc_library_open(path, symbols, count, failure, sizeof failure);
-    return 1;
-}
-
 static void load(void) {
     static const struct modelc_library_symbol symbols[] = {
         {"modelc_grpc_start", (void **)&api.start},
@@ -56,24 +40,8 @@ static void load(void) {
         {"modelc_grpc_call_finish", (void **)&api.call_finish},
         {"modelc_grpc_version", (void **)&api.version},
     };
-    const size_t count = sizeof symbols / sizeof symbols[0];
-    const char *configured = getenv("MODELC_GRPC_LIBRARY");
-    if (configured && *configured) {
-        loaded = modelc_library_open(configured, symbols, count, failure, sizeof failure);
-        return;
-    }
-    char executable[PATH_MAX];
-    ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
-    if (length > 0) {
-        executable[length] = 0;
-        char *slash = strrchr(executable, '/');
-        if (slash) {
-            size_t directory_length = (size_t)(slash - executable) + 1;
-            /* SwiftPM builds both into one directory. */
-            if (open_beside(executable, directory_length, library_name, symbols, count)) return;
-        }
-    }
-    loaded = modelc_library_open(library_name, symbols, count, failure, sizeof failure);
+    loaded = modelc_own_library_open(library_name, "MODELC_GRPC_LIBRARY", symbols, sizeof symbols / sizeof symbols[0],
+                                     failure, sizeof failure);
 }
 
 const char *modelc_serve_grpc_load(void) {

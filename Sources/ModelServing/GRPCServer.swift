@@ -63,15 +63,7 @@ public struct GRPCResponse: Sendable, Equatable {
 public final class GRPCServer: Sendable {
     public typealias Handler = @Sendable (GRPCRequest) -> GRPCResponse
 
-    /// What the C side calls back into; kept alive by the server.
-    private final class Callbacks: Sendable {
-        let handler: Handler
-        let logger: @Sendable (String) -> Void
-        init(handler: @escaping Handler, logger: @escaping @Sendable (String) -> Void) {
-            self.handler = handler
-            self.logger = logger
-        }
-    }
+    private typealias Callbacks = TransportCallbacks<GRPCRequest, GRPCResponse>
 
     private nonisolated(unsafe) let server: OpaquePointer
     private let callbacks: Unmanaged<Callbacks>
@@ -99,12 +91,9 @@ public final class GRPCServer: Sendable {
                     c.max_calls = UInt32(clamping: configuration.maxCalls)
                     c.handler = { context, call in
                         guard let context, let call else { return }
-                        GRPCServer.serve(call, with: Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue().handler)
+                        GRPCServer.serve(call, with: Callbacks.from(context).handler)
                     }
-                    c.logger = { context, line in
-                        guard let context, let line else { return }
-                        Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue().logger(String(cString: line))
-                    }
+                    c.logger = { context, line in Callbacks.log(context, line) }
                     c.context = callbacks.toOpaque()
                     return modelc_serve_grpc_start(&c, &failure, failure.count, &bindFailed)
                 }
@@ -112,7 +101,7 @@ public final class GRPCServer: Sendable {
         }
         guard let started else {
             callbacks.release()
-            let reason = String(decoding: failure.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let reason = cText(failure)
             let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
             throw .cannotListenGRPC(address: "\(host):\(configuration.port)", reason: reason)
         }

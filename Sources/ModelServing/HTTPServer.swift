@@ -113,15 +113,7 @@ public final class HTTPServer: Sendable {
     /// Answers one request; called on many threads at once.
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
 
-    /// What the C side calls back into; kept alive by the server.
-    private final class Callbacks: Sendable {
-        let handler: Handler
-        let logger: @Sendable (String) -> Void
-        init(handler: @escaping Handler, logger: @escaping @Sendable (String) -> Void) {
-            self.handler = handler
-            self.logger = logger
-        }
-    }
+    private typealias Callbacks = TransportCallbacks<HTTPRequest, HTTPResponse>
 
     private nonisolated(unsafe) let server: OpaquePointer
     private let callbacks: Unmanaged<Callbacks>
@@ -150,13 +142,9 @@ public final class HTTPServer: Sendable {
                     c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
                     c.handler = { context, exchange in
                         guard let context, let exchange else { return }
-                        let callbacks = Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue()
-                        HTTPServer.serve(exchange, with: callbacks.handler)
+                        HTTPServer.serve(exchange, with: Callbacks.from(context).handler)
                     }
-                    c.logger = { context, line in
-                        guard let context, let line else { return }
-                        Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue().logger(String(cString: line))
-                    }
+                    c.logger = { context, line in Callbacks.log(context, line) }
                     c.context = callbacks.toOpaque()
                     return modelc_http_start(&c, &failure, failure.count, &bindFailed)
                 }
@@ -164,7 +152,7 @@ public final class HTTPServer: Sendable {
         }
         guard let started else {
             callbacks.release()
-            let reason = String(decoding: failure.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let reason = cText(failure)
             let address = "\(configuration.host):\(configuration.port)"
             throw bindFailed != 0 || configuration.tlsCertificate == nil
                 ? .cannotListen(address: address, reason: reason) : .badTLS(reason: reason)

@@ -36,6 +36,14 @@ def metrics(server):
         return response.read().decode()
 
 
+def wait_queued(server, count=1, seconds=20):
+    """Returns once `count` requests wait in the server's queue."""
+    deadline = time.monotonic() + seconds
+    while sample(metrics(server), "modelc_inference_queue_depth") < count:
+        assert time.monotonic() < deadline, "the request never reached the queue"
+        time.sleep(0.02)
+
+
 def sample(text, name, **labels):
     """The value of the first Prometheus sample of `name` with these labels, 0 when absent."""
     for line in text.splitlines():
@@ -190,7 +198,7 @@ def test_limits_give_resource_exhausted(model_dir, tmp_path):
         client.is_model_ready("GLMClassifier")
         waiting = threading.Thread(target=lambda: triton.InferenceServerClient(server.grpc_url).infer("GLMClassifier", [iris]))
         waiting.start()
-        time.sleep(0.5)
+        wait_queued(server)
         with pytest.raises(InferenceServerException) as failure:
             client.infer("GLMClassifier", [iris])
         assert failure.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
@@ -213,9 +221,9 @@ def test_a_deadline_is_honoured_and_nothing_is_computed_for_it(model_dir, tmp_pa
         with pytest.raises(InferenceServerException) as failure:
             client.infer("GLMClassifier", [iris], client_timeout=0.3)
         assert failure.value.status() == "StatusCode.DEADLINE_EXCEEDED"
-        # The server's side: the failure is counted within a second of the deadline, not after the 5 s batch delay.
+        # The server's side: the failure is counted soon after the deadline, well before the 5 s batch delay.
         while sample(metrics(server), "nv_inference_request_failure", model="GLMClassifier", reason="TIMEOUT") < 1:
-            assert time.monotonic() - started < 1.5, metrics(server)
+            assert time.monotonic() - started < 3, metrics(server)
             time.sleep(0.02)
         text = metrics(server)
         assert sample(text, "nv_inference_exec_count", model="GLMClassifier") == 0
@@ -305,7 +313,7 @@ def test_sigterm_refuses_new_calls_and_answers_those_under_way(model_dir, tmp_pa
         waiting = threading.Thread(target=lambda: answers.append(
             triton.InferenceServerClient(server.grpc_url).infer("GLMClassifier", [iris]).as_numpy("species")))
         waiting.start()
-        time.sleep(0.3)
+        wait_queued(server)
         server.process.send_signal(15)
         time.sleep(0.3)
         code, _ = status_of(lambda: stub(server).ServerReady(service_pb2.ServerReadyRequest(), timeout=5))
