@@ -137,9 +137,11 @@ public final class GRPCServer: Sendable {
                                   authorization: modelc_serve_grpc_call_metadata(call, "authorization").map { String(cString: $0) },
                                   apiKey: modelc_serve_grpc_call_metadata(call, "x-api-key").map { String(cString: $0) },
                                   deadline: deadline, clientGone: { [call = CallPointer(call)] in
-                                      // A call cancelled by its own deadline is the deadline's: the scheduler times it out.
+                                      // A client gives up at its deadline a little before the server's copy of it
+                                      // passes (the copy starts when the call arrives): a cancel within 100 ms of
+                                      // the deadline is the deadline's, which the scheduler times out itself.
                                       modelc_serve_grpc_call_cancelled(call.pointer) != 0
-                                          && modelc_serve_grpc_call_deadline_nanoseconds(call.pointer) > 1_000_000
+                                          && modelc_serve_grpc_call_deadline_nanoseconds(call.pointer) > 100_000_000
                                   })
         let response = handler(request)
         response.body.withUnsafeBufferPointer { body in

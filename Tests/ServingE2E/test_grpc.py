@@ -288,12 +288,12 @@ def test_grpc_port_in_use_or_off(model_dir, tmp_path):
     result = subprocess.run([MODELC, "serve", str(model_dir), "--port", "0", "--grpc-port", str(port)], capture_output=True,
                             text=True, env=env, timeout=30)
     busy.close()
-    assert result.returncode == 111, result.stderr
+    assert result.returncode == 112, result.stderr
     assert result.stderr == (f"modelc: error: cannot serve gRPC on 127.0.0.1:{port}: Address already in use "
                              "(--grpc-port 0 turns gRPC off)\n")
     result = subprocess.run([MODELC, "serve", str(model_dir), "--port", "0", "--grpc-port", "1"], capture_output=True,
                             text=True, env=dict(env, MODELC_GRPC_LIBRARY="/nonexistent/libModelcGRPC.so"), timeout=30)
-    assert result.returncode == 111 and result.stderr.count("\n") == 1 and "libModelcGRPC.so" in result.stderr
+    assert result.returncode == 112 and result.stderr.count("\n") == 1 and "libModelcGRPC.so" in result.stderr
     server = Server(model_dir, tmp_path, "--grpc-port", "0", env={"MODELC_GRPC_LIBRARY": "/nonexistent/libModelcGRPC.so"})
     try:
         assert "grpc=" not in server.log_text()
@@ -322,3 +322,45 @@ def test_sigterm_refuses_new_calls_and_answers_those_under_way(model_dir, tmp_pa
         assert len(answers) == 1 and answers[0].tolist() == [0]
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_a_deadline_or_a_cancel_mid_computation_frees_the_worker(model_dir, tmp_path):
+    """With each computation taking 20 s (MODELC_SERVE_COMPUTE_DELAY_MS), a call whose deadline passes
+    while it computes, and one its client cancels, each stop at the next operation boundary: the
+    worker is free again within a second or two, counted TIMEOUT and CANCELED."""
+    server = Server(model_dir, tmp_path, "--threads", "1", env={"MODELC_SERVE_COMPUTE_DELAY_MS": "20000"})
+    try:
+        service = stub(server)
+        assert service.ModelReady(service_pb2.ModelReadyRequest(name="GLMClassifier")).ready
+        request = service_pb2.ModelInferRequest(model_name="GLMClassifier")
+        request.inputs.add(name="features", datatype="FP64", shape=[4]).contents.fp64_contents.extend([5.1, 3.5, 1.4, 0.2])
+
+        def in_flight():
+            return sample(metrics(server), "modelc_inference_in_flight")
+
+        started = time.monotonic()
+        code, message = status_of(lambda: service.ModelInfer(request, timeout=1.0))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+        while in_flight() != 0:
+            assert time.monotonic() - started < 3, "the worker stayed busy after the deadline (the computation takes 20 s)"
+            time.sleep(0.02)
+        freed_after_deadline = time.monotonic() - started
+        call = service.ModelInfer.future(request)
+        while in_flight() != 1:
+            assert time.monotonic() - started < 10
+            time.sleep(0.02)
+        cancelled = time.monotonic()
+        call.cancel()
+        while in_flight() != 0:
+            assert time.monotonic() - cancelled < 2, "the worker stayed busy after the client cancelled"
+            time.sleep(0.02)
+        freed_after_cancel = time.monotonic() - cancelled
+        # Each is counted once its handler has answered, which may be just after its worker is free.
+        for reason in ("TIMEOUT", "CANCELED"):
+            while sample(metrics(server), "nv_inference_request_failure", model="GLMClassifier", reason=reason) < 1:
+                assert time.monotonic() - cancelled < 5, [l for l in metrics(server).splitlines() if "failure{" in l or "requests_total{" in l]
+                time.sleep(0.02)
+        assert sample(metrics(server), "modelc_inference_computations_canceled_total") == 2
+    finally:
+        assert server.stop() == 0, server.log_text()
+    print(f"worker free {freed_after_deadline * 1000:.0f} ms after a 1 s deadline, {freed_after_cancel * 1000:.0f} ms after a cancel")
