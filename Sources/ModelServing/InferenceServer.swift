@@ -31,6 +31,26 @@ public final class InferenceServer: Sendable {
         let service = InferenceService(repository: repository, options: options, log: log, tracer: tracer)
         self.service = service
         self.log = log
+        // Ready once every port listens (a client may use gRPC as soon as REST says ready).
+        service.starting.withLock { $0 = true }
+        let cache = service.cache
+        // Observed before any port listens: a request cannot load a model before its line can be written.
+        // Written on the thread that loads or evicts, not by a task reading `cache.events`:
+        // a line raised just before SIGTERM is in the log when the drain ends and the process exits.
+        cache.observe { event in
+            switch event {
+            case .loaded(let path, let bytes):
+                log.write("info", "model loaded", [("model", InferenceService.name(of: path)), ("bytes", String(bytes))])
+            case .loadFailed(let path, let error):
+                log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
+            case .evicted(let path, let bytes, let reason):
+                // The evicted model's memory goes back to the system, not only to malloc.
+                _ = modelc_malloc_trim()
+                log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
+            case .pressure(let text):
+                log.write("info", "memory pressure", [("detail", text)])
+            }
+        }
         let configuration = HTTPServerConfiguration(host: options.host, port: options.port, tlsCertificate: options.tlsCertificate,
                                                     tlsKey: options.tlsKey, maxBodyBytes: options.maxBodyBytes,
                                                     maxConnections: options.maxConnections)
@@ -59,24 +79,8 @@ public final class InferenceServer: Sendable {
         } else {
             grpc = nil
         }
-        let cache = service.cache
-        // Written on the thread that loads or evicts, not by a task reading `cache.events`:
-        // a line raised just before SIGTERM is in the log when the drain ends and the process exits.
-        cache.observe { event in
-            switch event {
-            case .loaded(let path, let bytes):
-                log.write("info", "model loaded", [("model", InferenceService.name(of: path)), ("bytes", String(bytes))])
-            case .loadFailed(let path, let error):
-                log.write("error", "model load failed", [("model", InferenceService.name(of: path)), ("error", error.description)])
-            case .evicted(let path, let bytes, let reason):
-                // The evicted model's memory goes back to the system, not only to malloc.
-                _ = modelc_malloc_trim()
-                log.write("info", "model evicted", [("model", InferenceService.name(of: path)), ("bytes", String(bytes)), ("reason", reason.rawValue)])
-            case .pressure(let text):
-                log.write("info", "memory pressure", [("detail", text)])
-            }
-        }
         cache.watchSystemPressure()
+        service.starting.withLock { $0 = false }
         log.write("info", "listening", [("address", "\(options.tls ? "https" : "http")://\(Self.hostText(options.host)):\(http.port)"),
                                         ("models", repository.directory), ("budget", String(options.memoryBudget)),
                                         ("threads", String(options.threads)), ("max_batch", String(options.maxBatch))]

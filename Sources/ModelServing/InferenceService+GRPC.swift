@@ -30,7 +30,7 @@ extension InferenceService {
         let method = String(call.method.dropFirst(Self.grpcServicePrefix.count))
         switch method {
         case "ServerLive": return GRPCMessages.flag(true)
-        case "ServerReady": return GRPCMessages.flag(!isDraining)
+        case "ServerReady": return GRPCMessages.flag(!isDraining && !starting.withLock { $0 })
         default: break
         }
         try authorize(authorization: call.authorization, apiKey: call.apiKey)

@@ -37,6 +37,8 @@ public final class InferenceService: Sendable {
     /// Models unloaded through the repository API.
     private let unloaded = Locked<Set<String>>([])
     private let draining = Locked(false)
+    /// Set while an `InferenceServer` starts its listeners: not ready until every port listens.
+    let starting = Locked(false)
     /// When draining: the end of the drain (uptime nanoseconds), which no request's deadline passes.
     let drainEnd = Locked<UInt64?>(nil)
     let handling = Locked(0)
@@ -140,7 +142,10 @@ public final class InferenceService: Sendable {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         if parts == ["v2", "health", "live"] { return try only("GET", request) { .json(200, ["live": true]) } }
         if parts == ["v2", "health", "ready"] {
-            return try only("GET", request) { isDraining ? .error(503, "server is shutting down") : .json(200, ["ready": true]) }
+            return try only("GET", request) {
+                if isDraining { return .error(503, "server is shutting down") }
+                return starting.withLock { $0 } ? .error(503, "server is starting") : .json(200, ["ready": true])
+            }
         }
         try authorize(request)
         if parts == ["metrics"] {
