@@ -79,25 +79,21 @@ public final class GRPCServer: Sendable {
         let callbacks = Unmanaged.passRetained(Callbacks(handler: handler, logger: logger))
         var failure = [CChar](repeating: 0, count: 512)
         var bindFailed: Int32 = 0
-        let started: OpaquePointer? = configuration.host.withCString { host in
-            withOptionalCString(configuration.tlsCertificate) { certificate in
-                withOptionalCString(configuration.tlsKey) { key in
-                    var c = modelc_grpc_configuration()
-                    c.host = host
-                    c.port = Int32(clamping: configuration.port)
-                    c.tls_certificate = certificate
-                    c.tls_key = key
-                    c.max_message_bytes = Int(clamping: configuration.maxMessageBytes)
-                    c.max_calls = UInt32(clamping: configuration.maxCalls)
-                    c.handler = { context, call in
-                        guard let context, let call else { return }
-                        GRPCServer.serve(call, with: Callbacks.from(context).handler)
-                    }
-                    c.logger = { context, line in Callbacks.log(context, line) }
-                    c.context = callbacks.toOpaque()
-                    return modelc_serve_grpc_start(&c, &failure, failure.count, &bindFailed)
-                }
+        let started: OpaquePointer? = withListenerStrings(configuration.host, configuration.tlsCertificate, configuration.tlsKey) { host, certificate, key in
+            var c = modelc_grpc_configuration()
+            c.host = host
+            c.port = Int32(clamping: configuration.port)
+            c.tls_certificate = certificate
+            c.tls_key = key
+            c.max_message_bytes = Int(clamping: configuration.maxMessageBytes)
+            c.max_calls = UInt32(clamping: configuration.maxCalls)
+            c.handler = { context, call in
+                guard let context, let call else { return }
+                GRPCServer.serve(call, with: Callbacks.from(context).handler)
             }
+            c.logger = { context, line in Callbacks.log(context, line) }
+            c.context = callbacks.toOpaque()
+            return modelc_serve_grpc_start(&c, &failure, failure.count, &bindFailed)
         }
         guard let started else {
             callbacks.release()

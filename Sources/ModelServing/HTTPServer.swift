@@ -129,26 +129,22 @@ public final class HTTPServer: Sendable {
         let callbacks = Unmanaged.passRetained(Callbacks(handler: handler, logger: logger))
         var failure = [CChar](repeating: 0, count: 512)
         var bindFailed: Int32 = 0
-        let started: OpaquePointer? = configuration.host.withCString { host in
-            withOptionalCString(configuration.tlsCertificate) { certificate in
-                withOptionalCString(configuration.tlsKey) { key in
-                    var c = modelc_http_configuration()
-                    c.host = host
-                    c.port = UInt16(clamping: configuration.port)
-                    c.tls_certificate = certificate
-                    c.tls_key = key
-                    c.max_body_bytes = configuration.maxBodyBytes
-                    c.max_connections = UInt32(clamping: configuration.maxConnections)
-                    c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
-                    c.handler = { context, exchange in
-                        guard let context, let exchange else { return }
-                        HTTPServer.serve(exchange, with: Callbacks.from(context).handler)
-                    }
-                    c.logger = { context, line in Callbacks.log(context, line) }
-                    c.context = callbacks.toOpaque()
-                    return modelc_http_start(&c, &failure, failure.count, &bindFailed)
-                }
+        let started: OpaquePointer? = withListenerStrings(configuration.host, configuration.tlsCertificate, configuration.tlsKey) { host, certificate, key in
+            var c = modelc_http_configuration()
+            c.host = host
+            c.port = UInt16(clamping: configuration.port)
+            c.tls_certificate = certificate
+            c.tls_key = key
+            c.max_body_bytes = configuration.maxBodyBytes
+            c.max_connections = UInt32(clamping: configuration.maxConnections)
+            c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
+            c.handler = { context, exchange in
+                guard let context, let exchange else { return }
+                HTTPServer.serve(exchange, with: Callbacks.from(context).handler)
             }
+            c.logger = { context, line in Callbacks.log(context, line) }
+            c.context = callbacks.toOpaque()
+            return modelc_http_start(&c, &failure, failure.count, &bindFailed)
         }
         guard let started else {
             callbacks.release()
@@ -257,7 +253,3 @@ private final class StreamSource: @unchecked Sendable {
     }
 }
 
-func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
-    guard let text else { return body(nil) }
-    return text.withCString { body($0) }
-}

@@ -23,3 +23,18 @@ final class TransportCallbacks<Request, Response>: Sendable {
 func cText(_ buffer: [CChar]) -> String {
     String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
+
+/// A listener's host, TLS certificate and key as C strings for the duration of `body` (nil: NULL).
+func withListenerStrings<Result>(_ host: String, _ certificate: String?, _ key: String?,
+                                 _ body: (UnsafePointer<CChar>, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Result) -> Result {
+    host.withCString { host in
+        withOptionalCString(certificate) { certificate in
+            withOptionalCString(key) { key in body(host, certificate, key) }
+        }
+    }
+}
+
+private func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
+}
