@@ -1,19 +1,20 @@
-// Vector products of 4-bit codes whose input is taken as integers: each
-// block of 32 inputs x is written n = 256 h + l with h and l 8-bit integers,
-// x ≈ d n, d = max|x| / (127 · 256) (h is x rounded to the nearest multiple
-// of max|x| / 127, l what is left rounded to 1/256 of that: about 15 bits,
-// some thirty times finer than the fp16 rounding the program itself makes).
-// The codes are multiplied with h and l by integer dot-product instructions
-// (`vpdpbusd` on AVX-512 VNNI, `vpmaddubsw` then `vpmaddwd` on AVX-512 BW and
-// AVX2), 64 or 32 codes per instruction, where the float loops widen and
-// multiply 16 at a time. Only fp16 programs' weights ask for it
-// (`quantize_inputs`); docs/runtime.md has the measurements.
+// Vector products of 4-bit (and, on AVX-512 VNNI, 8-bit) codes whose input
+// is taken as integers: each block of 32 inputs x is written n = 256 h + l
+// with h and l 8-bit integers, x ≈ d n, d = max|x| / (127 · 256) (h is x
+// rounded to the nearest multiple of max|x| / 127, l what is left rounded to
+// 1/256 of that: about 15 bits, some thirty times finer than the fp16
+// rounding the program itself makes). The codes are multiplied with h and l
+// by integer dot-product instructions (`vpdpbusd` on AVX-512 VNNI,
+// `vpmaddubsw` then `vpmaddwd` on AVX-512 BW and AVX2 for 4-bit codes), 64 or
+// 32 codes per instruction, where the float loops widen and multiply 16 at a
+// time. Only fp16 programs' weights ask for it (`quantize_inputs`);
+// docs/runtime.md has the measurements.
 //
-// The codes are read as unsigned nibbles u (signed codes: u = q + 8, by
-// flipping each nibble's top bit), so a block of the product is
+// The codes are read as unsigned u (signed codes: u = q + 2^(bits−1), by
+// flipping each code's top bit), so a block of the product is
 //   Σ x (q − o) s ≈ s d (Σ u n − (b + o) Σ n)
-// with b 8 for signed codes (else 0) and o the block's offset: Σ u n is the
-// integer dot product, and d Σ n is made once per input block, so the
+// with b 2^(bits−1) for signed codes (else 0) and o the block's offset: Σ u n
+// is the integer dot product, and d Σ n is made once per input block, so the
 // correction costs one multiply-add per block.
 #include "quantized_inputs.h"
 
@@ -105,7 +106,8 @@ AVX2 static int round_input_avx2(const float *x, long columns, integer_input *in
 }
 
 /// AVX-512: groups of 64 inputs, two blocks of 32.
-AVX512 static int round_input_avx512(const float *x, long columns, integer_input *input) {
+/// AVX-512: groups of 64 inputs, two blocks of 32; `split`: even columns first (4-bit codes), else in order (bytes).
+AVX512 static int round_input_avx512(const float *x, long columns, integer_input *input, int split_columns) {
     const __m512 zero = _mm512_setzero_ps(), fraction = _mm512_set1_ps(256);
     const __m512i split = _mm512_set4_epi32(0x0F0D0B09, 0x07050301, 0x0E0C0A08, 0x06040200);
     const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
@@ -138,8 +140,12 @@ AVX512 static int round_input_avx512(const float *x, long columns, integer_input
         }
         __m512i h = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(high[0]), high[1], 1), high[2], 2), high[3], 3);
         __m512i l = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(low[0]), low[1], 1), low[2], 2), low[3], 3);
-        _mm512_storeu_si512(input->high + g * 64, _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(h, split)));
-        _mm512_storeu_si512(input->low + g * 64, _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(l, split)));
+        if (split_columns) {
+            h = _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(h, split));
+            l = _mm512_permutexvar_epi64(order, _mm512_shuffle_epi8(l, split));
+        }
+        _mm512_storeu_si512(input->high + g * 64, h);
+        _mm512_storeu_si512(input->low + g * 64, l);
     }
     return 1;
 }
@@ -156,7 +162,7 @@ AVX2 static inline float sum8(__m256 v) {
 /// holds d Σ n per weight block).
 AVX2 static float correction(const modelc_packed_matrix *m, const integer_input *input, const float *scales, const float *offsets) {
     const long count = m->columns / m->block_columns;
-    const float bias = m->is_signed ? 8 : 0;
+    const float bias = m->is_signed ? (float)(1 << (m->bits - 1)) : 0;
     if (bias == 0 && offsets == NULL) return 0;
     const float *sums = input->weight_sum;
     __m256 first = _mm256_setzero_ps(), second = _mm256_setzero_ps();
@@ -258,12 +264,42 @@ GROUP_PRODUCT(group_vnni, AVX512_VNNI, products_vnni)
 
 DOT_ROWS_AVX512(dot_rows_avx512_bw, AVX512, group_bw)
 DOT_ROWS_AVX512(dot_rows_avx512_vnni, AVX512_VNNI, group_vnni)
+
+/// 8-bit codes on AVX-512 VNNI: 64 codes, in order, per step (the input not split by column
+/// parity); lanes 0–7 belong to the group's first input block, 8–15 to its second. A last group
+/// of 32 codes reads 32 bytes (the rest is padding, whose inputs are 0).
+AVX512_VNNI static void dot_rows_bytes_vnni(const modelc_packed_matrix *m, const integer_input *input, float *y, long first_row, long row_count) {
+    const long columns = m->columns, per_row = columns / m->block_columns;
+    const __m512i flip = _mm512_set1_epi8(m->is_signed ? (char)0x80 : 0);
+    const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (long r = first_row; r < first_row + row_count; r++) {
+        const uint8_t *bytes = m->codes + r * columns;
+        const long row_block = (r / m->block_rows) * per_row;
+        const float *scales = m->scale + row_block, *offsets = m->offset ? m->offset + row_block : NULL;
+        __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
+        for (long c = 0; c < columns; c += 64) {
+            __m512i raw = c + 64 <= columns ? _mm512_loadu_si512(bytes + c) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, bytes + c);
+            __m512i codes = _mm512_xor_si512(raw, flip);
+            __m512i products = _mm512_add_epi32(_mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(input->high + c)), 8),
+                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(input->low + c)));
+            const long b = c / 32;
+            __m128 pair = _mm_unpacklo_ps(_mm_load_ss(scales + input->weight_block[b]), _mm_load_ss(scales + input->weight_block[b + 1]));
+            pair = _mm_mul_ps(pair, _mm_castpd_ps(_mm_load_sd((const double *)(input->step + b))));
+            __m512 factors = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair));
+            if ((c / 64) & 1) odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), factors, odd);
+            else even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), factors, even);
+        }
+        y[r - first_row] = _mm512_reduce_add_ps(_mm512_add_ps(even, odd)) - correction(m, input, scales, offsets);
+    }
+}
 #endif
 
 int modelc_packed_dot_rows_quantize_inputs(const modelc_packed_matrix *m) {
 #if defined(__x86_64__) && defined(__clang__)
-    return m->quantize_inputs && m->bits == 4 && m->table == NULL && m->scale != NULL && m->block_columns % 32 == 0 && m->columns % 32 == 0
-        && modelc_cpu_level() >= 2;
+    // 8-bit codes need VNNI: vpmaddubsw's 16-bit pair sums would saturate at 255 · 127 · 2.
+    const int level = modelc_cpu_level();
+    return m->quantize_inputs && (m->bits == 4 ? level >= 2 : (m->bits == 8 && level >= 4)) && m->table == NULL && m->scale != NULL
+        && m->block_columns % 32 == 0 && m->columns % 32 == 0;
 #else
     (void)m;
     return 0;
@@ -285,7 +321,7 @@ int modelc_packed_dot_rows_integer(const modelc_packed_matrix *m, const float *x
     input.sum = input.step + blocks;
     input.weight_block = (int32_t *)(input.sum + blocks);
     input.weight_sum = (float *)(input.weight_block + blocks);
-    int rounded = level >= 3 ? round_input_avx512(x, m->columns, &input) : round_input_avx2(x, m->columns, &input);
+    int rounded = level >= 3 ? round_input_avx512(x, m->columns, &input, m->bits == 4) : round_input_avx2(x, m->columns, &input);
     if (rounded) {
         // A padding block (step 0) names the row's last weight block, so that its scale is read within the row.
         for (long b = 0; b < blocks; b++) input.weight_block[b] = (int32_t)((b < m->columns / 32 ? b : m->columns / 32 - 1) / per_block);
@@ -294,7 +330,8 @@ int modelc_packed_dot_rows_integer(const modelc_packed_matrix *m, const float *x
             for (long i = 0; i < per_block; i++) total += input.sum[w * per_block + i];
             input.weight_sum[w] = total;
         }
-        if (level >= 4) dot_rows_avx512_vnni(m, &input, y, first_row, row_count);
+        if (m->bits == 8) dot_rows_bytes_vnni(m, &input, y, first_row, row_count);
+        else if (level >= 4) dot_rows_avx512_vnni(m, &input, y, first_row, row_count);
         else if (level >= 3) dot_rows_avx512_bw(m, &input, y, first_row, row_count);
         else dot_rows_avx2(m, &input, y, first_row, row_count);
     }

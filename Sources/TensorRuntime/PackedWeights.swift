@@ -59,13 +59,13 @@ final class PackedWeights: @unchecked Sendable, Equatable {
 
     /// Whether vector products take their input as integers of about 15 bits
     /// per block of 32 (`modelc_packed_matrix.quantize_inputs`), multiplied
-    /// with the codes by integer dot products: 4-bit codes with scales
+    /// with the codes by integer dot products: 4- or 8-bit codes with scales
     /// decompressed to fp16, that is an fp16 program's weights, whose every
     /// operation already rounds its inputs to fp16 (30 times more coarsely).
     /// A program computing in fp32 keeps float products. docs/runtime.md has
     /// the measurements.
     var productsQuantizeInputs: Bool {
-        guard roundsToHalf, bits == 4, case .shiftScale = decoding else { return false }
+        guard roundsToHalf, bits == 4 || bits == 8, case .shiftScale = decoding else { return false }
         return true
     }
 

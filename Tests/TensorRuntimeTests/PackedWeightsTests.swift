@@ -96,6 +96,11 @@ struct PackedWeightsTests {
                         offsets: true, seed: 15, roundsToHalf: true),
             blockScaled("int4 per block of 128 over two rows, fp16 output", rows: 6, columns: 256, bits: 4, signed: true, blockRows: 2, blockColumns: 128,
                         offsets: false, seed: 16, roundsToHalf: true),
+            // 8-bit codes of fp16 programs (integer inputs on AVX-512 VNNI): per channel over 96 columns, per block of 32 with offsets.
+            blockScaled("int8 per channel, fp16 output, 96 columns", rows: 5, columns: 96, bits: 8, signed: true, blockRows: 1, blockColumns: 96,
+                        offsets: false, seed: 18, roundsToHalf: true),
+            blockScaled("uint8 per block of 32 with offsets, fp16 output", rows: 4, columns: 128, bits: 8, signed: false, blockRows: 1, blockColumns: 32,
+                        offsets: true, seed: 19, roundsToHalf: true),
             blockScaled("int4, odd width (rows start mid-byte)", rows: 4, columns: 37, bits: 4, signed: true, blockRows: 2, blockColumns: 37, offsets: false, seed: 4),
             blockScaled("int8 per channel", rows: 7, columns: 80, bits: 8, signed: true, blockRows: 1, blockColumns: 80, offsets: false, seed: 5),
             blockScaled("uint8 per tensor with a zero point", rows: 3, columns: 50, bits: 8, signed: false, blockRows: 3, blockColumns: 50, offsets: true, seed: 6),

@@ -36,8 +36,9 @@ typedef struct modelc_packed_matrix {
     /// Whether a vector product may take its input as integers of about 15
     /// bits, each block of 32 inputs x written d (256 h + l) with h and l
     /// 8-bit integers, d = max|x| / (127 · 256), and multiply the codes with h
-    /// and l by integer dot products (4-bit codes with scales, blocks a whole
-    /// number of 32 columns): set for fp16 programs' weights, see
+    /// and l by integer dot products (4-bit codes with scales, and 8-bit ones
+    /// on AVX-512 VNNI; blocks a whole number of 32 columns): set for fp16
+    /// programs' weights, see
     /// docs/runtime.md. Each input then errs by at most d / 2, that is
     /// max|x| / 65024 over its block (fp16's own rounding: |x| / 2048).
     int quantize_inputs;
