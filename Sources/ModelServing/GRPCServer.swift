@@ -36,15 +36,18 @@ public struct GRPCRequest: Sendable {
     public var deadline: UInt64?
     /// Whether the client has cancelled the call or gone away (valid while the call is handled).
     public var clientGone: (@Sendable () -> Bool)?
+    /// The W3C `traceparent` metadata, which a traced call continues.
+    public var traceparent: String?
 
     public init(method: String, message: [UInt8], authorization: String? = nil, apiKey: String? = nil, deadline: UInt64? = nil,
-                clientGone: (@Sendable () -> Bool)? = nil) {
+                clientGone: (@Sendable () -> Bool)? = nil, traceparent: String? = nil) {
         self.method = method
         self.message = message
         self.authorization = authorization
         self.apiKey = apiKey
         self.deadline = deadline
         self.clientGone = clientGone
+        self.traceparent = traceparent
     }
 }
 
@@ -138,7 +141,8 @@ public final class GRPCServer: Sendable {
                                       // the deadline is the deadline's, which the scheduler times out itself.
                                       modelc_serve_grpc_call_cancelled(call.pointer) != 0
                                           && modelc_serve_grpc_call_deadline_nanoseconds(call.pointer) > 100_000_000
-                                  })
+                                  },
+                                  traceparent: modelc_serve_grpc_call_metadata(call, "traceparent").map { String(cString: $0) })
         let response = handler(request)
         response.body.withUnsafeBufferPointer { body in
             modelc_serve_grpc_call_finish(call, response.status.rawValue, response.message, body.baseAddress, body.count)

@@ -58,9 +58,12 @@ struct RequestTrace {
 
     func unix(_ uptime: UInt64) -> UInt64 { arrivalUnix + (uptime - min(uptime, arrivalUptime)) }
 
-    /// The request's spans: `POST /v2/models/{model}/infer` (the server span) and, for the stages
-    /// it reached, its children `deserialize`, `queue`, `compute` and `serialize`.
-    func spans(_ stages: InferStages, end: UInt64, model: String, path: String, failure: RequestError?) -> [TraceSpan] {
+    /// The request's spans: the server span (`POST /v2/models/{model}/infer`, or over gRPC
+    /// `inference.GRPCInferenceService/ModelInfer`, as OpenTelemetry names RPC spans) and, for the
+    /// stages it reached, its children `deserialize`, `queue`, `compute` and `serialize`.
+    /// `path`: the URL path, or the gRPC method (`/inference.GRPCInferenceService/ModelInfer`).
+    func spans(_ stages: InferStages, end: UInt64, model: String, path: String, protocol: InferenceService.Transport,
+               failure: RequestError?) -> [TraceSpan] {
         var spans: [TraceSpan] = []
         func child(_ name: String, _ start: UInt64, _ finish: UInt64, _ attributes: [(key: String, value: TraceSpan.Value)] = []) {
             spans.append(TraceSpan(traceID: traceID, spanID: TraceIDs.spanID(), parentSpanID: spanID, name: name, kind: .internal,
@@ -75,13 +78,24 @@ struct RequestTrace {
             }
         }
         if let outputStart = stages.outputStart, let outputEnd = stages.outputEnd { child("serialize", outputStart, outputEnd) }
-        var attributes: [(key: String, value: TraceSpan.Value)] = [
-            ("http.request.method", .string("POST")), ("http.route", .string("/v2/models/{model}/infer")), ("url.path", .string(path)),
-            ("model.name", .string(model)), ("model.version", .string(InferenceService.version)),
-            ("http.response.status_code", .int(Int64(failure?.status ?? 200))),
-        ]
+        let name: String
+        var attributes: [(key: String, value: TraceSpan.Value)]
+        switch `protocol` {
+        case .http:
+            name = "POST /v2/models/{model}/infer"
+            attributes = [("http.request.method", .string("POST")), ("http.route", .string("/v2/models/{model}/infer")), ("url.path", .string(path)),
+                          ("http.response.status_code", .int(Int64(failure?.status ?? 200)))]
+        case .grpc:
+            let method = path.hasPrefix("/") ? String(path.dropFirst()) : path
+            let parts = method.split(separator: "/", maxSplits: 1).map(String.init)
+            name = method
+            attributes = [("rpc.system", .string("grpc")), ("rpc.service", .string(parts.first ?? method)),
+                          ("rpc.method", .string(parts.count > 1 ? parts[1] : method)),
+                          ("rpc.grpc.status_code", .int(Int64(failure?.grpcStatus.rawValue ?? GRPCStatus.ok.rawValue)))]
+        }
+        attributes += [("model.name", .string(model)), ("model.version", .string(InferenceService.version))]
         if let failure { attributes.append(("error.type", .string(failure.metricReason))) }
-        spans.insert(TraceSpan(traceID: traceID, spanID: spanID, parentSpanID: parentSpanID, name: "POST /v2/models/{model}/infer",
+        spans.insert(TraceSpan(traceID: traceID, spanID: spanID, parentSpanID: parentSpanID, name: name,
                                kind: .server, startUnixNanoseconds: unix(stages.arrival), endUnixNanoseconds: unix(end),
                                attributes: attributes, status: failure.map { .error($0.description) } ?? .ok), at: 0)
         return spans

@@ -49,9 +49,9 @@ extension InferenceService {
         case "ModelInfer":
             let decoded = try GRPCMessages.infer(call.message, limits: .init(maxTensorBytes: options.maxTensorBytes))
             try checkVersion(decoded.version, model: decoded.model)
-            // Not traced: the spans' attributes are HTTP's.
+            let trace = tracer == nil ? nil : RequestTrace(arrival: arrival, traceparent: call.traceparent)
             let inference = InferCall(protocol: .grpc, arrival: arrival, clientDeadline: call.deadline, clientGone: call.clientGone,
-                                      trace: nil, path: call.method)
+                                      trace: trace, path: call.method)
             return try infer(decoded.model, inference) { () throws(RequestError) in
                 try decoded.request.get()
             } encode: { answer in

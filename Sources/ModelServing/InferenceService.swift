@@ -434,7 +434,7 @@ public final class InferenceService: Sendable {
             metrics.recordSuccess(model: name, protocol: call.protocol.rawValue, totalNanoseconds: timing.total, queueNanoseconds: timing.queue,
                                   computeNanoseconds: timing.compute)
             statistics.recordSuccess(model: name, timing: timing)
-            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, failure: nil)) }
+            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, protocol: call.protocol, failure: nil)) }
             return response
         } catch {
             let end = DispatchTime.now().uptimeNanoseconds
@@ -443,7 +443,7 @@ public final class InferenceService: Sendable {
                 metrics.recordFailure(model: name, protocol: call.protocol.rawValue, reason: error.metricReason, totalNanoseconds: end - stages.arrival)
                 statistics.recordFailure(model: name, nanoseconds: end - stages.arrival)
             }
-            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, failure: error)) }
+            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, protocol: call.protocol, failure: error)) }
             throw error
         }
     }

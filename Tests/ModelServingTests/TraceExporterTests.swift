@@ -212,4 +212,33 @@ import Testing
         #expect(other.count == 1 && other.first?["parentSpanId"] == nil)
         #expect((other.first?["status"] as? [String: Any])?["code"] as? Int == 2)
     }
+
+    @Test(.timeLimit(.minutes(1))) func aGRPCCallsSpansAreRPCSpansUnderItsTraceparent() async throws {
+        let collector = Collector()
+        let exporter = TraceExporter(interval: 0.05, source: Self.source, send: collector.send)
+        try await InferenceServiceTests.withService(tracer: exporter) { service, _ in
+            let traced = GRPCRequest(method: GRPCServiceTests.method + "ModelInfer", message: GRPCServiceTests.iris(),
+                                     traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            #expect(await GRPCServiceTests.call(service, traced).status == .ok)
+            let unknown = GRPCRequest(method: GRPCServiceTests.method + "ModelInfer", message: GRPCServiceTests.iris(model: "NoSuchModel"))
+            #expect(await GRPCServiceTests.call(service, unknown).status == .notFound)
+            #expect(Self.eventually { collector.spans.count >= 6 })
+        }
+        let spans = collector.spans
+        let root = try #require(spans.first { $0["kind"] as? Int == 2 && $0["traceId"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736" })
+        #expect(root["name"] as? String == "inference.GRPCInferenceService/ModelInfer" && root["parentSpanId"] as? String == "00f067aa0ba902b7")
+        let rootID = try #require(root["spanId"] as? String)
+        #expect(spans.filter { $0["parentSpanId"] as? String == rootID }.compactMap { $0["name"] as? String } == ["deserialize", "queue", "compute", "serialize"])
+        func attributes(_ span: [String: Any]) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: (span["attributes"] as? [[String: Any]] ?? []).map {
+                ($0["key"] as? String ?? "", ($0["value"] as? [String: Any])?.values.first.map { "\($0)" } ?? "")
+            })
+        }
+        let ok = attributes(root)
+        #expect(ok["rpc.system"] == "grpc" && ok["rpc.service"] == "inference.GRPCInferenceService" && ok["rpc.method"] == "ModelInfer")
+        #expect(ok["rpc.grpc.status_code"] == "0" && ok["model.name"] == "GLMClassifier" && ok["http.response.status_code"] == nil)
+        // The unknown model: a trace of its own, NOT_FOUND (5), an error.
+        let failed = try #require(spans.first { $0["kind"] as? Int == 2 && $0["traceId"] as? String != "4bf92f3577b34da6a3ce929d0e0e4736" })
+        #expect(attributes(failed)["rpc.grpc.status_code"] == "5" && (failed["status"] as? [String: Any])?["code"] as? Int == 2)
+    }
 }

@@ -142,6 +142,32 @@ def test_spans_nest_under_the_callers_traceparent(model_dir, tmp_path, collector
     assert attributes(failed)["http.response.status_code"] == "400"
 
 
+def test_grpc_calls_are_traced_as_rpc_spans(model_dir, tmp_path, collector):
+    import tritonclient.grpc as triton_grpc
+
+    server = Server(model_dir, tmp_path, "--trace-endpoint", collector.endpoint)
+    try:
+        client = triton_grpc.InferenceServerClient(server.grpc_url)
+        tensor = triton_grpc.InferInput("features", [4], "FP64")
+        tensor.set_data_from_numpy(IRIS)
+        client.infer("GLMClassifier", [tensor], headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+        with pytest.raises(InferenceServerException):
+            client.infer("NoSuchModel", [tensor])
+        spans = collector.wait_for(5 + 1)
+    finally:
+        assert server.stop() == 0, server.log_text()
+    name = "inference.GRPCInferenceService/ModelInfer"
+    root = next(span for span in spans if span["traceId"] == TRACE_ID and span["name"] == name)
+    assert root["parentSpanId"] == PARENT_ID and root["kind"] == 2 and root["status"]["code"] == 1
+    found = attributes(root)
+    assert found["rpc.system"] == "grpc" and found["rpc.service"] == "inference.GRPCInferenceService"
+    assert found["rpc.method"] == "ModelInfer" and found["rpc.grpc.status_code"] == "0" and found["model.name"] == "GLMClassifier"
+    children = sorted(span["name"] for span in spans if span.get("parentSpanId") == root["spanId"])
+    assert children == ["compute", "deserialize", "queue", "serialize"]
+    failed = next(span for span in spans if span["traceId"] != TRACE_ID and span["name"] == name)
+    assert failed["status"]["code"] == 2 and attributes(failed)["rpc.grpc.status_code"] == "5"
+
+
 def test_a_collector_that_is_down_costs_requests_nothing(model_dir, tmp_path):
     down = f"http://127.0.0.1:{free_port()}/v1/traces"
     server = Server(model_dir, tmp_path, "--trace-endpoint", down)
@@ -194,4 +220,6 @@ def test_a_collector_that_never_answers_holds_neither_requests_nor_the_drain(mod
         silent.close()
     # The drain waits 2 s at most for the last export, then the process exits.
     assert time.monotonic() - stopping < 8
-    assert re.search(r"stopped answered=21 drain_ms=(\d+)", server.log_text())
+    # 20 inferences and the start's readiness polls (one, or more while the ports were still opening).
+    stopped = re.search(r"stopped answered=(\d+) drain_ms=(\d+)", server.log_text())
+    assert stopped and int(stopped.group(1)) >= 21, server.log_text()
