@@ -173,7 +173,8 @@ public final class ServerMetrics: Sendable {
         return text
     }
 
-    private func escape(_ text: String) -> String {
+    /// A label value escaped for the text format.
+    func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
     }
 }
