@@ -78,7 +78,8 @@ public struct SequenceParameters: Sendable, Equatable {
         case .number(let value)? where value >= 0 && value == value.rounded() && value <= Self.maxExactJSONInteger:
             id = value == 0 ? nil : .number(UInt64(value))
         case .number(let value)? where value == value.rounded() && value > Self.maxExactJSONInteger:
-            throw .badRequest("'parameters.sequence_id' \(JSONValue.text(value)) is above 2^53, which a JSON number does not hold exactly: send it as a string")
+            let text = value < 1.8e19 ? String(UInt64(value)) : JSONValue.text(value)
+            throw .badRequest("'parameters.sequence_id' \(text) is above 2^53, which a JSON number does not hold exactly: send it as a string")
         case .string(let text)?:
             guard text.utf8.count <= Self.maxStringIDBytes else {
                 throw .badRequest("'parameters.sequence_id' is \(text.utf8.count) bytes long; at most \(Self.maxStringIDBytes)")
