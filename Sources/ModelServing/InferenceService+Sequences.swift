@@ -117,10 +117,9 @@ extension InferenceService {
         let counts = sequences.countsByModel.sorted { $0.key < $1.key }
         var text = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for (labels, value) in samples { text += "\(name)\(labels) \(value)\n" }
+            text += ServerMetrics.family(name, type, help, samples)
         }
-        func labels(_ model: String, _ extra: String = "") -> String { "{model=\"\(metrics.escape(model))\",version=\"1\"\(extra)}" }
+        func labels(_ model: String, _ extra: String = "") -> String { ServerMetrics.labels(model, extra) }
         family("modelc_sequences_live", "gauge", "Live sequences (a state kept between a sequence's requests)",
                counts.map { (labels($0.key), String($0.value.live)) })
         family("modelc_sequence_state_bytes", "gauge", "Bytes of the live sequences' states (counted against --memory-budget)",

@@ -65,6 +65,15 @@ def run_sequence(client, sequence_id, xs, end=True):
             for index, x in enumerate(xs)]
 
 
+def in_threads(target, arguments):
+    """Calls target(argument) for each argument at once, a thread each; returns when all have."""
+    threads = [threading.Thread(target=target, args=(argument,)) for argument in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
 def post(server, model, parameters, x=None):
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16],
                         "data": (np.ones((1, 16), np.float32) if x is None else x).ravel().tolist()}]}
@@ -141,11 +150,7 @@ def test_interleaved_sequences_never_mix(sequence_dir, tmp_path):
 
         def one(sequence_id):
             concurrent[sequence_id] = run_sequence(httpclient.InferenceServerClient(server.url), sequence_id, streams[sequence_id])
-        threads = [threading.Thread(target=one, args=(sequence_id,)) for sequence_id in ids]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        in_threads(one, ids)
         for sequence_id in ids:
             for step in range(6):
                 np.testing.assert_array_equal(got[sequence_id][step], alone[sequence_id][step], err_msg=f"{sequence_id} step {step}")
@@ -163,13 +168,7 @@ def test_concurrent_requests_of_one_sequence_take_turns(sequence_dir, tmp_path):
         infer(client, ones, sequence_id=5, sequence_start=True)
         answers = []
 
-        def one():
-            answers.append(infer(httpclient.InferenceServerClient(server.url), ones, sequence_id=5))
-        threads = [threading.Thread(target=one) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        in_threads(lambda _: answers.append(infer(httpclient.InferenceServerClient(server.url), ones, sequence_id=5)), range(8))
         expected = run_sequence(client, "alone", [ones] * 9)[1:]
         # Each request saw the one before it: together they are steps 2 to 9 of the sequence, in some order.
         assert sorted(float(y[0, 0]) for y in answers) == sorted(float(y[0, 0]) for y in expected)
