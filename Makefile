@@ -22,7 +22,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # requests shared between threads, downloads (the hashing thread), the fetch
 # cache's locks, parallel builds (the CLI tests run the instrumented modelc),
 # the server's scheduler, endpoints and generation streams, and the tensor engine's concurrent parity.
-TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests'
+TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests|SequenceStoreTests'
 
 .PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \

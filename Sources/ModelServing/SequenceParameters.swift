@@ -54,8 +54,9 @@ public struct SequenceParameters: Sendable, Equatable {
 
     /// The longest string id taken, in UTF-8 bytes.
     public static let maxStringIDBytes = 256
-    /// The largest numeric id a JSON number holds exactly (2^53); larger ones go as strings.
-    static let maxExactJSONInteger = 9_007_199_254_740_992.0
+    /// 2^53: numeric ids in JSON must be below it. From there on a JSON number does not hold every
+    /// whole number (9007199254740993 reads as 2^53), so two ids could be taken for one.
+    static let firstInexactJSONInteger = 9_007_199_254_740_992.0
 
     /// The three parameters' names.
     public static let names = ["sequence_id", "sequence_start", "sequence_end"]
@@ -75,11 +76,11 @@ public struct SequenceParameters: Sendable, Equatable {
             id = value == 0 ? nil : .number(value)
         case .int64(let value)? where value >= 0:
             id = value == 0 ? nil : .number(UInt64(value))
-        case .number(let value)? where value >= 0 && value == value.rounded() && value <= Self.maxExactJSONInteger:
+        case .number(let value)? where value >= 0 && value == value.rounded() && value < Self.firstInexactJSONInteger:
             id = value == 0 ? nil : .number(UInt64(value))
-        case .number(let value)? where value == value.rounded() && value > Self.maxExactJSONInteger:
+        case .number(let value)? where value == value.rounded() && value >= Self.firstInexactJSONInteger:
             let text = value < 1.8e19 ? String(UInt64(value)) : JSONValue.text(value)
-            throw .badRequest("'parameters.sequence_id' \(text) is above 2^53, which a JSON number does not hold exactly: send it as a string")
+            throw .badRequest("'parameters.sequence_id' \(text) is not below 2^53, where JSON numbers stop holding every whole number: send it as a string")
         case .string(let text)?:
             guard text.utf8.count <= Self.maxStringIDBytes else {
                 throw .badRequest("'parameters.sequence_id' is \(text.utf8.count) bytes long; at most \(Self.maxStringIDBytes)")

@@ -135,7 +135,7 @@ def test_interleaved_sequences_never_mix(sequence_dir, tmp_path):
     server = Server(sequence_dir, tmp_path, "--threads", "2")
     try:
         rng = np.random.default_rng(2)
-        ids = [11, 12, "s-13", 2**53]
+        ids = [11, 12, "s-13", 2**53 - 1]
         streams = {sequence_id: inputs(rng, 6) for sequence_id in ids}
         single = httpclient.InferenceServerClient(server.url)
         alone = {sequence_id: run_sequence(single, f"alone-{sequence_id}", xs) for sequence_id, xs in streams.items()}
@@ -220,7 +220,7 @@ def test_start_on_a_live_id_restarts_it(sequence_dir, tmp_path):
     ({"sequence_id": -1}, 400, "'parameters.sequence_id' must be a whole number from 0 or a string, not -1"),
     ({"sequence_id": 1.5}, 400, "'parameters.sequence_id' must be a whole number from 0 or a string, not 1.5"),
     ({"sequence_id": True}, 400, "'parameters.sequence_id' must be a whole number from 0 or a string, not true"),
-    ({"sequence_id": 2**60}, 400, "'parameters.sequence_id' 1152921504606846976 is above 2^53, which a JSON number does not hold exactly: send it as a string"),
+    ({"sequence_id": 2**60}, 400, "'parameters.sequence_id' 1152921504606846976 is not below 2^53, where JSON numbers stop holding every whole number: send it as a string"),
     ({"sequence_id": 1, "sequence_start": "yes"}, 400, "'parameters.sequence_start' must be true or false, not \"yes\""),
     ({"sequence_id": 1, "sequence_end": 1}, 400, "'parameters.sequence_end' must be true or false, not 1"),
     ({"sequence_start": True}, 400, "'parameters.sequence_start' is true but the request has no 'sequence_id' (or 0 or \"\", which are no sequence)"),
