@@ -21,10 +21,11 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # caches (bundles, and runnable models predicting under pressure), image
 # requests shared between threads, downloads (the hashing thread), the fetch
 # cache's locks, parallel builds (the CLI tests run the instrumented modelc),
-# the server's scheduler, endpoints and generation streams, and the tensor engine's concurrent parity.
-TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests|SequenceStoreTests'
+# the server's scheduler, endpoints (REST and gRPC) and generation streams, the tensor engine's concurrent parity,
+# and decoders planning their next step in the background.
+TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GRPCServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests|TextGenerationTests|SequenceStoreTests'
 
-.PHONY: all deps build run test check-generated spec spec-check fixtures venv bench bench-llm fuzz clean \
+.PHONY: all deps build run test check-generated grpc-messages spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \
         dist install uninstall deb test-install test-deb-fresh
 
@@ -88,13 +89,15 @@ $(KSERVE_VENV)/.installed: Tests/ServingE2E/requirements-kserve.txt
 
 test-serve: $(SERVE_VENV)/.installed
 	@Scripts/install-deps.sh openssl
-	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	@test -x $(MODELC_BIN) || { $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS) && \
+	    $(SWIFT) build -c release --product ModelcGRPC $(SWIFT_FLAGS); }
 	MODELC_BIN=$(abspath $(MODELC_BIN)) $(SERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E \
 	    --ignore=Tests/ServingE2E/test_kserve.py; status=$$?; \
 	    if [ $$status -eq 5 ]; then echo "test-serve: pytest collected no tests" >&2; fi; exit $$status
 
 test-kserve: $(KSERVE_VENV)/.installed
-	@test -x $(MODELC_BIN) || $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS)
+	@test -x $(MODELC_BIN) || { $(SWIFT) build -c release --product modelc $(SWIFT_FLAGS) && \
+	    $(SWIFT) build -c release --product ModelcGRPC $(SWIFT_FLAGS); }
 	MODELC_BIN=$(abspath $(MODELC_BIN)) $(KSERVE_VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/ServingE2E/test_kserve.py; \
 	    status=$$?; if [ $$status -eq 5 ]; then echo "test-kserve: pytest collected no tests" >&2; fi; exit $$status
 
@@ -105,7 +108,12 @@ load: deps venv $(SERVE_VENV)/.installed
 	Scripts/serve-load.sh .build/release/modelc $(VENV)/bin/python $(SERVE_VENV)/bin/python
 
 check-generated:
-	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema
+	@$(PYTHON) Scripts/check-generated.py Sources/CoreMLSchema Sources/InferenceMessages
+
+# Regenerate the C code of the gRPC messages `modelc serve` answers from Protos/inference.proto.
+grpc-messages:
+	@Scripts/install-deps.sh protobuf-c-compiler
+	$(PYTHON) Scripts/generate_grpc_messages.py Sources/InferenceMessages
 
 # Python tools (coremltools, scikit-learn) for regenerating the schema and fixtures.
 venv: $(VENV)/.installed
@@ -248,6 +256,7 @@ dist: deps
 	$(SWIFT) build $(DIST_BUILD) --product modelc
 	$(SWIFT) build $(DIST_BUILD) --product ModelcC
 	$(SWIFT) build $(DIST_BUILD) --product ModelcFaces
+	$(SWIFT) build $(DIST_BUILD) --product ModelcGRPC
 
 install: dist
 	@Scripts/install-deps.sh patchelf help2man

@@ -5,7 +5,7 @@
 # they start their own on a loopback port and never use the system service.
 set -euo pipefail
 
-packages=(pkg-config libprotobuf-c-dev libssl-dev libcurl4-openssl-dev libarchive-dev libopenblas-dev libdnnl-dev libvips-dev libjpeg-dev liblbfgs-dev libdlib-dev libmicrohttpd-dev libgvc6 "$@")
+packages=(pkg-config libprotobuf-c-dev libgrpc++-dev libssl-dev libcurl4-openssl-dev libarchive-dev libopenblas-dev libdnnl-dev libvips-dev libjpeg-dev liblbfgs-dev libdlib-dev libmicrohttpd-dev libgvc6 "$@")
 missing=()
 for package in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

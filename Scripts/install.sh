@@ -4,21 +4,22 @@
 #   Scripts/install.sh BIN_DIR DESTDIR PREFIX             install
 #   Scripts/install.sh --uninstall DESTDIR PREFIX         remove what an install put there
 #
-# BIN_DIR holds modelc, libModelcC.so and libModelcFaces.so as SwiftPM built them. Under
+# BIN_DIR holds modelc, libModelcC.so, libModelcFaces.so and libModelcGRPC.so as SwiftPM built them. Under
 # DESTDIR/PREFIX it writes (docs/install.md):
 #
 #   bin/modelc                        the CLI
 #   lib/libmodelc.so.ABI              the C interface (SONAME libmodelc.so.ABI, ABI from include/modelc.h)
 #   lib/libmodelc.so -> libmodelc.so.ABI
 #   lib/modelc/                       private: libModelcFaces.so (opened by modelc at the first face
-#                                     request) and the Swift runtime the three need
+#                                     request), libModelcGRPC.so (opened by `modelc serve` for its gRPC
+#                                     port) and the Swift runtime the four need
 #   lib/pkgconfig/modelc.pc, include/modelc.h
 #   share/man/man1/modelc.1           help2man over --help, with each command's help
 #   share/bash-completion/completions/modelc, share/zsh/…/_modelc,
 #   share/fish/vendor_completions.d/modelc.fish
 #
 # The Swift runtime (libswiftCore, Foundation, ICU data, Dispatch, …) is not on a Debian system,
-# so every library the three files load that no Debian package owns is copied into lib/modelc/
+# so every library the four files load that no Debian package owns is copied into lib/modelc/
 # (strip --strip-debug), and each installed file's RUNPATH is set relative to itself with patchelf
 # ($ORIGIN/../lib/modelc, $ORIGIN/modelc, $ORIGIN): the tree works wherever it is unpacked,
 # and nothing in it refers to the toolchain or the build directory.
@@ -58,7 +59,7 @@ fi
 [ $# -eq 3 ] || fail "usage: $0 BIN_DIR DESTDIR PREFIX"
 bin_dir=$1 destdir=$2 prefix=$3
 case $prefix in /*) ;; *) fail "PREFIX must be an absolute path, not '$prefix'" ;; esac
-for product in modelc libModelcC.so libModelcFaces.so; do
+for product in modelc libModelcC.so libModelcFaces.so libModelcGRPC.so; do
     [ -f "$bin_dir/$product" ] || fail "$bin_dir/$product is missing: build it first (make dist)"
 done
 for tool in patchelf help2man python3 strip ldd; do
@@ -88,14 +89,14 @@ debian_owns() {
     return 1
 }
 
-# The libraries the three files load (transitively) that no Debian package provides.
-ldd_output=$(ldd "$bin_dir/modelc" "$bin_dir/libModelcC.so" "$bin_dir/libModelcFaces.so")
+# The libraries the four files load (transitively) that no Debian package provides.
+ldd_output=$(ldd "$bin_dir/modelc" "$bin_dir/libModelcC.so" "$bin_dir/libModelcFaces.so" "$bin_dir/libModelcGRPC.so")
 if grep -q 'not found' <<<"$ldd_output"; then
     fail "libraries not found: $(grep 'not found' <<<"$ldd_output" | awk '{print $1}' | sort -u | tr '\n' ' ')"
 fi
 shipped=()
 while read -r library; do
-    case $(basename "$library") in libModelcC.so|libModelcFaces.so) continue ;; esac
+    case $(basename "$library") in libModelcC.so|libModelcFaces.so|libModelcGRPC.so) continue ;; esac
     debian_owns "$library" || shipped+=("$library")
 done < <(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<<"$ldd_output" | sort -u)
 
@@ -110,6 +111,7 @@ copy "$bin_dir/libModelcC.so" "$root/lib/libmodelc.so.$abi" 0644 '$ORIGIN/modelc
 patchelf --set-soname "libmodelc.so.$abi" "$root/lib/libmodelc.so.$abi"
 ln -sf "libmodelc.so.$abi" "$root/lib/libmodelc.so"
 copy "$bin_dir/libModelcFaces.so" "$private/libModelcFaces.so" 0644 '$ORIGIN'
+copy "$bin_dir/libModelcGRPC.so" "$private/libModelcGRPC.so" 0644 '$ORIGIN'
 for library in "${shipped[@]}"; do
     copy "$library" "$private/$(basename "$library")" 0644 '$ORIGIN'
 done
@@ -153,4 +155,4 @@ if [ -z "$destdir" ] && [ "$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; 
     ldconfig
 fi
 size=$(du -shc "$root/bin/modelc" "$root/lib/libmodelc.so.$abi" "$private" | tail -1 | cut -f1)
-echo "installed modelc $version into $root: bin/modelc, lib/libmodelc.so.$abi, lib/modelc/ (libModelcFaces.so and ${#shipped[@]} Swift runtime libraries), $size"
+echo "installed modelc $version into $root: bin/modelc, lib/libmodelc.so.$abi, lib/modelc/ (libModelcFaces.so, libModelcGRPC.so and ${#shipped[@]} Swift runtime libraries), $size"

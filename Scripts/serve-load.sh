@@ -14,7 +14,7 @@ mkdir -p "$work/three" "$work/five" "$work/cache"
 for model in TreeEnsembleClassifier.mlmodel GLMClassifier.mlmodel; do cp -f "Fixtures/Models/$model" "$work/three/"; done
 rm -rf "$work/three/MLProgram.mlpackage" && cp -r Fixtures/Models/MLProgram.mlpackage "$work/three/"
 port=$("$client_python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-MODELC_CACHE=$work/cache "$modelc" serve "$work/three" --port "$port" >"$work/three.log" 2>&1 &
+MODELC_CACHE=$work/cache "$modelc" serve "$work/three" --port "$port" --grpc-port 0 >"$work/three.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null; do sleep 0.1; done

@@ -94,7 +94,7 @@ def main():
     body = json.dumps({"inputs": [{"name": "features", "datatype": "FP64", "shape": [20], "data": row}],
                        "outputs": [{"name": "classProbability"}]}).encode()
     print(f"100-tree forest, one row of 20 features per request, {clients} clients x {seconds:.0f} s:")
-    results["forest-modelc"] = measure("modelc serve", [modelc, "serve", str(forest_dir), "--port", str(port)], port,
+    results["forest-modelc"] = measure("modelc serve", [modelc, "serve", str(forest_dir), "--port", str(port), "--grpc-port", "0"], port,
                                        "/v2/models/forest/infer", body, clients, seconds, work / "forest-modelc.log", env)
     mlserver_dir = work / "forest-mlserver"
     mlserver_dir.mkdir(exist_ok=True)
@@ -126,7 +126,7 @@ def main():
     body = json.dumps({"inputs": [{"name": "image", "datatype": "UINT8", "shape": [224, 224, 3], "data": pixels}],
                        "outputs": [{"name": "classLabelProbs"}]}).encode()
     print(f"MobileNetV2-shaped network, one 224x224 RGB image (UINT8 JSON) per request, {clients} clients x {seconds:.0f} s:")
-    results["net-modelc"] = measure("modelc serve", [modelc, "serve", str(net_dir), "--port", str(port)], port,
+    results["net-modelc"] = measure("modelc serve", [modelc, "serve", str(net_dir), "--port", str(port), "--grpc-port", "0"], port,
                                     "/v2/models/mobilenetv2/infer", body, clients, seconds, work / "net-modelc.log", env)
     port = free_port()
     body = json.dumps({"inputs": [{"name": "image", "datatype": "UINT8", "shape": [224, 224, 3], "data": pixels}]}).encode()

@@ -1,12 +1,8 @@
 #include "CFaces.h"
 
 #include "CSystemShims.h"
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 static struct {
     int (*detect)(const unsigned char *, long, long, long, double, int, struct modelc_face **, char *, size_t);
@@ -26,27 +22,8 @@ static void load(void) {
         {"modelc_faces_free", (void **)&api.free},
         {"modelc_faces_version", (void **)&api.version},
     };
-    const size_t count = sizeof symbols / sizeof symbols[0];
-    const char *configured = getenv("MODELC_FACES_LIBRARY");
-    if (configured && *configured) {
-        loaded = modelc_library_open(configured, symbols, count, failure, sizeof failure);
-        return;
-    }
-    /* Next to the executable (SwiftPM builds both into the same directory). */
-    char path[PATH_MAX];
-    ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
-    if (length > 0) {
-        path[length] = 0;
-        char *slash = strrchr(path, '/');
-        if (slash && (size_t)(slash - path) + 1 + sizeof library_name <= sizeof path) {
-            strcpy(slash + 1, library_name);
-            if (access(path, F_OK) == 0) {
-                loaded = modelc_library_open(path, symbols, count, failure, sizeof failure);
-                return;
-            }
-        }
-    }
-    loaded = modelc_library_open(library_name, symbols, count, failure, sizeof failure);
+    loaded = modelc_own_library_open(library_name, "MODELC_FACES_LIBRARY", symbols, sizeof symbols / sizeof symbols[0],
+                                     failure, sizeof failure);
 }
 
 const char *modelc_faces_load(void) {

@@ -1,7 +1,11 @@
 #include "CSystemShims.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 int modelc_library_open(const char *library, const struct modelc_library_symbol *symbols, size_t count,
                         char *failure, size_t failure_size) {
@@ -20,4 +24,21 @@ int modelc_library_open(const char *library, const struct modelc_library_symbol 
         }
     }
     return 1;
+}
+
+int modelc_own_library_open(const char *name, const char *variable, const struct modelc_library_symbol *symbols,
+                            size_t count, char *failure, size_t failure_size) {
+    const char *configured = getenv(variable);
+    if (configured && *configured) return modelc_library_open(configured, symbols, count, failure, failure_size);
+    char path[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (length > 0) {
+        path[length] = 0;
+        char *slash = strrchr(path, '/');
+        if (slash && (size_t)(slash - path) + 1 + strlen(name) + 1 <= sizeof path) {
+            strcpy(slash + 1, name);
+            if (access(path, F_OK) == 0) return modelc_library_open(path, symbols, count, failure, failure_size);
+        }
+    }
+    return modelc_library_open(name, symbols, count, failure, failure_size);
 }

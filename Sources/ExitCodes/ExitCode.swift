@@ -106,6 +106,9 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
     case cancelled = 110
     /// `serve --trace-endpoint`: the URL is not an http or https URL with a host (or libcurl is missing).
     case badTraceEndpoint = 111
+    /// `serve`: the gRPC port cannot be listened on (in use, not local), or the gRPC library
+    /// (libModelcGRPC.so, Debian's libgrpc++1.51) cannot be opened.
+    case cannotListenGRPC = 112
 
     public init(_ error: ModelSpecError) {
         self = switch error {

@@ -134,6 +134,13 @@ public final class Model: Sendable {
     /// (released once packed, read back only where a kernel reads them).
     public var residentBytes: Int { specificationBytes + engine.residentBytes }
 
+    /// Plans the tensor engine for inputs of `shapes` (by name) ahead of a
+    /// prediction with them; other engines plan nothing. Errors are left for
+    /// that prediction to report.
+    func preparePrediction(shapes: [String: [Int]]) {
+        (engine as? TensorEngine)?.prepare(shapes: shapes)
+    }
+
     /// The class labels of a classifier, in the model's order; empty otherwise.
     public var classLabels: [String] { summary.classLabels?.texts ?? [] }
 

@@ -113,15 +113,7 @@ public final class HTTPServer: Sendable {
     /// Answers one request; called on many threads at once.
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
 
-    /// What the C side calls back into; kept alive by the server.
-    private final class Callbacks: Sendable {
-        let handler: Handler
-        let logger: @Sendable (String) -> Void
-        init(handler: @escaping Handler, logger: @escaping @Sendable (String) -> Void) {
-            self.handler = handler
-            self.logger = logger
-        }
-    }
+    private typealias Callbacks = TransportCallbacks<HTTPRequest, HTTPResponse>
 
     private nonisolated(unsafe) let server: OpaquePointer
     private let callbacks: Unmanaged<Callbacks>
@@ -137,34 +129,26 @@ public final class HTTPServer: Sendable {
         let callbacks = Unmanaged.passRetained(Callbacks(handler: handler, logger: logger))
         var failure = [CChar](repeating: 0, count: 512)
         var bindFailed: Int32 = 0
-        let started: OpaquePointer? = configuration.host.withCString { host in
-            withOptionalCString(configuration.tlsCertificate) { certificate in
-                withOptionalCString(configuration.tlsKey) { key in
-                    var c = modelc_http_configuration()
-                    c.host = host
-                    c.port = UInt16(clamping: configuration.port)
-                    c.tls_certificate = certificate
-                    c.tls_key = key
-                    c.max_body_bytes = configuration.maxBodyBytes
-                    c.max_connections = UInt32(clamping: configuration.maxConnections)
-                    c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
-                    c.handler = { context, exchange in
-                        guard let context, let exchange else { return }
-                        let callbacks = Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue()
-                        HTTPServer.serve(exchange, with: callbacks.handler)
-                    }
-                    c.logger = { context, line in
-                        guard let context, let line else { return }
-                        Unmanaged<Callbacks>.fromOpaque(context).takeUnretainedValue().logger(String(cString: line))
-                    }
-                    c.context = callbacks.toOpaque()
-                    return modelc_http_start(&c, &failure, failure.count, &bindFailed)
-                }
+        let started: OpaquePointer? = withListenerStrings(configuration.host, configuration.tlsCertificate, configuration.tlsKey) { host, certificate, key in
+            var c = modelc_http_configuration()
+            c.host = host
+            c.port = UInt16(clamping: configuration.port)
+            c.tls_certificate = certificate
+            c.tls_key = key
+            c.max_body_bytes = configuration.maxBodyBytes
+            c.max_connections = UInt32(clamping: configuration.maxConnections)
+            c.idle_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
+            c.handler = { context, exchange in
+                guard let context, let exchange else { return }
+                HTTPServer.serve(exchange, with: Callbacks.from(context).handler)
             }
+            c.logger = { context, line in Callbacks.log(context, line) }
+            c.context = callbacks.toOpaque()
+            return modelc_http_start(&c, &failure, failure.count, &bindFailed)
         }
         guard let started else {
             callbacks.release()
-            let reason = String(decoding: failure.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let reason = cText(failure)
             let address = "\(configuration.host):\(configuration.port)"
             throw bindFailed != 0 || configuration.tlsCertificate == nil
                 ? .cannotListen(address: address, reason: reason) : .badTLS(reason: reason)
@@ -269,7 +253,3 @@ private final class StreamSource: @unchecked Sendable {
     }
 }
 
-private func withOptionalCString<Result>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
-    guard let text else { return body(nil) }
-    return text.withCString { body($0) }
-}

@@ -4,19 +4,22 @@ import ModelCompiler
 import ModelLoader
 import CSystemShims
 
-/// `modelc serve`: an `InferenceService` behind an `HTTPServer`, the model
+/// `modelc serve`: an `InferenceService` behind an `HTTPServer` (and a `GRPCServer`), the model
 /// cache watching memory pressure, its events in the log, and a drain on
 /// SIGTERM or SIGINT.
 public final class InferenceServer: Sendable {
     public let service: InferenceService
     private let http: HTTPServer
+    private let grpc: GRPCServer?
     private let log: ServerLog
     /// The port listened on (the one asked for, or the one picked for port 0).
     public var port: Int { http.port }
+    /// The gRPC port listened on, nil without gRPC.
+    public var grpcPort: Int? { grpc?.port }
 
     /// Starts serving `repository`.
     ///
-    /// - Throws: `ServingError.cannotListen`, `.badTLS`, or `.badTraceEndpoint` (checked first).
+    /// - Throws: `ServingError.cannotListen`, `.cannotListenGRPC`, `.badTLS`, or `.badTraceEndpoint` (checked first).
     public init(repository: ModelRepository, options: ServerOptions, log: ServerLog) throws(ServingError) {
         if let endpoint = options.traceEndpoint, let problem = OTLPHTTPSender.problem(with: endpoint) {
             throw .badTraceEndpoint(url: endpoint, reason: problem)
@@ -28,18 +31,10 @@ public final class InferenceServer: Sendable {
         let service = InferenceService(repository: repository, options: options, log: log, tracer: tracer)
         self.service = service
         self.log = log
-        let configuration = HTTPServerConfiguration(host: options.host, port: options.port, tlsCertificate: options.tlsCertificate,
-                                                    tlsKey: options.tlsKey, maxBodyBytes: options.maxBodyBytes,
-                                                    maxConnections: options.maxConnections)
-        do {
-            http = try HTTPServer(configuration: configuration, logger: { line in log.write("warning", line) }) { request in
-                service.handle(request)
-            }
-        } catch {
-            service.shutdown()
-            throw error
-        }
+        // Ready once every port listens (a client may use gRPC as soon as REST says ready).
+        service.starting.withLock { $0 = true }
         let cache = service.cache
+        // Observed before any port listens: a request cannot load a model before its line can be written.
         // Written on the thread that loads or evicts, not by a task reading `cache.events`:
         // a line raised just before SIGTERM is in the log when the drain ends and the process exits.
         cache.observe { event in
@@ -56,11 +51,41 @@ public final class InferenceServer: Sendable {
                 log.write("info", "memory pressure", [("detail", text)])
             }
         }
+        let configuration = HTTPServerConfiguration(host: options.host, port: options.port, tlsCertificate: options.tlsCertificate,
+                                                    tlsKey: options.tlsKey, maxBodyBytes: options.maxBodyBytes,
+                                                    maxConnections: options.maxConnections)
+        do {
+            http = try HTTPServer(configuration: configuration, logger: { line in log.write("warning", line) }) { request in
+                service.handle(request)
+            }
+        } catch {
+            service.shutdown()
+            throw error
+        }
+        if let grpcPort = options.grpcPort {
+            let configuration = GRPCServerConfiguration(host: options.host, port: grpcPort, tlsCertificate: options.tlsCertificate,
+                                                        tlsKey: options.tlsKey, maxMessageBytes: options.maxBodyBytes,
+                                                        maxCalls: options.maxConnections)
+            do {
+                grpc = try GRPCServer(configuration: configuration, logger: { line in log.write("warning", line) }) { call in
+                    service.handle(call)
+                }
+            } catch {
+                http.quiesce()
+                http.stop()
+                service.shutdown()
+                throw error
+            }
+        } else {
+            grpc = nil
+        }
         cache.watchSystemPressure()
+        service.starting.withLock { $0 = false }
         log.write("info", "listening", [("address", "\(options.tls ? "https" : "http")://\(Self.hostText(options.host)):\(http.port)"),
                                         ("models", repository.directory), ("budget", String(options.memoryBudget)),
                                         ("threads", String(options.threads)), ("max_batch", String(options.maxBatch))]
-                  + (options.traceEndpoint.map { [("trace_endpoint", $0)] } ?? []))
+                  + (options.traceEndpoint.map { [("trace_endpoint", $0)] } ?? [])
+                  + (grpc.map { [("grpc", "\(Self.hostText(options.host)):\($0.port)")] } ?? []))
     }
 
     private static func hostText(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
@@ -102,21 +127,27 @@ public final class InferenceServer: Sendable {
     ///   arrive, it is answered (`Connection: close`), then its connection closes;
     /// - when `--timeout` has passed since the drain began, connections whose request body is
     ///   still incomplete are closed unanswered, and a request still computing is answered 503;
+    /// - gRPC: new calls are refused UNAVAILABLE at once, calls under way are answered as requests
+    ///   are (UNAVAILABLE when still computing at the end);
     /// then the server stops.
     public func drain() {
         let started = DispatchTime.now()
         let end = started + .milliseconds(service.options.timeoutMilliseconds)
-        log.write("info", "draining", [("in_progress", String(http.requestsInProgress))])
+        log.write("info", "draining", [("in_progress", String(http.requestsInProgress + (grpc?.callsInProgress ?? 0)))])
         service.beginDraining(until: end)
         http.quiesce()
-        while http.requestsInProgress > 0, DispatchTime.now() < end { usleep(5_000) }
+        // New gRPC calls are refused UNAVAILABLE; those under way are answered as HTTP requests are.
+        grpc?.shutdown(graceMilliseconds: service.options.timeoutMilliseconds + 5_000)
+        func underWay() -> Bool { http.requestsInProgress > 0 || (grpc?.callsInProgress ?? 0) > 0 }
+        while underWay(), DispatchTime.now() < end { usleep(5_000) }
         let unfinished = http.closeUnfinished()
         if unfinished > 0 {
             log.write("warning", "closed connections whose request did not arrive whole", [("connections", String(unfinished))])
         }
         // Answers computed by `end` may still be being sent; their connections close once they are.
         let sent = DispatchTime.now() + .seconds(5)
-        while http.requestsInProgress > 0, DispatchTime.now() < sent { usleep(5_000) }
+        while underWay(), DispatchTime.now() < sent { usleep(5_000) }
+        grpc?.stop()
         http.stop()
         service.shutdown()
         log.write("info", "stopped", [("answered", String(service.requestsAnswered)),

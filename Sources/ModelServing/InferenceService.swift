@@ -40,12 +40,16 @@ public final class InferenceService: Sendable {
     /// Models unloaded through the repository API.
     private let unloaded = Locked<Set<String>>([])
     private let draining = Locked(false)
+    /// Set while an `InferenceServer` starts its listeners: not ready until every port listens.
+    let starting = Locked(false)
     /// When draining: the end of the drain (uptime nanoseconds), which no request's deadline passes.
     let drainEnd = Locked<UInt64?>(nil)
-    private let handling = Locked(0)
-    private let answeredCount = Locked(0)
+    let handling = Locked(0)
+    let answeredCount = Locked(0)
     /// The version served for every model.
     static let version = "1"
+    /// The platform model metadata names.
+    static let platform = "coreml"
 
     /// - Parameter tracer: exports each inference request's spans; nil traces nothing.
     public init(repository: ModelRepository, options: ServerOptions, log: ServerLog, tracer: TraceExporter? = nil) {
@@ -144,7 +148,10 @@ public final class InferenceService: Sendable {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         if parts == ["v2", "health", "live"] { return try only("GET", request) { .json(200, ["live": true]) } }
         if parts == ["v2", "health", "ready"] {
-            return try only("GET", request) { isDraining ? .error(503, "server is shutting down") : .json(200, ["ready": true]) }
+            return try only("GET", request) {
+                if isDraining { return .error(503, "server is shutting down") }
+                return starting.withLock { $0 } ? .error(503, "server is starting") : .json(200, ["ready": true])
+            }
         }
         try authorize(request)
         if parts == ["metrics"] {
@@ -199,9 +206,14 @@ public final class InferenceService: Sendable {
 
     /// Checks the API key in constant time (when one is set).
     private func authorize(_ request: HTTPRequest) throws(RequestError) {
+        try authorize(authorization: request.header("Authorization"), apiKey: request.header("X-API-Key"))
+    }
+
+    /// Checks the key given in an `Authorization: Bearer KEY` or `X-API-Key: KEY` header (or gRPC metadata).
+    func authorize(authorization: String?, apiKey: String?) throws(RequestError) {
         guard let key = options.apiKey else { return }
-        var given = request.header("X-API-Key") ?? ""
-        if let authorization = request.header("Authorization"), authorization.lowercased().hasPrefix("bearer ") {
+        var given = apiKey ?? ""
+        if let authorization, authorization.lowercased().hasPrefix("bearer ") {
             given = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
         }
         guard Self.constantTimeEqual(Array(given.utf8), Array(key.utf8)) else { throw .unauthorized }
@@ -221,10 +233,13 @@ public final class InferenceService: Sendable {
     }
 
     var serverMetadata: [String: Any] {
-        ["name": "modelc", "version": BundleCompiler.compilerVersion,
-         "extensions": ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate", "statistics",
-                        "sequence", "sequence(string_id)"]]
+        ["name": Self.serverName, "version": BundleCompiler.compilerVersion, "extensions": Self.extensions]
     }
+
+    static let serverName = "modelc"
+    /// The protocol extensions served (REST; gRPC names the same).
+    static let extensions = ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate", "statistics",
+                             "sequence", "sequence(string_id)"]
 
     // MARK: Models
 
@@ -294,16 +309,32 @@ public final class InferenceService: Sendable {
         }
     }
 
-    private func modelMetadata(_ name: String) throws(RequestError) -> HTTPResponse {
+    /// A tensor of a model's metadata: -1 in `shape` for a size the request chooses.
+    struct TensorMetadata: Equatable {
+        var name: String
+        var datatype: TensorDataType
+        var shape: [Int]
+    }
+
+    /// What a model takes and gives, as the protocol describes it (loading the model when not known yet).
+    func metadata(of name: String) throws(RequestError) -> (inputs: [TensorMetadata], outputs: [TensorMetadata]) {
         let (_, description) = try describe(name)
-        func tensors(_ features: [FeatureDescription]) -> [[String: Any]] {
+        func tensors(_ features: [FeatureDescription]) -> [TensorMetadata] {
             features.compactMap { feature in
                 guard let (datatype, shape) = TensorConversion.metadata(for: feature.type, classLabelCount: description.labels.count) else { return nil }
-                return ["name": feature.name, "datatype": datatype.rawValue, "shape": shape]
+                return TensorMetadata(name: feature.name, datatype: datatype, shape: shape)
             }
         }
-        return .json(200, ["name": name, "versions": [Self.version], "platform": "coreml",
-                           "inputs": tensors(description.summary.inputs), "outputs": tensors(description.summary.outputs)])
+        return (tensors(description.summary.inputs), tensors(description.summary.outputs))
+    }
+
+    private func modelMetadata(_ name: String) throws(RequestError) -> HTTPResponse {
+        let (inputs, outputs) = try metadata(of: name)
+        func json(_ tensors: [TensorMetadata]) -> [[String: Any]] {
+            tensors.map { ["name": $0.name, "datatype": $0.datatype.rawValue, "shape": $0.shape] }
+        }
+        return .json(200, ["name": name, "versions": [Self.version], "platform": Self.platform,
+                           "inputs": json(inputs), "outputs": json(outputs)])
     }
 
     private func repositoryIndex(_ request: HTTPRequest) -> HTTPResponse {
@@ -358,36 +389,79 @@ public final class InferenceService: Sendable {
     // MARK: Inference
 
     private func infer(_ name: String, _ request: HTTPRequest) throws(RequestError) -> HTTPResponse {
-        var stages = InferStages(arrival: DispatchTime.now().uptimeNanoseconds)
-        let trace = tracer == nil ? nil : RequestTrace(arrival: stages.arrival, traceparent: request.header("traceparent"))
+        let arrival = DispatchTime.now().uptimeNanoseconds
+        let trace = tracer == nil ? nil : RequestTrace(arrival: arrival, traceparent: request.header("traceparent"))
+        let call = InferCall(protocol: .http, arrival: arrival, clientDeadline: nil, clientGone: request.clientGone,
+                             trace: trace, path: request.path)
+        return try infer(name, call) { () throws(RequestError) in
+            if let encoding = request.header("Content-Encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" {
+                throw .unsupportedEncoding(encoding)
+            }
+            return try InferRequest.decode(body: request.body, headerLength: request.header("Inference-Header-Content-Length"),
+                                           limits: .init(maxTensorBytes: options.maxTensorBytes))
+        } encode: { answer in
+            InferResponseEncoder.encode(model: name, version: Self.version, id: answer.id, outputs: answer.outputs)
+        }
+    }
+
+    /// The protocol a request came over, for the metrics' `protocol` label.
+    enum Transport: String {
+        case http, grpc
+    }
+
+    /// How one inference request arrived: over which protocol, when, what bounds it, where its spans go.
+    struct InferCall {
+        var `protocol`: Transport
+        /// Uptime nanoseconds.
+        var arrival: UInt64
+        /// The client's own deadline (uptime nanoseconds); the sooner of it and `--timeout` wins.
+        var clientDeadline: UInt64?
+        /// Whether the client has gone (the request is then given up).
+        var clientGone: (@Sendable () -> Bool)?
+        var trace: RequestTrace?
+        /// What the spans name the request by.
+        var path: String
+    }
+
+    /// What an inference gives back, before a protocol writes it.
+    struct InferAnswer {
+        var id: String?
+        var outputs: [InferResponseEncoder.Output]
+    }
+
+    /// Runs one inference on model `name` and counts it in the metrics, statistics and traces:
+    /// `decode` reads the request once the model is known, `encode` writes the answer.
+    func infer<Response>(_ name: String, _ call: InferCall, decode: () throws(RequestError) -> InferRequest,
+                         encode: (InferAnswer) -> Response) throws(RequestError) -> Response {
+        var stages = InferStages(arrival: call.arrival)
         do {
-            let response = try inferOnce(name, request, stages: &stages)
+            let answer = try inferOnce(name, call, stages: &stages, decode: decode)
+            let response = encode(answer)
+            stages.outputEnd = DispatchTime.now().uptimeNanoseconds
             let end = DispatchTime.now().uptimeNanoseconds
             let timing = stages.timing(end: end)
-            metrics.recordSuccess(model: name, totalNanoseconds: timing.total, queueNanoseconds: timing.queue, computeNanoseconds: timing.compute)
+            metrics.recordSuccess(model: name, protocol: call.protocol.rawValue, totalNanoseconds: timing.total, queueNanoseconds: timing.queue,
+                                  computeNanoseconds: timing.compute)
             statistics.recordSuccess(model: name, timing: timing)
-            if let trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: request.path, failure: nil)) }
+            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, failure: nil)) }
             return response
         } catch {
             let end = DispatchTime.now().uptimeNanoseconds
             // Failures are counted for the models the repository has, not for any name a client sends.
             if error != .unknownModel(name) {
-                metrics.recordFailure(model: name, reason: error.metricReason, totalNanoseconds: end - stages.arrival)
+                metrics.recordFailure(model: name, protocol: call.protocol.rawValue, reason: error.metricReason, totalNanoseconds: end - stages.arrival)
                 statistics.recordFailure(model: name, nanoseconds: end - stages.arrival)
             }
-            if let trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: request.path, failure: error)) }
+            if let trace = call.trace { tracer?.submit(trace.spans(stages, end: end, model: name, path: call.path, failure: error)) }
             throw error
         }
     }
 
-    private func inferOnce(_ name: String, _ request: HTTPRequest, stages: inout InferStages) throws(RequestError) -> HTTPResponse {
-        if let encoding = request.header("Content-Encoding"), !encoding.isEmpty, encoding.lowercased() != "identity" {
-            throw .unsupportedEncoding(encoding)
-        }
+    private func inferOnce(_ name: String, _ call: InferCall, stages: inout InferStages,
+                           decode: () throws(RequestError) -> InferRequest) throws(RequestError) -> InferAnswer {
         let (path, description) = try describe(name)
         stages.inputStart = DispatchTime.now().uptimeNanoseconds
-        let decoded = try InferRequest.decode(body: request.body, headerLength: request.header("Inference-Header-Content-Length"),
-                                              limits: .init(maxTensorBytes: options.maxTensorBytes))
+        let decoded = try decode()
         let declaredInputs = Dictionary(description.summary.inputs.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var inputs: [String: FeatureValue] = [:]
         for tensor in decoded.inputs {
@@ -400,13 +474,18 @@ public final class InferenceService: Sendable {
         for output in decoded.outputs where !outputNames.contains(output.name) {
             throw .badRequest("model '\(name)' has no output '\(output.name)' (its outputs: \(description.summary.outputs.map(\.name).joined(separator: ", ")))")
         }
-        let timeout = options.timeoutMilliseconds
-        let ownDeadline = stages.arrival + UInt64(timeout) * 1_000_000
+        var timeout = options.timeoutMilliseconds
+        var ownDeadline = stages.arrival + UInt64(timeout) * 1_000_000
+        if let clientDeadline = call.clientDeadline, clientDeadline < ownDeadline {
+            ownDeadline = clientDeadline
+            timeout = Int((clientDeadline - min(stages.arrival, clientDeadline) + 500_000) / 1_000_000)
+            if clientDeadline <= DispatchTime.now().uptimeNanoseconds { throw .timedOut(milliseconds: timeout) }
+        }
         stages.queued = DispatchTime.now().uptimeNanoseconds
         let drainEnd = drainEnd.withLock { $0 }
         let deadline = DispatchTime(uptimeNanoseconds: min(ownDeadline, drainEnd ?? .max))
         let outcome = try submitInSequence(model: name, path: path, summary: description.summary, sequence: decoded.sequence ?? .init(id: nil),
-                                           inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout, clientGone: request.clientGone)
+                                           inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout, clientGone: call.clientGone)
         stages.queueNanoseconds = outcome.queueNanoseconds
         stages.computeNanoseconds = outcome.computeNanoseconds
         stages.batchSize = outcome.batchSize
@@ -436,9 +515,7 @@ public final class InferenceService: Sendable {
                 outputs.append(.init(tensor: TensorConversion.tensor(name: output.name, value: value, labels: labels), binary: binary))
             }
         }
-        let response = InferResponseEncoder.encode(model: name, version: Self.version, id: decoded.id, outputs: outputs)
-        stages.outputEnd = DispatchTime.now().uptimeNanoseconds
-        return response
+        return InferAnswer(id: decoded.id, outputs: outputs)
     }
 
     // MARK: Statistics
@@ -455,7 +532,7 @@ public final class InferenceService: Sendable {
         return .json(200, ["model_stats": names.map { statistics.statistics(for: $0).json(name: $0, version: Self.version) }])
     }
 
-    private func metricsText() -> String {
+    func metricsText() -> String {
         let statistics = cache.statistics
         return metrics.text(.init(queueDepth: scheduler.depth, inFlight: scheduler.inFlight,
                                   canceledComputations: scheduler.canceledComputations, loads: statistics.loads,

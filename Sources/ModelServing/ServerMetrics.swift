@@ -22,6 +22,8 @@ public final class ServerMetrics: Sendable {
         var firstToken = Histogram()
         var token = Histogram()
         var tokens = 0
+        /// Requests answered (success or failure), by protocol (`http`, `grpc`).
+        var byProtocol: [String: Int] = [:]
     }
 
     /// Observations of one latency, in `bucketBounds` (cumulative counts, as Prometheus has them).
@@ -42,10 +44,13 @@ public final class ServerMetrics: Sendable {
     public init() {}
 
     /// A request answered successfully after `queue` + `compute` nanoseconds of `total`;
-    public func recordSuccess(model: String, totalNanoseconds: UInt64, queueNanoseconds: UInt64, computeNanoseconds: UInt64) {
+    /// `protocol` is the protocol it came over (`http`, `grpc`).
+    public func recordSuccess(model: String, protocol transport: String = "http", totalNanoseconds: UInt64, queueNanoseconds: UInt64,
+                              computeNanoseconds: UInt64) {
         models.withLock { models in
             var counters = models[model] ?? ModelCounters()
             counters.success += 1
+            counters.byProtocol[transport, default: 0] += 1
             counters.inferences += 1
             counters.requestMicroseconds += totalNanoseconds / 1000
             counters.queueMicroseconds += queueNanoseconds / 1000
@@ -61,10 +66,11 @@ public final class ServerMetrics: Sendable {
     }
 
     /// A request to `model` that failed, with the reason label (`REJECTED`, `BACKEND`, …).
-    public func recordFailure(model: String, reason: String, totalNanoseconds: UInt64) {
+    public func recordFailure(model: String, protocol transport: String = "http", reason: String, totalNanoseconds: UInt64) {
         models.withLock { models in
             var counters = models[model] ?? ModelCounters()
             counters.failures[reason, default: 0] += 1
+            counters.byProtocol[transport, default: 0] += 1
             counters.requestMicroseconds += totalNanoseconds / 1000
             Self.observe(&counters, seconds: Double(totalNanoseconds) / 1e9)
             models[model] = counters
@@ -114,6 +120,10 @@ public final class ServerMetrics: Sendable {
         family("nv_inference_request_failure", "counter", "Number of failed inference requests, all batch sizes",
                models.flatMap { model in
                    model.value.failures.sorted { $0.key < $1.key }.map { (labels(model.key, ",reason=\"\($0.key)\""), String($0.value)) }
+               })
+        family("modelc_inference_requests_total", "counter", "Inference requests answered (success or failure), by protocol",
+               models.flatMap { model in
+                   model.value.byProtocol.sorted { $0.key < $1.key }.map { (labels(model.key, ",protocol=\"\($0.key)\""), String($0.value)) }
                })
         family("nv_inference_count", "counter", "Number of inferences performed (does not include cached requests)",
                models.map { (labels($0.key), String($0.value.inferences)) })

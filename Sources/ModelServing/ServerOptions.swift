@@ -4,6 +4,8 @@ import Foundation
 public struct ServerOptions: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
+    /// The gRPC port (same host, TLS, key and limits); nil: no gRPC. `modelc serve` sets 8001.
+    public var grpcPort: Int?
     /// Bytes the loaded models may take (unleased ones are evicted beyond it).
     public var memoryBudget = 2 << 30
     /// Requests computed at once (worker threads).

@@ -6,6 +6,8 @@ import ModelRuntime
 public enum ServingError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The address cannot be listened on (in use, not local, not an address), or the HTTP library is missing.
     case cannotListen(address: String, reason: String)
+    /// The gRPC port cannot be listened on, or the gRPC library (libModelcGRPC.so) cannot be opened.
+    case cannotListenGRPC(address: String, reason: String)
     /// A TLS certificate or key file is unreadable or refused.
     case badTLS(reason: String)
     /// The API key file is unreadable or empty.
@@ -18,6 +20,7 @@ public enum ServingError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotListen(let address, let reason): "cannot listen on \(address): \(reason)"
+        case .cannotListenGRPC(let address, let reason): "cannot serve gRPC on \(address): \(reason) (--grpc-port 0 turns gRPC off)"
         case .badTLS(let reason): "TLS: \(reason)"
         case .apiKeyFile(let path, let reason): "\(path): API key file \(reason)"
         case .modelRepository(let path, let reason): "\(path): \(reason)"
@@ -41,6 +44,8 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No such endpoint.
     case notFound(String)
     case methodNotAllowed(method: String, path: String)
+    /// A gRPC method the server does not answer ("/inference.GRPCInferenceService/ModelStatistics").
+    case unservedMethod(String)
     /// A tensor or the body is over a limit.
     case tooLarge(String)
     case unsupportedEncoding(String)
@@ -69,7 +74,7 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badRequest, .unknownSequence: 400
         case .tooManySequences: 429
         case .sequenceMemory: 503
-        case .unknownModel, .unknownVersion, .notFound: 404
+        case .unknownModel, .unknownVersion, .notFound, .unservedMethod: 404
         case .modelUnloaded: 400
         case .loadFailed, .inferenceFailed: 500
         case .methodNotAllowed: 405
@@ -82,6 +87,21 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The gRPC status the protocol's gRPC form answers with.
+    public var grpcStatus: GRPCStatus {
+        switch self {
+        case .badRequest, .unsupportedEncoding, .unknownSequence: .invalidArgument
+        case .unknownModel, .unknownVersion, .notFound: .notFound
+        case .modelUnloaded, .shuttingDown: .unavailable
+        case .loadFailed, .inferenceFailed: .internal
+        case .methodNotAllowed, .unservedMethod: .unimplemented
+        case .tooLarge, .overloaded, .tooManySequences, .sequenceMemory: .resourceExhausted
+        case .unauthorized: .unauthenticated
+        case .timedOut: .deadlineExceeded
+        case .clientGone: .cancelled
+        }
+    }
+
     /// The label used in the failure metrics' `reason`.
     public var metricReason: String {
         switch self {
@@ -89,7 +109,7 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tooManySequences, .sequenceMemory: "CANCELED"
         case .overloaded, .shuttingDown, .clientGone: "CANCELED"
         case .timedOut: "TIMEOUT"
-        case .unknownModel, .unknownVersion, .modelUnloaded, .notFound, .methodNotAllowed, .unauthorized: "REJECTED"
+        case .unknownModel, .unknownVersion, .modelUnloaded, .notFound, .methodNotAllowed, .unservedMethod, .unauthorized: "REJECTED"
         case .loadFailed, .inferenceFailed: "BACKEND"
         }
     }
@@ -103,6 +123,8 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .loadFailed(let model, let reason): "model '\(model)' cannot be loaded: \(reason)"
         case .notFound(let path): "no endpoint \(path)"
         case .methodNotAllowed(let method, let path): "\(method) is not allowed on \(path)"
+        case .unservedMethod(let method):
+            "\(method) is not served (modelc serves ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer of inference.GRPCInferenceService)"
         case .tooLarge(let message): message
         case .unsupportedEncoding(let encoding): "Content-Encoding '\(encoding)' is not supported (send the body uncompressed)"
         case .unauthorized: "missing or wrong API key (send 'Authorization: Bearer KEY')"
@@ -134,4 +156,11 @@ public enum ModelLoadError: Error, Equatable, Sendable, CustomStringConvertible 
         case .build(let reason): reason
         }
     }
+}
+
+/// gRPC's status codes (the ones of `grpc/status.h`).
+public enum GRPCStatus: Int32, Sendable {
+    case ok = 0, cancelled = 1, unknown = 2, invalidArgument = 3, deadlineExceeded = 4, notFound = 5
+    case alreadyExists = 6, permissionDenied = 7, resourceExhausted = 8, failedPrecondition = 9, aborted = 10
+    case outOfRange = 11, unimplemented = 12, `internal` = 13, unavailable = 14, dataLoss = 15, unauthenticated = 16
 }

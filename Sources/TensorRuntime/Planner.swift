@@ -24,9 +24,12 @@ final class Planner {
     private var readsInNestedBlocks: Set<Int> = []
     /// Threads a kernel may use within one prediction.
     let threads: Int
+    /// Whether mapped weights read while planning have their pages dropped after (`releaseMappedPages`).
+    private let releasesMappedPages: Bool
 
-    init(threads: Int = 1) {
+    init(threads: Int = 1, releasesMappedPages: Bool = true) {
         self.threads = max(1, threads)
+        self.releasesMappedPages = releasesMappedPages
     }
 
     /// Plans `function` for `shapes` (one per input; states take their declared shape).
@@ -36,9 +39,19 @@ final class Planner {
     /// branches differ in shape) ends the plan: the plan returned computes
     /// what comes before it and holds the rest as a `PlanContinuation`
     /// (see `TensorEngine`'s run loop). Without, such an operation is refused.
+    ///
+    /// `releasingMappedPages`: whether the pages of mapped weights read while
+    /// planning (packed, folded) are dropped after, so that the file and the
+    /// packed copies are never resident together. The first plan of a model
+    /// does; a later one reads the packed copies the first made and skips the
+    /// walk (a decoder plans every step anew).
     static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1,
-                     staging: Bool = true) throws(RuntimeError) -> TensorPlan {
-        let planner = Planner(threads: threads)
+                     staging: Bool = true, releasingMappedPages: Bool = true) throws(RuntimeError) -> TensorPlan {
+        let planner = Planner(threads: threads, releasesMappedPages: releasingMappedPages)
+        let expected = function.inputs.count + function.block.operations.count * 2
+        planner.values.reserveCapacity(expected)
+        planner.names.reserveCapacity(expected)
+        planner.steps.reserveCapacity(function.block.operations.count)
         var inputs: [String: Int] = [:]
         for input in function.inputs {
             var shape = shapes[input.name]
@@ -230,7 +243,7 @@ final class Planner {
             steps.removeLast()
             try fold(step)
         }
-        releaseMappedPages(of: op)
+        if releasesMappedPages { releaseMappedPages(of: op) }
     }
 
     /// Mapped constants of fewer values than this (fp16 512 KB, fp32 1 MB)
@@ -418,18 +431,19 @@ final class Planner {
             defer { top += size }
             return top
         }
+        // The free list stays sorted by offset; a released block joins its neighbours.
         func release(_ offset: Int, _ size: Int) {
-            free.append((offset, size))
-            free.sort { $0.offset < $1.offset }
-            var merged: [(offset: Int, size: Int)] = []
-            for block in free {
-                if let last = merged.last, last.offset + last.size == block.offset {
-                    merged[merged.count - 1].size += block.size
-                } else {
-                    merged.append(block)
-                }
+            var index = free.firstIndex { $0.offset > offset } ?? free.count
+            free.insert((offset, size), at: index)
+            if index + 1 < free.count, free[index].offset + free[index].size == free[index + 1].offset {
+                free[index].size += free[index + 1].size
+                free.remove(at: index + 1)
             }
-            free = merged
+            if index > 0, free[index - 1].offset + free[index - 1].size == free[index].offset {
+                free[index - 1].size += free[index].size
+                free.remove(at: index)
+                index -= 1
+            }
         }
         func size(_ id: Int) -> Int { (max(values[id].count, 1) * 4 + 63) / 64 * 64 }
         // States get the arena's end: the engine binds their storage in place (their slots are a fallback it

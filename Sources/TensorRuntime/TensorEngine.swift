@@ -1,4 +1,5 @@
 import CoreMLSchema
+import Foundation
 import ModelFeatures
 import ModelSpec
 import SystemIO
@@ -14,6 +15,8 @@ public final class TensorEngine: PredictionEngine {
     private let interface: ModelInterface
     private let function: GraphFunction
     private let plans = Locked(PlanCache())
+    /// Arenas of the states of plans the cache dropped, for new plans' states.
+    private let arenas = ArenaPool()
     /// The name of the function this engine runs.
     public let functionName: String
     /// Threads one prediction's matrix products may use.
@@ -33,6 +36,27 @@ public final class TensorEngine: PredictionEngine {
         init(plan: TensorPlan) { self.plan = plan }
     }
 
+    /// A plan one caller is making, that others asking for the same shapes wait for.
+    final class PlanInFlight: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var outcome: Result<PlanEntry, RuntimeError>?
+
+        /// The plan (or the planner's error) once made.
+        func result() -> Result<PlanEntry, RuntimeError> {
+            condition.lock()
+            defer { condition.unlock() }
+            while outcome == nil { condition.wait() }
+            return outcome ?? .failure(.cancelled)
+        }
+
+        func finish(_ result: Result<PlanEntry, RuntimeError>) {
+            condition.lock()
+            outcome = result
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
     /// The plans made so far by input shapes, the least recently used
     /// dropped past `capacity`: a decoder's every step has a shape of its own
     /// (its mask grows by one position), and a plan with its pooled states
@@ -41,6 +65,8 @@ public final class TensorEngine: PredictionEngine {
         /// Plans kept (an evicted plan lives on while a prediction holds it).
         static let capacity = 8
         private(set) var entries: [[Int]: PlanEntry] = [:]
+        /// Plans being made, which other callers for the same shapes wait for rather than make again.
+        var inFlight: [[Int]: PlanInFlight] = [:]
         private var lastUse: [[Int]: UInt64] = [:]
         private var tick: UInt64 = 0
 
@@ -132,7 +158,7 @@ public final class TensorEngine: PredictionEngine {
     }
 
     public var residentBytes: Int {
-        graphBytes + plans.withLock { plans in
+        graphBytes + arenas.keptBytes + plans.withLock { plans in
             plans.entries.values.reduce(0) { total, entry in
                 total + entry.plan.memory.bytes + entry.idle.withLock { $0.reduce(0) { $0 + $1.state.bytes } }
             }
@@ -183,7 +209,7 @@ public final class TensorEngine: PredictionEngine {
             shapes[input.name] = try shape(of: value, input: input)
         }
         let entry = try entry(for: shapes)
-        let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan))
+        let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan, pool: arenas))
         // Every stage's state goes back to its pool at the end (a stage reads the one before).
         var held = [(entry, box)]
         defer { for (entry, box) in held { entry.idle.withLock { $0.append(box) } } }
@@ -208,7 +234,7 @@ public final class TensorEngine: PredictionEngine {
             let previous = run
             let produced = try continuation.evaluate(after: previous)
             let next = try continuation.entry(after: previous, operationOutputs: produced)
-            let nextBox = next.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: next.plan))
+            let nextBox = next.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: next.plan, pool: arenas))
             held.append((next, nextBox))
             run = nextBox.state
             plan = next.plan
@@ -466,11 +492,52 @@ public final class TensorEngine: PredictionEngine {
     /// The plan for `shapes` (made now, or the cached one).
     func plan(for shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan { try entry(for: shapes).plan }
 
+    /// Plans kept now (tests).
+    var keptPlanCount: Int { plans.withLock { $0.entries.count } }
+
+    /// Plans for inputs of `shapes` (non-state inputs by name) now, if no plan
+    /// for them is kept or being made, so that a prediction with them finds
+    /// it: a decoder's next step, planned on a spare core while this one runs.
+    /// A shape that cannot be planned is left for that prediction to report.
+    public func prepare(shapes: [String: [Int]]) {
+        _ = try? entry(for: shapes)
+    }
+
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
         let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
-        if let existing = plans.withLock({ $0.entry(key) }) { return existing }
-        let plan = try Planner.plan(function, shapes: shapes, threads: threads)
-        return plans.withLock { $0.keep(PlanEntry(plan: plan), for: key) }
+        enum Next {
+            case ready(PlanEntry)
+            case wait(PlanInFlight)
+            case make(PlanInFlight, first: Bool)
+        }
+        let next = plans.withLock { cache -> Next in
+            if let existing = cache.entry(key) { return .ready(existing) }
+            if let making = cache.inFlight[key] { return .wait(making) }
+            let making = PlanInFlight()
+            cache.inFlight[key] = making
+            // Eviction never empties the cache: no entry means this is the model's first plan.
+            return .make(making, first: cache.entries.isEmpty)
+        }
+        switch next {
+        case .ready(let entry):
+            return entry
+        case .wait(let making):
+            return try making.result().get()
+        case .make(let making, let first):
+            let result: Result<PlanEntry, RuntimeError>
+            do throws(RuntimeError) {
+                let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first)
+                result = .success(plans.withLock { cache in
+                    cache.inFlight[key] = nil
+                    return cache.keep(PlanEntry(plan: plan), for: key)
+                })
+            } catch {
+                plans.withLock { $0.inFlight[key] = nil }
+                result = .failure(error)
+            }
+            making.finish(result)
+            return try result.get()
+        }
     }
 }
 

@@ -29,22 +29,77 @@ extension TensorState {
     }
 }
 
+/// Arenas of states whose plans were dropped, for the states of plans made
+/// after them: a decoder plans every step anew (its mask grows by a
+/// position), and a fresh arena each step faulted in and zeroed new pages, a
+/// tenth of a step. Each arena is allocated an eighth larger than asked, so
+/// that the next step's, a little larger, fits. Keeps at most `limit`.
+final class ArenaPool: Sendable {
+    struct Arena: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+        let bytes: Int
+    }
+
+    private let kept = Locked<[Arena]>([])
+    let limit: Int
+
+    init(limit: Int = 2) { self.limit = limit }
+
+    /// Bytes of the arenas kept for later states.
+    var keptBytes: Int { kept.withLock { $0.reduce(0) { $0 + $1.bytes } } }
+
+    /// An arena of at least `bytes`: a kept one that fits, or a new one with room to grow.
+    func take(atLeast bytes: Int) -> Arena {
+        if let arena = kept.withLock({ kept -> Arena? in
+            guard let index = kept.firstIndex(where: { $0.bytes >= bytes }) else { return nil }
+            return kept.remove(at: index)
+        }) {
+            return arena
+        }
+        let size = (bytes + bytes / 8 + 63) / 64 * 64
+        return Arena(pointer: .allocate(byteCount: size, alignment: 64), bytes: size)
+    }
+
+    /// Keeps `arena` for a later state, or frees it (the smallest goes when more than `limit` are kept).
+    func give(_ arena: Arena) {
+        let dropped = kept.withLock { kept -> Arena? in
+            kept.append(arena)
+            guard kept.count > limit, let smallest = kept.indices.min(by: { kept[$0].bytes < kept[$1].bytes }) else { return nil }
+            return kept.remove(at: smallest)
+        }
+        dropped?.pointer.deallocate()
+    }
+
+    deinit {
+        for arena in kept.withLock({ $0 }) { arena.pointer.deallocate() }
+    }
+}
+
 /// One prediction's memory for a plan: the arena every computed value lives
 /// in, and the table of every value's address that kernels read. Taken from
 /// a pool, so a steady stream of predictions allocates no arena.
 final class TensorState {
     let plan: TensorPlan
     private let arena: UnsafeMutableRawPointer
+    /// Where the arena came from and goes back to (nil: allocated for this state alone).
+    private let pool: ArenaPool?
+    private let arenaBytes: Int
     let table: UnsafeMutablePointer<UnsafeMutableRawPointer>
     /// The steps' kernels in order, read by `run` (a step copied per run
     /// retained and released its strings and id lists: a tenth of a small
     /// network's time).
     private let kernels: ContiguousArray<Kernel>
 
-    init(plan: TensorPlan) {
+    init(plan: TensorPlan, pool: ArenaPool? = nil) {
         self.plan = plan
+        self.pool = pool
         kernels = ContiguousArray(plan.steps.map(\.kernel))
-        arena = .allocate(byteCount: plan.arenaBytes, alignment: 64)
+        if let pool {
+            let taken = pool.take(atLeast: plan.arenaBytes)
+            (arena, arenaBytes) = (taken.pointer, taken.bytes)
+        } else {
+            (arena, arenaBytes) = (.allocate(byteCount: plan.arenaBytes, alignment: 64), plan.arenaBytes)
+        }
         arena.initializeMemory(as: UInt8.self, repeating: 0, count: min(plan.zeroedBytes, plan.arenaBytes))
         table = .allocate(capacity: max(plan.values.count, 1))
         table.initialize(repeating: plan.memory.empty, count: max(plan.values.count, 1))
@@ -95,7 +150,7 @@ final class TensorState {
     }
 
     deinit {
-        arena.deallocate()
+        if let pool { pool.give(ArenaPool.Arena(pointer: arena, bytes: arenaBytes)) } else { arena.deallocate() }
         table.deallocate()
     }
 

@@ -9,7 +9,7 @@ import ModelServing
 enum ServeCommand {
     static let spec = CommandSpec(
         name: "serve",
-        abstract: "Serve models over the Open Inference Protocol (KServe v2 / Triton REST) until SIGTERM.",
+        abstract: "Serve models over the Open Inference Protocol (KServe v2 / Triton, REST and gRPC) until SIGTERM.",
         discussion: """
             MODEL_DIR holds bundles (NAME.mlmodelc) and source models (NAME.mlmodel, NAME.mlpackage,
             compiled on first use into the cache); NAME is the model's name in URLs. --manifest builds a
@@ -19,6 +19,8 @@ enum ServeCommand {
             /v2/models/NAME/generate and /generate_stream (decoders: token ids in, token ids out, the
             stream as server-sent events), /v2/models[/NAME[/versions/1]]/stats (Triton's statistics),
             /v2/repository/index, /v2/repository/models/NAME/load|unload, /metrics.
+            gRPC (--grpc-port): inference.GRPCInferenceService's ServerLive, ServerReady, ModelReady,
+            ServerMetadata, ModelMetadata and ModelInfer.
             --trace-endpoint sends each inference request's spans (the request; deserialize, queue,
             compute, serialize), continuing a W3C traceparent header's trace, to an OpenTelemetry
             collector in OTLP/HTTP JSON, in batches from a background thread.
@@ -33,6 +35,7 @@ enum ServeCommand {
             OptionSpec(name: "manifest", valueName: "FILE", help: "Build and serve the models of a manifest instead."),
             OptionSpec(name: "host", valueName: "ADDRESS", help: "Numeric address to listen on (default 127.0.0.1)."),
             OptionSpec(name: "port", valueName: "N", help: "Port (default 8080; 0 picks a free one)."),
+            OptionSpec(name: "grpc-port", valueName: "N", help: "gRPC port, same host, TLS and key (default 8001; 0: no gRPC)."),
             OptionSpec(name: "memory-budget", valueName: "SIZE", help: "Bytes the loaded models may take, e.g. 512M (default 2G)."),
             OptionSpec(name: "threads", valueName: "N", help: "Requests computed at once (default: every core)."),
             OptionSpec(name: "max-batch", valueName: "N", help: "Requests to one model computed together (default 1)."),
@@ -62,6 +65,11 @@ enum ServeCommand {
         if let text = arguments.value("port") {
             guard let port = Int(text), (0...65535).contains(port) else { return invalid("port", text, "expected 0 to 65535") }
             options.port = port
+        }
+        options.grpcPort = 8001
+        if let text = arguments.value("grpc-port") {
+            guard let port = Int(text), (0...65535).contains(port) else { return invalid("grpc-port", text, "expected 0 (no gRPC) to 65535") }
+            options.grpcPort = port == 0 ? nil : port
         }
         for (name, apply) in [("memory-budget", { (value: UInt64) in options.memoryBudget = Int(clamping: value) }),
                               ("max-body", { options.maxBodyBytes = $0 }),
@@ -144,6 +152,7 @@ enum ServeCommand {
             Output.error("\(Modelc.toolName): error: \(error)\n")
             return switch error {
             case .cannotListen: .cannotListen
+            case .cannotListenGRPC: .cannotListenGRPC
             case .badTLS: .badTLS
             case .apiKeyFile: .badAPIKeyFile
             case .modelRepository: .badModelRepository

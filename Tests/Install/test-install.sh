@@ -122,6 +122,7 @@ usr/include/modelc.h
 usr/lib/libmodelc.so
 usr/lib/libmodelc.so.$abi
 usr/lib/modelc/libModelcFaces.so
+usr/lib/modelc/libModelcGRPC.so
 usr/lib/modelc/libswiftCore.so
 usr/lib/pkgconfig/modelc.pc
 usr/share/bash-completion/completions/modelc
@@ -131,7 +132,7 @@ usr/share/man/man1/modelc.1
 usr/share/zsh/vendor-completions/_modelc"
     listed=$(cd "$root" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort)
     check "install: the file list" diff <(echo "$expected_files") \
-        <( (grep -vE '^usr/lib/modelc/' <<<"$listed"; grep -E '^usr/lib/modelc/(libModelcFaces|libswiftCore)\.so$' <<<"$listed") | sort)
+        <( (grep -vE '^usr/lib/modelc/' <<<"$listed"; grep -E '^usr/lib/modelc/(libModelcFaces|libModelcGRPC|libswiftCore)\.so$' <<<"$listed") | sort)
     check "install: libmodelc.so -> libmodelc.so.$abi, SONAME libmodelc.so.$abi" sh -c \
         "[ \"\$(readlink '$root/usr/lib/libmodelc.so')\" = libmodelc.so.$abi ] && readelf -d '$root/usr/lib/libmodelc.so.$abi' | grep -q 'SONAME.*\[libmodelc.so.$abi\]'"
     check "install: modelc.pc names PREFIX and -lmodelc" grep -qx 'prefix=/usr' "$root/usr/lib/pkgconfig/modelc.pc"

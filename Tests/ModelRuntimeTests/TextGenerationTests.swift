@@ -1,8 +1,9 @@
 import FixtureSupport
 import Foundation
 import ModelFeatures
-import ModelRuntime
+@testable import ModelRuntime
 import Testing
+@testable import TensorRuntime
 
 /// Llama-shaped decoders in Apple's documented stateful form (inputIds,
 /// causalMask, keyCache / valueCache states, logits; Fixtures/llama_decoder.py)
@@ -88,6 +89,33 @@ struct TextGenerationTests {
             return first.count < 2
         }
         #expect(first == Array(reference.greedy.prefix(2)))
+    }
+
+    @Test("a step's plan made ahead on a spare core is made once however many ask, and the steps use it", arguments: variants)
+    func plansAhead(variant: String) throws {
+        let reference = try Self.reference(variant)
+        let model = try Self.model(variant, threads: 1)
+        let generator = try TextGenerator(model: model)
+        #expect(generator.plansAhead == (ProcessInfo.processInfo.activeProcessorCount > 1))
+        // Greedy tokens with every next step planned in the background (where there is a spare core).
+        var tokens: [Int] = []
+        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
+            tokens.append(step.token)
+            return true
+        }
+        #expect(tokens == reference.greedy)
+        // Eight threads preparing one new shape at once make one plan; a prediction with it makes none.
+        let engine = try #require(model.engine as? TensorEngine)
+        let end = reference.prompt.count + 1
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in model.preparePrediction(shapes: ["inputIds": [1, end], "causalMask": [1, 1, end, end]]) }
+        let planned = engine.keptPlanCount
+        let state = try #require(model.makeState())
+        let mask = (0..<(end * end)).map { $0 % end > $0 / end ? -Double.infinity : 0 }
+        _ = try model.prediction(from: [
+            "inputIds": .multiArray(MultiArray((0..<end).map { Double($0 % 50) }, shape: [1, end], dataType: .int32)),
+            "causalMask": .multiArray(MultiArray(mask, shape: [1, 1, end, end], dataType: .float16)),
+        ], using: state)
+        #expect(engine.keptPlanCount == planned)
     }
 
     @Test("sampling is reproducible from its seed, stays within the top k, and differs between seeds")

@@ -26,8 +26,9 @@ def free_port():
 
 
 class Server:
-    """One `modelc serve` process (model_dir None: the arguments say what to serve);
-    stop() sends SIGTERM and returns its exit code."""
+    """One `modelc serve` process (model_dir None: the arguments say what to serve), its gRPC
+    port a free one too unless the arguments say otherwise; stop() sends SIGTERM and returns its
+    exit code."""
 
     def __init__(self, model_dir, tmp, *arguments, port=None, ready=True, env=None):
         self.port = port or free_port()
@@ -36,6 +37,12 @@ class Server:
         environment = dict(os.environ, MODELC_CACHE=str(Path(tmp) / "cache"))
         environment.update(env or {})
         port_option = [] if "--port" in arguments else ["--port", str(self.port)]
+        self.grpc_port = None
+        if "--grpc-port" not in arguments:
+            self.grpc_port = free_port()
+            port_option += ["--grpc-port", str(self.grpc_port)]
+        elif arguments[list(arguments).index("--grpc-port") + 1] != "0":
+            self.grpc_port = int(arguments[list(arguments).index("--grpc-port") + 1])
         directory = [] if model_dir is None else [str(model_dir)]
         self.process = subprocess.Popen([MODELC, "serve", *directory, *port_option, *arguments],
                                         stdout=self.log, stderr=subprocess.STDOUT, env=environment)
@@ -45,6 +52,10 @@ class Server:
     @property
     def url(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def grpc_url(self):
+        return f"127.0.0.1:{self.grpc_port}"
 
     def wait_ready(self, seconds=30):
         deadline = time.time() + seconds

@@ -1,4 +1,4 @@
-"""`modelc serve` through KServe's own REST client (kserve.InferenceRESTClient, protocol v2)."""
+"""`modelc serve` through KServe's own clients: kserve.InferenceRESTClient (protocol v2) and kserve.InferenceGRPCClient."""
 import asyncio
 import json
 
@@ -54,3 +54,41 @@ def test_errors_carry_the_status_and_message(server):
     with pytest.raises(Exception) as failure:
         run(infer())
     assert "400" in str(failure.value) and "the model takes FP32" in str(failure.value)
+
+
+def test_grpc_client_health_typed_and_raw_contents_and_errors(server):
+    """kserve.InferenceGRPCClient on the gRPC port: lists go as typed contents, numpy arrays set as
+    binary as raw contents; a fault comes back as its gRPC status."""
+    import grpc
+    x = (np.arange(16, dtype=np.float32).reshape(1, 16) - 7.5) / 4
+    expected = np.array(modelc_predict(FIXTURES / "Models" / "MLProgram.mlpackage", json.dumps({"x": x.tolist()}))["outputs"]["probs"],
+                        dtype=np.float32)
+
+    async def check():
+        client = kserve.InferenceGRPCClient(server.grpc_url, timeout=30, retries=2)
+        try:
+            assert await client.is_server_live() is True
+            assert await client.is_server_ready() is True
+            assert await client.is_model_ready("MLProgram") is True
+            for binary in (False, True):
+                if binary:
+                    tensor = kserve.InferInput("x", [1, 16], "FP32")
+                    tensor.set_data_from_numpy(x, binary_data=True)
+                else:
+                    tensor = kserve.InferInput("x", [1, 16], "FP32", data=x.ravel().tolist())
+                request = kserve.InferRequest(model_name="MLProgram", infer_inputs=[tensor], request_id=f"kserve-grpc-{binary}")
+                response = await client.infer(request)
+                assert response.id == f"kserve-grpc-{binary}" and response.model_name == "MLProgram"
+                np.testing.assert_allclose(response.outputs[0].as_numpy().reshape(1, 4), expected, rtol=0, atol=1e-6)
+            unknown = kserve.InferRequest(model_name="NoSuchModel", infer_inputs=[tensor])
+            with pytest.raises(grpc.RpcError) as failure:
+                await client.infer(unknown)
+            assert failure.value.code() == grpc.StatusCode.NOT_FOUND and failure.value.details() == "unknown model 'NoSuchModel'"
+            wrong = kserve.InferInput("x", [1, 16], "FP64", data=[0.0] * 16)
+            with pytest.raises(grpc.RpcError) as failure:
+                await client.infer(kserve.InferRequest(model_name="MLProgram", infer_inputs=[wrong]))
+            assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert failure.value.details() == "input 'x': datatype FP64, the model takes FP32"
+        finally:
+            await client.close()
+    run(check())

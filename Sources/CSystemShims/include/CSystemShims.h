@@ -49,6 +49,13 @@ struct modelc_library_symbol {
 int modelc_library_open(const char *library, const struct modelc_library_symbol *symbols, size_t count,
                         char *failure, size_t failure_size);
 
+/* Opens one of modelc's own libraries (libModelcFaces.so, libModelcGRPC.so) as
+   modelc_library_open does, looked for at $`variable` when that is set, else
+   next to the running executable (SwiftPM builds both into one directory),
+   else by `name` on the loader's path (an installed modelc's run path). */
+int modelc_own_library_open(const char *name, const char *variable, const struct modelc_library_symbol *symbols,
+                            size_t count, char *failure, size_t failure_size);
+
 /* glibc's malloc tuning (malloc.h is not in the Glibc module): at most
    `count` arenas (mallopt M_ARENA_MAX), and giving free pages back to the
    system (malloc_trim). Both return glibc's result (1 on success). */
