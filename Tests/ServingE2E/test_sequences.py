@@ -301,3 +301,48 @@ def test_the_drain_frees_every_state(sequence_dir, tmp_path):
         assert post(server, STATEFUL, {"sequence_id": sequence_id, "sequence_start": True})[0] == 200
     assert server.stop() == 0, server.log_text()
     assert re.search(r"sequences ended.*live=3|sequences ended.*\"live\":\"3\"", server.log_text()), server.log_text()
+
+
+def grpc_infer(client, x, **sequence):
+    import tritonclient.grpc as triton
+    tensor = triton.InferInput("x", [1, 16], "FP32")
+    tensor.set_data_from_numpy(x)
+    return client.infer(STATEFUL, [tensor], **sequence).as_numpy("y")
+
+
+def test_sequences_over_grpc_share_the_states_with_rest(sequence_dir, tmp_path):
+    import grpc
+    import tritonclient.grpc as triton
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    server = Server(sequence_dir, tmp_path, "--max-sequences", "2")
+    try:
+        rest = httpclient.InferenceServerClient(server.url)
+        client = triton.InferenceServerClient(server.grpc_url)
+        xs = inputs(np.random.default_rng(3), 6)
+        alone = run_sequence(rest, "alone", xs, end=False)
+        # One sequence, its requests alternating between the two protocols (a uint64 id over gRPC, a string one).
+        for sequence_id in (21, "grpc-21"):
+            for step, x in enumerate(xs):
+                send = grpc_infer if step % 2 == 0 else infer
+                y = send(client if step % 2 == 0 else rest, x, sequence_id=sequence_id, sequence_start=step == 0,
+                         sequence_end=step == len(xs) - 1)
+                np.testing.assert_array_equal(y, alone[step], err_msg=f"{sequence_id} step {step}")
+        with pytest.raises(InferenceServerException) as refused:
+            grpc_infer(client, xs[0], sequence_id=21)
+        assert refused.value.status() == "StatusCode.INVALID_ARGUMENT"
+        assert "sequence 21 of model 'StatefulProgram' is not live: it ended (sequence_end)" in refused.value.message()
+        grpc_infer(client, xs[0], sequence_id=22, sequence_start=True)
+        with pytest.raises(InferenceServerException) as full:
+            grpc_infer(client, xs[0], sequence_id=23, sequence_start=True)
+        assert full.value.status() == "StatusCode.RESOURCE_EXHAUSTED" and "--max-sequences 2" in full.value.message()
+        # A double is no id; the protocol's own message, sent as it is.
+        request = service_pb2.ModelInferRequest(model_name=STATEFUL)
+        request.parameters["sequence_id"].double_param = 4.0
+        tensor = request.inputs.add(name="x", datatype="FP32", shape=[1, 16])
+        tensor.contents.fp32_contents.extend([1.0] * 16)
+        with pytest.raises(grpc.RpcError) as wrong:
+            service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url)).ModelInfer(request)
+        assert wrong.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert wrong.value.details() == "'parameters.sequence_id' must be a whole number from 0 or a string, not 4.0"
+    finally:
+        assert server.stop() == 0, server.log_text()
