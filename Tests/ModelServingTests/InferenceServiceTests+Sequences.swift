@@ -32,12 +32,13 @@ extension InferenceServiceTests {
         let state = try #require(model.makeState())
         var generator = SystemRandomNumberGenerator()
         let xs = (0..<6).map { _ in (0..<16).map { _ in Float.random(in: -1...1, using: &generator) } }
-        try await Self.withStatefulService { service in
+        // An hour's idle timeout: a loaded full suite can hold this test's continuation for over a minute between steps.
+        try await Self.withStatefulService({ $0.sequenceIdleTimeoutSeconds = 3600 }) { service in
             for (step, x) in xs.enumerated() {
                 let expected = try #require(try model.prediction(from: ["x": .multiArray(MultiArray(x.map(Double.init), shape: [1, 16], dataType: .float32))],
                                                                  using: state)["y"]?.multiArrayValue).doubles.map(Float.init)
                 let response = await Self.call(service, Self.statefulRequest(x, #""sequence_id":"s","sequence_start":\#(step == 0)"#))
-                #expect(response.status == 200)
+                #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
                 #expect(Self.y(response) == expected, "step \(step)")
                 if step == 2 {
                     // Inputs refused (wrong shape) leave the sequence as it was.

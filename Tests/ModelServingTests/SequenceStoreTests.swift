@@ -32,7 +32,8 @@ import Testing
                      })
     }
 
-    static let far = DispatchTime.now().uptimeNanoseconds + 60_000_000_000
+    /// A minute from now (computed at each use: a suite run in parallel with others may start its tests minutes apart).
+    static var far: UInt64 { DispatchTime.now().uptimeNanoseconds + 60_000_000_000 }
 
     static func key(_ id: UInt64, model: String = "m") -> Store.Key { .init(model: model, id: .number(id)) }
 
