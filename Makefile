@@ -23,7 +23,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # cache's locks, parallel builds (the CLI tests run the instrumented modelc),
 # the server's scheduler, endpoints (REST and gRPC) and generation streams, the tensor engine's concurrent parity,
 # and decoders planning their next step in the background.
-TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GRPCServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests|TextGenerationTests'
+TSAN_TESTS  ?= --filter 'TensorEngineParityTests|ZooParityTests/threaded|OrderedParallelWorkTests|ModelCacheTests|ModelCachePressureTests|RunnableModelCacheTests|ImageRequestTests|DownloaderFaultTests|FetcherTests|FetchCacheMaintenanceTests|BuildCommandTests|InferenceSchedulerTests|InferenceServiceTests|GRPCServiceTests|GenerateServiceTests|ModelStatisticsTests|TraceExporterTests|TextGenerationTests|SequenceStoreTests'
 
 .PHONY: all deps build run test check-generated grpc-messages spec spec-check fixtures venv bench bench-llm fuzz clean \
         zoo zoo-full python-lib python-venv python-test wheel conformance ray-test test-serve test-kserve load \

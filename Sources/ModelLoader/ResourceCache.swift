@@ -44,6 +44,8 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
         public var modelsResident = 0
         /// Requests waiting now for a load under way.
         public var waiting = 0
+        /// Bytes reserved now for what is not a model but counts against the budget (`reserve(_:)`).
+        public var bytesReserved = 0
     }
 
     /// Why a model was evicted.
@@ -363,7 +365,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     public func evict(toAtMost bytes: Int, reason: EvictionReason = .requested) {
         var evicted: [(String, Int, Resource)] = state.withLock { state in
             var evicted: [(String, Int, Resource)] = []
-            while state.statistics.bytesResident > bytes {
+            while state.statistics.bytesResident + state.statistics.bytesReserved > bytes {
                 let candidates = state.entries.filter { $0.value.model != nil && $0.value.leases == 0 }
                 guard let oldest = candidates.min(by: { $0.value.lastUse < $1.value.lastUse }),
                       let model = oldest.value.model
@@ -383,6 +385,26 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
         for (path, size) in gone {
             emit(.evicted(path: path, bytes: size, reason: reason))
         }
+    }
+
+    /// Reserves `bytes` of the budget for memory held beside the models (a server's per-sequence
+    /// states), evicting unleased models least recently used first to make room. Reserved bytes
+    /// count against the budget until `unreserve(_:)` gives them back.
+    ///
+    /// - Returns: false, reserving nothing, when the leased models and what is reserved already
+    ///   leave less than `bytes` of the budget.
+    public func reserve(_ bytes: Int) -> Bool {
+        evict(toAtMost: budget - bytes, reason: .budget)
+        return state.withLock { state in
+            guard state.statistics.bytesResident + state.statistics.bytesReserved + bytes <= budget else { return false }
+            state.statistics.bytesReserved += bytes
+            return true
+        }
+    }
+
+    /// Gives back bytes `reserve(_:)` reserved.
+    public func unreserve(_ bytes: Int) {
+        state.withLock { $0.statistics.bytesReserved -= bytes }
     }
 
     /// The paths of the loaded models, least recently used first (for tests and logs).

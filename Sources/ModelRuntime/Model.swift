@@ -241,6 +241,9 @@ public final class ModelState: Sendable {
 
     /// The names of the program's states.
     public var names: [String] { state.names }
+
+    /// Bytes of memory the state holds (its values; a server counts them against its budget).
+    public var bytes: Int { state.bytes }
 }
 
 /// One slot per prediction of a batch, each written by exactly one worker.

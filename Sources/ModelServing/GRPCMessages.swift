@@ -47,6 +47,7 @@ enum GRPCMessages {
         if raw > 0, raw != request.n_inputs {
             throw .badRequest("raw_input_contents has \(raw) entries for \(request.n_inputs) inputs (one per input, in order)")
         }
+        decoded.sequence = try sequenceParameters(request)
         var names: Set<String> = []
         for index in 0..<request.n_inputs {
             guard let input = request.inputs[index]?.pointee else { continue }
@@ -270,6 +271,25 @@ enum GRPCMessages {
             _ = bytes.withUnsafeMutableBufferPointer { protobuf_c_message_pack(base, $0.baseAddress) }
             return bytes
         }
+    }
+
+    /// The request's `sequence_id`, `sequence_start` and `sequence_end` parameters, read as the REST path reads them.
+    private static func sequenceParameters(_ request: Inference__ModelInferRequest) throws(RequestError) -> SequenceParameters? {
+        var found: [String: RequestParameter] = [:]
+        for entry in 0..<request.n_parameters {
+            guard let pair = request.parameters[entry]?.pointee, let value = pair.value?.pointee else { continue }
+            let key = string(pair.key)
+            guard SequenceParameters.names.contains(key) else { continue }
+            found[key] = switch value.parameter_choice_case {
+            case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: .bool(value.bool_param != 0)
+            case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: .int64(value.int64_param)
+            case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM: .uint64(value.uint64_param)
+            case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: .other(String(value.double_param))
+            case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: .string(string(value.string_param))
+            default: .other("no value")
+            }
+        }
+        return try SequenceParameters(parameters: found)
     }
 
     private static func string(_ text: UnsafeMutablePointer<CChar>?) -> String {

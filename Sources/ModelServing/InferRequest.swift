@@ -18,6 +18,8 @@ public struct InferRequest: Sendable, Equatable {
     public var outputs: [RequestedOutput]
     /// `parameters.binary_data_output`: outputs are binary unless they say otherwise.
     public var binaryOutput: Bool
+    /// `parameters.sequence_id`, `sequence_start`, `sequence_end` (Triton's sequence extension); nil: none given.
+    public var sequence: SequenceParameters?
 
     /// Limits on what one request may hold.
     public struct Limits: Sendable, Equatable {
@@ -62,6 +64,7 @@ public struct InferRequest: Sendable, Equatable {
                 guard case .bool(let flag) = flag else { throw .badRequest("'parameters.binary_data_output' must be true or false") }
                 request.binaryOutput = flag
             }
+            request.sequence = try SequenceParameters.fromJSON(parameters)
         }
         guard let inputs = root["inputs"]?.elements else { throw .badRequest("the request has no 'inputs' list") }
         var binaryOffset = jsonEnd

@@ -23,6 +23,11 @@ public struct JobOutcome: Sendable {
 public typealias BatchExecutor = @Sendable (_ path: String, _ batch: [[String: FeatureValue]], _ cancellation: PredictionCancellation)
     -> Result<(Model, [Result<[String: FeatureValue], RequestError>]), RequestError>
 
+/// Computes one request alone, in place of the `BatchExecutor` (a request of a sequence, on its
+/// state): its model and its result, or an error. `cancellation` as for a batch of one.
+public typealias JobComputation = @Sendable (_ cancellation: PredictionCancellation)
+    -> Result<(Model, Result<[String: FeatureValue], RequestError>), RequestError>
+
 /// A bounded queue of inference requests served by a fixed number of worker
 /// threads, with dynamic batching: a worker takes the oldest request and up to
 /// `maxBatch - 1` more for the same model, waiting at most `batchDelay` from
@@ -38,6 +43,8 @@ public final class InferenceScheduler: @unchecked Sendable {
         let inputs: [String: FeatureValue]
         /// A task run alone instead of a prediction (a generation), given its queueing nanoseconds.
         let task: (@Sendable (UInt64) -> Void)?
+        /// Computes this request alone instead of in a batch.
+        let compute: JobComputation?
         let enqueued = DispatchTime.now().uptimeNanoseconds
         let done = DispatchSemaphore(value: 0)
         /// Set once, under `lock`.
@@ -46,11 +53,15 @@ public final class InferenceScheduler: @unchecked Sendable {
         /// The batch computing it, while one does (under `lock`).
         var running: RunningBatch?
 
-        init(path: String, inputs: [String: FeatureValue], task: (@Sendable (UInt64) -> Void)? = nil) {
+        init(path: String, inputs: [String: FeatureValue], task: (@Sendable (UInt64) -> Void)? = nil, compute: JobComputation? = nil) {
             self.path = path
             self.inputs = inputs
             self.task = task
+            self.compute = compute
         }
+
+        /// Batched with other requests of its model (not a task, not computed alone).
+        var batches: Bool { task == nil && compute == nil }
     }
 
     /// A batch being computed: its requests and the flag that stops it.
@@ -127,9 +138,10 @@ public final class InferenceScheduler: @unchecked Sendable {
     /// `.overloaded` at once when the queue is full, `.timedOut` after the deadline, `.clientGone`.
     /// A request given up leaves the queue; its batch's computation is stopped at its next
     /// operation once every request of the batch has been given up.
+    /// With `compute`, the request is computed alone by it, never batched.
     public func submit(path: String, inputs: [String: FeatureValue], deadline: DispatchTime, timeoutMilliseconds: Int,
-                       clientGone: (@Sendable () -> Bool)? = nil) -> JobOutcome {
-        let job = Job(path: path, inputs: inputs)
+                       clientGone: (@Sendable () -> Bool)? = nil, compute: JobComputation? = nil) -> JobOutcome {
+        let job = Job(path: path, inputs: inputs, compute: compute)
         condition.lock()
         if stopping {
             condition.unlock()
@@ -214,7 +226,7 @@ public final class InferenceScheduler: @unchecked Sendable {
             condition.lock()
             var first: Job?
             while true {
-                first = queue.first { $0.task != nil || !gathering.contains($0.path) }
+                first = queue.first { !$0.batches || !gathering.contains($0.path) }
                 if first != nil || (stopping && queue.isEmpty) { break }
                 condition.wait()
             }
@@ -233,19 +245,24 @@ public final class InferenceScheduler: @unchecked Sendable {
                 condition.unlock()
                 continue
             }
-            if maxBatch > 1, batchDelayNanoseconds > 0 {
+            if first.compute == nil, maxBatch > 1, batchDelayNanoseconds > 0 {
                 gathering.insert(first.path)
                 let until = Date().addingTimeInterval(Double(first.enqueued + batchDelayNanoseconds) / 1e9
                     - Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
-                while !stopping, queue.lazy.filter({ $0.path == first.path && $0.task == nil }).count < maxBatch, Date() < until {
+                while !stopping, queue.lazy.filter({ $0.path == first.path && $0.batches }).count < maxBatch, Date() < until {
                     _ = condition.wait(until: until)
                 }
                 gathering.remove(first.path)
             }
             var batch: [Job] = []
             var rest: [Job] = []
-            for job in queue {
-                if job.path == first.path, job.task == nil, batch.count < maxBatch { batch.append(job) } else { rest.append(job) }
+            if first.compute != nil {
+                batch = [first]
+                rest = queue.filter { $0 !== first }
+            } else {
+                for job in queue {
+                    if job.path == first.path, job.batches, batch.count < maxBatch { batch.append(job) } else { rest.append(job) }
+                }
             }
             queue = rest
             running += batch.count
@@ -263,7 +280,11 @@ public final class InferenceScheduler: @unchecked Sendable {
     private func run(_ computing: RunningBatch) {
         let batch = computing.jobs
         let started = DispatchTime.now().uptimeNanoseconds
-        let result = execute(batch[0].path, batch.map(\.inputs), computing.cancellation)
+        let result = if let compute = batch[0].compute {
+            compute(computing.cancellation).map { model, result in (model, [result]) }
+        } else {
+            execute(batch[0].path, batch.map(\.inputs), computing.cancellation)
+        }
         let finished = DispatchTime.now().uptimeNanoseconds
         condition.lock()
         for (index, job) in batch.enumerated() {

@@ -32,6 +32,9 @@ public final class InferenceService: Sendable {
     /// Where inference requests' spans go (`--trace-endpoint`); nil: not traced.
     public let tracer: TraceExporter?
     let scheduler: InferenceScheduler
+    /// The live sequences of stateful models (`sequence_id`), their states within the budget.
+    let sequences: Sequences
+    let sequencesStopped = Locked(false)
     let log: ServerLog
     private let descriptions = Locked<[String: Description]>([:])
     /// Models unloaded through the repository API.
@@ -59,6 +62,7 @@ public final class InferenceService: Sendable {
             try repository.load(path, configuration: configuration)
         }
         let cache = self.cache
+        sequences = Self.makeSequences(options: options, cache: cache)
         let metrics = self.metrics
         let statistics = self.statistics
         scheduler = InferenceScheduler(
@@ -86,12 +90,14 @@ public final class InferenceService: Sendable {
                                        computeNanoseconds: DispatchTime.now().uptimeNanoseconds - started)
             return .success((model, results.map { $0.mapError { InferenceService.requestError($0, model: path) } }))
         }
+        startSequenceReaper()
     }
 
     /// Stops taking work once what is queued is done, then exports the spans left (2 s at most:
     /// the drain's budget is `--timeout` plus the 5 s the answers have to be sent).
     public func shutdown() {
         scheduler.shutdown()
+        stopSequences()
         tracer?.shutdown(timeout: 2)
     }
 
@@ -132,7 +138,7 @@ public final class InferenceService: Sendable {
 
     private static func extraHeaders(for error: RequestError) -> [(String, String)] {
         switch error {
-        case .overloaded, .timedOut, .shuttingDown: [("Retry-After", "1")]
+        case .overloaded, .timedOut, .shuttingDown, .tooManySequences, .sequenceMemory: [("Retry-After", "1")]
         case .unauthorized: [("WWW-Authenticate", "Bearer")]
         default: []
         }
@@ -232,7 +238,8 @@ public final class InferenceService: Sendable {
 
     static let serverName = "modelc"
     /// The protocol extensions served (REST; gRPC names the same).
-    static let extensions = ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate", "statistics"]
+    static let extensions = ["classification", "binary_tensor_data", "model_repository", "schedule_policy", "generate", "statistics",
+                             "sequence", "sequence(string_id)"]
 
     // MARK: Models
 
@@ -246,6 +253,7 @@ public final class InferenceService: Sendable {
             for path in stale {
                 descriptions.withLock { _ = $0.removeValue(forKey: path) }
                 cache.evict(at: path)
+                sequences.endAll(model: name, .unloaded)
                 log.write("info", "model removed from the repository", [("model", name)])
             }
             throw .unknownModel(name)
@@ -372,6 +380,7 @@ public final class InferenceService: Sendable {
         guard let path = repository.path(for: name) else { throw .unknownModel(name) }
         unloaded.withLock { _ = $0.insert(name) }
         descriptions.withLock { _ = $0.removeValue(forKey: path) }
+        sequences.endAll(model: name, .unloaded)
         cache.evict(at: path)
         log.write("info", "model unloaded on request", [("model", name)])
         return .json(200, [String: Any]())
@@ -475,8 +484,8 @@ public final class InferenceService: Sendable {
         stages.queued = DispatchTime.now().uptimeNanoseconds
         let drainEnd = drainEnd.withLock { $0 }
         let deadline = DispatchTime(uptimeNanoseconds: min(ownDeadline, drainEnd ?? .max))
-        let outcome = scheduler.submit(path: path, inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout,
-                                       clientGone: call.clientGone)
+        let outcome = try submitInSequence(model: name, path: path, summary: description.summary, sequence: decoded.sequence ?? .init(id: nil),
+                                           inputs: inputs, deadline: deadline, timeoutMilliseconds: timeout, clientGone: call.clientGone)
         stages.queueNanoseconds = outcome.queueNanoseconds
         stages.computeNanoseconds = outcome.computeNanoseconds
         stages.batchSize = outcome.batchSize
@@ -529,6 +538,6 @@ public final class InferenceService: Sendable {
                                   canceledComputations: scheduler.canceledComputations, loads: statistics.loads,
                                   failedLoads: statistics.failedLoads, evictions: statistics.evictions,
                                   residentBytes: statistics.bytesResident, residentModels: statistics.modelsResident))
-            + (tracer?.metricsText() ?? "")
+            + sequenceMetricsText() + (tracer?.metricsText() ?? "")
     }
 }

@@ -112,12 +112,9 @@ public final class ServerMetrics: Sendable {
         let models = self.models.withLock { $0 }.sorted { $0.key < $1.key }
         var text = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for (labels, value) in samples { text += "\(name)\(labels) \(value)\n" }
+            text += Self.family(name, type, help, samples)
         }
-        func labels(_ model: String, _ extra: String = "") -> String {
-            "{model=\"\(escape(model))\",version=\"1\"\(extra)}"
-        }
+        func labels(_ model: String, _ extra: String = "") -> String { Self.labels(model, extra) }
         family("nv_inference_request_success", "counter", "Number of successful inference requests, all batch sizes",
                models.map { (labels($0.key), String($0.value.success)) })
         family("nv_inference_request_failure", "counter", "Number of failed inference requests, all batch sizes",
@@ -183,7 +180,19 @@ public final class ServerMetrics: Sendable {
         return text
     }
 
-    private func escape(_ text: String) -> String {
+    /// One metric family in the text format: its help and type lines, then a line per sample (labels, value).
+    static func family(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) -> String {
+        var text = "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        for (labels, value) in samples { text += "\(name)\(labels) \(value)\n" }
+        return text
+    }
+
+    /// A model's labels, `{model="NAME",version="1"}`, with `extra` (`,reason="…"`) before the brace.
+    static func labels(_ model: String, _ extra: String = "") -> String {
+        "{model=\"\(escape(model))\",version=\"1\"\(extra)}"
+    }
+
+    private static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
     }
 }

@@ -36,6 +36,10 @@ public struct ServerOptions: Sendable {
     public var computeDelayMilliseconds = 0
     /// An OpenTelemetry collector's OTLP/HTTP traces URL (`http://HOST:4318/v1/traces`); nil: no tracing.
     public var traceEndpoint: String?
+    /// Live sequences (stateful models' `sequence_id`s) at most; beyond it, starting one is refused (429).
+    public var maxSequences = 1024
+    /// Seconds a live sequence may stay without a request before its state is evicted.
+    public var sequenceIdleTimeoutSeconds = 60.0
 
     public init() {}
 }

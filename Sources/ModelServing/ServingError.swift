@@ -61,11 +61,19 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     case clientGone
     /// The model failed while computing.
     case inferenceFailed(model: String, reason: String)
+    /// A request of a sequence that is not live, without `sequence_start`.
+    case unknownSequence(model: String, id: String, why: String)
+    /// Starting a sequence would pass `--max-sequences`.
+    case tooManySequences(limit: Int)
+    /// A new sequence's state does not fit the memory budget beside the models in use and the other states.
+    case sequenceMemory(bytes: Int)
 
     /// The HTTP status the protocol answers with.
     public var status: Int {
         switch self {
-        case .badRequest: 400
+        case .badRequest, .unknownSequence: 400
+        case .tooManySequences: 429
+        case .sequenceMemory: 503
         case .unknownModel, .unknownVersion, .notFound, .unservedMethod: 404
         case .modelUnloaded: 400
         case .loadFailed, .inferenceFailed: 500
@@ -82,12 +90,12 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The gRPC status the protocol's gRPC form answers with.
     public var grpcStatus: GRPCStatus {
         switch self {
-        case .badRequest, .unsupportedEncoding: .invalidArgument
+        case .badRequest, .unsupportedEncoding, .unknownSequence: .invalidArgument
         case .unknownModel, .unknownVersion, .notFound: .notFound
         case .modelUnloaded, .shuttingDown: .unavailable
         case .loadFailed, .inferenceFailed: .internal
         case .methodNotAllowed, .unservedMethod: .unimplemented
-        case .tooLarge, .overloaded: .resourceExhausted
+        case .tooLarge, .overloaded, .tooManySequences, .sequenceMemory: .resourceExhausted
         case .unauthorized: .unauthenticated
         case .timedOut: .deadlineExceeded
         case .clientGone: .cancelled
@@ -97,7 +105,8 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The label used in the failure metrics' `reason`.
     public var metricReason: String {
         switch self {
-        case .badRequest, .tooLarge, .unsupportedEncoding: "REJECTED"
+        case .badRequest, .tooLarge, .unsupportedEncoding, .unknownSequence: "REJECTED"
+        case .tooManySequences, .sequenceMemory: "CANCELED"
         case .overloaded, .shuttingDown, .clientGone: "CANCELED"
         case .timedOut: "TIMEOUT"
         case .unknownModel, .unknownVersion, .modelUnloaded, .notFound, .methodNotAllowed, .unservedMethod, .unauthorized: "REJECTED"
@@ -124,6 +133,12 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
         case .shuttingDown: "server is shutting down"
         case .clientGone: "the client closed its connection before the answer"
         case .inferenceFailed(let model, let reason): "model '\(model)': \(reason)"
+        case .unknownSequence(let model, let id, let why):
+            "sequence \(id) of model '\(model)' is not live: \(why); start it with sequence_start"
+        case .tooManySequences(let limit):
+            "too many live sequences (--max-sequences \(limit)): end one with sequence_end, or retry once idle ones are evicted"
+        case .sequenceMemory(let bytes):
+            "a new sequence's state (\(bytes) bytes) does not fit the memory budget beside the models in use and the live sequences; retry later"
         }
     }
 }

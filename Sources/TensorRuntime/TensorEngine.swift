@@ -578,6 +578,9 @@ public final class ProgramState: @unchecked Sendable {
     /// The names of the states.
     public var names: [String] { lock.withLock { $0.keys.sorted() } }
 
+    /// Bytes the states' values take (4 per element).
+    public var bytes: Int { lock.withLock { $0.values.reduce(0) { $0 + max($1.count, 1) * 4 } } }
+
     /// Where state `name` lives when it holds `count` elements: a plan may
     /// read and write it there for the duration of one prediction.
     func storage(_ name: String, count: Int) -> UnsafeMutableRawPointer? {

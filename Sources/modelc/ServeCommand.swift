@@ -24,6 +24,9 @@ enum ServeCommand {
             --trace-endpoint sends each inference request's spans (the request; deserialize, queue,
             compute, serialize), continuing a W3C traceparent header's trace, to an OpenTelemetry
             collector in OTLP/HTTP JSON, in batches from a background thread.
+            Stateful models (ML programs with states) keep one state per sequence between requests
+            that carry Triton's sequence_id / sequence_start / sequence_end parameters, within
+            --memory-budget and --max-sequences; a sequence idle --sequence-idle-timeout is evicted.
             SIGTERM (or SIGINT) drains: requests under way are answered (within --timeout), idle
             connections closed, then modelc exits 0.
             """,
@@ -47,6 +50,9 @@ enum ServeCommand {
             OptionSpec(name: "log-format", valueName: "FORMAT", help: "text (default) or json, on standard error."),
             OptionSpec(name: "trace-endpoint", valueName: "URL",
                        help: "OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (default: no tracing)."),
+            OptionSpec(name: "max-sequences", valueName: "N", help: "Live sequences of stateful models at most; then 429 (default 1024)."),
+            OptionSpec(name: "sequence-idle-timeout", valueName: "SECONDS",
+                       help: "Evict a sequence's state after this long without a request (default 60)."),
         ])
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
@@ -73,11 +79,16 @@ enum ServeCommand {
             apply(bytes)
         }
         for (name, apply) in [("threads", { (value: Int) in options.threads = value }), ("max-batch", { options.maxBatch = $0 }),
+                              ("max-sequences", { options.maxSequences = $0 }),
                               ("queue", { options.queueCapacity = $0 }), ("timeout", { options.timeoutMilliseconds = $0 })]
             as [(String, (Int) -> Void)] {
             guard let text = arguments.value(name) else { continue }
             guard let value = Int(text), value >= 1 else { return invalid(name, text, "expected a positive integer") }
             apply(value)
+        }
+        if let text = arguments.value("sequence-idle-timeout") {
+            guard let value = Double(text), value > 0, value.isFinite else { return invalid("sequence-idle-timeout", text, "expected seconds > 0") }
+            options.sequenceIdleTimeoutSeconds = value
         }
         if let text = arguments.value("batch-delay") {
             guard let value = Int(text), value >= 0 else { return invalid("batch-delay", text, "expected milliseconds ≥ 0") }
