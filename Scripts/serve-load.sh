@@ -2,7 +2,9 @@
 # make load: `modelc serve` under load, long runs (make test runs a short version).
 #  1. wrk (Debian), 64 connections for 30 s over 3 fixture models: requests/s, non-2xx and socket errors;
 #     then the same with the Python client of the tests, for p50 and p99.
-#  2. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
+#  2. REST against gRPC with tritonclient's http and grpc clients (Tests/ServingE2E/protocol_load.py):
+#     client processes sending one small inference back to back: requests/s, p50, p99 and the ratio.
+#  3. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
 #     while 64 clients rotate over five copies of it for 30 s: every request answered, loads and
 #     evictions counted, peak RSS against the warm process + budget + one model.
 # Usage: Scripts/serve-load.sh MODELC PYTHON_WITH_COREMLTOOLS SERVE_VENV_PYTHON
@@ -62,6 +64,9 @@ print(f"{r['count']} requests, {r['failures']} failed, p50 {r['p50_ms']:.2f} ms,
       f"{r['throughput']:.0f} requests/s (the client, Python threads, is the limit)")
 sys.exit(0 if r["failures"] == 0 and code == 0 else 1)
 PY
+
+echo "== REST against gRPC: tritonclient http then grpc, ${PROTOCOL_CLIENTS:-8} client processes, ${seconds}s each, GLMClassifier"
+"$client_python" Tests/ServingE2E/protocol_load.py "$modelc" "$work/three" "${PROTOCOL_CLIENTS:-8}" "$seconds"
 
 echo "== budget of one model, $clients clients rotating over five MobileNetV2-shaped networks, ${seconds}s"
 "$bench_python" Scripts/bench_network.py generate "$work/net" >/dev/null
