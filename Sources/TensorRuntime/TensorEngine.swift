@@ -497,7 +497,7 @@ public final class TensorEngine: PredictionEngine {
 
     /// Plans for inputs of `shapes` (non-state inputs by name) now, if no plan
     /// for them is kept or being made, so that a prediction with them finds
-    /// it: a decoder's next step, planned on a spare core while this one runs.
+    /// it: a decoder's next step, planned on another core while this one runs.
     /// A shape that cannot be planned is left for that prediction to report.
     public func prepare(shapes: [String: [Int]]) {
         _ = try? entry(for: shapes)

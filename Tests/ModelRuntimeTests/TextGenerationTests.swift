@@ -91,13 +91,13 @@ struct TextGenerationTests {
         #expect(first == Array(reference.greedy.prefix(2)))
     }
 
-    @Test("a step's plan made ahead on a spare core is made once however many ask, and the steps use it", arguments: variants)
+    @Test("a step's plan made ahead on another core is made once however many ask, and the steps use it", arguments: variants)
     func plansAhead(variant: String) throws {
         let reference = try Self.reference(variant)
         let model = try Self.model(variant, threads: 1)
         let generator = try TextGenerator(model: model)
         #expect(generator.plansAhead == (ProcessInfo.processInfo.activeProcessorCount > 1))
-        // Greedy tokens with every next step planned in the background (where there is a spare core).
+        // Greedy tokens with every next step planned in the background (on a machine of more than one core).
         var tokens: [Int] = []
         try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
             tokens.append(step.token)
