@@ -4,7 +4,9 @@
 #     then the same with the Python client of the tests, for p50 and p99.
 #  2. REST against gRPC with tritonclient's http and grpc clients (Tests/ServingE2E/protocol_load.py):
 #     client processes sending one small inference back to back: requests/s, p50, p99 and the ratio.
-#  3. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
+#  3. CLIENTS concurrent sequences on Fixtures' LlamaDecoderInt4 (Tests/ServingE2E/sequence_soak.py): greedy
+#     generations as sequences, each equal to a single client's, none failed, the server's RSS flat.
+#  4. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
 #     while 64 clients rotate over five copies of it for 30 s: every request answered, loads and
 #     evictions counted, peak RSS against the warm process + budget + one model.
 # Usage: Scripts/serve-load.sh MODELC PYTHON_WITH_COREMLTOOLS SERVE_VENV_PYTHON
@@ -67,6 +69,9 @@ PY
 
 echo "== REST against gRPC: tritonclient http then grpc, ${PROTOCOL_CLIENTS:-8} client processes, ${seconds}s each, GLMClassifier"
 "$client_python" Tests/ServingE2E/protocol_load.py "$modelc" "$work/three" "${PROTOCOL_CLIENTS:-8}" "$seconds"
+
+echo "== $clients concurrent sequences on a stateful decoder (LlamaDecoderInt4), ${seconds}s: tokens as a single client's, RSS flat"
+"$client_python" Tests/ServingE2E/sequence_soak.py "$modelc" "$clients" "$seconds"
 
 echo "== budget of one model, $clients clients rotating over five MobileNetV2-shaped networks, ${seconds}s"
 "$bench_python" Scripts/bench_network.py generate "$work/net" >/dev/null
