@@ -89,6 +89,32 @@ struct DNNLPrimitiveTests {
         }
     }
 
+    @Test("a product sharing a sharer's weights keeps the packer alive, not the sharer: plans made one after another never chain")
+    func sharingNeverChains() throws {
+        let weights: [Float] = [1, -2, 0.5, 3, -1, 4]
+        func product(rows: Int, sharing other: DNNLPrimitive?) throws -> DNNLPrimitive {
+            try weights.withUnsafeBufferPointer { values in
+                try DNNLKernels.matmul(source: .init([rows, 3]), weights: .init([3, 2]), destination: .init([rows, 2]), constantWeights: values,
+                                       bias: nil, activation: nil, residual: nil, threads: 1, sharingWeightsWith: other)
+            }
+        }
+        weak var packer: DNNLPrimitive?, middle: DNNLPrimitive?
+        var last: DNNLPrimitive?
+        do {
+            // Each plan's product shares the one before it, as a decoder's step plans do (DNNLKernels.product(packing:)).
+            let first = try product(rows: 4, sharing: nil)
+            let second = try product(rows: 2, sharing: first)
+            last = try product(rows: 1, sharing: second)
+            packer = first
+            middle = second
+        }
+        #expect(packer != nil, "the packer is kept while a product reads its packed weights")
+        #expect(middle == nil, "a product in between is not kept alive by the one after it")
+        #expect(last?.constantBytes == 0)
+        last = nil
+        #expect(packer == nil)
+    }
+
     @Test("packed weights stay findable for the next plan while only views of them (blocks of rows or columns) are kept")
     func viewsKeepThePackingFindable() throws {
         let (k, n) = (128, 256)

@@ -24,11 +24,14 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// Constant arguments (packed weights, bias, scale, shift) bound at every
     /// run; `shared` ones were packed by another primitive.
     private var constants: [(argument: Int32, constant: DNNLConstant, shared: Bool)] = []
-    /// The primitives whose packed constants it reads, kept alive with it: a
-    /// later plan looks packed weights up by the primitive that packed them
+    /// The primitives that packed the constants it shares, kept alive with it:
+    /// a later plan looks packed weights up by the primitive that packed them
     /// (`DNNLKernels.remember`, a weak reference), and one that only views
     /// them (a block of columns or rows) would otherwise let that primitive
-    /// go and the next plan pack the same weights again.
+    /// go and the next plan pack the same weights again. Always the packers
+    /// themselves, never a primitive that shares in turn: a decoder plans
+    /// every step anew, and each plan's products holding the previous plan's
+    /// made a chain that kept every plan's products alive (~26 KB a plan).
     private var owners: [DNNLPrimitive] = []
     /// The run arguments `run(_:)` takes its pointers for, in order.
     private let slots: [Int32]
@@ -109,11 +112,16 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// Binds `other`'s packed constant for `argument` when it is in the
     /// layout this primitive reads; `false` (nothing bound) otherwise.
     func shareConstant(_ argument: Int32, from other: DNNLPrimitive) -> Bool {
-        guard let theirs = other.constants.first(where: { $0.argument == argument })?.constant,
-              let wanted = try? layout(of: argument), theirs.descriptor.matches(wanted) else { return false }
-        constants.append((argument, theirs, true))
-        owners.append(other)
+        guard let theirs = other.constants.first(where: { $0.argument == argument }),
+              let wanted = try? layout(of: argument), theirs.constant.descriptor.matches(wanted) else { return false }
+        constants.append((argument, theirs.constant, true))
+        owners.append(contentsOf: other.packers(of: theirs))
         return true
+    }
+
+    /// The primitive that packed `entry` (one of this primitive's constants): itself, or the packers it keeps.
+    private func packers(of entry: (argument: Int32, constant: DNNLConstant, shared: Bool)) -> [DNNLPrimitive] {
+        entry.shared ? owners : [self]
     }
 
     /// Binds columns `first…` of `other`'s packed constant for `argument`,
@@ -121,21 +129,21 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// (`DNNLConstant.columns`); `false` (nothing bound) otherwise.
     func shareColumns(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
         guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns else { return false }
-        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.columns(first, width: width), wanted: wanted,
-                     of: other)
+        guard let theirs = other.constants.first(where: { $0.argument == argument }) else { return false }
+        return share(argument, theirs.constant.columns(first, width: width), wanted: wanted, packers: other.packers(of: theirs))
     }
 
     /// Binds rows `first…` of `other`'s packed constant for `argument` (as many as this primitive reads), read in place, as `shareColumns` does.
     func shareRows(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
         guard let wanted = try? layout(of: argument), let count = wanted.plainRows?.rows else { return false }
-        return share(argument, other.constants.first(where: { $0.argument == argument })?.constant.rows(first, count: count), wanted: wanted,
-                     of: other)
+        guard let theirs = other.constants.first(where: { $0.argument == argument }) else { return false }
+        return share(argument, theirs.constant.rows(first, count: count), wanted: wanted, packers: other.packers(of: theirs))
     }
 
-    private func share(_ argument: Int32, _ view: DNNLConstant?, wanted: DNNLDescriptor, of other: DNNLPrimitive) -> Bool {
+    private func share(_ argument: Int32, _ view: DNNLConstant?, wanted: DNNLDescriptor, packers: [DNNLPrimitive]) -> Bool {
         guard let view, view.descriptor.matches(wanted) else { return false }
         constants.append((argument, view, true))
-        owners.append(other)
+        owners.append(contentsOf: packers)
         return true
     }
 
