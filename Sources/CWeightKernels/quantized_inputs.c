@@ -19,17 +19,11 @@
 #include "quantized_inputs.h"
 
 #include "CCPUFeatures.h"
+#include "vector_helpers.h"
 
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__) && defined(__clang__)
-#include <immintrin.h>
-
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-#define AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 /// Inputs taken as integers (`high`, `low`: n = 256 h + l), laid out as the
 /// codes come out of their bytes: in each group of `group` inputs (64 on
@@ -50,14 +44,19 @@ typedef struct {
     long groups;
 } integer_input;
 
-/// The scale that takes a block of inputs whose largest magnitude is `most`
-/// to integers of at most 127 (0 for a block of zeros). Returns 0 when it
-/// is not finite: the float loops then run, so that a NaN or an infinity
-/// reaches the result as it would there.
-static inline int block_scale(float most, float *inverse) {
-    if (!isfinite(most)) return 0;
-    *inverse = most > 0 ? 127 / most : 0;
-    return 1;
+/// The scale that takes a block of finite inputs whose largest magnitude is
+/// `most` to integers of at most 127 (0 for a block of zeros). A block with a
+/// NaN or an infinity is found before (x · 0 is NaN for them) and sends the
+/// product to the float loops, so that it reaches the result as it would there.
+static inline float block_scale(float most) { return most > 0 ? 127 / most : 0; }
+
+/// Per lane of a group's 16 integer sums, the weight scale times the input
+/// step of the input block the lane belongs to (`lanes`: 0 for the group's
+/// first block of 32, 1 for its second; blocks `b`, `b + 1`).
+AVX512 static inline __m512 group_factors(const integer_input *input, const float *scales, long b, __m512i lanes) {
+    __m128 pair = _mm_unpacklo_ps(_mm_load_ss(scales + input->weight_block[b]), _mm_load_ss(scales + input->weight_block[b + 1]));
+    pair = _mm_mul_ps(pair, _mm_castpd_ps(_mm_load_sd((const double *)(input->step + b))));
+    return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair));
 }
 
 /// AVX2: one group is one block of 32 inputs.
@@ -78,10 +77,10 @@ AVX2 static int round_input_avx2(const float *x, long columns, integer_input *in
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(most), _mm256_extractf128_ps(most, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        float inverse, biggest = _mm_cvtss_f32(m);
+        const float biggest = _mm_cvtss_f32(m);
         // x · 0 is NaN for a NaN or an infinity, which the maximum may pass over.
-        if (_mm256_movemask_ps(_mm256_cmp_ps(finite, zero, _CMP_NEQ_UQ)) != 0 || !block_scale(biggest, &inverse)) return 0;
-        const __m256 scale = _mm256_set1_ps(inverse), fraction = _mm256_set1_ps(256);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(finite, zero, _CMP_NEQ_UQ)) != 0) return 0;
+        const __m256 scale = _mm256_set1_ps(block_scale(biggest)), fraction = _mm256_set1_ps(256);
         __m256i high[4], low[4], total = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
             __m256 scaled = _mm256_mul_ps(values[i], scale);
@@ -105,7 +104,6 @@ AVX2 static int round_input_avx2(const float *x, long columns, integer_input *in
     return 1;
 }
 
-/// AVX-512: groups of 64 inputs, two blocks of 32.
 /// AVX-512: groups of 64 inputs, two blocks of 32; `split`: even columns first (4-bit codes), else in order (bytes).
 AVX512 static int round_input_avx512(const float *x, long columns, integer_input *input, int split_columns) {
     const __m512 zero = _mm512_setzero_ps(), fraction = _mm512_set1_ps(256);
@@ -122,10 +120,11 @@ AVX512 static int round_input_avx512(const float *x, long columns, integer_input
                 continue;
             }
             __m512 first = _mm512_loadu_ps(x + b * 32), second = _mm512_loadu_ps(x + b * 32 + 16);
-            float biggest = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(first), _mm512_abs_ps(second))), inverse;
+            const float biggest = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(first), _mm512_abs_ps(second)));
+            // x · 0 is NaN for a NaN or an infinity.
             __mmask16 special = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_mul_ps(first, zero), _mm512_mul_ps(second, zero)), zero, _CMP_NEQ_UQ);
-            if (special != 0 || !block_scale(biggest, &inverse)) return 0;
-            const __m512 scale = _mm512_set1_ps(inverse);
+            if (special != 0) return 0;
+            const __m512 scale = _mm512_set1_ps(block_scale(biggest));
             __m512 a = _mm512_mul_ps(first, scale), c = _mm512_mul_ps(second, scale);
             __m512i ha = _mm512_cvtps_epi32(a), hc = _mm512_cvtps_epi32(c);
             __m512i la = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(a, _mm512_cvtepi32_ps(ha)), fraction));
@@ -148,13 +147,6 @@ AVX512 static int round_input_avx512(const float *x, long columns, integer_input
         _mm512_storeu_si512(input->low + g * 64, l);
     }
     return 1;
-}
-
-AVX2 static inline float sum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /// Σ over a row's weight blocks of s (b + o) d Σ n: what the unsigned
@@ -217,10 +209,7 @@ AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, const integer_inpu
                                            _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble), 1);                                   \
         __m512i products = _mm512_add_epi32(_mm512_slli_epi32(multiply(codes, _mm512_loadu_si512(input->high + c)), 8),               \
                                             multiply(codes, _mm512_loadu_si512(input->low + c)));                                      \
-        const long b = c / 32;                                                                                                         \
-        __m128 pair = _mm_unpacklo_ps(_mm_load_ss(scales + input->weight_block[b]), _mm_load_ss(scales + input->weight_block[b + 1])); \
-        pair = _mm_mul_ps(pair, _mm_castpd_ps(_mm_load_sd((const double *)(input->step + b))));                                       \
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair)), total);      \
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), group_factors(input, scales, c / 32, lanes), total);                     \
     }
 
 AVX512 static inline __m512i products_bw(__m512i codes, __m512i integers) {
@@ -282,10 +271,7 @@ AVX512_VNNI static void dot_rows_bytes_vnni(const modelc_packed_matrix *m, const
             __m512i codes = _mm512_xor_si512(raw, flip);
             __m512i products = _mm512_add_epi32(_mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(input->high + c)), 8),
                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(input->low + c)));
-            const long b = c / 32;
-            __m128 pair = _mm_unpacklo_ps(_mm_load_ss(scales + input->weight_block[b]), _mm_load_ss(scales + input->weight_block[b + 1]));
-            pair = _mm_mul_ps(pair, _mm_castpd_ps(_mm_load_sd((const double *)(input->step + b))));
-            __m512 factors = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair));
+            const __m512 factors = group_factors(input, scales, c / 32, lanes);
             if ((c / 64) & 1) odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), factors, odd);
             else even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(products), factors, even);
         }

@@ -7,13 +7,10 @@
 
 #include "CCPUFeatures.h"
 #include "quantized_inputs.h"
+#include "vector_helpers.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 // MARK: Elements
 
@@ -91,9 +88,6 @@ static void widen_codes_generic(const uint8_t *bytes, int bits, int is_signed, l
 }
 
 #if defined(__x86_64__) && defined(__clang__)
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-
 /// 16 codes of 4 bits from 8 bytes, in order, as bytes (sign-extended when signed).
 AVX2 static inline __m128i nibbles16(const uint8_t *bytes, int is_signed) {
     __m128i packed = _mm_loadl_epi64((const __m128i *)bytes);
@@ -238,13 +232,6 @@ static int fused_layout(const modelc_packed_matrix *m) {
 }
 
 #if defined(__x86_64__) && defined(__clang__)
-AVX2 static inline float sum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /// Codes made values, (q − offset) · scale, rounded to the nearest half float.
 AVX2 static inline __m256 half8(__m256 codes, const modelc_packed_matrix *m, long block) {
     __m256 value = _mm256_sub_ps(codes, _mm256_set1_ps(m->offset ? m->offset[block] : 0));

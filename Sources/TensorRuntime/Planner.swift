@@ -247,10 +247,9 @@ final class Planner {
     }
 
     /// Mapped constants of fewer values than this (fp16 512 KB, fp32 1 MB)
-    /// keep their pages: dropping them
-    /// costs a system call at every plan and a page fault at the next (a
-    /// decoder plans each step anew: its norms' weights and rotary tables),
-    /// for memory that does not matter.
+    /// keep their pages: dropping them costs a system call at every plan and
+    /// a page fault at the next (a decoder plans each step anew: its norms'
+    /// weights and rotary tables), for memory that does not matter.
     static let releasedPagesMinimumCount = 1 << 18
 
     /// Drops the pages of the mapped weights `op` read while it was planned
@@ -267,9 +266,9 @@ final class Planner {
                 case .constant(let tensor): release(tensor)
                 case .value(let name):
                     // Weights a kernel reads as stored, at every run, keep their pages.
-                    guard let id = names[name], let constant = values[id].constant, constant.count >= Self.releasedPagesMinimumCount,
-                          LinearAlgebraOperations.packedWeights(values[id]) == nil else { continue }
-                    constant.releasePages()
+                    guard let id = names[name], let constant = values[id].constant, LinearAlgebraOperations.packedWeights(values[id]) == nil
+                    else { continue }
+                    release(constant)
                 }
             }
         }

@@ -30,25 +30,16 @@ enum ReductionOperations {
     static func split(_ shape: [Int], reducing axes: Set<Int>) -> (outer: [Int32], inner: [Int32]) {
         let strides = Shapes.strides(shape)
         let kept = shape.indices.filter { !axes.contains($0) }, reduced = shape.indices.filter { axes.contains($0) }
-        // The offsets of every index over `list`'s axes, in row-major order (an odometer: a decoder's every
-        // step plans its norms and softmax anew, and a closure per element was a tenth of that planning).
+        // The offsets of every index over `list`'s axes, in row-major order, a run of the last axis at a
+        // time (a decoder's every step plans its norms and softmax anew, and a closure per element was a
+        // tenth of that planning).
         func table(_ list: [Int]) -> [Int32] {
             let sizes = list.map { shape[$0] }, steps = list.map { strides[$0] }
-            let count = sizes.reduce(1, *)
-            guard count > 0 else { return [] }
-            var result = [Int32](), index = [Int](repeating: 0, count: sizes.count), offset = 0
-            result.reserveCapacity(count)
-            for _ in 0..<count {
-                result.append(Int32(offset))
-                var axis = sizes.count - 1
-                while axis >= 0 {
-                    index[axis] += 1
-                    offset += steps[axis]
-                    if index[axis] < sizes[axis] { break }
-                    offset -= steps[axis] * sizes[axis]
-                    index[axis] = 0
-                    axis -= 1
-                }
+            var result = [Int32]()
+            result.reserveCapacity(sizes.reduce(1, *))
+            let last = steps.last ?? 0
+            Shapes.walk(sizes, [steps]) { _, offsets, run in
+                for i in 0..<run { result.append(Int32(offsets[0] + i * last)) }
             }
             return result
         }
