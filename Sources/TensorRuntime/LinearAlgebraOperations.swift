@@ -151,22 +151,37 @@ enum LinearAlgebraOperations {
 
     /// Adds the step running a product's column blocks on the thread team:
     /// `kernels[i]` (slots source, destination) writes the columns from
-    /// `firsts[i]` of `out`, `rows × n`; a residual is copied into `out`
-    /// first for the kernels to sum into.
+    /// `firsts[i]` of `out`, `rows × n`. A residual is copied into `out`
+    /// first for the kernels to sum into, or, with `residualAfter` (kernels
+    /// that apply an activation, which oneDNN's optimized kernels do not
+    /// follow with a sum), added by each thread to its columns of the
+    /// kernels' results, written to a buffer of their own.
     private static func runColumnBlocks(_ context: OperationContext, _ kernels: [DNNLPrimitive], firsts: [Int], x: PlanValue,
-                                        residual: PlanValue?, out: Int, rows: Int, n: Int, geluTanh: Bool = false) {
+                                        residual: PlanValue?, residualAfter: Bool = false, out: Int, rows: Int, n: Int, geluTanh: Bool = false) {
         let failure = DNNLKernels.failure(context)
         let a = x.id, r = residual?.id
-        context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out], split: "\(kernels.count) column blocks") { buffers throws(RuntimeError) in
-            let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(out))
-            if let r, buffers.raw(r) != blocks.destination { blocks.destination.copyMemory(from: buffers.raw(r), byteCount: rows * n * 4) }
+        let results = residualAfter && residual != nil ? context.scratch(.float32, shape: [rows, n]).id : nil
+        context.run(reads: [a] + (r.map { [$0] } ?? []), outputs: [out], scratch: results.map { [$0] } ?? [],
+                    split: "\(kernels.count) column blocks") { buffers throws(RuntimeError) in
+            let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(results ?? out))
+            let output = buffers.floats(out), addend = r.map { buffers.floats($0) }
+            if let r, results == nil, buffers.raw(r) != blocks.destination {
+                blocks.destination.copyMemory(from: buffers.raw(r), byteCount: rows * n * 4)
+            }
+            let sum = results != nil ? addend.map { SharedPointers(left: $0, right: $0, target: output) } : nil
             let failed = Locked(false)
             ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
                 if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
-                guard geluTanh else { return }
                 let first = firsts[index], width = (index + 1 < firsts.count ? firsts[index + 1] : n) - first
                 let target = blocks.destination.assumingMemoryBound(to: Float.self)
-                for row in 0..<rows { VectorMath.geluTanh(target + row * n + first, count: width) }
+                if geluTanh {
+                    for row in 0..<rows { VectorMath.geluTanh(target + row * n + first, count: width) }
+                }
+                if let sum {
+                    for row in 0..<rows {
+                        for column in first..<(first + width) { sum.target[row * n + column] = target[row * n + column] + sum.left[row * n + column] }
+                    }
+                }
             }
             guard !failed.withLock({ $0 }) else { throw failure }
         }
@@ -373,8 +388,8 @@ enum LinearAlgebraOperations {
             guard let kernels else { return false }
             // Too few rows to give every thread a block of them (a decoder's one-token step), or blocks
             // of fewer than `columnSplitRows` rows: a block of columns each, reading the packed weights in
-            // place (plain rows: oneDNN's AVX2 kernels). A residual is copied into the destination first
-            // and summed there.
+            // place (plain rows on AVX2, blocks of whole columns on AVX-512). A residual is copied into the
+            // destination first and summed there.
             func columnKernels() -> (firsts: [Int], kernels: [DNNLPrimitive])? {
                 guard Self.prefersColumns(rows: rows, threads: context.threads),
                       let columns = ColumnBlocks(parts: WorkSplit.workers(threads: context.threads, work: rows * k * n, items: n / 64), n: n)
@@ -383,7 +398,7 @@ enum LinearAlgebraOperations {
                 for (first, width) in columns.blocks {
                     guard let kernel = try? DNNLKernels.columnBlock(of: kernels[0], first: first, width: width, rows: rows, n: n,
                                                                     bias: biasValues.map { Array($0[first..<first + width]) },
-                                                                    activation: dnnlActivation, accumulate: residual != nil)
+                                                                    activation: dnnlActivation, accumulate: residual != nil && dnnlActivation == nil)
                     else { return nil }
                     made.append(kernel)
                 }
@@ -397,7 +412,8 @@ enum LinearAlgebraOperations {
                 return true
             }
             if let (firsts, blockKernels) = columnKernels() {
-                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, out: out, rows: rows, n: n, geluTanh: ownGELU)
+                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, residualAfter: dnnlActivation != nil, out: out,
+                                rows: rows, n: n, geluTanh: ownGELU)
                 return true
             }
             context.run(reads: [x] + (residual.map { [$0] } ?? []), writes: [out]) { buffers throws(RuntimeError) in

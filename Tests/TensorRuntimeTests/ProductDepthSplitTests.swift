@@ -72,12 +72,33 @@ struct ProductDepthSplitTests {
         #expect(worst <= 1e-5, "\(threads) threads, residual \(residual): worst difference \(worst)")
     }
 
-    @Test("a one-row product + bias + GELU, or + a residual, equals float64's; split by depth at 2 and 3 threads", arguments: [1, 2, 3])
+    @Test("a one-row product + bias + GELU, or + a residual, equals float64's; split by depth (plain rows) or by blocks of whole columns (blocked) at 2 and 3 threads",
+          arguments: [1, 2, 3])
     func packedWeights(threads: Int) throws {
         let plainRows = try DNNLPrimitiveTests.packsPlainRows()
         for residual in [false, true] {
-            try Self.check(columns: Self.n, residual: residual, threads: threads, expectedSplit: threads > 1 && plainRows ? "\(threads) depth blocks" : nil)
+            let expected = try WorkSplit.$minimumPerThread.withValue(1) {
+                try threads == 1 ? nil : plainRows ? "\(threads) depth blocks" : Self.blockedColumnSplit(threads: threads, columns: Self.n)
+            }
+            try Self.check(columns: Self.n, residual: residual, threads: threads, expectedSplit: expected)
         }
+    }
+
+    /// The split of a one-row product whose weights oneDNN packs in blocks of
+    /// whole columns (AVX-512): a block of columns per thread where oneDNN
+    /// gives every block a kernel reading the packed weights in place, else none.
+    static func blockedColumnSplit(threads: Int, depth k: Int = k, columns n: Int) throws -> String? {
+        let weights = (0..<(k * n)).map { Float(($0 * 29) % 37) * 0.01 - 0.18 }
+        let packed = try weights.withUnsafeBufferPointer { values in
+            try DNNLKernels.matmul(source: .init([1, k]), weights: .init([k, n]), destination: .init([1, n]), constantWeights: values,
+                                   bias: nil, activation: nil, residual: nil, threads: 1)
+        }
+        guard let blocks = ColumnBlocks(parts: WorkSplit.workers(threads: threads, work: k * n, items: n / 64), n: n) else { return nil }
+        for block in blocks.blocks {
+            guard try DNNLKernels.columnBlock(of: packed, first: block.first, width: block.width, rows: 1, n: n, bias: nil, activation: nil,
+                                              accumulate: false) != nil else { return nil }
+        }
+        return "\(blocks.blocks.count) column blocks"
     }
 
     @Test("a one-row product large enough for blocks of columns splits the depth of every block", arguments: [2, 3])

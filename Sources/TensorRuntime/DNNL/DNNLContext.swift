@@ -176,6 +176,36 @@ struct DNNLDescriptor: @unchecked Sendable {
               blocking.strides.1 == 1, blocking.strides.0 >= raw.dims.1 else { return nil }
         return (Int(raw.dims.0), Int(raw.dims.1), Int(blocking.strides.0))
     }
+
+    /// `(columns per block, floats per block)` when this is a matrix stored
+    /// as blocks of whole columns one after another (oneDNN's AVX-512 weight
+    /// layouts such as `BA16a64b`: every block holds all the rows of its
+    /// columns, blocked inside), so a run of whole blocks is a contiguous
+    /// part of it with the same layout; `nil` otherwise.
+    var columnBlocks: (width: Int, floats: Int)? {
+        let blocking = raw.format_desc.blocking
+        guard raw.ndims == 2, raw.format_kind == dnnl_blocked, raw.offset0 == 0, blocking.inner_nblks > 0 else { return nil }
+        let count = Int(blocking.inner_nblks)
+        let sizes = withUnsafeBytes(of: blocking.inner_blks) { Array($0.bindMemory(to: Int64.self).prefix(count)) }
+        let axes = withUnsafeBytes(of: blocking.inner_idxs) { Array($0.bindMemory(to: Int64.self).prefix(count)) }
+        let rowBlock = Int(zip(sizes, axes).filter { $0.1 == 0 }.reduce(1) { $0 * $1.0 })
+        let columnBlock = Int(zip(sizes, axes).filter { $0.1 == 1 }.reduce(1) { $0 * $1.0 })
+        let paddedRows = Int(raw.padded_dims.0), rowStride = Int(blocking.strides.0), blockStride = Int(blocking.strides.1)
+        // The row blocks of one column block lie one after another, and the column blocks after them.
+        guard columnBlock > 1, paddedRows % rowBlock == 0, rowStride == rowBlock * columnBlock,
+              blockStride == paddedRows / rowBlock * rowStride else { return nil }
+        return (columnBlock, blockStride)
+    }
+
+    /// The layout of `width` columns of this matrix of blocks of whole
+    /// columns, from the start of a block: the same blocking, fewer blocks.
+    func blockedColumns(width: Int) -> DNNLDescriptor? {
+        guard let blocks = columnBlocks, width > 0, width <= Int(raw.dims.1) else { return nil }
+        var view = raw
+        view.dims.1 = Int64(width)
+        view.padded_dims.1 = Int64((width + blocks.width - 1) / blocks.width * blocks.width)
+        return DNNLDescriptor(raw: view)
+    }
 }
 
 /// Memory oneDNN owns, filled once at plan time (packed weights, a bias):
@@ -198,11 +228,29 @@ final class DNNLConstant: @unchecked Sendable {
     var bytes: Int { viewed == nil ? descriptor.bytes : 0 }
 
     /// Columns `first..<first + width` of this constant, a matrix of plain
-    /// rows (`DNNLDescriptor.plainRows`), read where they are: nothing is
-    /// copied. `nil` when the layout is blocked or the columns are not there.
+    /// rows (`DNNLDescriptor.plainRows`) or of blocks of whole columns
+    /// (`DNNLDescriptor.columnBlocks`), read where they are: nothing is
+    /// copied. `nil` for other layouts, or when the columns are not there
+    /// (or, blocked, do not start a block).
     func columns(_ first: Int, width: Int) -> DNNLConstant? {
-        guard width > 0, let matrix = descriptor.plainRows else { return nil }
-        return block(rows: 0..<matrix.rows, columns: first..<(first + width))
+        guard width > 0 else { return nil }
+        if let matrix = descriptor.plainRows { return block(rows: 0..<matrix.rows, columns: first..<(first + width)) }
+        return blockedColumns(first, width: width)
+    }
+
+    /// Columns `first..<first + width` of a constant stored as blocks of
+    /// whole columns (`DNNLDescriptor.columnBlocks`), read where they are:
+    /// `first` must start a block; the view has the same blocking.
+    private func blockedColumns(_ first: Int, width: Int) -> DNNLConstant? {
+        guard let engine = DNNL.engine?.handle, let blocks = descriptor.columnBlocks, first >= 0, first % blocks.width == 0,
+              first + width <= Int(descriptor.raw.dims.1), let view = descriptor.blockedColumns(width: width) else { return nil }
+        var raw = view.raw
+        var handle: UnsafeMutableRawPointer?
+        guard dnnl_memory_get_data_handle(memory, &handle) == dnnl_success, let handle else { return nil }
+        var made: dnnl_memory_t?
+        guard dnnl_memory_create(&made, &raw, engine, handle + first / blocks.width * blocks.floats * 4) == dnnl_success,
+              let made else { return nil }
+        return DNNLConstant(memory: made, descriptor: view, viewing: self)
     }
 
     /// Rows `first..<first + count` of this constant, a matrix of plain

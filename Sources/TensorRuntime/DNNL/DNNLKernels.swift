@@ -98,20 +98,35 @@ enum DNNLKernels {
     /// weights[:, block] (+ bias) → activation`, written into a destination
     /// whose rows are `n` floats apart; `accumulate` adds the result to what
     /// the destination held (a residual copied there first). Slots: source,
-    /// destination. `nil` when `packed` holds its weights blocked (oneDNN's
-    /// AVX-512 kernels), which no view of columns can read.
+    /// destination. Weights in plain rows are read as a strided view; weights
+    /// in blocks of whole columns (oneDNN's AVX-512 layouts) as the run of
+    /// blocks from `first` (a block's start), the product made for that
+    /// blocking. `nil` for other layouts, columns not there, or a block
+    /// oneDNN would compute only with its reference code (blocked weights
+    /// into several strided rows; an activation followed by the sum).
     static func columnBlock(of packed: DNNLPrimitive, first: Int, width: Int, rows: Int, n: Int, bias: [Float]?,
                             activation: Activation?, accumulate: Bool) throws(RuntimeError) -> DNNLPrimitive? {
-        guard let matrix = try packed.layout(of: Int32(DNNL_ARG_WEIGHTS)).plainRows, first + width <= matrix.columns else { return nil }
-        let weights = try DNNLDescriptor([matrix.rows, width], strides: [matrix.stride, 1])
+        let layout = try packed.layout(of: Int32(DNNL_ARG_WEIGHTS))
+        guard layout.raw.ndims == 2, first >= 0, width > 0, first + width <= Int(layout.raw.dims.1) else { return nil }
+        let depth = Int(layout.raw.dims.0)
+        let weights: DNNLDescriptor
+        if let matrix = layout.plainRows {
+            weights = try DNNLDescriptor([matrix.rows, width], strides: [matrix.stride, 1])
+        } else if let blocked = layout.blockedColumns(width: width) {
+            weights = blocked
+        } else {
+            return nil
+        }
         let biasDescriptor = try bias.map { values throws(RuntimeError) in try Operand([1, values.count]).descriptor }
         var post = DNNLPostOperations()
         if let activation { post.steps.append(.eltwise(activation.algorithm.rawValue, alpha: 0, beta: 0)) }
         if accumulate { post.steps.append(.sum) }
-        let primitive = try product(source: Operand([rows, matrix.rows]).descriptor, weights: weights, bias: biasDescriptor,
-                                    destination: Operand(dims: [rows, width], strides: [n, 1]).descriptor, post: post,
-                                    slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: 1)
-        guard primitive.shareColumns(Int32(DNNL_ARG_WEIGHTS), from: first, of: packed) else { return nil }
+        // One row's destination is described dense (its row stride is never used): oneDNN's blocked
+        // kernels take no strided destination and would leave the block to its reference code.
+        let destination = rows == 1 ? Operand([1, width]) : Operand(dims: [rows, width], strides: [n, 1])
+        let primitive = try product(source: Operand([rows, depth]).descriptor, weights: weights, bias: biasDescriptor,
+                                    destination: destination.descriptor, post: post, slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: 1)
+        guard !primitive.implementation.hasPrefix("ref"), primitive.shareColumns(Int32(DNNL_ARG_WEIGHTS), from: first, of: packed) else { return nil }
         if let bias, let biasDescriptor { try primitive.bindConstant(Int32(DNNL_ARG_BIAS), values: bias, given: biasDescriptor) }
         return primitive
     }

@@ -128,7 +128,8 @@ final class DNNLPrimitive: @unchecked Sendable {
     /// read in place, when they are in the layout this primitive reads
     /// (`DNNLConstant.columns`); `false` (nothing bound) otherwise.
     func shareColumns(_ argument: Int32, from first: Int, of other: DNNLPrimitive) -> Bool {
-        guard let wanted = try? layout(of: argument), let width = wanted.plainRows?.columns else { return false }
+        guard let wanted = try? layout(of: argument), wanted.raw.ndims == 2 else { return false }
+        let width = Int(wanted.raw.dims.1)
         guard let theirs = other.constants.first(where: { $0.argument == argument }) else { return false }
         return share(argument, theirs.constant.columns(first, width: width), wanted: wanted, packers: other.packers(of: theirs))
     }
