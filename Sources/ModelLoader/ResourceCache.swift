@@ -137,7 +137,30 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     /// system call that form makes to learn whether `path` is a directory (it asks on every request
     /// of a server, and the answer never changes the key).
     public static func key(for path: String) -> String {
-        URL(filePath: path, directoryHint: .inferFromPath).standardizedFileURL.path
+        if isStandardAbsolute(path) { return path }
+        return URL(filePath: path, directoryHint: .inferFromPath).standardizedFileURL.path
+    }
+
+    /// Whether `path` is its own key already (the usual case, and cheaper to see than to make): absolute,
+    /// without empty, `.` or `..` components, nor a trailing slash.
+    static func isStandardAbsolute(_ path: String) -> Bool {
+        let bytes = path.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return false }
+        if bytes.count == 1 { return true }
+        let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+        var componentLength = 0
+        var dots = 0
+        for byte in bytes.dropFirst() {
+            if byte == slash {
+                if componentLength == 0 || componentLength == dots && dots <= 2 { return false }
+                componentLength = 0
+                dots = 0
+            } else {
+                componentLength += 1
+                if byte == dot { dots += 1 }
+            }
+        }
+        return componentLength > 0 && !(componentLength == dots && dots <= 2)
     }
 
     /// The model of the bundle at `path`, loaded if it is not: concurrent

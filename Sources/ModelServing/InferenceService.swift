@@ -299,7 +299,7 @@ public final class InferenceService: Sendable {
     /// The model's name in the repository: its file's name without the extension (no file system call:
     /// the executor asks on every computation).
     static func name(of path: String) -> String {
-        let file = path.split(separator: "/").last.map(String.init) ?? path
+        let file = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[path.utf8.index(after: $0)...]) } ?? path
         for suffix in ModelRepository.extensions where file.hasSuffix(suffix) { return String(file.dropLast(suffix.count)) }
         return file
     }

@@ -45,7 +45,8 @@ final class CountingLoader: Sendable {
         #expect(FileManager.default.createFile(atPath: file, contents: Data()))
         let paths = [bundle, bundle + "/", file, directory.path + "/./Model.mlmodel", directory.path + "/sub/../Model.mlmodelc",
                      directory.path + "//Model.mlmodelc", directory.path + "/Missing.mlpackage", "Relative.mlmodel",
-                     "./sub/../Relative.mlpackage/", "/"]
+                     "./sub/../Relative.mlpackage/", "/", "/srv/models/With space %20 é.mlmodel", "/srv/models/.hidden/a..b/.x",
+                     "/srv/models/./a", "/srv/models/../a", "/srv/models/..", "/srv/models/.", "/srv/models/...", "/srv/models/a/"]
         for path in paths {
             #expect(ModelCache.key(for: path) == URL(fileURLWithPath: path).standardizedFileURL.path, "\(path)")
         }
