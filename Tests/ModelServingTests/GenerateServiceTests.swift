@@ -164,11 +164,13 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func aClientLeavingAGenerateCallStopsItsGeneration() async throws {
         try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 100 }) { service in
+            // Loaded first: the client is to leave mid-generation, not while the model compiles (slow in a loaded suite).
+            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
             let departure = Departure()
             var request = InferenceServiceTests.post(Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
             request.clientGone = { departure.hasLeft }
             async let answer = InferenceServiceTests.call(service, request)
-            let deadline = Date().addingTimeInterval(30)
+            var deadline = Date().addingTimeInterval(20)
             func tokens() async -> Int? {
                 let text = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
                 guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(#"modelc_generate_tokens_total{model="LlamaDecoderInt8""#) }) else { return nil }
@@ -177,6 +179,7 @@ import Testing
             while await tokens() == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
             departure.leave()
             #expect(await answer.status == 499)
+            deadline = Date().addingTimeInterval(20)
             while service.scheduler.inFlight > 0, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
             #expect(service.scheduler.inFlight == 0)
             let generated = await tokens() ?? 0
