@@ -103,7 +103,7 @@ test-kserve: $(KSERVE_VENV)/.installed
 
 # The long load runs of `modelc serve` (64 clients x 30 s; LOAD_SECONDS, LOAD_CLIENTS change them).
 load: deps venv $(SERVE_VENV)/.installed
-	@Scripts/install-deps.sh wrk curl
+	@Scripts/install-deps.sh wrk curl nghttp2-client
 	$(SWIFT) build -c release --product modelc --static-swift-stdlib
 	Scripts/serve-load.sh .build/release/modelc $(VENV)/bin/python $(SERVE_VENV)/bin/python
 

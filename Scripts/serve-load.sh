@@ -2,11 +2,15 @@
 # make load: `modelc serve` under load, long runs (make test runs a short version).
 #  1. wrk (Debian), 64 connections for 30 s over 3 fixture models: requests/s, non-2xx and socket errors;
 #     then the same with the Python client of the tests, for p50 and p99.
-#  2. REST against gRPC with tritonclient's http and grpc clients (Tests/ServingE2E/protocol_load.py):
-#     client processes sending one small inference back to back: requests/s, p50, p99 and the ratio.
+#  2. REST against gRPC (Tests/ServingE2E/protocol_load.py), one small inference back to back: with
+#     tritonclient's http and grpc clients in client processes, then with h2load (nghttp2-client, C) from
+#     CLIENTS connections and with 64 requests at once (gRPC's 16 on each of 4 connections): requests/s and ratios.
 #  3. CLIENTS concurrent sequences on Fixtures' LlamaDecoderInt4 (Tests/ServingE2E/sequence_soak.py): greedy
 #     generations as sequences, each equal to a single client's, none failed, the server's RSS flat.
-#  4. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
+#  4. CLIENTS concurrent /generate_stream clients on the same decoder (Tests/ServingE2E/stream_faults.py), each
+#     token 20 ms as a real decoder's: some killed mid-stream (reset, closed, SIGKILLed), some reading slowly:
+#     the slow ones get every event, the killed ones are CANCELED and free their workers, RSS flat.
+#  5. A memory budget holding one MobileNetV2-shaped network (Scripts/bench_network.py, ~14 MB of weights)
 #     while 64 clients rotate over five copies of it for 30 s: every request answered, loads and
 #     evictions counted, peak RSS against the warm process + budget + one model.
 # Usage: Scripts/serve-load.sh MODELC PYTHON_WITH_COREMLTOOLS SERVE_VENV_PYTHON
@@ -67,11 +71,14 @@ print(f"{r['count']} requests, {r['failures']} failed, p50 {r['p50_ms']:.2f} ms,
 sys.exit(0 if r["failures"] == 0 and code == 0 else 1)
 PY
 
-echo "== REST against gRPC: tritonclient http then grpc, ${PROTOCOL_CLIENTS:-8} client processes, ${seconds}s each, GLMClassifier"
+echo "== REST against gRPC: tritonclient http then grpc (${PROTOCOL_CLIENTS:-8} client processes), then h2load, ${seconds}s each, GLMClassifier"
 "$client_python" Tests/ServingE2E/protocol_load.py "$modelc" "$work/three" "${PROTOCOL_CLIENTS:-8}" "$seconds"
 
 echo "== $clients concurrent sequences on a stateful decoder (LlamaDecoderInt4), ${seconds}s: tokens as a single client's, RSS flat"
 "$client_python" Tests/ServingE2E/sequence_soak.py "$modelc" "$clients" "$seconds"
+
+echo "== $clients concurrent token streams (LlamaDecoderInt4, 20 ms a token), ${seconds}s: clients killed mid-stream, slow readers"
+"$client_python" Tests/ServingE2E/stream_faults.py "$modelc" "$clients" "$seconds"
 
 echo "== budget of one model, $clients clients rotating over five MobileNetV2-shaped networks, ${seconds}s"
 "$bench_python" Scripts/bench_network.py generate "$work/net" >/dev/null

@@ -1,6 +1,7 @@
-// The gRPC transport of `modelc serve`: grpc++'s callback API with one generic service, so
-// every method's request arrives as bytes and is handed to the C handler on a thread of our
-// own; no protocol knowledge here (see CGRPCServer.h).
+// The gRPC transport of `modelc serve`: grpc++'s asynchronous API with one generic service, so
+// every method's request arrives as bytes; threads of our own take the calls off a completion
+// queue and hand each to the C handler on the thread that took it (no protocol knowledge here,
+// see CGRPCServer.h).
 #include "CGRPCServer.h"
 
 #include <grpc/support/log.h>
@@ -10,13 +11,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -36,99 +38,136 @@ std::string start_log;
 
 void log_line(gpr_log_func_args *arguments);
 
+// What a completion of the queue is about: one step of one call.
+enum class Step { requested, read, finished, done };
+
+struct Tag {
+    modelc_grpc_call *call;
+    Step step;
+};
+
 }  // namespace
 
-struct modelc_grpc_call final : grpc::ServerGenericBidiReactor {
-    modelc_grpc_call(modelc_grpc_server *server, grpc::GenericCallbackServerContext *context);
-    void OnReadDone(bool ok) override;
-    void OnWriteDone(bool) override {}
-    void OnCancel() override { cancelled.store(true); }
-    void OnDone() override;
+// One call, from the request for it posted on the queue to its last completion. Two completions
+// end it once it has started: `finished` (our answer sent, or failed) and `done` (grpc's notice
+// that the call is over, which also says whether it was cancelled); it is freed after both.
+struct modelc_grpc_call {
+    explicit modelc_grpc_call(modelc_grpc_server *server) : server(server) {}
 
     modelc_grpc_server *const server;
-    grpc::GenericCallbackServerContext *const context;
-    const std::string method;
+    grpc::GenericServerContext context;
+    grpc::GenericServerAsyncReaderWriter stream{&context};
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
     std::vector<unsigned char> message;
     std::deque<std::string> metadata;
     std::atomic<bool> cancelled{false};
+    std::atomic<int> completions_left{2};
+    Tag requested{this, Step::requested};
+    Tag read{this, Step::read};
+    Tag finished{this, Step::finished};
+    Tag done{this, Step::done};
+
+    void complete_one() {
+        if (completions_left.fetch_sub(1) == 1) delete this;
+    }
 };
 
-struct modelc_grpc_server final : grpc::CallbackGenericService {
+struct modelc_grpc_server {
     explicit modelc_grpc_server(const modelc_grpc_configuration &configuration) : configuration(configuration) {}
 
-    grpc::ServerGenericBidiReactor *CreateReactor(grpc::GenericCallbackServerContext *context) override {
-        return new modelc_grpc_call(this, context);
+    // Posts one request for the next call (while the queue takes them).
+    void request_call() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!accepting) return;
+        auto *call = new modelc_grpc_call(this);
+        call->context.AsyncNotifyWhenDone(&call->done);
+        service.RequestCall(&call->context, &call->stream, queue.get(), queue.get(), &call->requested);
     }
 
-    // Hands a call whose message has arrived to a worker thread, starting one when none is idle.
-    void dispatch(modelc_grpc_call *call) {
-        std::unique_lock<std::mutex> lock(mutex);
-        if (in_progress.load() >= static_cast<long>(configuration.max_calls)) {
-            lock.unlock();
-            call->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                      "server busy: " + std::to_string(configuration.max_calls) + " calls under way; retry later"));
+    // Starts one more thread taking completions off the queue.
+    void start_poller() {
+        threads.emplace_back([this] { poll(); });
+    }
+
+    void poll() {
+        pthread_setname_np(pthread_self(), "modelc-grpc");
+        void *tag = nullptr;
+        bool ok = false;
+        while (queue->Next(&tag, &ok)) {
+            auto *step = static_cast<Tag *>(tag);
+            modelc_grpc_call *call = step->call;
+            switch (step->step) {
+            case Step::requested:
+                if (!ok) {  // the server is shutting down: the call never started, nor will `done` come
+                    delete call;
+                    break;
+                }
+                request_call();
+                call->stream.Read(&call->request, &call->read);
+                break;
+            case Step::read:
+                if (!ok) {
+                    call->stream.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call carried no request message"),
+                                        &call->finished);
+                    break;
+                }
+                handle(call);
+                break;
+            case Step::finished:
+                call->complete_one();
+                break;
+            case Step::done:
+                call->cancelled.store(call->context.IsCancelled());
+                call->complete_one();
+                break;
+            }
+        }
+    }
+
+    // Hands a call whose message has arrived to the handler on this thread; a thread more takes
+    // completions meanwhile when no other is free to.
+    void handle(modelc_grpc_call *call) {
+        std::vector<grpc::Slice> slices;
+        if (!call->request.Dump(&slices).ok()) {
+            call->stream.Finish(grpc::Status(grpc::StatusCode::INTERNAL, "the request message could not be read"), &call->finished);
             return;
         }
-        in_progress.fetch_add(1);
-        queue.push_back(call);
-        if (queue.size() > idle) workers.emplace_back([this] { work(); });
-        ready.notify_one();
-    }
-
-    void work() {
-        std::unique_lock<std::mutex> lock(mutex);
-        while (true) {
-            idle++;
-            ready.wait(lock, [this] { return !queue.empty() || stopping; });
-            idle--;
-            if (queue.empty()) return;
-            modelc_grpc_call *call = queue.front();
-            queue.pop_front();
-            lock.unlock();
-            configuration.handler(configuration.context, call);
-            lock.lock();
+        size_t size = 0;
+        for (const auto &slice : slices) size += slice.size();
+        call->message.reserve(size);
+        for (const auto &slice : slices) call->message.insert(call->message.end(), slice.begin(), slice.end());
+        call->request.Clear();
+        if (in_progress.fetch_add(1) >= static_cast<long>(configuration.max_calls)) {
+            in_progress.fetch_sub(1);
+            call->stream.Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "server busy: " + std::to_string(configuration.max_calls) +
+                                                                                       " calls under way; retry later"),
+                                &call->finished);
+            return;
         }
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            handling++;
+            if (handling >= threads.size() && accepting) start_poller();
+        }
+        configuration.handler(configuration.context, call);
+        std::lock_guard<std::mutex> lock(mutex);
+        handling--;
     }
 
     const modelc_grpc_configuration configuration;
+    grpc::AsyncGenericService service;
+    std::unique_ptr<grpc::ServerCompletionQueue> queue;
     std::unique_ptr<grpc::Server> server;
     int port = 0;
     std::atomic<long> in_progress{0};
+    // Under `mutex`: whether requests for calls are posted, the threads, how many are in a handler.
     std::mutex mutex;
-    std::condition_variable ready;
-    std::deque<modelc_grpc_call *> queue;
-    size_t idle = 0;
-    bool stopping = false;
-    std::vector<std::thread> workers;
+    bool accepting = true;
+    std::vector<std::thread> threads;
+    size_t handling = 0;
     std::thread shutdown;
 };
-
-modelc_grpc_call::modelc_grpc_call(modelc_grpc_server *server, grpc::GenericCallbackServerContext *context)
-    : server(server), context(context), method(context->method()) {
-    StartRead(&request);
-}
-
-void modelc_grpc_call::OnReadDone(bool ok) {
-    if (!ok) {
-        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call carried no request message"));
-        return;
-    }
-    std::vector<grpc::Slice> slices;
-    if (!request.Dump(&slices).ok()) {
-        Finish(grpc::Status(grpc::StatusCode::INTERNAL, "the request message could not be read"));
-        return;
-    }
-    size_t size = 0;
-    for (const auto &slice : slices) size += slice.size();
-    message.reserve(size);
-    for (const auto &slice : slices) message.insert(message.end(), slice.begin(), slice.end());
-    request.Clear();
-    server->dispatch(this);
-}
-
-void modelc_grpc_call::OnDone() { delete this; }
 
 namespace {
 
@@ -201,7 +240,8 @@ modelc_grpc_server *modelc_grpc_start(const modelc_grpc_configuration *configura
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(configuration->max_message_bytes, INT32_MAX)));
     builder.AddListeningPort(address, credentials, &server->port);
-    builder.RegisterCallbackGenericService(server.get());
+    builder.RegisterAsyncGenericService(&server->service);
+    server->queue = builder.AddCompletionQueue();
     server->server = builder.BuildAndStart();
     if (!server->server || server->port == 0) {
         std::string reason = bind_reason(host.c_str(), configuration->port);
@@ -213,6 +253,14 @@ modelc_grpc_server *modelc_grpc_start(const modelc_grpc_configuration *configura
         }
         std::snprintf(failure, failure_size, "%s", reason.c_str());
         return nullptr;
+    }
+    // As many calls awaited at once, and threads taking completions, as there are cores (2 at least);
+    // more threads start while handlers hold these.
+    unsigned pollers = std::max(2u, std::thread::hardware_concurrency());
+    for (unsigned index = 0; index < pollers; index++) server->request_call();
+    {
+        std::lock_guard<std::mutex> lock(server->mutex);
+        for (unsigned index = 0; index < pollers; index++) server->start_poller();
     }
     std::lock_guard<std::mutex> lock(log_mutex);
     log_target = server.get();
@@ -232,12 +280,16 @@ void modelc_grpc_stop(modelc_grpc_server *server) {
     if (!server->shutdown.joinable()) modelc_grpc_shutdown(server, 0);
     server->shutdown.join();
     server->server->Wait();
+    std::vector<std::thread> threads;
     {
         std::lock_guard<std::mutex> lock(server->mutex);
-        server->stopping = true;
+        server->accepting = false;
+        threads.swap(server->threads);
     }
-    server->ready.notify_all();
-    for (auto &worker : server->workers) worker.join();
+    // The threads take what is left off the queue (the calls requested and never started come back
+    // not ok) and end when it is empty.
+    server->queue->Shutdown();
+    for (auto &thread : threads) thread.join();
     {
         std::lock_guard<std::mutex> lock(log_mutex);
         if (log_target == server) log_target = nullptr;
@@ -245,7 +297,7 @@ void modelc_grpc_stop(modelc_grpc_server *server) {
     delete server;
 }
 
-const char *modelc_grpc_call_method(const modelc_grpc_call *call) { return call->method.c_str(); }
+const char *modelc_grpc_call_method(const modelc_grpc_call *call) { return call->context.method().c_str(); }
 
 const unsigned char *modelc_grpc_call_message(const modelc_grpc_call *call, size_t *size) {
     *size = call->message.size();
@@ -253,7 +305,7 @@ const unsigned char *modelc_grpc_call_message(const modelc_grpc_call *call, size
 }
 
 const char *modelc_grpc_call_metadata(const modelc_grpc_call *call, const char *key) {
-    const auto &metadata = call->context->client_metadata();
+    const auto &metadata = call->context.client_metadata();
     auto found = metadata.find(key);
     if (found == metadata.end()) return nullptr;
     auto *mutable_call = const_cast<modelc_grpc_call *>(call);
@@ -262,7 +314,7 @@ const char *modelc_grpc_call_metadata(const modelc_grpc_call *call, const char *
 }
 
 int64_t modelc_grpc_call_deadline_nanoseconds(const modelc_grpc_call *call) {
-    auto deadline = call->context->deadline();
+    auto deadline = call->context.deadline();
     if (deadline == std::chrono::system_clock::time_point::max()) return INT64_MAX;
     auto remaining = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::system_clock::now()).count();
     return static_cast<int64_t>(remaining);
@@ -276,9 +328,9 @@ void modelc_grpc_call_finish(modelc_grpc_call *call, int code, const char *messa
     if (code == 0) {
         grpc::Slice slice(response, response_size);
         call->response = grpc::ByteBuffer(&slice, 1);
-        call->StartWriteAndFinish(&call->response, grpc::WriteOptions(), grpc::Status::OK);
+        call->stream.WriteAndFinish(call->response, grpc::WriteOptions(), grpc::Status::OK, &call->finished);
     } else {
-        call->Finish(grpc::Status(static_cast<grpc::StatusCode>(code), message ? message : ""));
+        call->stream.Finish(grpc::Status(static_cast<grpc::StatusCode>(code), message ? message : ""), &call->finished);
     }
 }
 

@@ -132,11 +132,42 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     /// The counters now.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
+    /// The entry's key for `path`: absolute (from the working directory), `.` and `..` resolved,
+    /// no trailing slash — `URL(fileURLWithPath:).standardizedFileURL.path` without the file
+    /// system call that form makes to learn whether `path` is a directory (it asks on every request
+    /// of a server, and the answer never changes the key).
+    public static func key(for path: String) -> String {
+        if isStandardAbsolute(path) { return path }
+        return URL(filePath: path, directoryHint: .inferFromPath).standardizedFileURL.path
+    }
+
+    /// Whether `path` is its own key already (the usual case, and cheaper to see than to make): absolute,
+    /// without empty, `.` or `..` components, nor a trailing slash.
+    static func isStandardAbsolute(_ path: String) -> Bool {
+        let bytes = path.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return false }
+        if bytes.count == 1 { return true }
+        let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+        var componentLength = 0
+        var dots = 0
+        for byte in bytes.dropFirst() {
+            if byte == slash {
+                if componentLength == 0 || componentLength == dots && dots <= 2 { return false }
+                componentLength = 0
+                dots = 0
+            } else {
+                componentLength += 1
+                if byte == dot { dots += 1 }
+            }
+        }
+        return componentLength > 0 && !(componentLength == dots && dots <= 2)
+    }
+
     /// The model of the bundle at `path`, loaded if it is not: concurrent
     /// requests for one path share one load, and a load's error reaches every
     /// request waiting for it.
     public func model(at path: String) async throws(Failure) -> ResourceLease<Resource> {
-        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        let key = Self.key(for: path)
         while true {
             switch begin(key) {
             case .loaded(let model):
@@ -175,7 +206,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     /// up by a thread pool (cooperative or Dispatch's) that unrelated work
     /// keeps busy. Shares loads, counters and leases with `model(at:)`.
     public func modelBlocking(at path: String) throws(Failure) -> ResourceLease<Resource> {
-        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        let key = Self.key(for: path)
         while true {
             switch begin(key) {
             case .loaded(let model):
@@ -339,7 +370,7 @@ public final class ResourceCache<Resource: CachedResource, Failure: Error & Equa
     /// soon as its last lease comes back. Returns whether it was evicted now.
     @discardableResult
     public func evict(at path: String, reason: EvictionReason = .requested) -> Bool {
-        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        let key = Self.key(for: path)
         var evicted: (Int, Resource)? = state.withLock { state in
             guard let entry = state.entries[key], let model = entry.model else { return nil }
             guard entry.leases == 0 else {

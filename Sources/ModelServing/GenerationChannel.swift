@@ -80,16 +80,17 @@ final class GenerationChannel: @unchecked Sendable {
         wait(until: deadline) { $0.ending != nil }
     }
 
-    /// The reader's next step, waiting up to `seconds` for one.
-    func next(waitingUpTo seconds: Double) -> Next {
+    /// The reader's next step, waiting up to `seconds` for one: the tokens not read yet, `limit` at
+    /// most (the rest at the next call), or how it ended once every token was read.
+    func next(waitingUpTo seconds: Double, atMost limit: Int = .max) -> Next {
         condition.lock()
         defer { condition.unlock() }
         let until = Date().addingTimeInterval(seconds)
         while read == tokens.count, ending == nil, Date() < until { _ = condition.wait(until: until) }
         if read < tokens.count {
             let index = read
-            read = tokens.count
-            return .tokens(index: index, Array(tokens[index...]))
+            read = index + min(tokens.count - index, max(1, limit))
+            return .tokens(index: index, Array(tokens[index..<read]))
         }
         switch ending {
         case .failed(let error)? where !failureRead:

@@ -12,11 +12,19 @@ import ModelRuntime
 /// them; nothing of libmicrohttpd's is held but that connection's thread. Errors before the first
 /// token are answered with a status, as `/infer` answers them; later ones end the stream with an
 /// error event. The deadline (`--timeout` from arrival, or the drain's end) is checked before
-/// every token; the client's departure is noticed while waiting for one, and ends the
-/// generation before its next token.
+/// every token; the client's departure is noticed while waiting for one (the first included: a
+/// generation still queued leaves the queue), and ends the generation before its next token.
+///
+/// A slow reader never holds the worker: the generation runs at the decoder's speed and its
+/// tokens wait in the channel (8 bytes each, `max_tokens` at most); their events are written as
+/// the connection sends them, `eventsPerRead` at a time, so a stream holds one such piece of
+/// text however far behind its client reads.
 extension InferenceService {
     /// How long a streaming read waits for a token before looking whether the client is still there.
     static let streamPollSeconds = 0.05
+    /// Events written into one piece of a streamed body at most (~100 bytes each): what a stream
+    /// holds of text beyond its token ids, however slowly its client reads.
+    static let eventsPerRead = 32
 
     func generate(_ name: String, _ request: HTTPRequest, streaming: Bool) throws(RequestError) -> HTTPResponse {
         let arrival = DispatchTime.now().uptimeNanoseconds
@@ -42,9 +50,16 @@ extension InferenceService {
             throw error
         }
         // From here the channel's end is counted in the metrics, by whichever side ends it.
-        if !channel.waitForStart(until: DispatchTime(uptimeNanoseconds: generationDeadline(arrival: arrival))) {
+        switch wait(for: request, until: generationDeadline(arrival: arrival), channel.waitForStart) {
+        case .done: break
+        case .expired:
             scheduler.withdraw(ticket)
             end(channel, .failed(expiry(arrival: arrival)), model: name, arrival: arrival, queueNanoseconds: 0)
+        case .clientGone:
+            // Queued still, it leaves the queue; computing, it stops before its next token.
+            scheduler.withdraw(ticket)
+            end(channel, .abandoned, model: name, arrival: arrival, queueNanoseconds: 0)
+            throw .clientGone
         }
         var (tokens, ending) = channel.snapshot
         if tokens.isEmpty, case .failed(let error)? = ending { throw error }
@@ -54,8 +69,12 @@ extension InferenceService {
                                 stream: events(of: channel, prefix: prefix, model: name, request: request, arrival: arrival))
         }
         // The worker checks the deadline before every token; one prediction's time past it at most.
-        if !channel.waitForEnd(until: DispatchTime(uptimeNanoseconds: generationDeadline(arrival: arrival) + 1_000_000_000)) {
-            end(channel, .failed(expiry(arrival: arrival)), model: name, arrival: arrival, queueNanoseconds: 0)
+        switch wait(for: request, until: generationDeadline(arrival: arrival) + 1_000_000_000, channel.waitForEnd) {
+        case .done: break
+        case .expired: end(channel, .failed(expiry(arrival: arrival)), model: name, arrival: arrival, queueNanoseconds: 0)
+        case .clientGone:
+            end(channel, .abandoned, model: name, arrival: arrival, queueNanoseconds: 0)
+            throw .clientGone
         }
         (tokens, ending) = channel.snapshot
         if case .failed(let error)? = ending { throw error }
@@ -63,11 +82,28 @@ extension InferenceService {
         return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
     }
 
+    /// How a wait of the connection's thread for the generation ended.
+    private enum Wait {
+        case done, expired, clientGone
+    }
+
+    /// Waits with `wait` (a channel's wait until a time) until it is done or `deadline` (uptime
+    /// nanoseconds) passes, looking every 20 ms whether the request's client left meanwhile.
+    private func wait(for request: HTTPRequest, until deadline: UInt64, _ wait: (DispatchTime) -> Bool) -> Wait {
+        while true {
+            let now = DispatchTime.now().uptimeNanoseconds
+            let slice = request.clientGone == nil ? deadline : min(deadline, now + InferenceScheduler.clientPollNanoseconds)
+            if wait(DispatchTime(uptimeNanoseconds: slice)) { return .done }
+            if DispatchTime.now().uptimeNanoseconds >= deadline { return .expired }
+            if let clientGone = request.clientGone, clientGone() { return .clientGone }
+        }
+    }
+
     /// The streamed body: the channel's tokens as server-sent events; the answer's end (the client
     /// gone included) ends the generation.
     private func events(of channel: GenerationChannel, prefix: String, model: String, request: HTTPRequest, arrival: UInt64) -> HTTPBodyStream {
         HTTPBodyStream(next: {
-            let next = channel.next(waitingUpTo: Self.streamPollSeconds)
+            let next = channel.next(waitingUpTo: Self.streamPollSeconds, atMost: Self.eventsPerRead)
             if case .failed(let error) = next, error.status >= 500 {
                 self.log.write("error", error.description, [("method", request.method), ("path", request.path), ("status", "200, then an error event")])
             }

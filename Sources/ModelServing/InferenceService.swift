@@ -296,8 +296,10 @@ public final class InferenceService: Sendable {
         return !cancellation.isCancelled
     }
 
+    /// The model's name in the repository: its file's name without the extension (no file system call:
+    /// the executor asks on every computation).
     static func name(of path: String) -> String {
-        let file = URL(fileURLWithPath: path).lastPathComponent
+        let file = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[path.utf8.index(after: $0)...]) } ?? path
         for suffix in ModelRepository.extensions where file.hasSuffix(suffix) { return String(file.dropLast(suffix.count)) }
         return file
     }
@@ -347,7 +349,7 @@ public final class InferenceService: Sendable {
         var entries: [[String: Any]] = []
         for name in repository.names() {
             guard let path = repository.path(for: name) else { continue }
-            let standardized = URL(fileURLWithPath: path).standardizedFileURL.path
+            let standardized = Cache.key(for: path)
             let state: String
             let reason: String
             if unloaded.contains(name) {

@@ -8,11 +8,16 @@ import SystemIO
 /// The models a server offers: the bundles (`NAME.mlmodelc`) and source
 /// models (`NAME.mlmodel`, `NAME.mlpackage`) of one directory, looked up by
 /// name on every request, so models added or removed are seen at once.
+///
+/// A name found is remembered with the directory's identity and modification time: while both
+/// stay (no entry added, removed or renamed), the next lookup is one `stat` of the directory
+/// instead of one per extension tried.
 public struct ModelRepository: Sendable {
     /// The directory served.
     public let directory: String
     /// Where source models are compiled on first use.
     public let compileCache: String
+    private let found = FoundPaths()
 
     /// A repository over `directory`.
     ///
@@ -61,9 +66,14 @@ public struct ModelRepository: Sendable {
     /// The file or bundle serving `name`, if the directory holds one.
     public func path(for name: String) -> String? {
         guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else { return nil }
+        let stamp = DirectoryStamp(of: directory)
+        if let stamp, let known = found.path(for: name, under: stamp) { return known }
         for suffix in Self.extensions {
             let path = "\(directory)/\(name)\(suffix)"
-            if FileManager.default.fileExists(atPath: path) { return path }
+            if FileManager.default.fileExists(atPath: path) {
+                if let stamp { found.remember(path, for: name, under: stamp) }
+                return path
+            }
         }
         return nil
     }
@@ -95,6 +105,65 @@ public struct ModelRepository: Sendable {
             return try Model(contentsOf: bundle, configuration: configuration)
         } catch {
             throw .model(error)
+        }
+    }
+}
+
+/// What tells that a directory's entries may have changed: its device, inode and modification time.
+struct DirectoryStamp: Equatable {
+    var device: UInt64
+    var inode: UInt64
+    var seconds: Int
+    var nanoseconds: Int
+
+    /// How recent a modification time may not be: the kernel stamps a change with a coarse clock
+    /// (a few milliseconds), so a second change within that tick would leave the time as it was.
+    static let settledNanoseconds = 1_000_000_000
+
+    /// The directory's stamp, or nil when it cannot be read or changed within the last second
+    /// (nothing is remembered under such a stamp).
+    init?(of directory: String, now: timespec = DirectoryStamp.realtime()) {
+        var info = stat()
+        guard Syscalls.current.stat(directory, &info) == 0 else { return nil }
+        let modified = info.st_mtim
+        let age = (now.tv_sec - modified.tv_sec) * 1_000_000_000 + (now.tv_nsec - modified.tv_nsec)
+        guard age >= Self.settledNanoseconds else { return nil }
+        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), seconds: modified.tv_sec, nanoseconds: modified.tv_nsec)
+    }
+
+    init(device: UInt64, inode: UInt64, seconds: Int, nanoseconds: Int) {
+        self.device = device
+        self.inode = inode
+        self.seconds = seconds
+        self.nanoseconds = nanoseconds
+    }
+
+    static func realtime() -> timespec {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return now
+    }
+}
+
+/// The paths found by name under one directory stamp; a lookup under another stamp forgets them.
+/// Names not found are not remembered (any name a client sends would stay otherwise).
+final class FoundPaths: Sendable {
+    private let state = Locked<(stamp: DirectoryStamp?, paths: [String: String])>((nil, [:]))
+
+    func path(for name: String, under stamp: DirectoryStamp) -> String? {
+        state.withLock { state in
+            guard state.stamp == stamp else {
+                state = (stamp, [:])
+                return nil
+            }
+            return state.paths[name]
+        }
+    }
+
+    func remember(_ path: String, for name: String, under stamp: DirectoryStamp) {
+        state.withLock { state in
+            if state.stamp != stamp { state = (stamp, [:]) }
+            state.paths[name] = path
         }
     }
 }

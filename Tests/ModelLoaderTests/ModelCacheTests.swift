@@ -37,6 +37,21 @@ final class CountingLoader: Sendable {
 }
 
 @Suite struct ModelCacheTests {
+    @Test func keysAreStandardizedPathsAsFoundationsFileURLsGiveThem() throws {
+        let directory = try Fixtures.temporaryDirectory("cache-keys")
+        let bundle = directory.appendingPathComponent("Model.mlmodelc").path
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("Model.mlmodel").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        let paths = [bundle, bundle + "/", file, directory.path + "/./Model.mlmodel", directory.path + "/sub/../Model.mlmodelc",
+                     directory.path + "//Model.mlmodelc", directory.path + "/Missing.mlpackage", "Relative.mlmodel",
+                     "./sub/../Relative.mlpackage/", "/", "/srv/models/With space %20 é.mlmodel", "/srv/models/.hidden/a..b/.x",
+                     "/srv/models/./a", "/srv/models/../a", "/srv/models/..", "/srv/models/.", "/srv/models/...", "/srv/models/a/"]
+        for path in paths {
+            #expect(ModelCache.key(for: path) == URL(fileURLWithPath: path).standardizedFileURL.path, "\(path)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1))) func concurrentRequestsShareOneLoad() async throws {
         let path = try TestBundles.make([1000], label: "cache-coalesce")[0]
         let callers = 32

@@ -1,6 +1,7 @@
 import Dispatch
 import FixtureSupport
 import Foundation
+import SystemIO
 import Testing
 @testable import ModelServing
 
@@ -124,6 +125,96 @@ import Testing
             #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="CANCELED"} 1"#))
             let next = await Self.call(service, Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":2}"#)
             #expect(InferenceServiceTests.object(next)["output_ids"] as? [Int] == Array(Self.greedy.prefix(2)))
+        }
+    }
+
+    /// A flag a test raises to say its client left.
+    final class Departure: @unchecked Sendable {
+        private let gone = Locked(false)
+        func leave() { gone.withLock { $0 = true } }
+        var hasLeft: Bool { gone.withLock { $0 } }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aClientLeavingWhileItsGenerationIsQueuedWithdrawsIt() async throws {
+        try await Self.withService({ $0.threads = 1 }) { service in
+            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            // The one worker is held until released: both generations wait in the queue.
+            let gate = DispatchSemaphore(value: 0)
+            _ = service.scheduler.enqueue(path: "held") { _ in gate.wait() }
+            while service.scheduler.inFlight == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            for path in [Self.stream, Self.generate] {
+                let departure = Departure()
+                var request = InferenceServiceTests.post(path, #"{"input_ids":\#(Self.prompt),"max_tokens":6}"#)
+                request.clientGone = { departure.hasLeft }
+                async let answer = InferenceServiceTests.call(service, request)
+                while service.scheduler.depth == 0 { try await Task.sleep(for: .milliseconds(1)) }
+                departure.leave()
+                let response = await answer
+                #expect(response.status == 499 && response.stream == nil, "\(path): \(response.status)")
+                // Answered while the worker is still held: the generation left the queue.
+                #expect(service.scheduler.depth == 0 && service.scheduler.inFlight == 1)
+            }
+            gate.signal()
+            while service.scheduler.inFlight > 0 { try await Task.sleep(for: .milliseconds(1)) }
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="CANCELED"} 2"#))
+            #expect(metrics.contains(#"nv_inference_exec_count{model="LlamaDecoderInt8",version="1"} 0"#), "neither was computed")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aClientLeavingAGenerateCallStopsItsGeneration() async throws {
+        try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 100 }) { service in
+            // Loaded first: the client is to leave mid-generation, not while the model compiles (slow in a loaded suite).
+            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            let departure = Departure()
+            var request = InferenceServiceTests.post(Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
+            request.clientGone = { departure.hasLeft }
+            async let answer = InferenceServiceTests.call(service, request)
+            var deadline = Date().addingTimeInterval(20)
+            func tokens() async -> Int? {
+                let text = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+                guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(#"modelc_generate_tokens_total{model="LlamaDecoderInt8""#) }) else { return nil }
+                return line.split(separator: " ").last.flatMap { Int($0) }
+            }
+            while await tokens() == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            departure.leave()
+            #expect(await answer.status == 499)
+            deadline = Date().addingTimeInterval(20)
+            while service.scheduler.inFlight > 0, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(service.scheduler.inFlight == 0)
+            let generated = await tokens() ?? 0
+            #expect(generated >= 1 && generated < 27, "\(generated) tokens: the generation went on after its client left")
+            let metrics = String(decoding: await InferenceServiceTests.call(service, HTTPRequest(method: "GET", path: "/metrics")).body, as: UTF8.self)
+            #expect(metrics.contains(#"nv_inference_request_failure{model="LlamaDecoderInt8",version="1",reason="CANCELED"} 1"#))
+        }
+    }
+
+    @Test func aStreamsEventsAreWrittenAFewAtATimeInOrder() {
+        // A reader far behind the generation (every token in before its first read) gets them all, in
+        // order, each as its own event, in pieces of at most eventsPerRead events.
+        let channel = GenerationChannel()
+        let count = 3 * InferenceService.eventsPerRead + 5
+        for token in 0..<count { channel.push(token * 7 % 96) }
+        channel.close(.completed)
+        var pieces: [[Int]] = []
+        var text = ""
+        reading: while true {
+            let next = channel.next(waitingUpTo: 0, atMost: InferenceService.eventsPerRead)
+            if case .tokens(let index, let tokens) = next {
+                #expect(index == pieces.reduce(0) { $0 + $1.count })
+                pieces.append(tokens)
+            }
+            switch InferenceService.event(next, prefix: #"{"model_name":"m","model_version":"1""#) {
+            case .bytes(let bytes): text += String(decoding: bytes, as: UTF8.self)
+            case .end: break reading
+            case .pending: Issue.record("a closed channel is never pending")
+            }
+        }
+        #expect(pieces.map(\.count) == [InferenceService.eventsPerRead, InferenceService.eventsPerRead, InferenceService.eventsPerRead, 5])
+        let events = text.components(separatedBy: "\n\n").dropLast()
+        #expect(events.count == count && text.hasSuffix("\n\n"))
+        for (index, event) in events.enumerated() {
+            #expect(event == #"data: {"model_name":"m","model_version":"1","index":\#(index),"output_ids":[\#(index * 7 % 96)]}"#)
         }
     }
 

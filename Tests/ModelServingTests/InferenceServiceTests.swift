@@ -64,6 +64,13 @@ import Testing
 
     static let iris = #"{"inputs":[{"name":"features","datatype":"FP64","shape":[4],"data":[5.1,3.5,1.4,0.2]}]}"#
 
+    @Test func aModelsNameIsItsFilesNameWithoutTheExtension() {
+        for (path, name) in [("/srv/models/GLMClassifier.mlmodel", "GLMClassifier"), ("/srv/models/Llama.mlpackage", "Llama"),
+                             ("/srv/models/Net.v2.mlmodelc", "Net.v2"), ("relative/Other.mlmodel", "Other"), ("Plain", "Plain")] {
+            #expect(InferenceService.name(of: path) == name)
+        }
+    }
+
     @Test func healthMetadataAndInference() async throws {
         try await Self.withService { service, _ in
             #expect(await Self.call(service, HTTPRequest(method: "GET", path: "/v2/health/live")).status == 200)
