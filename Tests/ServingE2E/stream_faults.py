@@ -143,20 +143,14 @@ def leave_after(port, prompt, events, how):
         child.wait()
         child.stdout.close()
         return
-    connection = socket.create_connection(("127.0.0.1", port), timeout=60)
-    connection.sendall(request_bytes(prompt))
-    if events:
-        reader = EventReader(connection)
-        reader.start()
-        for _ in range(events):
-            reader.event()
+    connection = open_stream(port, prompt, events)
     if how == "reset":
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     connection.close()
 
 
-def child(port, prompt, events):
-    """A client process that reads `events` events, says so on stdout and waits to be killed."""
+def open_stream(port, prompt, events):
+    """A connection that asked for a stream of `prompt` and read its first `events` events."""
     connection = socket.create_connection(("127.0.0.1", port), timeout=60)
     connection.sendall(request_bytes(prompt))
     if events:
@@ -164,6 +158,12 @@ def child(port, prompt, events):
         reader.start()
         for _ in range(events):
             reader.event()
+    return connection
+
+
+def child(port, prompt, events):
+    """A client process that reads `events` events, says so on stdout and waits to be killed."""
+    connection = open_stream(port, prompt, events)  # noqa: F841 (kept open until the process is killed)
     sys.stdout.write("read\n")
     sys.stdout.flush()
     time.sleep(60)
