@@ -822,6 +822,43 @@ def nn_rank5_sequence_length(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_image_input_nhwc_transpose(writer):
+    """Issue 37, from test_model's test_multiarray_to_image_input_util_HWC_format: in a rank-aware
+    network an image input is [1, C, H, W], and make_image_input(image_format="NHWC") puts a
+    transpose [1, 2, 0] after an image made from an (H, W, C) array (and [0, 2, 3, 1] after one made
+    from (1, H, W, C)). modelc refused the first ("perm [1, 2, 0] is not a permutation of 4 axes");
+    Core ML runs it, the perm permuting the trailing axes. The outputs are declared (H, W, C) and
+    (1, H, W, C) as the test declares its own: that is the shape it checks."""
+    height, width, channels = 2, 3, 3
+    b = NeuralNetworkBuilder([("data", datatypes.Array(height, width, channels)),
+                              ("data4", datatypes.Array(1, height, width, channels))],
+                             [("out", datatypes.Array(height, width, channels)),
+                              ("out4", datatypes.Array(1, height, width, channels))],
+                             disable_rank5_shape_mapping=True)
+    b.add_activation("linear", "LINEAR", "data", "out")
+    b.add_activation("linear4", "LINEAR", "data4", "out4")
+    # What make_image_input does (coremltools.models.neural_network.utils), with the test's parameters.
+    b.set_pre_processing_parameters(image_input_names=["data", "data4"], red_bias=-5, green_bias=-6,
+                                    blue_bias=-2.5, image_scale=10.0, image_format="NHWC")
+    spec = finish(b)
+    assert {layer.input[0]: list(layer.transpose.axes) for layer in spec.neuralNetwork.layers
+            if layer.HasField("transpose")} == {"data": [1, 2, 0], "data4": [0, 2, 3, 1]}
+    rng = np.random.default_rng(3711)
+    bias = np.array([-5, -6, -2.5])
+    cases = []
+    for _ in range(2):
+        a, c = npar.random_image(rng, width, height), npar.random_image(rng, width, height)
+        cases.append({"inputs": {"data": npar.image_value(a), "data4": npar.image_value(c)},
+                      "outputs": {"out": a.astype(np.float64) * 10 + bias,
+                                  "out4": (c.astype(np.float64) * 10 + bias)[None]}})
+    writer.write("nn_image_input_nhwc_transpose", spec, NUMPY, cases,
+                 "issue 37: an RGB image input of a rank-aware network ([1, 3, 2, 3]) transposed by make_image_input's "
+                 "NHWC perms [1, 2, 0] and [0, 2, 3, 1] gives (2, 3, 3) and (1, 2, 3, 3)",
+                 "pixels (H, W, C) times 10 plus the biases (-5, -6, -2.5): the test's own reference "
+                 "([4, 2, 5] gives [35, 14, 47.5]); outputs declared as the test declares them.",
+                 tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -1070,6 +1107,7 @@ def generate(out_dir):
     nn_slice_by_size_input_begin(writer)
     nn_rank_kept_by_converter_layers(writer)
     nn_rank5_sequence_length(writer)
+    nn_image_input_nhwc_transpose(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

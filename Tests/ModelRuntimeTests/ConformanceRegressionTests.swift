@@ -31,7 +31,7 @@ struct ConformanceRegressionTests {
             "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
-            "nn_rank5_sequence_length",
+            "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -187,6 +187,16 @@ struct ConformanceRegressionTests {
                       "nn_rank5_sequence_length"])
     func converterTestLayers(_ name: String) throws {
         try check(name)
+    }
+
+    /// Found by test_model's test_multiarray_to_image_input_util_HWC_format
+    /// (issue 37): a transpose of fewer axes than its input permutes the
+    /// trailing ones. make_image_input's NHWC transpose [1, 2, 0] after a
+    /// rank-aware network's [1, 3, H, W] image input was refused ("not a
+    /// permutation of 4 axes"); it gives the (H, W, C) pixels, as Core ML does.
+    @Test("issue 37: make_image_input's NHWC transpose after an image input")
+    func imageInputNHWCTranspose() throws {
+        try check("nn_image_input_nhwc_transpose")
     }
 }
 
