@@ -859,6 +859,69 @@ def nn_image_input_nhwc_transpose(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_loop_break_continue(writer):
+    """Found running test_numpy_nn_layers in full (issue 37's audit): CoreML3NetworkStressTest's
+    test_power_iteration_cpu stops its loop with a loopBreak inside a branch, which modelc refused
+    ("loopBreak: the lowering has no rule for this layer kind yet"). By NeuralNetwork.proto a
+    loopBreak ends the loop and a loopContinue the iteration: the layers after them in the body do not
+    run. Two loops: doubling a value until it passes a limit, counting the steps after the break's
+    branch (at most 50 iterations); adding the even ones of 1..6 (a continue skips the odd ones)."""
+    b = nn([("x", (1,)), ("limit", (1,)), ("t0", (1,))], ["value", "steps", "i", "total"])
+    b.add_activation("start_value", "LINEAR", "x", "value", params=[1.0, 0.0])
+    b.add_load_constant_nd("zero_steps", "steps", constant_value=np.zeros(1), shape=(1,))
+    doubling = b.add_loop("doubling", max_iterations=50)
+    body = NeuralNetworkBuilder(nn_spec=doubling.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("double", "LINEAR", "value", "doubled", params=[2.0, 0.0])
+    body.add_copy("keep_doubled", "doubled", "value")
+    body.add_greater_than("past_limit", ["value", "limit"], "past")
+    stop = body.add_branch("stop_when_past", "past")
+    NeuralNetworkBuilder(nn_spec=stop.branch.ifBranch, disable_rank5_shape_mapping=True).add_loop_break("break")
+    body.add_activation("count_step", "LINEAR", "steps", "steps_plus_1", params=[1.0, 1.0])
+    body.add_copy("keep_steps", "steps_plus_1", "steps")
+
+    b.add_load_constant_nd("zero_i", "i", constant_value=np.zeros(1), shape=(1,))
+    b.add_load_constant_nd("two", "two", constant_value=np.full(1, 2.0), shape=(1,))
+    b.add_activation("start_total", "LINEAR", "t0", "total", params=[1.0, 0.0])
+    evens = b.add_loop("evens", max_iterations=6)
+    body = NeuralNetworkBuilder(nn_spec=evens.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("next_i", "LINEAR", "i", "i_plus_1", params=[1.0, 1.0])
+    body.add_copy("keep_i", "i_plus_1", "i")
+    body.add_mod_broadcastable("parity", ["i", "two"], "odd")
+    skip = body.add_branch("skip_odd", "odd")
+    NeuralNetworkBuilder(nn_spec=skip.branch.ifBranch, disable_rank5_shape_mapping=True).add_loop_continue("continue")
+    body.add_add_broadcastable("add_i", ["total", "i"], "total_plus_i")
+    body.add_copy("keep_total", "total_plus_i", "total")
+    spec = finish(b)
+
+    def reference(x, limit, t0):
+        value, steps = x, 0.0
+        for _ in range(50):
+            value *= 2
+            if value > limit:
+                break
+            steps += 1
+        i, total = 0.0, t0
+        for _ in range(6):
+            i += 1
+            if i % 2:
+                continue
+            total += i
+        return value, steps, i, total
+
+    cases = []
+    for x, limit, t0 in ((0.75, 40.0, 0.5), (3.0, 2.0, -1.0), (0.001, 1e9, 10.0)):
+        value, steps, i, total = reference(*(float(np.float32(v)) for v in (x, limit, t0)))
+        cases.append({"inputs": {"x": f32([x]), "limit": f32([limit]), "t0": f32([t0])},
+                      "outputs": {"value": f32([value]), "steps": np.array([steps]), "i": np.array([i]),
+                                  "total": f32([total])}})
+    writer.write("nn_loop_break_continue", spec, NUMPY, cases,
+                 "audit of issue 37: loopBreak in a branch ends the loop, the layers after it skipped (doubling "
+                 "0.75 past 40 gives 48, 5 steps counted); loopContinue skips the rest of the iteration (t0 + 2 + 4 + 6)",
+                 "NumPy float64 of NeuralNetwork.proto's loop: for up to 50 iterations value *= 2, break when "
+                 "value > limit, else steps += 1; i in 1..6, continue on odd i, else total += i.",
+                 tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -1108,6 +1171,7 @@ def generate(out_dir):
     nn_rank_kept_by_converter_layers(writer)
     nn_rank5_sequence_length(writer)
     nn_image_input_nhwc_transpose(writer)
+    nn_loop_break_continue(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

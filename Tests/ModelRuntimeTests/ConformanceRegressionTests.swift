@@ -31,7 +31,7 @@ struct ConformanceRegressionTests {
             "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
-            "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose",
+            "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose", "nn_loop_break_continue",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -197,6 +197,15 @@ struct ConformanceRegressionTests {
     @Test("issue 37: make_image_input's NHWC transpose after an image input")
     func imageInputNHWCTranspose() throws {
         try check("nn_image_input_nhwc_transpose")
+    }
+
+    /// Found running test_numpy_nn_layers in full (issue 37's audit:
+    /// test_power_iteration_cpu): a loopBreak ends its loop and a
+    /// loopContinue the iteration, the body's layers after them not run
+    /// (both were refused: no lowering rule).
+    @Test("loopBreak and loopContinue inside a loop's branches")
+    func loopBreakAndContinue() throws {
+        try check("nn_loop_break_continue")
     }
 }
 
