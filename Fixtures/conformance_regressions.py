@@ -648,7 +648,8 @@ def nms_reference(boxes, scores, iou_threshold, score_threshold, max_boxes, per_
                 continue
             def iou(j):
                 inter = max(0, min(x2[i], x2[j]) - max(x1[i], x1[j])) * max(0, min(y2[i], y2[j]) - max(y1[i], y1[j]))
-                return inter / (w[i] * h[i] + w[j] * h[j] - inter)
+                with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0: NaN, never above the threshold
+                    return inter / (w[i] * h[i] + w[j] * h[j] - inter)
             if not any((not per_class or label[j] == label[i]) and iou(j) > iou_threshold for j in kept):
                 kept.append(i)
         if not kept:
@@ -697,6 +698,53 @@ def nn_non_maximum_suppression(writer):
     writer.write("nn_non_maximum_suppression_inputs", spec, NUMPY, cases,
                  "issue 37: NonMaximumSuppression whose thresholds and box count are inputs (4 then 7 boxes)",
                  "The output's box count follows the max-boxes input of each prediction.", tolerance=TOLERANCE)
+
+
+def nn_non_maximum_suppression_inverted_boxes(writer):
+    """Found running test_torch_ops' TestNms in full (issue 37's audit): torchvision.ops.nms on random
+    integer corners (x1 > x2 or y1 > y2 in most boxes) converts to boxes of negative width or
+    height (x1 + (x2 - x1) / 2, ...), and 32 of the 48 neural-network and ML-program cases gave other
+    indices than PyTorch. modelc put such a box's corners in order, making it a real box; by
+    coremltools' own IoU reference (test_nms_cpu's _compute_iou_matrix) and torchvision, the corners
+    stay as the center and size give them, so such a box overlaps no other (its intersection is 0)."""
+    rng = np.random.default_rng(3712)
+    count = 12
+    names = ["boxes_out", "scores_out", "ids", "counts"]
+    b = nn([("boxes", (1, count, 4)), ("scores", (1, count, 1)), ("iou", (1,)), ("score", (1,)), ("limit", (1,))], names)
+    b.add_nms("nms", ["boxes", "scores", "iou", "score", "limit"], names, per_class_suppression=False)
+    spec = finish(b)
+
+    def ordered_corners_reference(boxes, scores, iou_threshold):
+        """modelc's former rule: each box's corners sorted first."""
+        cx, cy, w, h = (boxes[0, :, k] for k in range(4))
+        fixed = np.stack([cx, cy, np.abs(w), np.abs(h)], axis=1)[None]
+        return nms_reference(fixed, scores, iou_threshold, f32(-1e30), count, False)[2]
+
+    cases, differs = [], 0
+    for iou in (0.0, 0.2, 0.5):
+        while True:
+            corners = rng.integers(0, count, (count, 4)).astype(np.float64)  # x1, y1, x2, y2 as test_nms draws them
+            width, height = corners[:, 2] - corners[:, 0], corners[:, 3] - corners[:, 1]
+            boxes = f32(np.stack([corners[:, 0] + width / 2, corners[:, 1] + height / 2, width, height], axis=1)[None])
+            scores = f32(rng.permutation(count).reshape(1, count, 1))
+            cx, cy, w, h = (boxes[0, :, k] for k in range(4))
+            lo_x, hi_x, lo_y, hi_y = cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2
+            inter = (np.maximum(0, np.minimum(hi_x[:, None], hi_x) - np.maximum(lo_x[:, None], lo_x))
+                     * np.maximum(0, np.minimum(hi_y[:, None], hi_y) - np.maximum(lo_y[:, None], lo_y)))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ious = inter / ((w * h)[:, None] + w * h - inter)
+            if iou == 0 or not np.any(np.isclose(ious, iou)):  # no pair at the threshold (test_nms avoids it too)
+                break
+        outputs = dict(zip(names, nms_reference(boxes, scores, f32(iou), f32(-1e30), count, False)))
+        differs += not np.array_equal(outputs["ids"], ordered_corners_reference(boxes, scores, f32(iou)))
+        cases.append({"inputs": {"boxes": boxes, "scores": scores, "iou": f32([iou]), "score": f32([-1e30]),
+                                 "limit": f32([count])}, "outputs": outputs})
+    assert differs >= 2, differs
+    writer.write("nn_non_maximum_suppression_inverted_boxes", spec, NUMPY, cases,
+                 "audit of issue 37: NonMaximumSuppression of boxes of negative width or height (torchvision's nms "
+                 "of unordered corners), IoU thresholds 0, 0.2, 0.5",
+                 "nms_reference (test_nms_cpu's IoU in NumPy float64): corners cx -/+ w/2, cy -/+ h/2 as given, "
+                 "so a box of negative width or height intersects none.", tolerance=TOLERANCE)
 
 
 def nn_scatter_rank2_indices(writer):
@@ -1165,6 +1213,7 @@ def generate(out_dir):
     nn_batched_matmul_rank1_second(writer)
     nn_batched_matmul_quantized_per_channel(writer)
     nn_non_maximum_suppression(writer)
+    nn_non_maximum_suppression_inverted_boxes(writer)
     nn_scatter_rank2_indices(writer)
     nn_tile_short_reps(writer)
     nn_slice_by_size_input_begin(writer)

@@ -32,6 +32,7 @@ struct ConformanceRegressionTests {
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
             "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose", "nn_loop_break_continue",
+            "nn_non_maximum_suppression_inverted_boxes",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -206,6 +207,15 @@ struct ConformanceRegressionTests {
     @Test("loopBreak and loopContinue inside a loop's branches")
     func loopBreakAndContinue() throws {
         try check("nn_loop_break_continue")
+    }
+
+    /// Found running test_torch_ops' TestNms in full (issue 37's audit):
+    /// boxes of negative width or height (torchvision's unordered corners)
+    /// keep their corners as given, so they overlap nothing; modelc put the
+    /// corners in order and suppressed other boxes with them.
+    @Test("NonMaximumSuppression of boxes of negative width or height")
+    func suppressionOfInvertedBoxes() throws {
+        try check("nn_non_maximum_suppression_inverted_boxes")
     }
 }
 
