@@ -648,7 +648,8 @@ def nms_reference(boxes, scores, iou_threshold, score_threshold, max_boxes, per_
                 continue
             def iou(j):
                 inter = max(0, min(x2[i], x2[j]) - max(x1[i], x1[j])) * max(0, min(y2[i], y2[j]) - max(y1[i], y1[j]))
-                return inter / (w[i] * h[i] + w[j] * h[j] - inter)
+                with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0: NaN, never above the threshold
+                    return inter / (w[i] * h[i] + w[j] * h[j] - inter)
             if not any((not per_class or label[j] == label[i]) and iou(j) > iou_threshold for j in kept):
                 kept.append(i)
         if not kept:
@@ -697,6 +698,53 @@ def nn_non_maximum_suppression(writer):
     writer.write("nn_non_maximum_suppression_inputs", spec, NUMPY, cases,
                  "issue 37: NonMaximumSuppression whose thresholds and box count are inputs (4 then 7 boxes)",
                  "The output's box count follows the max-boxes input of each prediction.", tolerance=TOLERANCE)
+
+
+def nn_non_maximum_suppression_inverted_boxes(writer):
+    """Found running test_torch_ops' TestNms in full (issue 37's audit): torchvision.ops.nms on random
+    integer corners (x1 > x2 or y1 > y2 in most boxes) converts to boxes of negative width or
+    height (x1 + (x2 - x1) / 2, ...), and 32 of the 48 neural-network and ML-program cases gave other
+    indices than PyTorch. modelc put such a box's corners in order, making it a real box; by
+    coremltools' own IoU reference (test_nms_cpu's _compute_iou_matrix) and torchvision, the corners
+    stay as the center and size give them, so such a box overlaps no other (its intersection is 0)."""
+    rng = np.random.default_rng(3712)
+    count = 12
+    names = ["boxes_out", "scores_out", "ids", "counts"]
+    b = nn([("boxes", (1, count, 4)), ("scores", (1, count, 1)), ("iou", (1,)), ("score", (1,)), ("limit", (1,))], names)
+    b.add_nms("nms", ["boxes", "scores", "iou", "score", "limit"], names, per_class_suppression=False)
+    spec = finish(b)
+
+    def ordered_corners_reference(boxes, scores, iou_threshold):
+        """modelc's former rule: each box's corners sorted first."""
+        cx, cy, w, h = (boxes[0, :, k] for k in range(4))
+        fixed = np.stack([cx, cy, np.abs(w), np.abs(h)], axis=1)[None]
+        return nms_reference(fixed, scores, iou_threshold, f32(-1e30), count, False)[2]
+
+    cases, differs = [], 0
+    for iou in (0.0, 0.2, 0.5):
+        while True:
+            corners = rng.integers(0, count, (count, 4)).astype(np.float64)  # x1, y1, x2, y2 as test_nms draws them
+            width, height = corners[:, 2] - corners[:, 0], corners[:, 3] - corners[:, 1]
+            boxes = f32(np.stack([corners[:, 0] + width / 2, corners[:, 1] + height / 2, width, height], axis=1)[None])
+            scores = f32(rng.permutation(count).reshape(1, count, 1))
+            cx, cy, w, h = (boxes[0, :, k] for k in range(4))
+            lo_x, hi_x, lo_y, hi_y = cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2
+            inter = (np.maximum(0, np.minimum(hi_x[:, None], hi_x) - np.maximum(lo_x[:, None], lo_x))
+                     * np.maximum(0, np.minimum(hi_y[:, None], hi_y) - np.maximum(lo_y[:, None], lo_y)))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ious = inter / ((w * h)[:, None] + w * h - inter)
+            if iou == 0 or not np.any(np.isclose(ious, iou)):  # no pair at the threshold (test_nms avoids it too)
+                break
+        outputs = dict(zip(names, nms_reference(boxes, scores, f32(iou), f32(-1e30), count, False)))
+        differs += not np.array_equal(outputs["ids"], ordered_corners_reference(boxes, scores, f32(iou)))
+        cases.append({"inputs": {"boxes": boxes, "scores": scores, "iou": f32([iou]), "score": f32([-1e30]),
+                                 "limit": f32([count])}, "outputs": outputs})
+    assert differs >= 2, differs
+    writer.write("nn_non_maximum_suppression_inverted_boxes", spec, NUMPY, cases,
+                 "audit of issue 37: NonMaximumSuppression of boxes of negative width or height (torchvision's nms "
+                 "of unordered corners), IoU thresholds 0, 0.2, 0.5",
+                 "nms_reference (test_nms_cpu's IoU in NumPy float64): corners cx -/+ w/2, cy -/+ h/2 as given, "
+                 "so a box of negative width or height intersects none.", tolerance=TOLERANCE)
 
 
 def nn_scatter_rank2_indices(writer):
@@ -819,6 +867,106 @@ def nn_rank5_sequence_length(writer):
                  "issue 37: a rank-5 network declaring (1, 1, 1) takes a (15, 1, 1, 1, 1) sequence: "
                  "embedding, permute, flatten, inner product of 480 inputs",
                  "NumPy float64: the 15 embeddings as columns, flattened channel-major, times the dense weights.",
+                 tolerance=TOLERANCE)
+
+
+def nn_image_input_nhwc_transpose(writer):
+    """Issue 37, from test_model's test_multiarray_to_image_input_util_HWC_format: in a rank-aware
+    network an image input is [1, C, H, W], and make_image_input(image_format="NHWC") puts a
+    transpose [1, 2, 0] after an image made from an (H, W, C) array (and [0, 2, 3, 1] after one made
+    from (1, H, W, C)). modelc refused the first ("perm [1, 2, 0] is not a permutation of 4 axes");
+    Core ML runs it, the perm permuting the trailing axes. The outputs are declared (H, W, C) and
+    (1, H, W, C) as the test declares its own: that is the shape it checks."""
+    height, width, channels = 2, 3, 3
+    b = NeuralNetworkBuilder([("data", datatypes.Array(height, width, channels)),
+                              ("data4", datatypes.Array(1, height, width, channels))],
+                             [("out", datatypes.Array(height, width, channels)),
+                              ("out4", datatypes.Array(1, height, width, channels))],
+                             disable_rank5_shape_mapping=True)
+    b.add_activation("linear", "LINEAR", "data", "out")
+    b.add_activation("linear4", "LINEAR", "data4", "out4")
+    # What make_image_input does (coremltools.models.neural_network.utils), with the test's parameters.
+    b.set_pre_processing_parameters(image_input_names=["data", "data4"], red_bias=-5, green_bias=-6,
+                                    blue_bias=-2.5, image_scale=10.0, image_format="NHWC")
+    spec = finish(b)
+    assert {layer.input[0]: list(layer.transpose.axes) for layer in spec.neuralNetwork.layers
+            if layer.HasField("transpose")} == {"data": [1, 2, 0], "data4": [0, 2, 3, 1]}
+    rng = np.random.default_rng(3711)
+    bias = np.array([-5, -6, -2.5])
+    cases = []
+    for _ in range(2):
+        a, c = npar.random_image(rng, width, height), npar.random_image(rng, width, height)
+        cases.append({"inputs": {"data": npar.image_value(a), "data4": npar.image_value(c)},
+                      "outputs": {"out": a.astype(np.float64) * 10 + bias,
+                                  "out4": (c.astype(np.float64) * 10 + bias)[None]}})
+    writer.write("nn_image_input_nhwc_transpose", spec, NUMPY, cases,
+                 "issue 37: an RGB image input of a rank-aware network ([1, 3, 2, 3]) transposed by make_image_input's "
+                 "NHWC perms [1, 2, 0] and [0, 2, 3, 1] gives (2, 3, 3) and (1, 2, 3, 3)",
+                 "pixels (H, W, C) times 10 plus the biases (-5, -6, -2.5): the test's own reference "
+                 "([4, 2, 5] gives [35, 14, 47.5]); outputs declared as the test declares them.",
+                 tolerance=TOLERANCE)
+
+
+def nn_loop_break_continue(writer):
+    """Found running test_numpy_nn_layers in full (issue 37's audit): CoreML3NetworkStressTest's
+    test_power_iteration_cpu stops its loop with a loopBreak inside a branch, which modelc refused
+    ("loopBreak: the lowering has no rule for this layer kind yet"). By NeuralNetwork.proto a
+    loopBreak ends the loop and a loopContinue the iteration: the layers after them in the body do not
+    run. Two loops: doubling a value until it passes a limit, counting the steps after the break's
+    branch (at most 50 iterations); adding the even ones of 1..6 (a continue skips the odd ones)."""
+    b = nn([("x", (1,)), ("limit", (1,)), ("t0", (1,))], ["value", "steps", "i", "total"])
+    b.add_activation("start_value", "LINEAR", "x", "value", params=[1.0, 0.0])
+    b.add_load_constant_nd("zero_steps", "steps", constant_value=np.zeros(1), shape=(1,))
+    doubling = b.add_loop("doubling", max_iterations=50)
+    body = NeuralNetworkBuilder(nn_spec=doubling.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("double", "LINEAR", "value", "doubled", params=[2.0, 0.0])
+    body.add_copy("keep_doubled", "doubled", "value")
+    body.add_greater_than("past_limit", ["value", "limit"], "past")
+    stop = body.add_branch("stop_when_past", "past")
+    NeuralNetworkBuilder(nn_spec=stop.branch.ifBranch, disable_rank5_shape_mapping=True).add_loop_break("break")
+    body.add_activation("count_step", "LINEAR", "steps", "steps_plus_1", params=[1.0, 1.0])
+    body.add_copy("keep_steps", "steps_plus_1", "steps")
+
+    b.add_load_constant_nd("zero_i", "i", constant_value=np.zeros(1), shape=(1,))
+    b.add_load_constant_nd("two", "two", constant_value=np.full(1, 2.0), shape=(1,))
+    b.add_activation("start_total", "LINEAR", "t0", "total", params=[1.0, 0.0])
+    evens = b.add_loop("evens", max_iterations=6)
+    body = NeuralNetworkBuilder(nn_spec=evens.loop.bodyNetwork, disable_rank5_shape_mapping=True)
+    body.add_activation("next_i", "LINEAR", "i", "i_plus_1", params=[1.0, 1.0])
+    body.add_copy("keep_i", "i_plus_1", "i")
+    body.add_mod_broadcastable("parity", ["i", "two"], "odd")
+    skip = body.add_branch("skip_odd", "odd")
+    NeuralNetworkBuilder(nn_spec=skip.branch.ifBranch, disable_rank5_shape_mapping=True).add_loop_continue("continue")
+    body.add_add_broadcastable("add_i", ["total", "i"], "total_plus_i")
+    body.add_copy("keep_total", "total_plus_i", "total")
+    spec = finish(b)
+
+    def reference(x, limit, t0):
+        value, steps = x, 0.0
+        for _ in range(50):
+            value *= 2
+            if value > limit:
+                break
+            steps += 1
+        i, total = 0.0, t0
+        for _ in range(6):
+            i += 1
+            if i % 2:
+                continue
+            total += i
+        return value, steps, i, total
+
+    cases = []
+    for x, limit, t0 in ((0.75, 40.0, 0.5), (3.0, 2.0, -1.0), (0.001, 1e9, 10.0)):
+        value, steps, i, total = reference(*(float(np.float32(v)) for v in (x, limit, t0)))
+        cases.append({"inputs": {"x": f32([x]), "limit": f32([limit]), "t0": f32([t0])},
+                      "outputs": {"value": f32([value]), "steps": np.array([steps]), "i": np.array([i]),
+                                  "total": f32([total])}})
+    writer.write("nn_loop_break_continue", spec, NUMPY, cases,
+                 "audit of issue 37: loopBreak in a branch ends the loop, the layers after it skipped (doubling "
+                 "0.75 past 40 gives 48, 5 steps counted); loopContinue skips the rest of the iteration (t0 + 2 + 4 + 6)",
+                 "NumPy float64 of NeuralNetwork.proto's loop: for up to 50 iterations value *= 2, break when "
+                 "value > limit, else steps += 1; i in 1..6, continue on odd i, else total += i.",
                  tolerance=TOLERANCE)
 
 
@@ -1065,11 +1213,14 @@ def generate(out_dir):
     nn_batched_matmul_rank1_second(writer)
     nn_batched_matmul_quantized_per_channel(writer)
     nn_non_maximum_suppression(writer)
+    nn_non_maximum_suppression_inverted_boxes(writer)
     nn_scatter_rank2_indices(writer)
     nn_tile_short_reps(writer)
     nn_slice_by_size_input_begin(writer)
     nn_rank_kept_by_converter_layers(writer)
     nn_rank5_sequence_length(writer)
+    nn_image_input_nhwc_transpose(writer)
+    nn_loop_break_continue(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -71,18 +71,21 @@ enum DetectionOperations {
         }
     }
 
-    /// Intersection over union of boxes `i` and `j` (center x, center y, width, height); 0 when either is empty.
+    /// Intersection over union of boxes `i` and `j` (center x, center y,
+    /// width, height), with the corners `x ∓ w/2`, `y ∓ h/2` as they come:
+    /// a box of negative width or height intersects none (its IoU is 0, or
+    /// NaN when the union is 0 too, which suppresses nothing). This is
+    /// coremltools' own reference (test_nms_cpu's `_compute_iou_matrix`) and
+    /// torchvision's `nms`, whose unordered corners the converter turns into
+    /// such boxes; putting the corners in order would make them real boxes.
     private static func overlap(_ n: Int, _ i: Int, _ j: Int, _ box: (Int, Int, Int) -> Float) -> Float {
-        func corners(_ index: Int) -> (Float, Float, Float, Float) {
+        func edges(_ index: Int) -> (left: Float, top: Float, right: Float, bottom: Float, area: Float) {
             let x = box(n, index, 0), y = box(n, index, 1), w = box(n, index, 2), h = box(n, index, 3)
-            let x1 = x - 0.5 * w, x2 = x + 0.5 * w, y1 = y - 0.5 * h, y2 = y + 0.5 * h
-            return (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
+            return (x - 0.5 * w, y - 0.5 * h, x + 0.5 * w, y + 0.5 * h, w * h)
         }
-        let a = corners(i), c = corners(j)
-        let areaA = (a.2 - a.0) * (a.3 - a.1), areaC = (c.2 - c.0) * (c.3 - c.1)
-        guard areaA > 0, areaC > 0 else { return 0 }
-        let width = max(0, min(a.2, c.2) - max(a.0, c.0)), height = max(0, min(a.3, c.3) - max(a.1, c.1))
+        let a = edges(i), c = edges(j)
+        let width = max(0, min(a.right, c.right) - max(a.left, c.left)), height = max(0, min(a.bottom, c.bottom) - max(a.top, c.top))
         let intersection = width * height
-        return intersection / (areaA + areaC - intersection)
+        return intersection / (a.area + c.area - intersection)
     }
 }

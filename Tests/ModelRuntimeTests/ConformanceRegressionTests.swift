@@ -31,7 +31,8 @@ struct ConformanceRegressionTests {
             "nn_squeeze_all_rank1", "nn_split_nd_uneven", "nn_batched_matmul_rank1_second", "nn_batched_matmul_quantized_per_channel",
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
-            "nn_rank5_sequence_length",
+            "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose", "nn_loop_break_continue",
+            "nn_non_maximum_suppression_inverted_boxes",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -187,6 +188,34 @@ struct ConformanceRegressionTests {
                       "nn_rank5_sequence_length"])
     func converterTestLayers(_ name: String) throws {
         try check(name)
+    }
+
+    /// Found by test_model's test_multiarray_to_image_input_util_HWC_format
+    /// (issue 37): a transpose of fewer axes than its input permutes the
+    /// trailing ones. make_image_input's NHWC transpose [1, 2, 0] after a
+    /// rank-aware network's [1, 3, H, W] image input was refused ("not a
+    /// permutation of 4 axes"); it gives the (H, W, C) pixels, as Core ML does.
+    @Test("issue 37: make_image_input's NHWC transpose after an image input")
+    func imageInputNHWCTranspose() throws {
+        try check("nn_image_input_nhwc_transpose")
+    }
+
+    /// Found running test_numpy_nn_layers in full (issue 37's audit:
+    /// test_power_iteration_cpu): a loopBreak ends its loop and a
+    /// loopContinue the iteration, the body's layers after them not run
+    /// (both were refused: no lowering rule).
+    @Test("loopBreak and loopContinue inside a loop's branches")
+    func loopBreakAndContinue() throws {
+        try check("nn_loop_break_continue")
+    }
+
+    /// Found running test_torch_ops' TestNms in full (issue 37's audit):
+    /// boxes of negative width or height (torchvision's unordered corners)
+    /// keep their corners as given, so they overlap nothing; modelc put the
+    /// corners in order and suppressed other boxes with them.
+    @Test("NonMaximumSuppression of boxes of negative width or height")
+    func suppressionOfInvertedBoxes() throws {
+        try check("nn_non_maximum_suppression_inverted_boxes")
     }
 }
 

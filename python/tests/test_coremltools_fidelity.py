@@ -1,5 +1,6 @@
 """What coremltools' converter tests check of Core ML's binding (issue 37), through modelc.coremltools:
-image inputs and outputs of every colour space, optional inputs, flexible-shape errors, rank-0 outputs.
+image inputs and outputs of every colour space, optional inputs, flexible-shape errors, rank-0 outputs,
+make_image_input's NHWC transpose.
 
 Each model is built here with coremltools' MIL builder and converter (no PyTorch needed); the
 expected values are NumPy's, the expected types and wording Core ML's binding's."""
@@ -180,3 +181,23 @@ def test_int_keys_for_a_vectorizer_of_int_keys_behind_a_string_keyed_input():
     got = mlmodel.predict({"features": {42: 2.0, 3: 5.0, 99: 1.0}})["vector"]
     np.testing.assert_array_equal(got, [0.0, 2.0, 5.0])
     np.testing.assert_array_equal(mlmodel.predict({"features": {"7": 1.5}})["vector"], [1.5, 0.0, 0.0])
+
+
+def test_make_image_input_nhwc_of_a_rank_aware_network():
+    """coremltools' make_image_input(image_format="NHWC") puts a transpose [1, 2, 0] after the
+    [1, C, H, W] image of a rank-aware network: it permutes the last three axes (test_model's
+    test_multiarray_to_image_input_util_HWC_format), giving the (H, W, C) pixels."""
+    from coremltools.models import datatypes
+    from coremltools.models.neural_network import NeuralNetworkBuilder
+    from coremltools.models.neural_network.utils import make_image_input
+
+    height, width = 2, 3
+    builder = NeuralNetworkBuilder([("data", datatypes.Array(height, width, 3))], [("out", datatypes.Array(height, width, 3))],
+                                   disable_rank5_shape_mapping=True)
+    builder.add_activation("linear", "LINEAR", "data", "out")
+    mlmodel = make_image_input(ct.models.MLModel(builder.spec), "data", red_bias=-5, green_bias=-6, blue_bias=-2.5,
+                               scale=10.0, image_format="NHWC")
+    pixels = np.random.default_rng(3713).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    got = mlmodel.predict({"data": Image.fromarray(pixels)})["out"]
+    assert got.shape == (height, width, 3)
+    np.testing.assert_allclose(got, pixels * 10.0 + [-5, -6, -2.5], rtol=1e-6)

@@ -56,6 +56,8 @@ extension NetworkLowering {
     static let controlLayers: [UInt32: Lowering] = [
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH.rawValue: branch,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP.rawValue: loop,
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP_BREAK.rawValue: { b, _ throws(RuntimeError) in try b.setLoopFlags(breaking: true) },
+        CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP_CONTINUE.rawValue: { b, _ throws(RuntimeError) in try b.setLoopFlags(breaking: false) },
     ]
 
     /// `categoricalDistribution`: MIL `random_categorical` (logits divided by the temperature).
@@ -314,26 +316,31 @@ extension NetworkLowering {
     // MARK: Control flow
 
     /// `branch`: MIL `cond` on the condition blob (non-zero runs `ifBranch`).
-    /// Each branch's layers become a block; the cond gives every blob either
-    /// branch writes that exists after it (written by both, or by one and
-    /// existing before), the other branch passing the value it had.
     private static func branch(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.branch?.pointee, let yes = params.ifbranch?.pointee else { throw b.invalid("no ifBranch") }
-        let condition = try b.input()
+        b.wrote(try conditional(&b, on: try b.input(), yes: yes, no: params.elsebranch?.pointee))
+    }
+
+    /// MIL `cond` on `condition` (non-zero runs `yes`, else `no`). Each
+    /// network's layers become a block; the cond gives every blob either
+    /// network writes that exists after it (written by both, or by one and
+    /// existing before), the other network passing the value it had. Returns
+    /// those blobs.
+    static func conditional(_ b: inout LoweringBuilder, on condition: String, yes: CoreML__Specification__NeuralNetwork,
+                            no: CoreML__Specification__NeuralNetwork?) throws(RuntimeError) -> [String] {
         let before = b.ranks
         let (yesOperations, yesWritten, yesRanks) = try b.nested(yes)
-        let (noOperations, noWritten, noRanks) = try params.elsebranch.map { network throws(RuntimeError) in try b.nested(network.pointee) }
-            ?? ([], [], before)
+        let (noOperations, noWritten, noRanks) = try no.map { network throws(RuntimeError) in try b.nested(network) } ?? ([], [], before)
         var blobs: [String] = []
         for blob in yesWritten + noWritten where !blobs.contains(blob) {
             let inBoth = yesWritten.contains(blob) && noWritten.contains(blob)
             if inBoth || before[blob] != nil { blobs.append(blob) }
         }
-        func block(_ operations: [GraphOperation], _ written: [String], _ b: inout LoweringBuilder) -> GraphBlock {
+        func block(_ operations: [GraphOperation], _ b: inout LoweringBuilder) -> GraphBlock {
             var operations = operations
             var outputs: [String] = []
             for blob in blobs {
-                // A blob the branch does not write passes through (copied inside the block, so the step reads it).
+                // A blob the network does not write passes through (copied inside the block, so the step reads it).
                 let name = b.fresh()
                 operations.append(GraphOperation(type: "identity", arguments: ["x": [.value(blob)]],
                                                  outputs: [(name: name, type: ValueType(element: .float32, shape: nil))], blocks: []))
@@ -341,12 +348,32 @@ extension NetworkLowering {
             }
             return GraphBlock(operations: operations, outputs: outputs, constants: [:])
         }
-        let yesBlock = block(yesOperations, yesWritten, &b), noBlock = block(noOperations, noWritten, &b)
+        let yesBlock = block(yesOperations, &b), noBlock = block(noOperations, &b)
         b.ranks = before
         for blob in blobs { b.ranks[blob] = yesRanks[blob] ?? noRanks[blob] ?? before[blob] ?? 1 }
         b.operations.append(GraphOperation(type: "cond", arguments: ["pred": [.value(condition)]],
                                            outputs: blobs.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
                                            blocks: [yesBlock, noBlock]))
+        return blobs
+    }
+
+    /// Whether `layer` may end its loop's iteration: a `loopBreak` or
+    /// `loopContinue`, or a branch holding one (a nested loop's own do not count).
+    static func interruptsLoop(_ layer: UnsafeMutablePointer<Layer>) -> Bool {
+        switch layer.pointee.layer_case {
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP_BREAK, CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOOP_CONTINUE:
+            return true
+        case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BRANCH:
+            let networks = [layer.pointee.branch?.pointee.ifbranch, layer.pointee.branch?.pointee.elsebranch].compactMap { $0 }
+            return networks.contains { interrupts($0.pointee) }
+        default:
+            return false
+        }
+    }
+
+    /// Whether a layer of `network` may end the iteration of the loop it is the body of.
+    static func interrupts(_ network: CoreML__Specification__NeuralNetwork) -> Bool {
+        elements(network.layers, network.n_layers).contains(where: interruptsLoop)
     }
 
     /// `loop`: MIL `while_loop` whose variables are the blobs the condition
@@ -355,7 +382,10 @@ extension NetworkLowering {
     /// The condition block runs the condition network and tests
     /// `conditionVar` (and the count); the body block runs the condition
     /// network again (its blobs are visible to the body) and the body.
-    /// `loopBreak` and `loopContinue` are not lowered.
+    /// A body holding a `loopBreak` or `loopContinue` gets two flags
+    /// (`LoweringBuilder.LoopFlags`): `broken`, carried, also ends the loop in
+    /// the condition block; `skip`, 0 at the start of each iteration, guards
+    /// the layers after one (`nested`).
     private static func loop(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.loop?.pointee, let body = params.bodynetwork?.pointee else { throw b.invalid("no bodyNetwork") }
         let condition = params.conditionnetwork.map(\.pointee).flatMap { $0.n_layers > 0 ? $0 : nil }
@@ -363,11 +393,19 @@ extension NetworkLowering {
         let bound: LoweredArgument? = b.inputs.isEmpty
             ? (params.maxloopiterations > 0 ? .float(Float(params.maxloopiterations)) : nil) : .value(try b.input())
         guard condition != nil || bound != nil else { throw b.invalid("neither a condition network nor an iteration count") }
+        var flags: LoweringBuilder.LoopFlags?
+        if interrupts(body) {
+            let made = LoweringBuilder.LoopFlags(broken: b.fresh(), skip: b.fresh())
+            for name in [made.broken, made.skip] { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: name, rank: 1) }
+            flags = made
+        }
         let before = b.ranks
         // Which blobs the networks write (lowered once to find out).
         let conditionPass = try condition.map { network throws(RuntimeError) in try b.nested(network) }
         let saved = b.ranks
         if let conditionPass { b.ranks = conditionPass.ranks }
+        b.loopFlags.append(flags)
+        defer { b.loopFlags.removeLast() }
         let bodyPass = try b.nested(body)
         b.ranks = saved
         var carried: [String] = []
@@ -395,14 +433,18 @@ extension NetworkLowering {
             let within = b.op("less", ["x": .value(count), "y": bound], element: .bool, rank: 1)
             flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(within)], element: .bool, rank: 1) } ?? within
         }
+        if let flags {
+            let running = b.op("equal", ["x": .value(flags.broken), "y": .float(0)], element: .bool, rank: 1)
+            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(running)], element: .bool, rank: 1) } ?? running
+        }
         let conditionBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: [flag ?? count], constants: [:])
 
         // The body block.
-        b.operations = []
         if let conditionPass { b.ranks = conditionPass.ranks }
-        var bodyOperations = condition == nil ? [] : conditionOperations
-        bodyOperations += try b.nested(body).operations
-        b.operations = bodyOperations
+        b.operations = condition == nil ? [] : conditionOperations
+        if let flags { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: flags.skip, rank: 1) }
+        let bodyOperations = try b.nested(body).operations
+        b.operations += bodyOperations
         var results: [String] = []
         for blob in carried { results.append(b.op("identity", ["x": .value(blob)], rank: b.rank(blob))) }
         if bound != nil { results.append(b.op("add", ["x": .value(count), "y": .float(1)], rank: 1)) }
@@ -416,6 +458,7 @@ extension NetworkLowering {
                                            outputs: names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
                                            blocks: [conditionBlock, bodyBlock]))
         for blob in carried { b.ranks[blob] = bodyPass.ranks[blob] ?? before[blob] ?? 1 }
+        b.wrote(carried)
     }
 
     // MARK: 3-D

@@ -186,8 +186,8 @@ extension NetworkLowering {
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ASINH.rawValue: { b, _ throws(RuntimeError) in try b.inverseHyperbolic(plusOne: true) },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ACOSH.rawValue: { b, _ throws(RuntimeError) in try b.inverseHyperbolic(plusOne: false) },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TRANSPOSE.rawValue: { b, l throws(RuntimeError) in
-                let axes = l.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? []
                 let x = try b.input()
+                let axes = Self.transposeAxes(l.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [], rank: b.rank(x))
                 b.op("transpose", ["x": .value(x), "perm": .ints(axes)], into: try b.output(), rank: b.rank(x))
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT_ND.rawValue: { b, l throws(RuntimeError) in
@@ -461,6 +461,20 @@ extension NetworkLowering {
     private static func reduceParameters<Params: ReduceLayerParameters>(_ params: Params?) -> (axes: [Int], keep: Bool, all: Bool) {
         guard let params else { return ([], true, true) }
         return (params.axisList, params.keepDimensions, params.reduceAll || params.axisList.isEmpty)
+    }
+
+    /// A transpose layer's `axes` as a permutation of all `rank` axes. Axes
+    /// fewer than the input's rank permute its trailing axes, the leading
+    /// (batch) ones staying in place: in a rank-aware network an image input
+    /// is `[1, C, H, W]` (RANK4_IMAGE_MAPPING), and coremltools'
+    /// `make_image_input(image_format: "NHWC")` puts a `[1, 2, 0]` transpose
+    /// after an image made from an `(H, W, C)` array and `[0, 2, 3, 1]` after one
+    /// made from `(N, H, W, C)`; Core ML runs both. Other axes are kept as given
+    /// (the transpose operation names them if they are not a permutation).
+    static func transposeAxes(_ axes: [Int], rank: Int) -> [Int] {
+        guard !axes.isEmpty, axes.count < rank, axes.sorted() == Array(0..<axes.count) else { return axes }
+        let lead = rank - axes.count
+        return Array(0..<lead) + axes.map { $0 + lead }
     }
 
     private static func sliceStatic(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {

@@ -173,6 +173,17 @@ struct LoweringBuilder {
     /// Every blob some layer of the network reads (nested networks included),
     /// and the probabilities a classifier reads: a blob outside it is only returned.
     var blobsRead: Set<String> = []
+    /// For each loop whose body is being lowered, innermost last: the blobs of
+    /// its `loopBreak` / `loopContinue` flags, `nil` for a loop holding neither.
+    var loopFlags: [LoopFlags?] = []
+
+    /// A loop's flags, `[1]` blobs: `broken` (a `loopBreak` ran: the loop
+    /// ends) and `skip` (a `loopBreak` or `loopContinue` ran: the rest of
+    /// this iteration's body does not).
+    struct LoopFlags {
+        let broken: String
+        let skip: String
+    }
     /// The layer being lowered: its name, kind, inputs and outputs.
     private(set) var name = ""
     private(set) var kind = ""
@@ -435,12 +446,41 @@ struct LoweringBuilder {
         operations = []
         views = [:]
         var written: [String] = []
-        for layer in ModelSpec.elements(network.layers, network.n_layers) {
+        let layers = ModelSpec.elements(network.layers, network.n_layers)
+        for (index, layer) in layers.enumerated() {
             try lower(layer.pointee)
             written += outputs
+            // After a layer that may end the iteration (a loopBreak, a loopContinue, a branch
+            // holding one), the rest of the network runs only while the loop's skip flag is 0.
+            if let flags = loopFlags.last ?? nil, index + 1 < layers.count, NetworkLowering.interruptsLoop(layer),
+               let first = network.layers {
+                var rest = network
+                rest.layers = first + (index + 1)
+                rest.n_layers = network.n_layers - (index + 1)
+                flushViews()
+                written += try NetworkLowering.conditional(&self, on: flags.skip, yes: CoreML__Specification__NeuralNetwork(), no: rest)
+                break
+            }
         }
         flushViews()
         return (operations, written, ranks)
+    }
+
+    /// Counts `blobs` among the current layer's outputs: the blobs a branch's
+    /// or a loop's networks write that are visible after it, so that a loop
+    /// or branch around it carries them too.
+    mutating func wrote(_ blobs: [String]) {
+        outputs += blobs.filter { !outputs.contains($0) }
+    }
+
+    /// Sets the innermost loop's flags to 1: `skip`, and `broken` too when
+    /// `breaking` (`loopBreak`; `loopContinue` sets `skip` only). They are
+    /// the layer's outputs, so a branch holding it passes them on.
+    mutating func setLoopFlags(breaking: Bool) throws(RuntimeError) {
+        guard let flags = loopFlags.last ?? nil else { throw invalid("outside the body network of a loop") }
+        let names = breaking ? [flags.broken, flags.skip] : [flags.skip]
+        for name in names { op("fill", ["shape": .ints([1]), "value": .float(1)], into: name, rank: 1) }
+        wrote(names)
     }
 
     // MARK: Errors
