@@ -152,23 +152,25 @@ enum LinearAlgebraOperations {
     /// Adds the step running a product's column blocks on the thread team:
     /// `kernels[i]` (slots source, destination) writes the columns from
     /// `firsts[i]` of `out`, `rows × n`. A residual is copied into `out`
-    /// first for the kernels to sum into, or, with `residualAfter` (kernels
-    /// that apply an activation, which oneDNN's optimized kernels do not
-    /// follow with a sum), added by each thread to its columns of the
-    /// kernels' results, written to a buffer of their own.
+    /// first for the kernels to sum into, or, with `residualAfter` (a
+    /// residual after kernels that apply an activation, which oneDNN's
+    /// optimized kernels do not follow with a sum), added by each thread to
+    /// its columns of the kernels' results, written to a buffer of their own.
     private static func runColumnBlocks(_ context: OperationContext, _ kernels: [DNNLPrimitive], firsts: [Int], x: PlanValue,
                                         residual: PlanValue?, residualAfter: Bool = false, out: Int, rows: Int, n: Int, geluTanh: Bool = false) {
         let failure = DNNLKernels.failure(context)
         let a = x.id, r = residual?.id
-        let results = residualAfter && residual != nil ? context.scratch(.float32, shape: [rows, n]).id : nil
+        let results = residualAfter ? context.scratch(.float32, shape: [rows, n]).id : nil
         context.run(reads: [a] + (r.map { [$0] } ?? []), outputs: [out], scratch: results.map { [$0] } ?? [],
                     split: "\(kernels.count) column blocks") { buffers throws(RuntimeError) in
             let blocks = SharedRaw(source: buffers.raw(a), destination: buffers.raw(results ?? out))
-            let output = buffers.floats(out), addend = r.map { buffers.floats($0) }
             if let r, results == nil, buffers.raw(r) != blocks.destination {
                 blocks.destination.copyMemory(from: buffers.raw(r), byteCount: rows * n * 4)
             }
-            let sum = results != nil ? addend.map { SharedPointers(left: $0, right: $0, target: output) } : nil
+            // The kernels' results plus the residual, into the output.
+            let sum = results.flatMap { results in
+                r.map { SharedPointers(left: buffers.floats(results), right: buffers.floats($0), target: buffers.floats(out)) }
+            }
             let failed = Locked(false)
             ThreadTeam.shared.perform(kernels.count, threads: kernels.count) { index in
                 if !kernels[index].run(blocks.source, blocks.destination + firsts[index] * 4) { failed.withLock { $0 = true } }
@@ -179,7 +181,7 @@ enum LinearAlgebraOperations {
                 }
                 if let sum {
                     for row in 0..<rows {
-                        for column in first..<(first + width) { sum.target[row * n + column] = target[row * n + column] + sum.left[row * n + column] }
+                        for column in first..<(first + width) { sum.target[row * n + column] = sum.left[row * n + column] + sum.right[row * n + column] }
                     }
                 }
             }
@@ -389,7 +391,9 @@ enum LinearAlgebraOperations {
             // Too few rows to give every thread a block of them (a decoder's one-token step), or blocks
             // of fewer than `columnSplitRows` rows: a block of columns each, reading the packed weights in
             // place (plain rows on AVX2, blocks of whole columns on AVX-512). A residual is copied into the
-            // destination first and summed there.
+            // destination first and summed there, except after an activation (oneDNN's optimized kernels
+            // follow none with a sum): then each thread adds it to its columns after them.
+            let residualAfter = residual != nil && dnnlActivation != nil
             func columnKernels() -> (firsts: [Int], kernels: [DNNLPrimitive])? {
                 guard Self.prefersColumns(rows: rows, threads: context.threads),
                       let columns = ColumnBlocks(parts: WorkSplit.workers(threads: context.threads, work: rows * k * n, items: n / 64), n: n)
@@ -398,7 +402,7 @@ enum LinearAlgebraOperations {
                 for (first, width) in columns.blocks {
                     guard let kernel = try? DNNLKernels.columnBlock(of: kernels[0], first: first, width: width, rows: rows, n: n,
                                                                     bias: biasValues.map { Array($0[first..<first + width]) },
-                                                                    activation: dnnlActivation, accumulate: residual != nil && dnnlActivation == nil)
+                                                                    activation: dnnlActivation, accumulate: residual != nil && !residualAfter)
                     else { return nil }
                     made.append(kernel)
                 }
@@ -412,7 +416,7 @@ enum LinearAlgebraOperations {
                 return true
             }
             if let (firsts, blockKernels) = columnKernels() {
-                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, residualAfter: dnnlActivation != nil, out: out,
+                runColumnBlocks(context, blockKernels, firsts: firsts, x: x, residual: residual, residualAfter: residualAfter, out: out,
                                 rows: rows, n: n, geluTanh: ownGELU)
                 return true
             }
