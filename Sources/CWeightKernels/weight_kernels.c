@@ -37,6 +37,12 @@ static inline float half_to_float(uint16_t half) {
     return value;
 }
 
+/// The scale of `block`: a float, a half float, or 1 when there are none.
+static inline float scale_at(const modelc_packed_matrix *m, long block) {
+    if (m->scale) return m->scale[block];
+    return m->scale_halves ? half_to_float(m->scale_halves[block]) : 1;
+}
+
 /// Code `index` (row-major) of the matrix: at most two bytes are read.
 static inline int code_at(const modelc_packed_matrix *m, long index) {
     long bit = index * m->bits;
@@ -67,7 +73,7 @@ static inline float element(const modelc_packed_matrix *m, long row, long column
     if (m->table) {
         value = m->table[block * m->entries + code];
     } else {
-        float offset = m->offset ? m->offset[block] : 0, scale = m->scale ? m->scale[block] : 1;
+        float offset = m->offset ? m->offset[block] : 0, scale = scale_at(m, block);
         value = ((float)code - offset) * scale;
     }
     return m->round_to_half ? (float)(_Float16)value : value;
@@ -190,7 +196,7 @@ static void decode_segment(const modelc_packed_matrix *m, long row, long first, 
 #endif
                 widen_codes_generic(bytes, m->bits, m->is_signed, run, target);
             long block = block_of(m, row, column);
-            float offset = m->offset ? m->offset[block] : 0, scale = m->scale ? m->scale[block] : 1;
+            float offset = m->offset ? m->offset[block] : 0, scale = scale_at(m, block);
             for (long i = 0; i < run; i++) target[i] = (target[i] - offset) * scale;
             if (m->round_to_half) round_to_half(target, run);
         } else {
@@ -235,7 +241,7 @@ static int fused_layout(const modelc_packed_matrix *m) {
 /// Codes made values, (q − offset) · scale, rounded to the nearest half float.
 AVX2 static inline __m256 half8(__m256 codes, const modelc_packed_matrix *m, long block) {
     __m256 value = _mm256_sub_ps(codes, _mm256_set1_ps(m->offset ? m->offset[block] : 0));
-    value = _mm256_mul_ps(value, _mm256_set1_ps(m->scale ? m->scale[block] : 1));
+    value = _mm256_mul_ps(value, _mm256_set1_ps(scale_at(m, block)));
     return _mm256_cvtph_ps(_mm256_cvtps_ph(value, 0));
 }
 
@@ -291,7 +297,7 @@ AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, const float *x, fl
             }
             // Σ x (q − o) s = s (Σ x q − o Σ x)
             if (m->offset) product = _mm256_fnmadd_ps(_mm256_set1_ps(m->offset[block]), inputs, product);
-            total = _mm256_fmadd_ps(product, _mm256_set1_ps(m->scale ? m->scale[block] : 1), total);
+            total = _mm256_fmadd_ps(product, _mm256_set1_ps(scale_at(m, block)), total);
         }
         y[r - first_row] = sum8(total);
     }
@@ -318,7 +324,7 @@ AVX512 static inline __m512 widen16(__m128i bytes, int is_signed) {
 /// Codes made values, (q − offset) · scale, rounded to the nearest half float.
 AVX512 static inline __m512 half16(__m512 codes, const modelc_packed_matrix *m, long block) {
     __m512 value = _mm512_sub_ps(codes, _mm512_set1_ps(m->offset ? m->offset[block] : 0));
-    value = _mm512_mul_ps(value, _mm512_set1_ps(m->scale ? m->scale[block] : 1));
+    value = _mm512_mul_ps(value, _mm512_set1_ps(scale_at(m, block)));
     return _mm512_cvtph_ps(_mm512_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
@@ -330,7 +336,7 @@ AVX512 static inline __m512 nibble_values(const modelc_packed_matrix *m, long bl
     __m512 codes = m->is_signed ? _mm512_set_ps(-1, -2, -3, -4, -5, -6, -7, -8, 7, 6, 5, 4, 3, 2, 1, 0)
                                 : _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     __m512 values = _mm512_sub_ps(codes, _mm512_set1_ps(m->offset ? m->offset[block] : 0));
-    values = _mm512_mul_ps(values, _mm512_set1_ps(m->scale ? m->scale[block] : 1));
+    values = _mm512_mul_ps(values, _mm512_set1_ps(scale_at(m, block)));
     if (m->round_to_half) values = _mm512_cvtph_ps(_mm512_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     return values;
 }
@@ -421,7 +427,7 @@ AVX512 static void dot_rows_avx512(const modelc_packed_matrix *m, const float *x
                 continue;
             }
             if (m->offset) product = _mm512_fnmadd_ps(_mm512_set1_ps(m->offset[block]), inputs, product);
-            total = _mm512_fmadd_ps(product, _mm512_set1_ps(m->scale ? m->scale[block] : 1), total);
+            total = _mm512_fmadd_ps(product, _mm512_set1_ps(scale_at(m, block)), total);
         }
         y[r - first_row] = _mm512_reduce_add_ps(total);
     }

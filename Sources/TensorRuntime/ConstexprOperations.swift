@@ -54,7 +54,7 @@ enum ConstexprOperations {
             let blocks = single ? 1 : (perRow ? rows : columns)
             func spread(_ values: [Float]) -> [Float] { values.count == blocks ? values : Array(repeating: values[0], count: blocks) }
             let (blockRows, blockColumns) = single ? (rows, columns) : (perRow ? (1, columns) : (rows, 1))
-            if let decoded = packed.decoded(by: .shiftScale(scale: spread(scales), offset: spread(points)), blockRows: blockRows,
+            if let decoded = packed.decoded(by: .shiftScale(scale: .floats(spread(scales)), offset: spread(points)), blockRows: blockRows,
                                             blockColumns: blockColumns, roundsToHalf: false) {
                 context.output(constant: Tensor(type: .float32, shape: data.shape, storage: .packed(decoded)))
                 return
@@ -174,7 +174,7 @@ enum ConstexprOperations {
         let rank = data.shape.count
         guard scale.shape.count == rank else { throw context.invalid("scale of rank \(scale.shape.count) for data of rank \(rank)") }
         if let packed = packedCodes(data), let size = blockSize(packed, scale.shape),
-           let decoded = packed.decoded(by: .shiftScale(scale: scale.floats, offset: offset?.floats), blockRows: size.rows, blockColumns: size.columns,
+           let decoded = packed.decoded(by: .shiftScale(scale: .init(scale), offset: offset?.floats), blockRows: size.rows, blockColumns: size.columns,
                                         roundsToHalf: false) {
             return Tensor(type: .float32, shape: data.shape, storage: .packed(decoded))
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Loops specialised per binary operation on floats, with no call per
 /// element: the compiler sees the operation and vectorises the contiguous
 /// and scalar cases. A `BinaryRun` computes `n` results from operands read
@@ -9,8 +11,18 @@ enum ElementwiseKernels {
     /// The float binary operations with a specialised loop, by MIL name.
     static let binary: [String: BinaryRun] = [
         "add": run(Add.self), "sub": run(Subtract.self), "mul": run(Multiply.self), "real_div": run(Divide.self),
-        "maximum": run(Maximum.self), "minimum": run(Minimum.self),
+        "maximum": run(Maximum.self), "minimum": run(Minimum.self), "pow": power,
     ]
+
+    /// `pow`, with a constant exponent of 2 (an RMS norm's square) as one
+    /// multiplication: `x · x` is x² correctly rounded, as `pow` returns it.
+    private static let power: BinaryRun = { left, leftStride, right, rightStride, target, count in
+        if leftStride == 1, rightStride == 0, right[0] == 2 {
+            for index in 0..<count { target[index] = left[index] * left[index] }
+        } else {
+            run(Power.self)(left, leftStride, right, rightStride, target, count)
+        }
+    }
 
     private static func run<Operation: FloatBinaryOperation>(_: Operation.Type) -> BinaryRun {
         { left, leftStride, right, rightStride, target, count in
@@ -53,6 +65,10 @@ private enum Divide: FloatBinaryOperation {
 
 private enum Maximum: FloatBinaryOperation {
     @inline(__always) static func apply(_ left: Float, _ right: Float) -> Float { Swift.max(left, right) }
+}
+
+private enum Power: FloatBinaryOperation {
+    @inline(__always) static func apply(_ left: Float, _ right: Float) -> Float { pow(left, right) }
 }
 
 private enum Minimum: FloatBinaryOperation {

@@ -257,8 +257,15 @@ final class Planner {
     /// only what it reads, so planning never holds the weight file and the
     /// packed copies at once.
     private func releaseMappedPages(of op: GraphOperation) {
+        // Weights kept as stored that this operation made (a decompression) may read its constants in place (their scales).
+        let made: [PackedWeights] = op.outputs.compactMap { output in
+            guard let id = names[output.name], case .packed(let packed) = values[id].constant?.storage else { return nil }
+            return packed
+        }
         func release(_ tensor: Tensor) {
-            if tensor.count >= Self.releasedPagesMinimumCount { tensor.releasePages() }
+            guard tensor.count >= Self.releasedPagesMinimumCount else { return }
+            if case .mapped(let mapped) = tensor.storage, made.contains(where: { $0.reads(mapped) }) { return }
+            tensor.releasePages()
         }
         for arguments in op.arguments.values {
             for argument in arguments {

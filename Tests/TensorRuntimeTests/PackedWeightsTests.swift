@@ -43,13 +43,20 @@ struct PackedWeightsTests {
     }
 
     static func blockScaled(_ name: String, rows: Int, columns: Int, bits: Int, signed: Bool, blockRows: Int, blockColumns: Int,
-                            offsets: Bool, seed: Int, roundsToHalf: Bool = false) -> Form {
+                            offsets: Bool, seed: Int, roundsToHalf: Bool = false, halfScales: Bool = false) -> Form {
         let raw = codes(rows * columns, bits: bits, seed: seed)
         let blocks = (rows / blockRows) * (columns / blockColumns)
-        let scale = (0..<blocks).map { Float(($0 * 37 + seed) % 17 + 3) * 0.0123 }
+        var scale = (0..<blocks).map { Float(($0 * 37 + seed) % 17 + 3) * 0.0123 }
         let offset = offsets ? (0..<blocks).map { Float(($0 * 5 + seed) % 7) - 3 } : nil
+        var scales = PackedWeights.BlockScales.floats(scale)
+        if halfScales {
+            // An fp16 program's scales: half floats read where the weight file maps them.
+            let halves = scale.map { Float16($0) }
+            scale = halves.map { Float($0) }
+            scales = .mapped(try! HalfBlob(bytes: halves.flatMap { [UInt8($0.bitPattern & 0xFF), UInt8($0.bitPattern >> 8)] }, count: blocks).values)
+        }
         let packed = PackedWeights.codes(packed: pack(raw, bits: bits), shape: [rows, columns], bits: bits, isSigned: signed)!
-        let weights = packed.decoded(by: .shiftScale(scale: scale, offset: offset), blockRows: blockRows, blockColumns: blockColumns,
+        let weights = packed.decoded(by: .shiftScale(scale: scales, offset: offset), blockRows: blockRows, blockColumns: blockColumns,
                                      roundsToHalf: roundsToHalf)!
         let values = raw.enumerated().map { index, raw in
             let code = signed && raw >= 1 << (bits - 1) ? raw - (1 << bits) : raw
@@ -94,6 +101,18 @@ struct PackedWeightsTests {
                         offsets: false, seed: 14, roundsToHalf: true),
             blockScaled("uint4 per block of 64 with offsets, fp16 output", rows: 5, columns: 192, bits: 4, signed: false, blockRows: 1, blockColumns: 64,
                         offsets: true, seed: 15, roundsToHalf: true),
+            // Scales as the file stores them (halves, read in place): pairs of adjacent block scales, a last group of 32, a
+            // block of 128 over two rows, and the float loops of an fp32 program.
+            blockScaled("int4 per block of 32, half scales, 320 columns", rows: 6, columns: 320, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
+                        offsets: false, seed: 20, roundsToHalf: true, halfScales: true),
+            blockScaled("int4 per block of 32, half scales, 96 columns", rows: 5, columns: 96, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
+                        offsets: false, seed: 21, roundsToHalf: true, halfScales: true),
+            blockScaled("uint4 per block of 128 over two rows with offsets, half scales", rows: 4, columns: 256, bits: 4, signed: false, blockRows: 2,
+                        blockColumns: 128, offsets: true, seed: 22, roundsToHalf: true, halfScales: true),
+            blockScaled("int8 per block of 32, half scales", rows: 3, columns: 128, bits: 8, signed: true, blockRows: 1, blockColumns: 32,
+                        offsets: false, seed: 23, roundsToHalf: true, halfScales: true),
+            blockScaled("int4 per block of 32, half scales, fp32 program", rows: 5, columns: 128, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
+                        offsets: false, seed: 24, halfScales: true),
             blockScaled("int4 per block of 128 over two rows, fp16 output", rows: 6, columns: 256, bits: 4, signed: true, blockRows: 2, blockColumns: 128,
                         offsets: false, seed: 16, roundsToHalf: true),
             // 8-bit codes of fp16 programs (integer inputs on AVX-512 VNNI): per channel over 96 columns, per block of 32 with offsets.
@@ -197,10 +216,11 @@ struct PackedWeightsTests {
         return y
     }
 
-    @Test("an fp16 program's 4-bit products with integer inputs stay within their bound at a decoder's width; NaN and infinity pass through")
-    func integerInputs() throws {
+    @Test("an fp16 program's 4-bit products with integer inputs stay within their bound at a decoder's width; NaN and infinity pass through",
+          arguments: [false, true])
+    func integerInputs(halfScales: Bool) throws {
         let form = Self.blockScaled("int4 per block of 32, fp16 output", rows: 24, columns: 2_816, bits: 4, signed: true, blockRows: 1, blockColumns: 32,
-                                    offsets: false, seed: 17, roundsToHalf: true)
+                                    offsets: false, seed: 17, roundsToHalf: true, halfScales: halfScales)
         #expect(form.weights.productsQuantizeInputs)
         // Blocks of every kind: zeros, one large value among small ones, all equal, alternating signs.
         let x = (0..<form.columns).map { i -> Float in

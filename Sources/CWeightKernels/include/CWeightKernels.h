@@ -13,7 +13,7 @@
 ///
 /// An element's value, for codes: `table[block · entries + code]` when
 /// `table` is set, else `(code − offset[block]) · scale[block]` (no offset:
-/// 0; no scale: 1). `block` numbers the element's block, row-major, when the
+/// 0; no scale: 1; the scale from `scale` or `scale_halves`). `block` numbers the element's block, row-major, when the
 /// matrix is cut into blocks of `block_rows` × `block_columns`. Half values
 /// are the values.
 typedef struct modelc_packed_matrix {
@@ -25,6 +25,9 @@ typedef struct modelc_packed_matrix {
     /// Whether codes are two's complement (int4, int8) rather than unsigned.
     int is_signed;
     const float *scale;
+    /// The scales as IEEE half floats where the file stores them so (read in
+    /// place), when `scale` is NULL.
+    const uint16_t *scale_halves;
     const float *offset;
     const float *table;
     long entries;
