@@ -169,6 +169,18 @@ final class OperationContext {
         outputIDs.append(planner.alias(source, shape: shape, type: type))
     }
 
+    /// Adds the next output as `count(shape)` elements of `source` from
+    /// element `offset` on, read in place (a slice that is one contiguous run);
+    /// `false` (and nothing added) where it cannot be: a constant `source`
+    /// (folded instead), an output type stored otherwise than `source`'s, or
+    /// inside a nested block.
+    func view(_ source: PlanValue, offset: Int, shape: [Int]) -> Bool {
+        let type = outputType(outputIDs.count)
+        guard planner.viewsAllowed, source.constant == nil, type.isFloat == source.type.isFloat, offset >= 0, offset + shape.reduce(1, *) <= source.count else { return false }
+        outputIDs.append(planner.view(source, offset: offset, shape: shape, type: type))
+        return true
+    }
+
     /// Adds the kernel computing the outputs; `split` says how it divides its work between threads.
     func run(reads: [PlanValue], writes: [Int], split: String? = nil, _ kernel: @escaping Kernel) {
         planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, split: split, kernel: kernel))

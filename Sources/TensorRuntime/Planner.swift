@@ -10,6 +10,13 @@ final class Planner {
     private var steps: [PlanStep] = []
     /// Values that are another value's bytes under another shape (reshape, squeeze, …).
     private var aliasOf: [Int: Int] = [:]
+    /// For an alias that starts inside its root (a slice): how many elements in.
+    private var aliasOffset: [Int: Int] = [:]
+    /// The value each alias was made from (`aliasOf` names the root).
+    private var aliasParent: [Int: Int] = [:]
+    /// Each view (`view`): how many elements into the value it was taken
+    /// from, and the index of the first step that may read it.
+    private var views: [Int: (offset: Int, from: Int)] = [:]
     private var names: [String: Int] = [:]
     let memory = ConstantMemory()
     private var constantAddresses: [Int: UnsafeMutableRawPointer] = [:]
@@ -296,7 +303,7 @@ final class Planner {
             table[id] = pointer
         }
         // Views of written values (inside nested blocks) read their root's bytes.
-        for (id, root) in aliasOf where step.writes.contains(root) { table[id] = table[root] }
+        for (id, root) in aliasOf where step.writes.contains(root) { table[id] = table[root] + 4 * (aliasOffset[id] ?? 0) }
         try step.kernel(Buffers(base: table))
         for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
             let value = values[id]
@@ -344,7 +351,78 @@ final class Planner {
         }
         let id = add(type: type, shape: shape, constant: nil)
         aliasOf[id] = aliasOf[source.id] ?? source.id
+        aliasParent[id] = source.id
+        if let inner = aliasOffset[source.id] { aliasOffset[id] = inner }
         return id
+    }
+
+    /// Whether values may be views inside their root (`view`): not in nested
+    /// blocks, where a loop copies its body's results over the values they
+    /// were computed from.
+    var viewsAllowed: Bool { nesting == 0 }
+    private var nesting = 0
+
+    /// A value holding the `shape.product` elements of computed `source` from
+    /// element `offset` on (a contiguous slice), read in place.
+    func view(_ source: PlanValue, offset: Int, shape: [Int], type: ElementType) -> Int {
+        let id = alias(source, shape: shape, type: type)
+        let total = (aliasOffset[source.id] ?? 0) + offset
+        if total != 0 { aliasOffset[id] = total }
+        views[id] = (offset, steps.count)
+        return id
+    }
+
+    /// Makes copies of the views whose root a step writes in place while the
+    /// view (or a value read through it) is still to be read — a decoder
+    /// layer's slice of the cache read after the next layer's update: each
+    /// such view becomes a value of its own, copied where it was taken.
+    private func copyOverwrittenViews(outputs: [String: Int]) {
+        guard !views.isEmpty else { return }
+        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
+        // The last step reading each value, or anything read through it (an alias is made after its source).
+        var lastRead = [Int](repeating: -1, count: values.count)
+        for (index, step) in steps.enumerated() { for id in step.reads { lastRead[id] = index } }
+        for id in outputs.values { lastRead[id] = steps.count }
+        if let classification { lastRead[classification.probabilities] = steps.count }
+        for id in values.indices.reversed() { if let source = aliasParent[id] { lastRead[source] = max(lastRead[source], lastRead[id]) } }
+        let overwritten = views.filter { id, view in
+            let target = root(id), last = min(lastRead[id], steps.count - 1)
+            return last >= view.from && steps[view.from...last].contains { $0.writes.contains(target) }
+        }.keys.sorted()
+        guard !overwritten.isEmpty else { return }
+        func isMade(_ id: Int, from ancestor: Int) -> Bool {
+            var current = aliasParent[id]
+            while let value = current, value >= ancestor {
+                if value == ancestor { return true }
+                current = aliasParent[value]
+            }
+            return false
+        }
+        var copies: [Int: [PlanStep]] = [:]
+        for id in overwritten {
+            guard let view = views[id], let source = aliasParent[id] else { continue }
+            let count = values[id].count, offset = view.offset, start = aliasOffset[id] ?? 0
+            // Values made from this view now read the copy.
+            for other in values.indices where other > id && isMade(other, from: id) {
+                aliasOf[other] = id
+                let inner = (aliasOffset[other] ?? 0) - start
+                aliasOffset[other] = inner == 0 ? nil : inner
+            }
+            aliasOf[id] = nil
+            aliasOffset[id] = nil
+            aliasParent[id] = nil
+            views[id] = nil
+            copies[view.from, default: []].append(PlanStep(operation: "copy of view \(id)", kind: "slice_by_index", reads: [source], writes: [id]) { buffers in
+                buffers.raw(id).copyMemory(from: buffers.raw(source) + 4 * offset, byteCount: count * 4)
+            })
+        }
+        var rebuilt: [PlanStep] = []
+        for (index, step) in steps.enumerated() {
+            rebuilt += copies[index] ?? []
+            rebuilt.append(step)
+        }
+        rebuilt += copies[steps.count] ?? []
+        steps = rebuilt
     }
 
     // MARK: Nested blocks
@@ -362,7 +440,11 @@ final class Planner {
 
     func nested(_ block: GraphBlock, inputs: [PlanValue]) throws(RuntimeError) -> NestedPlan {
         let savedNames = names
-        defer { names = savedNames }
+        nesting += 1
+        defer {
+            names = savedNames
+            nesting -= 1
+        }
         let firstValue = values.count, firstStep = steps.count
         for (input, value) in zip(block.inputs, inputs) { names[input.name] = value.id }
         for (name, constant) in block.constants { names[name] = add(type: constant.type, shape: constant.shape, constant: constant) }
@@ -410,6 +492,7 @@ final class Planner {
     // MARK: Liveness and the arena
 
     private func finish(inputs: [String: Int], outputs: [String: Int]) -> TensorPlan {
+        copyOverwrittenViews(outputs: outputs)
         func root(_ id: Int) -> Int { aliasOf[id] ?? id }
         let end = steps.count
         var lastUse = [Int](repeating: -1, count: values.count)
@@ -472,7 +555,7 @@ final class Planner {
             top += size(id)
         }
         for id in values.indices where offsets[id] == nil {
-            if let source = aliasOf[id] { offsets[id] = offsets[source] }
+            if let source = aliasOf[id] { offsets[id] = offsets[source].map { $0 + 4 * (aliasOffset[id] ?? 0) } }
         }
         // The constants kernels read get the plan's memory now.
         var read = Set(steps.flatMap(\.reads)).union(readsInNestedBlocks).union(outputs.values).union(inputs.values)
@@ -486,6 +569,6 @@ final class Planner {
         let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
         return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64), zeroedBytes: zeroedBytes,
                           memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
-                          stateViews: stateViews)
+                          stateViews: stateViews, viewOffsets: aliasOffset.mapValues { 4 * $0 })
     }
 }

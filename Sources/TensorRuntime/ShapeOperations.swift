@@ -166,6 +166,8 @@ enum ShapeOperations {
 
     /// Copies `x` read at `offset` with `strides` (in elements, any sign) into a new `shape` output.
     static func copy(_ context: OperationContext, _ x: PlanValue, offset: Int, strides: [Int], shape: [Int]) throws(RuntimeError) {
+        // One contiguous run of x (a transpose moving only axes of one element, a slice of whole inner axes): read in place.
+        if isContiguousRun(strides: strides, shape: shape), shape.reduce(1, *) > 0, context.view(x, offset: offset, shape: shape) { return }
         let out = try context.output(shape)
         let from = x.id, step = strides.last ?? 0
         let contiguous = strides == Shapes.strides(shape)
@@ -181,6 +183,17 @@ enum ShapeOperations {
                 if step == 1 { (target + o).update(from: s, count: n) } else { for k in 0..<n { target[o + k] = s[k * step] } }
             }
         }
+    }
+
+    /// Whether elements read with `strides` in `shape`'s order are one run of
+    /// consecutive elements (the strides of axes of one element never matter).
+    static func isContiguousRun(strides: [Int], shape: [Int]) -> Bool {
+        var expected = 1
+        for axis in shape.indices.reversed() where shape[axis] != 1 {
+            guard strides[axis] == expected else { return false }
+            expected *= shape[axis]
+        }
+        return true
     }
 
     /// `slice_by_size` with `begin` computed at run time: every size must be

@@ -277,7 +277,7 @@ public final class TensorEngine: PredictionEngine {
         let views = plan.stateViews[name] ?? []
         if let storage = state.storage(name, count: count) {
             run.table[id] = storage
-            for view in views { run.table[view] = storage }
+            for view in views { run.table[view] = storage + (plan.viewOffsets[view] ?? 0) }
             return
         }
         run.useOwnSlot(forState: id, views: views)

@@ -118,6 +118,8 @@ struct TensorPlan: Sendable {
     /// For each state: the values that are its bytes (`read_state_view`s), pointed at
     /// the state's storage with it when the engine binds the state in place.
     var stateViews: [String: [Int]] = [:]
+    /// Views that start inside their root's bytes (slices read in place): how many bytes in.
+    var viewOffsets: [Int: Int] = [:]
     /// What follows when planning stopped at an operation whose outputs'
     /// shapes depend on values computed at run time; `nil` for a whole plan.
     /// `outputs` then names the values the continuation reads.
