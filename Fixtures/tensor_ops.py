@@ -1340,6 +1340,7 @@ def write_refusals(out):
     """Programs the tensor engine must refuse, each with the one-line message it gives
     (Fixtures/Parity/TensorOps/Refused/refusals.json)."""
     from generate import package_root_model_path, parse_model, read_bytes, save_spec
+    from coremltools.proto import MIL_pb2
     out = os.path.join(out, "Refused")
     os.makedirs(out, exist_ok=True)
     expected = {}
@@ -1367,6 +1368,20 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def internal(x):
+        return mb.relu(x=x, name="y")
+    # An operation only modelc's own passes make: the relu's type is renamed in the file (below).
+    expected["internal_operation"] = ("load", 'layer "y" (fused_linear): an operation internal to modelc\'s tensor engine, '
+                                              'which a program file cannot name')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2, 4, 4))], opset_version=ct.target.iOS17)
+    def internal_parameter(x):
+        return mb.max_pool(x=x, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="y")
+    # A parameter only modelc's layout pass sets (channels_last = true) is written into the file (below).
+    expected["internal_parameter"] = ("load", 'layer "y" (max_pool): parameter "channels_last" is internal to modelc\'s tensor engine; '
+                                              'a program file cannot set it')
+
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS17)
     def affine_unnormalized(x):
         return mb.affine(x=x, transform_matrix=np.array([[1, 0, 0, 0, 1, 0]], dtype=np.float32), output_height=2, output_width=2,
@@ -1375,7 +1390,8 @@ def write_refusals(out):
     expected["unsupported_mode"] = ("load", 'layer "y" (affine): coordinates_mode "unnormalized" is not supported (the output grid is normalized)')
 
     for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded),
-                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized)]:
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized),
+                       ("internal_operation", internal), ("internal_parameter", internal_parameter)]:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
                            minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
@@ -1386,6 +1402,21 @@ def write_refusals(out):
             spec = parse_model(read_bytes(path))
             block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
             [op for op in block.operations if op.type == "relu"][0].type = "bogus_operation"
+            save_spec(spec, path)
+        if name == "internal_operation":
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            [op for op in block.operations if op.type == "relu"][0].type = "fused_linear"
+            save_spec(spec, path)
+        if name == "internal_parameter":
+            path = package_root_model_path(package)
+            spec = parse_model(read_bytes(path))
+            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
+            pool = [op for op in block.operations if op.type == "max_pool"][0]
+            value = pool.inputs["channels_last"].arguments.add().value
+            value.type.tensorType.dataType = MIL_pb2.BOOL
+            value.immediateValue.tensor.bools.values.append(True)
             save_spec(spec, path)
         if name == "unknown_parameter":
             path = package_root_model_path(package)
