@@ -16,29 +16,11 @@ public struct ModelConfiguration: Sendable, Equatable {
     /// The function of a multi-function ML program to run (Core ML's
     /// `MLModelConfiguration.functionName`); `nil` runs the default function.
     public var functionName: String?
-    /// Kept from when modelc had two engines; every choice runs the tensor
-    /// engine (docs/runtime.md, "Which engine runs an ML program").
-    public var programEngine: ProgramEngineChoice
 
-    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil,
-                programEngine: ProgramEngineChoice = .automatic) {
+    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil) {
         self.threads = max(1, threads)
         self.functionName = functionName
-        self.programEngine = programEngine
     }
-}
-
-/// The engine choice of the time modelc had two engines (docs/runtime.md).
-/// One engine is left, the tensor engine: it runs ML programs, and neural
-/// networks lowered onto it, whichever case is chosen.
-public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// The tensor engine (the default).
-    case automatic
-    /// The tensor engine (TensorRuntime); neural networks are lowered onto it. The same as `.automatic`.
-    case tensor
-    /// Once the layer engine (NetworkRuntime), which was removed: the tensor engine runs the model.
-    @available(*, deprecated, message: "the layer engine was removed; the tensor engine runs the model")
-    case layer
 }
 
 /// A model ready to run: opened, checked, and its engine prepared once.

@@ -33,7 +33,7 @@ struct RefusalTests {
     @Test("each refusal gives its message", arguments: refusals)
     func refusal(_ refusal: Refusal) throws {
         let path = Fixtures.path("Parity/TensorOps/Refused/\(refusal.name).mlpackage")
-        let configuration = ModelConfiguration(threads: 1, programEngine: .tensor)
+        let configuration = ModelConfiguration(threads: 1)
         if refusal.when == "load" {
             do {
                 _ = try Model(contentsOf: path, configuration: configuration)
