@@ -7,6 +7,7 @@ import TensorRuntime
 import ModelFeatures
 import ModelLoader
 import ModelSpec
+import ModelValidation
 
 /// How a model is run.
 public struct ModelConfiguration: Sendable, Equatable {
@@ -44,10 +45,12 @@ public final class Model: Sendable {
     private let specificationBytes: Int
 
     /// Opens a compiled bundle (a directory with `manifest.json`) or a source
-    /// `.mlmodel`/`.mlpackage`, and prepares it to run.
+    /// `.mlmodel`/`.mlpackage`, and prepares it to run. A source model is
+    /// validated first, as compiling it would (`ModelValidator`).
     ///
-    /// - Throws: `ModelError` — the file at fault, or the model kind, layer
-    ///   or parameter that cannot run here (refused now, not at prediction).
+    /// - Throws: `ModelError` — the file at fault, the validation errors of a
+    ///   source model (`.invalid`), or the model kind, layer or parameter that
+    ///   cannot run here (refused now, not at prediction).
     public convenience init(contentsOf path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
         if FileManager.default.fileExists(atPath: path + "/" + BundleLayout.manifest) {
             let bundle: ModelBundle
@@ -65,6 +68,8 @@ public final class Model: Sendable {
             } catch {
                 throw .source(error)
             }
+            let errors = ModelValidator.validate(file).filter { $0.severity == .error }
+            guard errors.isEmpty else { throw .invalid(path: path, diagnostics: errors) }
             try self.init(specification: file.specification, bundle: nil, modelDirectory: file.modelDirectory, path: path,
                           configuration: configuration)
         }
