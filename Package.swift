@@ -95,7 +95,9 @@ let package = Package(
         .target(name: "BundleFormat", dependencies: ["JSONText", "ModelSpec", "SystemIO"]),
         .target(name: "ModelCompiler", dependencies: ["BundleFormat", "CoreMLSchema", "ModelSpec", "ModelValidation", "SystemIO"]),
         .target(name: "ModelLoader", dependencies: ["BundleFormat", "MemoryPressure", "ModelSpec", "SystemIO"]),
-        .target(name: "ArgumentParsing"),
+        // The closest of some names to a misspelled one (edit distance): command lines and manifests.
+        .target(name: "NameMatching"),
+        .target(name: "ArgumentParsing", dependencies: ["NameMatching"]),
         // Feature values, input checks and the engine protocol every runtime shares.
         .target(name: "ModelFeatures", dependencies: ["ModelSpec"]),
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
@@ -114,7 +116,7 @@ let package = Package(
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "CoreMLSchema", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelSpec", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.
@@ -131,14 +133,14 @@ let package = Package(
         .target(name: "MemoryPressure", dependencies: ["SystemIO"]),
         .target(name: "ModelArchive", dependencies: ["CArchive", "SystemIO"]),
         .target(name: "ModelFetch", dependencies: ["CCurl", "CSystemShims", "ModelArchive", "SystemIO"]),
-        .target(name: "ModelBuild", dependencies: ["ArgumentParsing", "ModelArchive", "ModelCompiler", "ModelFetch", "SystemIO"]),
+        .target(name: "ModelBuild", dependencies: ["ModelArchive", "ModelCompiler", "ModelFetch", "NameMatching", "SystemIO"]),
         // The Open Inference Protocol (REST and gRPC) over the runtime and its model cache: `modelc serve`.
         .target(name: "ModelServing", dependencies: ["CCurl", "CGRPC", "CMicroHTTPD", "InferenceMessages", "CSystemShims", "ImageDecoding", "JSONText", "MemoryPressure", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // In-process timings for make bench.
         .executableTarget(name: "ModelcBenchmarks", dependencies: ["ImageDecoding", "ImageRequests", "ModelFeatures", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelSpec", "ModelTraining", "SystemIO"]),
         // Fuzz target over reading and validating (make fuzz); plain builds replay inputs.
         .executableTarget(name: "ModelFuzzer", dependencies: ["CSystemShims", "ModelSpec", "ModelValidation"]),
-        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ExitCodes", "FaceDetection", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelServing", "ModelSpec", "ModelTraining", "ModelValidation", "SystemIO"]),
+        .executableTarget(name: "modelc", dependencies: ["ArgumentParsing", "BundleFormat", "ExitCodes", "FaceDetection", "ImageDecoding", "ImageRequests", "ModelBuild", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelLoader", "ModelPictures", "ModelRuntime", "ModelServing", "ModelSpec", "ModelTraining", "ModelValidation", "NameMatching", "SystemIO"]),
 
         // Tests. FixtureSupport locates Fixtures/ and compares summaries with index.json.
         .target(name: "FixtureSupport", dependencies: ["CArchive", "CVips", "ImageDecoding"], path: "Tests/FixtureSupport", exclude: ["test_server.py"]),
@@ -149,6 +151,7 @@ let package = Package(
         .testTarget(name: "ModelCompilerTests", dependencies: ["ModelCompiler", "BundleFormat", "ModelSpec", "SystemIO", "CoreMLSchema", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "BundleFormatTests", dependencies: ["BundleFormat", "ModelCompiler", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelLoaderTests", dependencies: ["ModelLoader", "ModelCompiler", "BundleFormat", "ModelSpec", "FixtureSupport"], swiftSettings: testCodeSettings),
+        .testTarget(name: "NameMatchingTests", dependencies: ["NameMatching"], swiftSettings: testCodeSettings),
         .testTarget(name: "ArgumentParsingTests", dependencies: ["ArgumentParsing"], swiftSettings: testCodeSettings),
         .testTarget(name: "MemoryPressureTests", dependencies: ["MemoryPressure", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelArchiveTests", dependencies: ["ModelArchive", "CArchive", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),

@@ -1340,6 +1340,7 @@ def write_refusals(out):
     """Programs the tensor engine must refuse, each with the one-line message it gives
     (Fixtures/Parity/TensorOps/Refused/refusals.json)."""
     from generate import package_root_model_path, parse_model, read_bytes, save_spec
+    from coremltools.proto import MIL_pb2
     out = os.path.join(out, "Refused")
     os.makedirs(out, exist_ok=True)
     expected = {}
@@ -1367,6 +1368,20 @@ def write_refusals(out):
         return mb.relu(x=x, name="y")
     expected["unknown_parameter"] = ("load", 'layer "y" (relu): parameter "bogus" is not one modelc knows for this operation')
 
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def internal(x):
+        return mb.relu(x=x, name="y")
+    # An operation only modelc's own passes make: the relu's type is renamed in the file (below).
+    expected["internal_operation"] = ("load", 'layer "y" (fused_linear): an operation internal to modelc\'s tensor engine, '
+                                              'which a program file cannot name')
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2, 4, 4))], opset_version=ct.target.iOS17)
+    def internal_parameter(x):
+        return mb.max_pool(x=x, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="y")
+    # A parameter only modelc's layout pass sets (channels_last = true) is written into the file (below).
+    expected["internal_parameter"] = ("load", 'layer "y" (max_pool): parameter "channels_last" is internal to modelc\'s tensor engine; '
+                                              'a program file cannot set it')
+
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4))], opset_version=ct.target.iOS17)
     def affine_unnormalized(x):
         return mb.affine(x=x, transform_matrix=np.array([[1, 0, 0, 0, 1, 0]], dtype=np.float32), output_height=2, output_width=2,
@@ -1374,39 +1389,47 @@ def write_refusals(out):
                          coordinates_mode="normalized_minus_one_to_one", align_corners=True, name="y")
     expected["unsupported_mode"] = ("load", 'layer "y" (affine): coordinates_mode "unnormalized" is not supported (the output grid is normalized)')
 
+    # What each file holds that coremltools' builder would not write, edited into its main block.
+    def rename_relu(to):
+        def edit(block):
+            [op for op in block.operations if op.type == "relu"][0].type = to
+        return edit
+
+    def set_channels_last(block):
+        pool = [op for op in block.operations if op.type == "max_pool"][0]
+        value = pool.inputs["channels_last"].arguments.add().value
+        value.type.tensorType.dataType = MIL_pb2.BOOL
+        value.immediateValue.tensor.bools.values.append(True)
+
+    def add_bogus_parameter(block):
+        relu = [op for op in block.operations if op.type == "relu"][0]
+        relu.inputs["bogus"].arguments.add().name = "x"
+
+    def unnormalize(block):
+        # coremltools' builder accepts only normalized_minus_one_to_one; the mode MIL names is written into the file.
+        affine = [op for op in block.operations if op.type == "affine"][0]
+        argument = affine.inputs["coordinates_mode"].arguments[0]
+        if argument.name:
+            const = [op for op in block.operations if op.outputs and op.outputs[0].name == argument.name][0]
+            strings = const.attributes["val"].immediateValue.tensor.strings.values
+        else:
+            strings = argument.value.immediateValue.tensor.strings.values
+        strings[0] = "unnormalized"
+
+    edits = {"unsupported_operation": rename_relu("bogus_operation"), "internal_operation": rename_relu("fused_linear"),
+             "internal_parameter": set_channels_last, "unknown_parameter": add_bogus_parameter, "unsupported_mode": unnormalize}
     for name, prog in [("unsupported_operation", unsupported), ("unseeded_random", unseeded),
-                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized)]:
+                       ("index_out_of_range", bad_index), ("unknown_parameter", extra_parameter), ("unsupported_mode", affine_unnormalized),
+                       ("internal_operation", internal), ("internal_parameter", internal_parameter)]:
         model = ct.convert(prog, convert_to="mlprogram", skip_model_load=True,
                            minimum_deployment_target=ct.target.iOS17,
                            compute_precision=ct.precision.FLOAT32)
         package = os.path.join(out, name + ".mlpackage")
         save_ml_package(model, package)
-        if name == "unsupported_operation":
+        if name in edits:
             path = package_root_model_path(package)
             spec = parse_model(read_bytes(path))
-            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
-            [op for op in block.operations if op.type == "relu"][0].type = "bogus_operation"
-            save_spec(spec, path)
-        if name == "unknown_parameter":
-            path = package_root_model_path(package)
-            spec = parse_model(read_bytes(path))
-            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
-            relu = [op for op in block.operations if op.type == "relu"][0]
-            relu.inputs["bogus"].arguments.add().name = "x"
-            save_spec(spec, path)
-        if name == "unsupported_mode":
-            # coremltools' builder accepts only normalized_minus_one_to_one; the mode MIL names is written into the file.
-            path = package_root_model_path(package)
-            spec = parse_model(read_bytes(path))
-            block = list(spec.mlProgram.functions["main"].block_specializations.values())[0]
-            affine = [op for op in block.operations if op.type == "affine"][0]
-            argument = affine.inputs["coordinates_mode"].arguments[0]
-            if argument.name:
-                const = [op for op in block.operations if op.outputs and op.outputs[0].name == argument.name][0]
-                strings = const.attributes["val"].immediateValue.tensor.strings.values
-            else:
-                strings = argument.value.immediateValue.tensor.strings.values
-            strings[0] = "unnormalized"
+            edits[name](list(spec.mlProgram.functions["main"].block_specializations.values())[0])
             save_spec(spec, path)
     with open(os.path.join(out, "refusals.json"), "w") as f:
         json.dump({name: {"when": when, "message": message} for name, (when, message) in expected.items()}, f, indent=1, sort_keys=True)

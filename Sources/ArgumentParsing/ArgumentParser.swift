@@ -1,3 +1,5 @@
+import NameMatching
+
 /// Parses one command's arguments against its `CommandSpec`.
 ///
 /// Accepts `--name value`, `--name=value`, `-x value`, bundled short flags

@@ -55,7 +55,7 @@ public struct MLModelError: Error, LocalizedError, CustomStringConvertible, Send
 
     init(_ error: ModelError) {
         switch error {
-        case .bundle, .source: self.init(.io, error.description)
+        case .bundle, .source, .invalid: self.init(.io, error.description)
         case .runtime(let runtime): self.init(runtime)
         }
     }

@@ -173,6 +173,7 @@ public enum ExitCode: Int32, CaseIterable, Sendable {
         self = switch error {
         case .bundle(let error): ExitCode(error)
         case .source(let error): ExitCode(error)
+        case .invalid: .invalidModel
         case .runtime(let error): ExitCode(error)
         }
     }

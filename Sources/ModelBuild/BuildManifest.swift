@@ -1,5 +1,5 @@
-import ArgumentParsing
 import Foundation
+import NameMatching
 
 /// The models a `modelc build` makes: a JSON file checked in beside the code
 /// that uses them (docs/cli.md, `modelc build`, lists its keys).
@@ -111,7 +111,7 @@ public struct BuildManifest: Sendable, Equatable {
         for key in object.keys.sorted() where !allowed.contains(key) {
             let suggestion = closestMatch(to: key, among: allowed)
             throw .invalidManifest(path: path, location: at.isEmpty ? key : at + "." + key,
-                                   reason: "unknown key" + (suggestion.map { "; did you mean '\($0)'?" } ?? ""))
+                                   reason: "unknown key" + didYouMean(suggestion))
         }
     }
 

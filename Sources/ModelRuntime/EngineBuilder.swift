@@ -61,8 +61,7 @@ enum EngineBuilder {
     }
 
     /// The engine for an ML program (docs/runtime.md, "Which engine runs an
-    /// ML program"): the tensor engine, whatever `programEngine` says; a
-    /// program it refuses at load is refused.
+    /// ML program"): the tensor engine; a program it refuses at load is refused.
     static func programEngine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
         try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
@@ -70,8 +69,8 @@ enum EngineBuilder {
     }
 
     /// The engine for a neural network (docs/runtime.md, "Neural networks on
-    /// the tensor engine"): the network lowered onto the tensor engine,
-    /// whatever `programEngine` says; a layer the lowering refuses is refused.
+    /// the tensor engine"): the network lowered onto the tensor engine; a
+    /// layer the lowering refuses is refused.
     static func networkEngine(for model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
         let decoder = WeightDecoder(bundle: context.bundle)

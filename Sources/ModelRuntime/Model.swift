@@ -7,6 +7,7 @@ import TensorRuntime
 import ModelFeatures
 import ModelLoader
 import ModelSpec
+import ModelValidation
 
 /// How a model is run.
 public struct ModelConfiguration: Sendable, Equatable {
@@ -16,29 +17,11 @@ public struct ModelConfiguration: Sendable, Equatable {
     /// The function of a multi-function ML program to run (Core ML's
     /// `MLModelConfiguration.functionName`); `nil` runs the default function.
     public var functionName: String?
-    /// Kept from when modelc had two engines; every choice runs the tensor
-    /// engine (docs/runtime.md, "Which engine runs an ML program").
-    public var programEngine: ProgramEngineChoice
 
-    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil,
-                programEngine: ProgramEngineChoice = .automatic) {
+    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, functionName: String? = nil) {
         self.threads = max(1, threads)
         self.functionName = functionName
-        self.programEngine = programEngine
     }
-}
-
-/// The engine choice of the time modelc had two engines (docs/runtime.md).
-/// One engine is left, the tensor engine: it runs ML programs, and neural
-/// networks lowered onto it, whichever case is chosen.
-public enum ProgramEngineChoice: String, Sendable, Equatable {
-    /// The tensor engine (the default).
-    case automatic
-    /// The tensor engine (TensorRuntime); neural networks are lowered onto it. The same as `.automatic`.
-    case tensor
-    /// Once the layer engine (NetworkRuntime), which was removed: the tensor engine runs the model.
-    @available(*, deprecated, message: "the layer engine was removed; the tensor engine runs the model")
-    case layer
 }
 
 /// A model ready to run: opened, checked, and its engine prepared once.
@@ -62,10 +45,12 @@ public final class Model: Sendable {
     private let specificationBytes: Int
 
     /// Opens a compiled bundle (a directory with `manifest.json`) or a source
-    /// `.mlmodel`/`.mlpackage`, and prepares it to run.
+    /// `.mlmodel`/`.mlpackage`, and prepares it to run. A source model is
+    /// validated first, as compiling it would (`ModelValidator`).
     ///
-    /// - Throws: `ModelError` — the file at fault, or the model kind, layer
-    ///   or parameter that cannot run here (refused now, not at prediction).
+    /// - Throws: `ModelError` — the file at fault, the validation errors of a
+    ///   source model (`.invalid`), or the model kind, layer or parameter that
+    ///   cannot run here (refused now, not at prediction).
     public convenience init(contentsOf path: String, configuration: ModelConfiguration = ModelConfiguration()) throws(ModelError) {
         if FileManager.default.fileExists(atPath: path + "/" + BundleLayout.manifest) {
             let bundle: ModelBundle
@@ -83,6 +68,8 @@ public final class Model: Sendable {
             } catch {
                 throw .source(error)
             }
+            let errors = ModelValidator.validate(file).filter { $0.severity == .error }
+            guard errors.isEmpty else { throw .invalid(path: path, diagnostics: errors) }
             try self.init(specification: file.specification, bundle: nil, modelDirectory: file.modelDirectory, path: path,
                           configuration: configuration)
         }

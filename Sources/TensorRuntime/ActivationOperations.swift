@@ -3,7 +3,7 @@ import ModelFeatures
 
 /// Activation functions: elementwise with scalar parameters, and the two
 /// with a parameter per channel (`prelu`, `softplus_parametric`).
-enum ActivationOperations {
+enum ActivationOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         func define(_ name: String, _ make: @escaping @Sendable (Float, Float) -> @Sendable (Float) -> Float,

@@ -17,13 +17,17 @@ import SystemIO
 /// Work items (head, row block) are split between the thread team's threads; the
 /// products and the softmax are single-threaded oneDNN primitives, with
 /// OpenBLAS and our own loops as the fallback when oneDNN refuses a shape.
-enum AttentionOperations {
+enum AttentionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
             let query = try context.input("query")
             try plan(context, query: query, key: try context.input("key"), keyTransposed: false, value: try context.input("value"),
                      scale: 1 / Float(query.shape.last ?? 1).squareRoot(), mask: try context.optional("attn_mask"), zeroFullyMaskedRows: true)
         },
+    ]
+
+    /// Operations only the engine's passes make (a program file naming one is refused).
+    static let internalDefinitions: [String: OperationDefinition] = [
         // softmax(scale · matmul(query, key, transpose_y: transpose_key) + mask, axis: -1) · value (Fusion/AttentionFusion.swift).
         "fused_attention": OperationDefinition(["query", "key", "value", "transpose_key", "scale", "mask"]) { context throws(RuntimeError) in
             try plan(context, query: try context.input("query"), key: try context.input("key"),

@@ -5,8 +5,11 @@ import ModelFeatures
 /// over the spatial axes (a squeeze-and-excitation block's pooling), a
 /// product by one value per image and channel (its scaling), and the change
 /// to and from channel blocks (`ChannelBlocking`).
-enum ChannelsLastOperations {
-    static let definitions: [String: OperationDefinition] = [
+///
+/// All of them are internal: the plan's passes make them (`ChannelsLastLayout`, `ChannelBlocking`,
+/// `ConvolutionFusion`'s `channel_affine`).
+enum ChannelsLastOperations: OperationFamily {
+    static let internalDefinitions: [String: OperationDefinition] = [
         "spatial_mean": OperationDefinition(["x"]) { context throws(RuntimeError) in
             try spatialMean(context)
         },
@@ -188,7 +191,7 @@ enum ChannelsLastOperations {
               scale.shape[0] == image.shape[0], scale.shape[rank - 1] == image.shape[rank - 1],
               scale.shape[1..<(rank - 1)].allSatisfy({ $0 == 1 })
         else {
-            guard let mul = OperationRegistry.definitions["mul"] else { throw context.unsupported("mul is not registered") }
+            guard let mul = OperationRegistry.fileOperations["mul"] else { throw context.unsupported("mul is not registered") }
             try mul.plan(context)
             return
         }

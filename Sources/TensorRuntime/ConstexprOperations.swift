@@ -4,7 +4,7 @@ import ModelSpec
 
 /// The weight-compression operations (`constexpr_*`): evaluated when the
 /// program is read (their arguments are constants), once per model.
-enum ConstexprOperations {
+enum ConstexprOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "constexpr_cast": OperationDefinition(["source_val", "output_dtype"]) { context throws(RuntimeError) in
             context.output(constant: try required(context, "source_val"))

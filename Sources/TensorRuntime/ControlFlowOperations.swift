@@ -6,7 +6,7 @@ import ModelFeatures
 /// whose branches return different shapes, or a loop whose variables change
 /// shape, waits for its values: planned when they are known (as constants,
 /// a loop then unrolled while planning).
-enum ControlFlowOperations {
+enum ControlFlowOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "cond": OperationDefinition(["pred"], hasEffects: true) { context throws(RuntimeError) in try condition(context) },
         "while_loop": OperationDefinition(["loop_vars"], hasEffects: true) { context throws(RuntimeError) in try loop(context) },

@@ -15,26 +15,31 @@ import SystemIO
 /// in order. `channels_last` (set by `ChannelsLastLayout`) says `x` and the
 /// result are `[N, spatial…, C]`; `channel_blocked` (set by `ChannelBlocking`)
 /// that they, and the residuals, are `[N, C/8, H, W, 8]`.
-enum ConvolutionOperations {
+enum ConvolutionOperations: OperationFamily {
     static let convolutionParameters = ["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups"]
     static let definitions: [String: OperationDefinition] = [
         "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
             try convolution(context)
         },
-        "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last", "channel_blocked"]) { context throws(RuntimeError) in
-            try convolution(context)
-        },
         "conv_transpose": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups", "output_shape"]) { context throws(RuntimeError) in
             try transposedConvolution(context)
         },
-        "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "channels_last"]) { context throws(RuntimeError) in
+        "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"], internal: ["channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .max)
         },
-        "avg_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average", "channels_last"]) { context throws(RuntimeError) in
+        "avg_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"],
+                                     internal: ["channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .average)
         },
         "l2_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
             try pool(context, mode: .l2)
+        },
+    ]
+
+    /// Operations only the engine's passes make (a program file naming one is refused).
+    static let internalDefinitions: [String: OperationDefinition] = [
+        "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last", "channel_blocked"]) { context throws(RuntimeError) in
+            try convolution(context)
         },
         "layout_transpose": OperationDefinition(["x", "channels_last"]) { context throws(RuntimeError) in
             try layoutTranspose(context)

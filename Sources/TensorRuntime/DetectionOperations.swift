@@ -9,7 +9,7 @@ import ModelFeatures
 /// `[n, 4, B]` and `[n, K, B]` and returns its outputs that way. Unused rows
 /// are zeros, their index -1; when no box passes, the best-scoring one is
 /// kept (as Core ML does, per coremltools' reference).
-enum DetectionOperations {
+enum DetectionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "non_maximum_suppression": OperationDefinition(["boxes", "scores", "iou_threshold", "score_threshold", "max_boxes",
                                                         "per_class_suppression"]) { context throws(RuntimeError) in

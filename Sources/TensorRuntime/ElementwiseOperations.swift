@@ -3,7 +3,7 @@ import ModelFeatures
 
 /// Unary and binary elementwise operations (NumPy broadcasting), `cast`,
 /// `select`, comparisons and logical operations on bool.
-enum ElementwiseOperations {
+enum ElementwiseOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         for (name, function) in unaryFloat {

@@ -3,7 +3,7 @@ import ModelFeatures
 /// Gathers and scatters with indices computed at run time (negative
 /// indices count from the end; an index outside the axis is an error at
 /// prediction naming the operation), and `one_hot`.
-enum IndexingOperations {
+enum IndexingOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "gather": OperationDefinition(["x", "indices", "axis", "batch_dims", "validate_indices"]) { context throws(RuntimeError) in
             try gather(context)

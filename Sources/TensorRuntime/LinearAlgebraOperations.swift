@@ -6,7 +6,7 @@ import SystemIO
 
 /// Matrix products on OpenBLAS (`matmul` with NumPy batch broadcasting,
 /// `linear`, `einsum` of two operands); attention is `AttentionOperations`.
-enum LinearAlgebraOperations {
+enum LinearAlgebraOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "matmul": OperationDefinition(["x", "y", "transpose_x", "transpose_y"]) { context throws(RuntimeError) in
             try matmul(context, x: try context.input("x"), y: try context.input("y"),
@@ -17,6 +17,11 @@ enum LinearAlgebraOperations {
             guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
         },
+        "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
+    ]
+
+    /// Operations only the engine's passes make (a program file naming one is refused).
+    static let internalDefinitions: [String: OperationDefinition] = [
         // A linear layer with what follows it fused (Fusion/ProductFusion.swift): an activation, then a residual sum.
         // The weight is linear's [out, in], or [in, out] with weight_layout "in_out" (a matmul's constant y).
         "fused_linear": OperationDefinition(["x", "weight", "weight_layout", "bias", "activation", "residual"]) { context throws(RuntimeError) in
@@ -35,7 +40,6 @@ enum LinearAlgebraOperations {
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: layout == "out_in", bias: try context.optional("bias"),
                        activation: activation, residual: try context.optional("residual"))
         },
-        "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
     ]
 
     /// Runs OpenBLAS on the calling thread only (set once per process).

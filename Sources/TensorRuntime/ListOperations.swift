@@ -6,7 +6,7 @@ import ModelFeatures
 /// elements between are zeros), so a write's index decides the next list's
 /// shape: computed at run time, it stages the plan (see `Planner`), and a
 /// loop that appends is unrolled once its values are known.
-enum ListOperations {
+enum ListOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "make_list": OperationDefinition(["init_length", "dynamic_length", "elem_shape", "dtype"]) { context throws(RuntimeError) in
             let length = try context.int("init_length", 1)

@@ -3,7 +3,7 @@ import ModelFeatures
 
 /// Normalizations: layer (any axes), batch, instance, L2 and local response.
 /// Means and variances are accumulated in double.
-enum NormalizationOperations {
+enum NormalizationOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "layer_norm": OperationDefinition(["x", "axes", "gamma", "beta", "epsilon"]) { context throws(RuntimeError) in
             let x = try context.input()

@@ -4,82 +4,139 @@ import ModelFeatures
 /// that states its outputs' types and shapes for concrete inputs and adds
 /// the kernel that computes them (picked by the inputs' data types).
 ///
-/// Adding an operation is adding one entry to a family's `definitions`.
+/// Adding an operation is adding one entry to a family's `definitions` (or,
+/// for one only the engine's passes make, its `internalDefinitions`).
 struct OperationDefinition: Sendable {
-    /// Every parameter name the operation takes, across the opsets.
+    /// Every parameter name a program file may give it, across the opsets.
     let parameters: Set<String>
+    /// Parameters only the engine's passes set on it (`max_pool`'s `channels_last`); a file giving one is refused.
+    let internalParameters: Set<String>
     /// Whether running it has an effect beyond its outputs (states): never folded.
     var hasEffects = false
     let plan: @Sendable (OperationContext) throws(RuntimeError) -> Void
 
-    init(_ parameters: [String], hasEffects: Bool = false, plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
+    init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false,
+         plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
         self.parameters = Set(parameters)
+        self.internalParameters = Set(internalParameters)
         self.hasEffects = hasEffects
         self.plan = plan
     }
 }
 
-/// Every operation the tensor engine runs, by name: the MIL operations a
-/// program file may name, and the internal ones the engine makes itself
-/// (fused and layout operations of the plan's passes, helpers of the
-/// network lowering), which a file may not name.
+/// One family of operations (elementwise, convolution, states, …): the MIL
+/// operations a program file may name, and the internal ones only the
+/// engine's own passes make — fusions, layouts, state views, the network
+/// lowering's helpers. Either table may be left out (empty).
+protocol OperationFamily: Sendable {
+    /// The MIL operations of the family a program file may name.
+    static var definitions: [String: OperationDefinition] { get }
+    /// Operations only the engine makes; a program file naming one is refused.
+    static var internalDefinitions: [String: OperationDefinition] { get }
+}
+
+extension OperationFamily {
+    static var definitions: [String: OperationDefinition] { [:] }
+    static var internalDefinitions: [String: OperationDefinition] { [:] }
+}
+
+/// Every operation the tensor engine runs, by name, in two registries: the
+/// MIL operations a program file may name (`fileOperations`, all `GraphReader`
+/// looks in) and the internal ones the engine makes itself
+/// (`internalOperations`), which the planner also plans.
+///
+/// A name is defined once across both: `merged` refuses a second definition,
+/// naming both families. The registries are made from `families` at their
+/// first use, which stops the process (in every build) if a name is defined
+/// twice; `OperationCoverageTests` merges the same families, so the test suite
+/// fails first.
 enum OperationRegistry {
-    /// Every family's operations. A name defined twice is a programming error
-    /// found at the first use of the registry (and by `OperationCoverageTests`).
-    static let definitions: [String: OperationDefinition] = {
-        let (all, duplicates) = merged(families)
-        precondition(duplicates.isEmpty, "operations defined twice: \(duplicates.sorted())")
-        return all
-    }()
-
-    static let families: [[String: OperationDefinition]] = [
-        ElementwiseOperations.definitions, ActivationOperations.definitions, ReductionOperations.definitions,
-        ShapeOperations.definitions, IndexingOperations.definitions, LinearAlgebraOperations.definitions, AttentionOperations.definitions,
-        NormalizationOperations.definitions, ConvolutionOperations.definitions, ChannelsLastOperations.definitions,
-        ConstexprOperations.definitions, StateOperations.definitions, ResamplingOperations.definitions, SamplingOperations.definitions,
-        RearrangementOperations.definitions, ControlFlowOperations.definitions, RecurrentOperations.definitions,
-        RandomOperations.definitions, ListOperations.definitions, DetectionOperations.definitions, classify,
-    ]
-
-    /// The families' operations in one table, and the names more than one family defines.
-    static func merged(_ families: [[String: OperationDefinition]]) -> (all: [String: OperationDefinition], duplicates: Set<String>) {
-        var all: [String: OperationDefinition] = [:], duplicates = Set<String>()
-        for family in families {
-            for (name, definition) in family {
-                if all.updateValue(definition, forKey: name) != nil { duplicates.insert(name) }
-            }
-        }
-        return (all, duplicates)
+    /// The registries: what files may name, and what only the engine makes.
+    struct Tables: Sendable {
+        var fileOperations: [String: OperationDefinition] = [:]
+        var internalOperations: [String: OperationDefinition] = [:]
     }
 
-    /// Operations only the engine makes: the plan's fusions and layouts
-    /// (`fused_*`, `channel_*`, `layout_transpose`, `spatial_mean`), state
-    /// views of the state fusion, and the network lowering's helpers. A
-    /// program file naming one is refused as an operation modelc does not run.
-    static let internalOperations: Set<String> = [
-        "at_least_rank1", "channel_affine", "channel_blocks", "channel_mul", "fused_attention", "fused_conv", "fused_linear",
-        "layout_transpose", "read_state_view", "spatial_mean", "update_state_slice",
+    /// A name two families define (or one family in both its tables): a programming error.
+    struct DuplicateOperation: Error, Equatable, CustomStringConvertible {
+        let name: String
+        /// The tables defining it, `Family.definitions` or `Family.internalDefinitions`, in `families` order.
+        let first: String, second: String
+
+        var description: String { "operation \"\(name)\" is defined twice: in \(first) and in \(second)" }
+    }
+
+    static let families: [any OperationFamily.Type] = [
+        ElementwiseOperations.self, ActivationOperations.self, ReductionOperations.self, ShapeOperations.self,
+        IndexingOperations.self, LinearAlgebraOperations.self, AttentionOperations.self, NormalizationOperations.self,
+        ConvolutionOperations.self, ChannelsLastOperations.self, ConstexprOperations.self, StateOperations.self,
+        ResamplingOperations.self, SamplingOperations.self, RearrangementOperations.self, ControlFlowOperations.self,
+        RecurrentOperations.self, RandomOperations.self, ListOperations.self, DetectionOperations.self, ClassifierOperations.self,
     ]
 
-    /// Parameters only the engine's layout passes set on public operations
-    /// (`max_pool`'s `channels_last`, …); a file giving one is refused.
-    static let internalParameters: Set<String> = ["channels_last", "channel_blocked"]
+    static let tables: Tables = {
+        do throws(DuplicateOperation) {
+            return try merged(families)
+        } catch {
+            preconditionFailure(error.description)
+        }
+    }()
 
-    /// `classify` ends a classifier: the planner reads it (probabilities and labels), no kernel runs.
-    private static let classify: [String: OperationDefinition] = [
+    /// The MIL operations a program file may name.
+    static var fileOperations: [String: OperationDefinition] { tables.fileOperations }
+    /// The operations only the engine's passes and the network lowering make.
+    static var internalOperations: [String: OperationDefinition] { tables.internalOperations }
+
+    /// The operation the planner plans for `name`, a file's or an internal one.
+    static func definition(_ name: String) -> OperationDefinition? {
+        tables.fileOperations[name] ?? tables.internalOperations[name]
+    }
+
+    /// The families' operations in the two registries.
+    ///
+    /// - Throws: `DuplicateOperation` for the first name defined a second time, naming both tables.
+    static func merged(_ families: [any OperationFamily.Type]) throws(DuplicateOperation) -> Tables {
+        var tables = Tables(), places: [String: String] = [:]
+        for family in families {
+            for (table, isInternal) in [(family.definitions, false), (family.internalDefinitions, true)] {
+                let place = "\(family).\(isInternal ? "internalDefinitions" : "definitions")"
+                for (name, definition) in table.sorted(by: { $0.key < $1.key }) {
+                    if let first = places.updateValue(place, forKey: name) {
+                        throw DuplicateOperation(name: name, first: first, second: place)
+                    }
+                    if isInternal {
+                        tables.internalOperations[name] = definition
+                    } else {
+                        tables.fileOperations[name] = definition
+                    }
+                }
+            }
+        }
+        return tables
+    }
+
+    /// Refuses an operation of a program file that modelc does not run or that only the engine makes,
+    /// or a parameter it does not know or that only the engine sets.
+    static func check(_ op: GraphOperation) throws(RuntimeError) {
+        guard let definition = fileOperations[op.type] else {
+            let reason = internalOperations[op.type] == nil ? "modelc does not run this ML program operation yet"
+                : "an operation internal to modelc's tensor engine, which a program file cannot name"
+            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: reason)
+        }
+        for key in op.arguments.keys.sorted() where !definition.parameters.contains(key) {
+            let reason = definition.internalParameters.contains(key)
+                ? "parameter \"\(key)\" is internal to modelc's tensor engine; a program file cannot set it"
+                : "parameter \"\(key)\" is not one modelc knows for this operation"
+            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: reason)
+        }
+    }
+}
+
+/// `classify` ends a classifier: the planner reads it (probabilities and labels), no kernel runs.
+enum ClassifierOperations: OperationFamily {
+    static let definitions: [String: OperationDefinition] = [
         "classify": OperationDefinition(["probabilities", "classes"]) { context throws(RuntimeError) in
             throw context.unsupported("classify must be the program's last operation")
         },
     ]
-
-    /// Refuses an operation of a program file that modelc does not run (internal ones included), or
-    /// a parameter it does not know (internal ones included).
-    static func check(_ op: GraphOperation) throws(RuntimeError) {
-        guard let definition = definitions[op.type], !internalOperations.contains(op.type) else {
-            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "modelc does not run this ML program operation yet")
-        }
-        for key in op.arguments.keys.sorted() where !definition.parameters.contains(key) || internalParameters.contains(key) {
-            throw .unsupportedLayer(layer: op.name, kind: op.type, reason: "parameter \"\(key)\" is not one modelc knows for this operation")
-        }
-    }
 }

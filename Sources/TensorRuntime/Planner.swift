@@ -112,7 +112,7 @@ final class Planner {
                 }
             }
             let redefines = op.outputs.contains { defined.contains($0.name) }
-            guard known, !redefines, op.blocks.isEmpty, op.type != "classify", OperationRegistry.definitions[op.type]?.hasEffects == false else {
+            guard known, !redefines, op.blocks.isEmpty, op.type != "classify", OperationRegistry.definition(op.type)?.hasEffects == false else {
                 keep(op)
                 continue
             }
@@ -234,7 +234,7 @@ final class Planner {
     }
 
     private func plan(_ op: GraphOperation) throws(RuntimeError) {
-        guard let definition = OperationRegistry.definitions[op.type] else {
+        guard let definition = OperationRegistry.definition(op.type) else {
             throw .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: "modelc does not run this ML program operation yet")
         }
         let context = OperationContext(op: op, planner: self)

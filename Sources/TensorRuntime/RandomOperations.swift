@@ -8,7 +8,7 @@ import ModelFeatures
 /// −1) the operation is refused, its results could not be reproduced —
 /// unless its distribution has one value (`prob` 0 or 1, `stddev` 0,
 /// `low` equal to `high`), which every seed gives.
-enum RandomOperations {
+enum RandomOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "random_uniform": OperationDefinition(["shape", "low", "high", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let low = try context.float("low", 0), high = try context.float("high", 1)

@@ -4,7 +4,7 @@ import ModelFeatures
 /// Operations that rearrange elements between axes (depth and space, batch
 /// and space, pixel shuffles), windows, partial updates, sequence reversal,
 /// cropping, and quantization of activations (`quantize`/`dequantize`).
-enum RearrangementOperations {
+enum RearrangementOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         // [n, C·b², H, W] → [n, C, H·b, W·b]; depth index (i·b + j)·C + c (TensorFlow's DCR order).
         "depth_to_space": OperationDefinition(["x", "block_size"]) { context throws(RuntimeError) in

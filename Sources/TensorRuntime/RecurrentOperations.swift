@@ -8,7 +8,7 @@ import ModelFeatures
 /// [i | f | o | g] with optional peepholes [i | f | o] and cell clipping. A
 /// reverse direction gives its outputs in the order it processed them;
 /// bidirectional outputs are aligned in time (forward then reverse halves).
-enum RecurrentOperations {
+enum RecurrentOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "rnn": OperationDefinition(["x", "initial_h", "weight_ih", "weight_hh", "bias", "direction", "output_sequence", "activation"]) { context throws(RuntimeError) in
             try recurrent(context, kind: .rnn)

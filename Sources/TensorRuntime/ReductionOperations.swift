@@ -3,7 +3,7 @@ import ModelFeatures
 
 /// Reductions over any set of axes (`reduce_*`), `softmax`, `cumsum`,
 /// `topk` and `argsort`. Sums are accumulated in double.
-enum ReductionOperations {
+enum ReductionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         for mode in ["sum", "mean", "prod", "max", "min", "l1_norm", "l2_norm", "sum_square", "log_sum", "log_sum_exp"] {

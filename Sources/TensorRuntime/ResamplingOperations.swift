@@ -2,7 +2,7 @@ import Foundation
 import ModelFeatures
 
 /// Resizing the last two axes: nearest-neighbour and bilinear upsampling.
-enum ResamplingOperations {
+enum ResamplingOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "upsample_nearest_neighbor": OperationDefinition(["x", "scale_factor_height", "scale_factor_width"]) { context throws(RuntimeError) in
             let x = try context.input()

@@ -4,7 +4,7 @@ import ModelFeatures
 /// Sampling an image at computed positions: `resample` (a grid of
 /// coordinates), `affine` (a transform of the output grid) and `crop_resize`
 /// (boxes resized by bilinear interpolation).
-enum SamplingOperations {
+enum SamplingOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "resample": OperationDefinition(["x", "coordinates", "sampling_mode", "padding_mode", "padding_value", "coordinates_mode", "align_corners"]) { context throws(RuntimeError) in
             let x = try context.input(), coordinates = try context.input("coordinates")

@@ -4,7 +4,7 @@ import ModelFeatures
 /// (no copy), transposes, slices, concatenation, splits, tiles, pads, and
 /// the operations that make tensors from shapes (`shape`, `fill`, `range_1d`).
 /// They copy 4-byte elements, so one kernel serves every data type.
-enum ShapeOperations {
+enum ShapeOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "reshape": OperationDefinition(["x", "shape", zerosFromEnd]) { context throws(RuntimeError) in try reshape(context) },
         "reshape_like": OperationDefinition(["x", "ref_tensors", "begins", "ends", "end_masks"]) { context throws(RuntimeError) in
@@ -33,12 +33,6 @@ enum ShapeOperations {
                 drop = Set(x.shape.indices.filter { x.shape[$0] == 1 })
             }
             try context.alias(x, shape: x.shape.indices.filter { !drop.contains($0) }.map { x.shape[$0] })
-        },
-        // Neural networks have no rank-0 blobs: a squeeze of every size-1 axis of (1,) or (1, 1)
-        // gives (1,). Internal to the network lowering, whose ranks are only known at plan time.
-        "at_least_rank1": OperationDefinition(["x"]) { context throws(RuntimeError) in
-            let x = try context.input()
-            try context.alias(x, shape: x.rank == 0 ? [1] : x.shape)
         },
         "flatten2d": OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in
             let x = try context.input()
@@ -159,6 +153,16 @@ enum ShapeOperations {
                     target[index] = keep ? source[index] : 0
                 }
             }
+        },
+    ]
+
+    /// Operations only the engine's passes make (a program file naming one is refused).
+    static let internalDefinitions: [String: OperationDefinition] = [
+        // Neural networks have no rank-0 blobs: a squeeze of every size-1 axis of (1,) or (1, 1)
+        // gives (1,). Internal to the network lowering, whose ranks are only known at plan time.
+        "at_least_rank1": OperationDefinition(["x"]) { context throws(RuntimeError) in
+            let x = try context.input()
+            try context.alias(x, shape: x.rank == 0 ? [1] : x.shape)
         },
     ]
 

@@ -3,7 +3,7 @@ import ModelFeatures
 /// States of stateful programs: `read_state` copies the state's value;
 /// `coreml_update_state` writes a value into it (kept between predictions
 /// by the engine's `ProgramState`).
-enum StateOperations {
+enum StateOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "read_state": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
             let state = try context.input("input")
@@ -16,6 +16,14 @@ enum StateOperations {
         "coreml_update_state": OperationDefinition(["state", "value"], hasEffects: true) { context throws(RuntimeError) in
             try write(context, state: try context.input("state"), value: try context.input("value"))
         },
+        // What coreml_update_state is serialized as: a write, then a read_state of the new value.
+        "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
+            try write(context, state: try context.input("input"), value: try context.input("data"))
+        },
+    ]
+
+    /// Operations only the engine's passes make (a program file naming one is refused).
+    static let internalDefinitions: [String: OperationDefinition] = [
         // A read_state after which nothing writes the state (Fusion/StateFusion.swift): its bytes, no copy.
         "read_state_view": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
             let state = try context.input("input")
@@ -26,10 +34,6 @@ enum StateOperations {
         "update_state_slice": OperationDefinition(["state", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask",
                                                    "round_to_half"], hasEffects: true) { context throws(RuntimeError) in
             try updateSlice(context)
-        },
-        // What coreml_update_state is serialized as: a write, then a read_state of the new value.
-        "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
-            try write(context, state: try context.input("input"), value: try context.input("data"))
         },
     ]
 

@@ -2,6 +2,7 @@ import ArgumentParsing
 import ExitCodes
 import Foundation
 import ModelFetch
+import NameMatching
 
 /// `modelc cache list|verify|prune|path`: look after the download cache.
 enum CacheCommand {
@@ -33,7 +34,7 @@ enum CacheCommand {
         guard let action = arguments[positional: "ACTION"] else { return .usage }
         guard actions.contains(action) else {
             return Modelc.usageFailure(.invalidArgument(name: "ACTION", value: action, reason: "expected one of \(actions.joined(separator: ", "))"
-                + (closestMatch(to: action, among: actions).map { "; did you mean '\($0)'?" } ?? "")), usage: usage)
+                + didYouMean(closestMatch(to: action, among: actions))), usage: usage)
         }
         var maximumBytes: UInt64?
         if let size = arguments.value("max-size") {

@@ -2,6 +2,7 @@ import ArgumentParsing
 import ExitCodes
 import ModelCompiler
 import ModelSpec
+import NameMatching
 
 /// The `modelc` command line: dispatches to subcommands, prints help and
 /// usage errors, and turns failures into exit codes.

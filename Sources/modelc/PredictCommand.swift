@@ -51,15 +51,15 @@ enum PredictCommand {
             configuration.threads = try arguments.positiveInteger("threads") ?? configuration.threads
             top = try arguments.positiveInteger("top") ?? 5
             configuration.functionName = arguments.value("function")
+            // Kept for scripts: every value runs the tensor engine, the one engine left.
             if let engine = arguments.value("engine") {
-                guard let choice = ProgramEngineChoice(option: engine) else {
+                guard ["auto", "tensor", "layer"].contains(engine) else {
                     throw UsageError.invalidValue(option: "engine", value: engine, reason: "expected auto, tensor or layer")
                 }
                 if engine == "layer" {
                     Output.error("\(Modelc.toolName): warning: --engine layer is deprecated: the layer engine was removed; "
                         + "the tensor engine runs the model\n")
                 }
-                configuration.programEngine = choice
             }
         } catch {
             return Modelc.usageFailure(error, usage: usage)
@@ -290,13 +290,5 @@ struct PredictionReport {
         let head = values.prefix(6).map(FeatureJSON.numberText)
         let tail = values.suffix(3).map(FeatureJSON.numberText)
         return "[" + head.joined(separator: ", ") + ", … " + tail.joined(separator: ", ") + "] (\(array.count) values)"
-    }
-}
-
-extension ProgramEngineChoice {
-    /// The choice `--engine` names: `auto`, `tensor`, or the deprecated `layer`.
-    init?(option: String) {
-        guard option != "automatic" else { return nil }
-        self.init(rawValue: option == "auto" ? "automatic" : option)
     }
 }

@@ -96,14 +96,6 @@ import Testing
         #expect(!message.contains("\n"))
     }
 
-    @Test func suggestionsOnlyForCloseWords() {
-        #expect(closestMatch(to: "inspekt", among: ["inspect", "compile", "fetch"]) == "inspect")
-        #expect(closestMatch(to: "comple", among: ["inspect", "compile", "fetch"]) == "compile")
-        #expect(closestMatch(to: "xyz", among: ["inspect", "compile", "fetch"]) == nil)
-        #expect(editDistance("kitten", "sitting") == 3)
-        #expect(editDistance("", "abc") == 3)
-    }
-
     @Test func helpIsAligned() {
         let help = HelpFormatter.help(for: command, tool: "modelc")
         #expect(help.hasPrefix("USAGE: modelc fetch [options] URL [EXTRA]\n"))

@@ -20,8 +20,8 @@ struct ConvolutionSplitParityTests {
         let modelName = try #require(document["model"] as? String)
         let cases = try #require(document["cases"] as? [[String: Any]])
         let path = Fixtures.path("Parity/Zoo/\(modelName)")
-        let one = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
-        let split = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: .tensor))
+        let one = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1))
+        let split = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads))
         for testCase in cases {
             let inputs = try PredictionInputs(model: one).parse(object: try #require(testCase["inputs"]))
             let want = try one.prediction(from: inputs), got = try split.prediction(from: inputs)

@@ -25,23 +25,23 @@ struct NetworkLoweringTests {
 
     @Test("network fixtures, from the source model", arguments: networks)
     func sourceNetwork(_ file: ParityFile) throws {
-        try file.check(engine: .tensor)
+        try file.check()
     }
 
     @Test("network fixtures, from the compiled bundle, two predictions at once", arguments: networks)
     func compiled(_ file: ParityFile) throws {
-        try file.check(compiled: true, concurrently: 2, engine: .tensor)
+        try file.check(compiled: true, concurrently: 2)
     }
 
     @Test("regression fixtures keep their shapes", arguments: regressions)
     func regression(_ file: ParityFile) throws {
-        try file.check(exactShapes: true, engine: .tensor)
+        try file.check(exactShapes: true)
     }
 
     @Test("layers only the lowering ran before the layer engine was removed", arguments: lowered)
     func loweredLayer(_ file: ParityFile) throws {
-        try file.check(exactShapes: true, engine: .tensor)
-        try file.check(compiled: true, exactShapes: true, engine: .automatic)
+        try file.check(exactShapes: true)
+        try file.check(compiled: true, exactShapes: true)
     }
 
     /// Random sampling runs with a seed (the same numbers at every
@@ -102,18 +102,15 @@ struct NetworkLoweringTests {
     }
 
     /// A layer kind the lowering has no rule for is refused at load, naming it
-    /// (exit 94 in the CLI), whichever engine choice is given; the support
-    /// check (`modelc inspect`) names it with the same message.
+    /// (exit 94 in the CLI); the support check (`modelc inspect`) names it with
+    /// the same message.
     @Test("a layer the lowering has no rule for is refused at load and reported by the support check, naming it")
     func refusal() throws {
         let refusal = RuntimeError.unsupportedLayer(
             layer: "scale", kind: "custom", reason: "the tensor engine's lowering has no rule for this layer kind yet")
         let path = Fixtures.path("Parity/Regressions/Unsupported/nn_custom_layer.mlmodel")
-        for choice in ["automatic", "tensor", "layer"] {
-            let engine = try #require(ProgramEngineChoice(rawValue: choice))
-            #expect(throws: ModelError.runtime(refusal)) {
-                _ = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: engine))
-            }
+        #expect(throws: ModelError.runtime(refusal)) {
+            _ = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1))
         }
         let support = RuntimeSupport(try ModelFile.open(path).specification)
         #expect(support.problems == [refusal.description])
@@ -166,7 +163,7 @@ struct NetworkLoweringTests {
     /// on the tensor engine and on the default engine from the compiled bundle.
     @Test("the networks of Fixtures/Models agree with NumPy and onnxruntime", arguments: modelReferences)
     func modelNetwork(_ file: ParityFile) throws {
-        try file.check(engine: .tensor)
+        try file.check()
         try file.check(compiled: true, concurrently: 2)
     }
 

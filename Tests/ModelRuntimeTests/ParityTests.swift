@@ -31,7 +31,7 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
     /// prediction and `concurrently` predictions at once, and records each
     /// output that differs from the reference by more than the tolerance (or,
     /// with `exactShapes`, has another shape than the reference's arrays).
-    func check(compiled: Bool = false, threads: Int = 1, concurrently: Int = 1, exactShapes: Bool = false, engine: ProgramEngineChoice = .automatic) throws {
+    func check(compiled: Bool = false, threads: Int = 1, concurrently: Int = 1, exactShapes: Bool = false) throws {
         let document = try #require(try JSONSerialization.jsonObject(
             with: Data(contentsOf: URL(fileURLWithPath: Fixtures.path("Parity/\(name).json")))) as? [String: Any])
         let modelName = try #require(document["model"] as? String)
@@ -48,7 +48,7 @@ struct ParityFile: CustomTestStringConvertible, Sendable {
             _ = try BundleCompiler().compile(Fixtures.path("\(folder)/\(modelName)"), to: path)
         }
         defer { if let scratch { try? FileManager.default.removeItem(at: scratch) } }
-        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads, programEngine: engine))
+        let model = try Model(contentsOf: path, configuration: ModelConfiguration(threads: threads))
         #expect(model.summary.modelType == document["kind"] as? String)
         let parser = PredictionInputs(model: model)
         var prepared: [(inputs: [String: FeatureValue], expected: [String: Any])] = []

@@ -15,11 +15,11 @@ struct TensorEngineParityTests {
 
     @Test("source package", arguments: files)
     func source(_ file: ParityFile) throws {
-        try file.check(engine: .tensor)
+        try file.check()
     }
 
     @Test("compiled bundle, two predictions at once", arguments: files)
     func compiled(_ file: ParityFile) throws {
-        try file.check(compiled: true, concurrently: 2, engine: .tensor)
+        try file.check(compiled: true, concurrently: 2)
     }
 }

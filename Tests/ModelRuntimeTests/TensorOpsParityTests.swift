@@ -17,7 +17,7 @@ struct TensorOpsParityTests {
 
     @Test("each family of operations", arguments: files)
     func operations(_ file: ParityFile) throws {
-        try file.check(engine: .tensor)
+        try file.check()
     }
 
     /// Shapes decided by values computed at prediction (`non_zero`, slices
@@ -27,7 +27,7 @@ struct TensorOpsParityTests {
     @Test("shapes decided at run time", arguments: ["runtime_shapes", "runtime_loop", "lists", "resize_ios17", "non_maximum_suppression", "non_maximum_suppression_ios17", "integer_matmul", "upsample_nearest_fractional", "unseeded_certain_random", "scatter_unvalidated_indices"])
     func runTimeShapes(_ name: String) throws {
         let file = ParityFile(name: "TensorOps/\(name)")
-        try file.check(exactShapes: true, engine: .tensor)
-        try file.check(compiled: true, concurrently: 2, exactShapes: true, engine: .tensor)
+        try file.check(exactShapes: true)
+        try file.check(compiled: true, concurrently: 2, exactShapes: true)
     }
 }

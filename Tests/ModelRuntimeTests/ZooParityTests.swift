@@ -16,7 +16,6 @@ import Testing
 struct ZooParityTests {
     static let files = ParityFile.all(in: "Zoo")
     static let programs = files.filter { !$0.name.hasSuffix("_nn") }
-    static let networks = files.filter { $0.name.hasSuffix("_nn") }
 
     @Test("the zoo is there")
     func fixturesExist() {
@@ -24,23 +23,19 @@ struct ZooParityTests {
         #expect(Self.files.count - Self.programs.count >= 20)
     }
 
-    @Test("as modelc chooses the engine", arguments: files)
+    /// Neural networks are lowered onto the tensor engine, which runs ML programs: one engine for both.
+    @Test("every zoo model, ML programs and lowered neural networks", arguments: files)
     func automatic(_ file: ParityFile) throws {
         try file.check()
     }
 
     @Test("ML programs on the tensor engine", arguments: programs)
     func tensor(_ file: ParityFile) throws {
-        try file.check(exactShapes: true, engine: .tensor)
-    }
-
-    @Test("neural networks lowered onto the tensor engine", arguments: networks)
-    func lowered(_ file: ParityFile) throws {
-        try file.check(engine: .tensor)
+        try file.check(exactShapes: true)
     }
 
     @Test("matrix products split over 2 and 3 threads", arguments: programs.filter { $0.name.hasSuffix("fp32") }, [2, 3])
     func threaded(_ file: ParityFile, threads: Int) throws {
-        try file.check(threads: threads, engine: .tensor)
+        try file.check(threads: threads)
     }
 }

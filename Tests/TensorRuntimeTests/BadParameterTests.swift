@@ -54,7 +54,7 @@ struct BadParameterTests {
     func refusal(_ refusal: Refusal) throws {
         let path = Fixtures.path("Parity/TensorOps/BadParameters/\(refusal.name).mlpackage")
         do {
-            _ = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1, programEngine: .tensor))
+            _ = try Model(contentsOf: path, configuration: ModelConfiguration(threads: 1))
             Issue.record("\(refusal.name) was accepted")
         } catch {
             #expect(error.description == refusal.message)

@@ -148,7 +148,7 @@ struct OperationCoverageTests {
 
     @Test("every operation of the list is run or documented as not run, with why")
     func everyOperationRunOrDocumented() throws {
-        let registered = Set(OperationRegistry.definitions.keys)
+        let registered = Set(OperationRegistry.fileOperations.keys)
         let documented = try Self.documentedAsNotRun()
         let missing = try Self.coremltoolsOperations().filter { name in
             !registered.contains(name) && !Self.readByGraphReader.contains(name) && (documented[name] ?? "").isEmpty
@@ -158,7 +158,7 @@ struct OperationCoverageTests {
 
     @Test("the documented list names only operations of the list that are not run")
     func documentedListIsExact() throws {
-        let registered = Set(OperationRegistry.definitions.keys)
+        let registered = Set(OperationRegistry.fileOperations.keys)
         let all = Set(try Self.coremltoolsOperations())
         let documented = try Self.documentedAsNotRun()
         #expect(!documented.isEmpty)
@@ -172,7 +172,7 @@ struct OperationCoverageTests {
     func everyParameterKnown() throws {
         var unknown: [String] = []
         for listed in try Self.coremltoolsParameters() {
-            guard let definition = OperationRegistry.definitions[listed.name] else { continue }
+            guard let definition = OperationRegistry.fileOperations[listed.name] else { continue }
             unknown += listed.parameters.filter { !definition.parameters.contains($0) }.map { "\(listed.name).\($0)" }
         }
         #expect(unknown == [], "parameters of coremltools' definitions the tensor engine would refuse")
@@ -181,7 +181,7 @@ struct OperationCoverageTests {
     @Test("every operation of the list the engine runs is exercised by a fixture program")
     func everyRunOperationTested() throws {
         let exercised = try Self.exercisedOperations()
-        let registered = Set(OperationRegistry.definitions.keys)
+        let registered = Set(OperationRegistry.fileOperations.keys)
         let untested = try Self.coremltoolsOperations().filter { registered.contains($0) && exercised[$0] == nil }
         #expect(untested == [], "run by the tensor engine but in no program of Fixtures/Parity/TensorOps")
     }
@@ -192,7 +192,7 @@ struct OperationCoverageTests {
     func everyVersionTested() throws {
         let exercised = try Self.exercisedOperations()
         var untested: [String] = []
-        for listed in try Self.coremltoolsParameters() where OperationRegistry.definitions[listed.name] != nil {
+        for listed in try Self.coremltoolsParameters() where OperationRegistry.fileOperations[listed.name] != nil {
             for (version, opsets) in Self.opsets(of: listed.versions) where (exercised[listed.name] ?? []).isDisjoint(with: opsets) {
                 untested.append("\(listed.name) (\(version), for \(opsets.sorted().joined(separator: "/")))")
             }
@@ -200,33 +200,84 @@ struct OperationCoverageTests {
         #expect(untested == [], "definitions exercised by no fixture program of an opset they are in force for")
     }
 
-    /// Two families defining one name is a programming error; the registry would keep only one.
-    @Test("no operation name is defined twice")
-    func noDuplicateNames() {
-        #expect(OperationRegistry.merged(OperationRegistry.families).duplicates.isEmpty)
-        let twice = OperationRegistry.merged([["x": OperationRegistry.definitions["add"]!], ["x": OperationRegistry.definitions["sub"]!]])
-        #expect(twice.duplicates == ["x"])
+    /// Two families defining one name is a programming error: merging them fails, naming both tables.
+    @Test("no operation name is defined twice, and merging two definitions of one name fails naming both")
+    func noDuplicateNames() throws {
+        let tables = try OperationRegistry.merged(OperationRegistry.families)
+        #expect(tables.fileOperations.count == OperationRegistry.fileOperations.count)
+        #expect(Set(tables.fileOperations.keys).isDisjoint(with: tables.internalOperations.keys))
+        #expect(throws: OperationRegistry.DuplicateOperation(name: "add", first: "ElementwiseOperations.definitions",
+                                                             second: "DuplicateFamily.definitions")) {
+            try OperationRegistry.merged(OperationRegistry.families + [DuplicateFamily.self])
+        }
+        #expect(throws: OperationRegistry.DuplicateOperation(name: "fused_linear", first: "LinearAlgebraOperations.internalDefinitions",
+                                                             second: "DuplicateInternalFamily.internalDefinitions")) {
+            try OperationRegistry.merged(OperationRegistry.families + [DuplicateInternalFamily.self])
+        }
+        #expect(throws: OperationRegistry.DuplicateOperation(name: "twice", first: "BothTablesFamily.definitions",
+                                                             second: "BothTablesFamily.internalDefinitions")) {
+            try OperationRegistry.merged([BothTablesFamily.self])
+        }
+        let message = OperationRegistry.DuplicateOperation(name: "add", first: "A.definitions", second: "B.internalDefinitions").description
+        #expect(message == "operation \"add\" is defined twice: in A.definitions and in B.internalDefinitions")
     }
 
-    /// What the engine registers beyond coremltools' list is internal (refused in a file) or
-    /// one of the two state operations a file names (`coreml_update_state`, `write_state`).
-    @Test("every operation outside coremltools' list is internal or a file's state operation")
-    func internalOperationsListed() throws {
+    /// A family defining `add` again, among its file operations.
+    enum DuplicateFamily: OperationFamily {
+        static let definitions = ["add": OperationDefinition(["x", "y"]) { _ throws(RuntimeError) in }]
+    }
+
+    /// A family defining the internal `fused_linear` again.
+    enum DuplicateInternalFamily: OperationFamily {
+        static let internalDefinitions = ["fused_linear": OperationDefinition(["x"]) { _ throws(RuntimeError) in }]
+    }
+
+    /// A family defining one name as a file operation and as an internal one.
+    enum BothTablesFamily: OperationFamily {
+        static let definitions = ["twice": OperationDefinition(["x"]) { _ throws(RuntimeError) in }]
+        static let internalDefinitions = ["twice": OperationDefinition(["x"]) { _ throws(RuntimeError) in }]
+    }
+
+    /// What a file may name beyond coremltools' list is one of the two state operations a file names
+    /// (`coreml_update_state`, `write_state`); no internal operation is one of coremltools'.
+    @Test("a file may name coremltools' operations and the two state operations; internal ones are none of them")
+    func internalOperationsApart() throws {
         let listed = Set(try Self.coremltoolsOperations())
-        let extra = Set(OperationRegistry.definitions.keys).subtracting(listed).subtracting(OperationRegistry.internalOperations)
-        #expect(extra == ["coreml_update_state", "write_state"])
-        #expect(OperationRegistry.internalOperations.isSubset(of: Set(OperationRegistry.definitions.keys)))
-        #expect(OperationRegistry.internalOperations.isDisjoint(with: listed))
+        #expect(Set(OperationRegistry.fileOperations.keys).subtracting(listed) == ["coreml_update_state", "write_state"])
+        #expect(Set(OperationRegistry.internalOperations.keys).isDisjoint(with: listed))
+        #expect(Set(OperationRegistry.internalOperations.keys) == [
+            "at_least_rank1", "channel_affine", "channel_blocks", "channel_mul", "fused_attention", "fused_conv", "fused_linear",
+            "layout_transpose", "read_state_view", "spatial_mean", "update_state_slice",
+        ])
+        // An internal parameter is one the passes set, never one a file may also give.
+        for (name, definition) in OperationRegistry.fileOperations {
+            #expect(definition.internalParameters.isDisjoint(with: definition.parameters), "\(name)")
+        }
     }
 
-    /// A program file cannot name an operation or a layout parameter only the engine's passes make.
-    @Test("a file naming an internal operation or parameter is refused", arguments: [
-        ("fused_conv", "x"), ("layout_transpose", "x"), ("at_least_rank1", "x"), ("max_pool", "channels_last"), ("conv", "channel_blocked"),
+    /// A program file cannot name an operation or a layout parameter only the engine's passes make; each
+    /// is refused with one line naming it, as an operation modelc does not run (exit 94).
+    @Test("a file naming an internal operation or parameter is refused, naming it", arguments: [
+        ("fused_conv", "x", "layer \"y\" (fused_conv): an operation internal to modelc's tensor engine, which a program file cannot name"),
+        ("layout_transpose", "x",
+         "layer \"y\" (layout_transpose): an operation internal to modelc's tensor engine, which a program file cannot name"),
+        ("at_least_rank1", "x", "layer \"y\" (at_least_rank1): an operation internal to modelc's tensor engine, which a program file cannot name"),
+        ("max_pool", "channels_last",
+         "layer \"y\" (max_pool): parameter \"channels_last\" is internal to modelc's tensor engine; a program file cannot set it"),
+        ("avg_pool", "channels_last",
+         "layer \"y\" (avg_pool): parameter \"channels_last\" is internal to modelc's tensor engine; a program file cannot set it"),
+        ("conv", "channel_blocked", "layer \"y\" (conv): parameter \"channel_blocked\" is not one modelc knows for this operation"),
     ])
-    func internalNamesRefused(_ type: String, _ parameter: String) {
+    func internalNamesRefused(_ type: String, _ parameter: String, _ message: String) {
         let op = GraphOperation(type: type, arguments: [parameter: [.value("input")]], outputs: [(name: "y", type: ValueType(element: .float32, shape: nil))],
                                 blocks: [])
-        #expect(throws: RuntimeError.self) { try OperationRegistry.check(op) }
+        do {
+            try OperationRegistry.check(op)
+            Issue.record("\(type) with \(parameter) was accepted")
+        } catch {
+            #expect(error.description == message)
+            guard case .unsupportedLayer = error else { Issue.record("refused as \(error), expected an unsupported operation (exit 94)"); return }
+        }
         let plain = GraphOperation(type: "max_pool", arguments: ["x": [.value("input")]], outputs: [(name: "y", type: ValueType(element: .float32, shape: nil))],
                                    blocks: [])
         #expect(throws: Never.self) { try OperationRegistry.check(plain) }

@@ -6,8 +6,9 @@ import Testing
 
 /// Programs the tensor engine refuses, each with the one line it must give
 /// (Fixtures/Parity/TensorOps/Refused, made by Fixtures/tensor_ops.py): an
-/// operation or parameter it does not run at load (exit 94), an index
-/// outside its axis at prediction (exit 93).
+/// operation or parameter it does not run at load (exit 94) — internal ones
+/// only its own passes make (`fused_linear`, `max_pool`'s `channels_last`)
+/// included — and an index outside its axis at prediction (exit 93).
 @Suite("The tensor engine refuses what it cannot run, naming it")
 struct RefusalTests {
     struct Refusal: Sendable, CustomTestStringConvertible {
@@ -26,13 +27,13 @@ struct RefusalTests {
 
     @Test("there are refusals to check")
     func fixturesExist() {
-        #expect(Self.refusals.count == 5)
+        #expect(Self.refusals.count == 7)
     }
 
     @Test("each refusal gives its message", arguments: refusals)
     func refusal(_ refusal: Refusal) throws {
         let path = Fixtures.path("Parity/TensorOps/Refused/\(refusal.name).mlpackage")
-        let configuration = ModelConfiguration(threads: 1, programEngine: .tensor)
+        let configuration = ModelConfiguration(threads: 1)
         if refusal.when == "load" {
             do {
                 _ = try Model(contentsOf: path, configuration: configuration)

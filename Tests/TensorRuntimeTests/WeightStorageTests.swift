@@ -107,7 +107,7 @@ struct WeightStorageTests {
         let cases = try #require(document["cases"] as? [[String: Any]])
         #expect(cases.count == 3)
         let loaded = try Model(contentsOf: Fixtures.path("Parity/Zoo/\(model).mlpackage"),
-                               configuration: ModelConfiguration(threads: threads, programEngine: .tensor))
+                               configuration: ModelConfiguration(threads: threads))
         let parser = PredictionInputs(model: loaded)
         for index in [0, 1, 0, 2, 1] {
             let inputs = try parser.parse(object: try #require(cases[index]["inputs"]))

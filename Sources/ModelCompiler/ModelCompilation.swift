@@ -1,5 +1,4 @@
 import Foundation
-import ModelCompiler
 import SystemIO
 
 /// Compiles source models into a cache of bundles on demand, as
