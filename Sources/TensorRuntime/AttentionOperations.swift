@@ -78,17 +78,29 @@ enum AttentionOperations: OperationFamily {
         let items = batches * blocksPerBatch
         let workers = WorkSplit.workers(threads: context.threads, work: batches * l * max(s, 1) * (e + ev), items: items)
         let scratch = context.scratch(.float32, shape: [workers * block * max(s, 1)])
+        // Each operand's matrices where they lie: a grouped-query decoder's key and value heads in its cache, not
+        // in the copies that slice, repeat and transpose them (MatrixStack).
+        func matrices(_ operand: PlanValue, _ operandBatch: [Int], rows: Int, columns: Int) -> (source: PlanValue, offsets: [Int]) {
+            let count = operandBatch.reduce(1, *)
+            if let stack = context.stack(of: operand), stack.rows == rows, stack.columns == columns, stack.offsets.count == count {
+                return (context.value(stack.source), stack.offsets)
+            }
+            return (operand, (0..<count).map { $0 * rows * columns })
+        }
+        let q = matrices(query, qBatch, rows: l, columns: e)
+        let k = matrices(key, kBatch, rows: keyTransposed ? e : s, columns: keyTransposed ? s : e)
+        let v = matrices(value, vBatch, rows: s, columns: ev)
         let geometry = Geometry(l: l, s: s, e: e, ev: ev, block: block, blocksPerBatch: blocksPerBatch, scale: scale,
                                 keyTransposed: keyTransposed,
-                                query: offsets(batch, Shapes.broadcastStrides(qBatch, to: batch)).map { $0 * l * e },
-                                key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { $0 * s * e },
-                                value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { $0 * s * ev },
+                                query: offsets(batch, Shapes.broadcastStrides(qBatch, to: batch)).map { q.offsets[$0] },
+                                key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { k.offsets[$0] },
+                                value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { v.offsets[$0] },
                                 mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows)
         let kernels = s > 0 && e > 0 ? try? Kernels(geometry, lastBlock: l - block * (blocksPerBatch - 1)) : nil
-        let ids = IDs(query: query.id, key: key.id, value: value.id, mask: mask?.id, out: out, scratch: scratch.id)
+        let ids = IDs(query: q.source.id, key: k.source.id, value: v.source.id, mask: mask?.id, out: out, scratch: scratch.id)
         let failure = DNNLKernels.failure(context)
         _ = LinearAlgebraOperations.singleThreaded
-        context.run(reads: [query, key, value] + (mask.map { [$0] } ?? []), writes: [out, scratch.id]) { buffers throws(RuntimeError) in
+        context.run(reads: [q.source, k.source, v.source] + (mask.map { [$0] } ?? []), writes: [out, scratch.id]) { buffers throws(RuntimeError) in
             let pointers = Pointers(buffers, ids)
             if workers == 1 {
                 for item in 0..<items where !geometry.run(item, pointers, scores: pointers.scratch, kernels: kernels) { throw failure }

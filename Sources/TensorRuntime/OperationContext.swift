@@ -166,7 +166,9 @@ final class OperationContext {
             }
             return
         }
-        outputIDs.append(planner.alias(source, shape: shape, type: type))
+        let id = planner.alias(source, shape: shape, type: type)
+        outputIDs.append(id)
+        planner.record(planner.recordedStack(of: source)?.reshaped(from: source.shape, to: shape), for: id)
     }
 
     /// Adds the next output as `count(shape)` elements of `source` from
@@ -177,7 +179,9 @@ final class OperationContext {
     func view(_ source: PlanValue, offset: Int, shape: [Int]) -> Bool {
         let type = outputType(outputIDs.count)
         guard planner.viewsAllowed, source.constant == nil, type.isFloat == source.type.isFloat, offset >= 0, offset + shape.reduce(1, *) <= source.count else { return false }
-        outputIDs.append(planner.view(source, offset: offset, shape: shape, type: type))
+        let id = planner.view(source, offset: offset, shape: shape, type: type)
+        outputIDs.append(id)
+        planner.record(planner.recordedStack(of: source)?.copied(from: source.shape, offset: offset, strides: Shapes.strides(shape), to: shape), for: id)
         return true
     }
 
@@ -185,6 +189,23 @@ final class OperationContext {
     func run(reads: [PlanValue], writes: [Int], split: String? = nil, _ kernel: @escaping Kernel) {
         planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: reads.map(\.id), writes: writes, split: split, kernel: kernel))
     }
+
+    /// Adds a kernel that only copies `x`'s elements into `out`, which may
+    /// be read as `stack` (the elements where they lie in `x`'s source): the
+    /// step is left out when every reader reads the stack instead.
+    func runCopy(of x: PlanValue, into out: Int, stack: MatrixStack?, _ kernel: @escaping Kernel) {
+        planner.record(stack, for: out)
+        var step = PlanStep(operation: op.name, kind: op.type, reads: [x.id], writes: [out], kernel: kernel)
+        step.unreadRemovable = stack != nil
+        planner.addStep(step)
+    }
+
+    /// The planned value `id`.
+    func value(_ id: Int) -> PlanValue { planner.values[id] }
+
+    /// How `value` may be read as a stack of matrices (`MatrixStack`): where
+    /// a copy recorded its elements lie, or as it is.
+    func stack(of value: PlanValue) -> MatrixStack? { planner.readableStack(of: value) }
 
     /// Adds a control-flow kernel that runs nested blocks: it reads `reads`
     /// (ids) and writes `outputs`, with `scratch` (the blocks' values) alive for the step.

@@ -7,11 +7,14 @@ import ModelSpec
 /// then lays out the arena from every value's last use.
 final class Planner {
     private(set) var values: [PlanValue] = []
-    private var steps: [PlanStep] = []
+    private(set) var steps: [PlanStep] = []
     /// Values that are another value's bytes under another shape (reshape, squeeze, …).
     private var aliasOf: [Int: Int] = [:]
     /// For an alias that starts inside its root (a slice): how many elements in.
     private var aliasOffset: [Int: Int] = [:]
+    /// Values that may be read where their elements already lie
+    /// (`MatrixStacks.swift`), and the index of the step that made them.
+    var recordedStacks: [Int: (stack: MatrixStack, from: Int)] = [:]
     /// The value each alias was made from (`aliasOf` names the root).
     private var aliasParent: [Int: Int] = [:]
     /// Each view (`view`): how many elements into the value it was taken
@@ -337,6 +340,9 @@ final class Planner {
 
     func value(named name: String) -> PlanValue? { names[name].map { values[$0] } }
 
+    /// The value whose bytes `id` are (itself unless it is an alias).
+    func aliasRoot(_ id: Int) -> Int { aliasOf[id] ?? id }
+
     func constantValue(_ tensor: Tensor) -> PlanValue {
         let id = add(type: tensor.type, shape: tensor.shape, constant: tensor)
         return values[id]
@@ -491,8 +497,26 @@ final class Planner {
 
     // MARK: Liveness and the arena
 
+    /// Drops the steps that only copy (`PlanStep.unreadRemovable`) whose
+    /// results nothing reads any more: kernels read those elements where they
+    /// lie (`MatrixStack`).
+    private func removeUnreadCopies(outputs: [String: Int]) {
+        guard steps.contains(where: \.unreadRemovable) else { return }
+        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
+        var needed = Set(outputs.values.map(root)).union(readsInNestedBlocks.map(root))
+        if let classification { needed.insert(root(classification.probabilities)) }
+        var kept: [PlanStep] = []
+        for step in steps.reversed() {
+            if step.unreadRemovable, !step.writes.contains(where: { needed.contains(root($0)) }) { continue }
+            needed.formUnion(step.reads.map(root))
+            kept.append(step)
+        }
+        steps = kept.reversed()
+    }
+
     private func finish(inputs: [String: Int], outputs: [String: Int]) -> TensorPlan {
         copyOverwrittenViews(outputs: outputs)
+        removeUnreadCopies(outputs: outputs)
         func root(_ id: Int) -> Int { aliasOf[id] ?? id }
         let end = steps.count
         var lastUse = [Int](repeating: -1, count: values.count)

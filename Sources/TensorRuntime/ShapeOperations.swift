@@ -176,7 +176,8 @@ enum ShapeOperations: OperationFamily {
         let from = x.id, step = strides.last ?? 0
         let contiguous = strides == Shapes.strides(shape)
         let count = shape.reduce(1, *)
-        context.run(reads: [x], writes: [out]) { buffers in
+        let stack = context.stack(of: x)?.copied(from: x.shape, offset: offset, strides: strides, to: shape)
+        context.runCopy(of: x, into: out, stack: stack) { buffers in
             let source = buffers.ints(from) + offset, target = buffers.ints(out)
             if contiguous {
                 target.update(from: source, count: count)
@@ -261,7 +262,7 @@ enum ShapeOperations: OperationFamily {
         let from = x.id, width = x.shape[x.rank - 1], copies = reps[x.rank - 1]
         let outer = Array(shape.dropLast()), sourceOuter = Array(x.shape.dropLast())
         let rows = outer.reduce(1, *)
-        context.run(reads: [x], writes: [out]) { buffers in
+        context.runCopy(of: x, into: out, stack: context.stack(of: x)?.tiled(from: x.shape, reps: reps)) { buffers in
             let values = buffers.ints(from)
             var target = buffers.ints(out)
             var index = [Int](repeating: 0, count: outer.count)

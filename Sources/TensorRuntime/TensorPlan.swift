@@ -29,6 +29,9 @@ struct PlanStep: Sendable {
     /// How the kernel divides its work where that was chosen at plan time
     /// (`"2 column blocks"`), for step profiles and tests.
     var split: String?
+    /// Whether the step only copies elements, so that it is left out of the
+    /// plan when nothing reads what it writes (`MatrixStack`).
+    var unreadRemovable = false
 
     init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, split: String? = nil, kernel: @escaping Kernel) {
         self.operation = operation
