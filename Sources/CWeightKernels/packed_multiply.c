@@ -283,12 +283,7 @@ static inline int32_t input_pair(const int16_t *row, long p) {
             _Pragma("clang loop unroll(full)") for (int v = 0; v < 4; v++) _mm512_storeu_ps(out + r * tile_outputs + 16 * v, totals[r][v]); \
     }
 
-/// `vpdpwssd` written out: clang otherwise splits some into `vpmaddwd` + `vpaddd`, twice the
-/// instructions on CPUs that run it at the rate of a float FMA (Zen 4 and 5, Ice Lake and later).
-AVX512_VNNI static inline __m512i multiply_vnni(__m512i sum, __m512i codes, __m512i inputs) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(codes), "v"(inputs));
-    return sum;
-}
+AVX512_VNNI static inline __m512i multiply_vnni(__m512i sum, __m512i codes, __m512i inputs) { return _mm512_dpwssd_epi32(sum, codes, inputs); }
 
 AVX512 static inline __m512i multiply_bw(__m512i sum, __m512i codes, __m512i inputs) {
     return _mm512_add_epi32(sum, _mm512_madd_epi16(codes, inputs));
