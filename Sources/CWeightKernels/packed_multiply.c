@@ -88,19 +88,10 @@ AVX512 static int round_rows_avx512(const float *x, long rows, long columns, int
 }
 
 AVX2 static int round_rows_avx2(const float *x, long rows, long columns, int16_t *values, float *step, float *sum) {
-    const __m256 zero = _mm256_setzero_ps(), magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     for (long b = 0; b < rows * (columns / 32); b++) {
-        const float *v = x + b * 32;
-        __m256 parts[4], most = zero, finite = zero;
-        for (int i = 0; i < 4; i++) {
-            parts[i] = _mm256_loadu_ps(v + 8 * i);
-            most = _mm256_max_ps(most, _mm256_and_ps(parts[i], magnitude));
-            finite = _mm256_add_ps(finite, _mm256_mul_ps(parts[i], zero));
-        }
-        if (_mm256_movemask_ps(_mm256_cmp_ps(finite, zero, _CMP_NEQ_UQ)) != 0) return 0;
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(most), _mm256_extractf128_ps(most, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        const float biggest = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        __m256 parts[4];
+        float biggest;
+        if (!block32_avx2(x + b * 32, parts, &biggest)) return 0;
         const __m256 factor = _mm256_set1_ps(block_factor(biggest));
         __m256i n[4], total = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
