@@ -65,25 +65,14 @@ AVX512 static inline __m512 group_factors(const integer_input *input, const floa
 
 /// AVX2: one group is one block of 32 inputs.
 AVX2 static int round_input_avx2(const float *x, long columns, integer_input *input) {
-    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), zero = _mm256_setzero_ps();
     // Within each 128-bit lane: the even-numbered bytes, then the odd-numbered.
     const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (long b = 0; b < columns / 32; b++) {
-        const float *v = x + b * 32;
-        __m256 values[4], most = zero, finite = zero;
-        for (int i = 0; i < 4; i++) {
-            values[i] = _mm256_loadu_ps(v + 8 * i);
-            most = _mm256_max_ps(most, _mm256_and_ps(values[i], magnitude));
-            finite = _mm256_add_ps(finite, _mm256_mul_ps(values[i], zero));
-        }
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(most), _mm256_extractf128_ps(most, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float biggest = _mm_cvtss_f32(m);
-        // x · 0 is NaN for a NaN or an infinity, which the maximum may pass over.
-        if (_mm256_movemask_ps(_mm256_cmp_ps(finite, zero, _CMP_NEQ_UQ)) != 0) return 0;
+        __m256 values[4];
+        float biggest;
+        if (!block32_avx2(x + b * 32, values, &biggest)) return 0;
         const __m256 scale = _mm256_set1_ps(block_scale(biggest)), fraction = _mm256_set1_ps(256);
         __m256i high[4], low[4], total = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {

@@ -5,9 +5,11 @@ import CWeightKernels
 /// int4 / int8 codes with scales, lookup tables, half floats. Nothing is
 /// packed or widened at plan time. Few rows (a decoder's one-token step)
 /// run as vector products streaming the stored bytes once; more rows
-/// (a prefill) widen a tile of the weights at a time into a thread's
-/// buffer, small enough to stay in its cache, and multiply it there with
-/// OpenBLAS.
+/// (a prefill) unpack a tile of the weights at a time into a thread's
+/// buffer, small enough to stay in its cache, and multiply it there: an
+/// fp16 program's 4- and 8-bit codes by the input rounded to 16-bit
+/// integers (`modelc_packed_multiply_integer`), other weights widened to
+/// floats and multiplied with OpenBLAS.
 extension LinearAlgebraOperations {
     /// Rows up to which a product runs as vector products (one pass over the
     /// weights per row) rather than through widened tiles.
@@ -44,13 +46,18 @@ extension LinearAlgebraOperations {
         let pieces = vector ? max(1, n / 64) : (transposed ? (n + packedTileRows - 1) / packedTileRows : max(1, n / 64))
         let workers = WorkSplit.workers(threads: context.threads, work: rows * k * n, items: pieces)
         let tileWidth = transposed ? k : (n + workers - 1) / workers
-        let tiles = vector ? nil : context.scratch(.float32, shape: [workers, packedTileRows * tileWidth])
+        // A prefill by an fp16 program's codes takes its input as integers; a NaN or an infinity in it takes the float tiles.
+        let integer = !vector && transposed && weights.withMatrix { modelc_packed_multiply_quantize_inputs($0) } != 0
+        let tileFloats = max(packedTileRows * tileWidth, integer ? weights.withMatrix { (modelc_packed_multiply_buffer_bytes($0) + 63) / 64 * 16 } : 0)
+        let tiles = vector ? nil : context.scratch(.float32, shape: [workers, tileFloats])
+        let rounded = integer ? context.scratch(.float32, shape: [(modelc_rounded_rows_bytes(rows, k) + 3) / 4]).id : nil
         // With a residual the product goes to a buffer of its own: the output may share the residual's.
         let product = residual.map { _ in context.scratch(.float32, shape: [rows, n]).id }
         let a = x.id, r = residual?.id, t = tiles?.id
         let split = workers > 1 ? "\(workers) \(vector ? "output" : "tile") blocks" : nil
-        context.run(reads: [a] + (r.map { [$0] } ?? []), outputs: [out], scratch: [t, product].compactMap { $0 }, split: split) { buffers in
-            let shared = PackedOperands(source: buffers.floats(a), target: buffers.floats(product ?? out), tiles: t.map { buffers.floats($0) })
+        context.run(reads: [a] + (r.map { [$0] } ?? []), outputs: [out], scratch: [t, rounded, product].compactMap { $0 }, split: split) { buffers in
+            let shared = PackedOperands(source: buffers.floats(a), target: buffers.floats(product ?? out), tiles: t.map { buffers.floats($0) },
+                                        rounded: rounded.flatMap { modelc_round_rows(buffers.floats(a), rows, k, buffers.raw($0)) != 0 ? buffers.raw($0) : nil })
             weights.withMatrix { matrix in
                 let matrix = PackedMatrixPointer(matrix)
                 ThreadTeam.shared.perform(workers, threads: workers) { worker in
@@ -67,8 +74,10 @@ extension LinearAlgebraOperations {
                             }
                         }
                     } else if let tiles = shared.tiles {
-                        let tile = tiles + worker * packedTileRows * tileWidth
-                        if transposed {
+                        let tile = tiles + worker * tileFloats
+                        if let rounded = shared.rounded {
+                            modelc_packed_multiply_integer(matrix.pointer, rounded, rows, shared.target, n, first, end - first, tile)
+                        } else if transposed {
                             // Tiles of output columns: W[j ..< j + t, 0 ..< k] widened, then x · tileᵀ into those columns.
                             for column in stride(from: first, to: end, by: packedTileRows) {
                                 let width = min(packedTileRows, end - column)
@@ -108,6 +117,8 @@ private struct PackedOperands: @unchecked Sendable {
     let source: UnsafeMutablePointer<Float>
     let target: UnsafeMutablePointer<Float>
     let tiles: UnsafeMutablePointer<Float>?
+    /// The input as `modelc_round_rows` rounded it, for integer products.
+    let rounded: UnsafeMutableRawPointer?
 }
 
 /// The C description of packed weights, shared by the workers of one run

@@ -144,14 +144,16 @@ struct PackedWeightsTests {
         }.max() ?? .infinity
     }
 
-    /// How far a vector product of `rows` of the form by `x` may be off when it
+    /// How far a product of `rows` of the form by `x` may be off when it
     /// takes `x` as integers (`PackedWeights.productsQuantizeInputs`, where this
-    /// CPU has the integer loops): each input by at most max|x| / 65024 of its
-    /// block of 32, times the weights it meets; and each weight is (q − o) · s
-    /// as the codes give it, not yet rounded to fp16 (off by at most 2⁻¹¹ of
-    /// itself). `nil` where the product is exact.
-    static func integerInputAllowance(_ form: Form, x: [Float], rows: Range<Int>) -> [Double]? {
-        guard form.weights.withMatrix({ modelc_packed_dot_rows_quantize_inputs($0) }) != 0 else { return nil }
+    /// CPU has the integer loops: the vector products', or with `prefill` the
+    /// many-row products' of `modelc_packed_multiply_integer`): each input by at
+    /// most max|x| / 65024 of its block of 32, times the weights it meets; and
+    /// each weight is (q − o) · s as the codes give it, not yet rounded to fp16
+    /// (off by at most 2⁻¹¹ of itself). `nil` where the product is exact.
+    static func integerInputAllowance(_ form: Form, x: [Float], rows: Range<Int>, prefill: Bool = false) -> [Double]? {
+        let integer = form.weights.withMatrix { prefill ? modelc_packed_multiply_quantize_inputs($0) : modelc_packed_dot_rows_quantize_inputs($0) }
+        guard integer != 0 else { return nil }
         return rows.map { r in
             stride(from: 0, to: form.columns, by: 32).reduce(0.0) { total, first in
                 let block = first..<min(first + 32, form.columns)
@@ -249,7 +251,10 @@ struct PackedWeightsTests {
 
     /// `x [rows, k] · W` as a plan runs it: a linear layer over `[n, k]`
     /// weights with a bias, or a matmul over `[k, n]` ones plus a residual.
-    static func product(_ form: Form, rows: Int, linear: Bool, threads: Int) throws {
+    /// `special` puts a value at one index of `x`: the outputs of its row must
+    /// be NaN or infinite, and every other within float64's bound with no
+    /// allowance for integer inputs (the product took float tiles).
+    static func product(_ form: Form, rows: Int, linear: Bool, threads: Int, special: (index: Int, value: Float)? = nil) throws {
         let k = linear ? form.columns : form.rows, n = linear ? form.rows : form.columns
         let weight = Tensor(type: .float32, shape: [form.rows, form.columns], storage: .packed(form.weights))
         let bias = (0..<n).map { Float($0 % 5) * 0.25 - 0.5 }
@@ -269,15 +274,17 @@ struct PackedWeightsTests {
         ])
         var function = GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [rows, k])], block: block)
         function.block = FusionPass.run(function.block)
-        let input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.1 - 1.1 }
+        var input = (0..<(rows * k)).map { Float(($0 * 17) % 23) * 0.1 - 1.1 }
+        if let special { input[special.index] = special.value }
         let run = try WorkSplit.$minimumPerThread.withValue(1) { try PlannedRun(function, input: input, shape: [rows, k], threads: threads) }
         // The weights were never copied into the plan's memory as floats.
         let copied = run.plan.constantAddresses.keys.filter { if case .packed? = run.plan.values[$0].constant?.storage { true } else { false } }
         #expect(copied.isEmpty, "\(form): packed weights copied into the plan")
-        let got = try run.floats("out")
+        var got = try run.floats("out")
         var want: [Double] = [], size: [Double] = [], allowance: [Double]? = nil
-        if linear && rows <= LinearAlgebraOperations.packedVectorRows {
-            let perRow = (0..<rows).map { r in Self.integerInputAllowance(form, x: Array(input[(r * k)..<(r * k + k)]), rows: 0..<n) }
+        if linear && special == nil {
+            let prefill = rows > LinearAlgebraOperations.packedVectorRows
+            let perRow = (0..<rows).map { r in Self.integerInputAllowance(form, x: Array(input[(r * k)..<(r * k + k)]), rows: 0..<n, prefill: prefill) }
             if perRow.allSatisfy({ $0 != nil }) { allowance = perRow.flatMap { $0 ?? [] } }
         }
         for r in 0..<rows {
@@ -292,7 +299,16 @@ struct PackedWeightsTests {
                 size.append(magnitude)
             }
         }
-        #expect(Self.worst(got, want, size, allowance: allowance) <= 1e-6, "\(form), \(rows) rows, \(threads) threads, \(linear ? "linear" : "matmul")")
+        let name = "\(form), \(rows) rows, \(threads) threads, \(linear ? "linear" : "matmul")"
+        if let special {
+            let row = special.index / k, outputs = (row * n)..<(row * n + n)
+            #expect(got[outputs].allSatisfy { !$0.isFinite }, "\(name): \(special.value)")
+            // That row is checked; the others go on to the bound below.
+            got.replaceSubrange(outputs, with: repeatElement(0, count: n))
+            want.replaceSubrange(outputs, with: repeatElement(0, count: n))
+            size.replaceSubrange(outputs, with: repeatElement(0, count: n))
+        }
+        #expect(Self.worst(got, want, size, allowance: allowance) <= 1e-6, "\(name)")
     }
 
     @Test("linear and matmul over every form equal float64's: one row, a few, a prefill's many", arguments: [1, 2, 3])
@@ -301,6 +317,65 @@ struct PackedWeightsTests {
             for rows in [1, 3, 5, 70] {
                 try Self.product(form, rows: rows, linear: true, threads: threads)
                 try Self.product(form, rows: rows, linear: false, threads: threads)
+            }
+        }
+    }
+
+    /// Weights a prefill's products take integer inputs for (fp16 programs' 4- and 8-bit codes):
+    /// signed and unsigned, offsets, half scales, blocks of 64 and of 128 over two rows, per channel;
+    /// columns a multiple of 32 but not of 64, outputs not a multiple of the 64-row tile.
+    static func prefillForms() -> [Form] {
+        [
+            blockScaled("int4 per block of 32, fp16 output", rows: 70, columns: 96, bits: 4, signed: true, blockRows: 1, blockColumns: 32, offsets: false,
+                        seed: 30, roundsToHalf: true),
+            blockScaled("uint4 per block of 64 with offsets, half scales", rows: 33, columns: 192, bits: 4, signed: false, blockRows: 1, blockColumns: 64,
+                        offsets: true, seed: 31, roundsToHalf: true, halfScales: true),
+            blockScaled("int4 per block of 128 over two rows, half scales", rows: 130, columns: 256, bits: 4, signed: true, blockRows: 2, blockColumns: 128,
+                        offsets: false, seed: 32, roundsToHalf: true, halfScales: true),
+            blockScaled("int8 per channel, fp16 output", rows: 65, columns: 160, bits: 8, signed: true, blockRows: 1, blockColumns: 160, offsets: false,
+                        seed: 33, roundsToHalf: true),
+            blockScaled("uint8 per block of 32 with offsets, fp16 output", rows: 17, columns: 224, bits: 8, signed: false, blockRows: 1, blockColumns: 32,
+                        offsets: true, seed: 34, roundsToHalf: true),
+        ]
+    }
+
+    @Test("a prefill's linear over an fp16 program's codes equals float64's within the integer inputs' bound", arguments: [1, 2, 3])
+    func prefillProducts(threads: Int) throws {
+        for form in Self.prefillForms() {
+            for rows in [5, 17, 64, 128] { try Self.product(form, rows: rows, linear: true, threads: threads) }
+        }
+        // A NaN or an infinity anywhere in the input sends the whole product to the float tiles.
+        let form = Self.prefillForms()[0]
+        for (index, value) in [(0, Float.nan), (17 * 96 + 50, .infinity), (21 * 96 - 1, -.infinity)] {
+            try Self.product(form, rows: 21, linear: true, threads: threads, special: (index, value))
+        }
+    }
+
+    @Test("the integer product writes the weight rows asked for and nothing else; rounding refuses NaN and infinity")
+    func integerProductWindow() throws {
+        for form in Self.prefillForms() {
+            let quantizes = form.weights.withMatrix { modelc_packed_multiply_quantize_inputs($0) } != 0
+            let inputs = 7, k = form.columns, stride = form.rows + 3, first = min(10, form.rows - 1), count = form.rows - first - 1
+            let x = (0..<(inputs * k)).map { Float(($0 * 29) % 37) * 0.05 - 0.9 }
+            var rounded = [UInt8](repeating: 0, count: modelc_rounded_rows_bytes(inputs, k))
+            #expect(modelc_round_rows(x, inputs, k, &rounded) == (quantizes ? 1 : 0), "\(form)")
+            guard quantizes else { continue }
+            var buffer = [UInt8](repeating: 0, count: form.weights.withMatrix { modelc_packed_multiply_buffer_bytes($0) })
+            var y = [Float](repeating: .nan, count: inputs * stride)
+            form.weights.withMatrix { modelc_packed_multiply_integer($0, rounded, inputs, &y, stride, first, count, &buffer) }
+            for i in 0..<inputs {
+                let row = Array(x[(i * k)..<(i * k + k)]), outputs = first..<(first + count)
+                let want = outputs.map { r in (0..<k).reduce(0.0) { $0 + Double(row[$1]) * form.values[r * k + $1] } }
+                let size = outputs.map { r in (0..<k).reduce(0.0) { $0 + abs(Double(row[$1]) * form.values[r * k + $1]) } }
+                let got = Array(y[(i * stride + first)..<(i * stride + first + count)])
+                #expect(Self.worst(got, want, size, allowance: Self.integerInputAllowance(form, x: row, rows: outputs, prefill: true)) <= 1e-6, "\(form)")
+                let untouched = (i * stride)..<(i * stride + first), after = (i * stride + first + count)..<(i * stride + stride)
+                #expect(y[untouched].allSatisfy(\.isNaN) && y[after].allSatisfy(\.isNaN), "\(form): wrote outside its rows")
+            }
+            for special in [Float.nan, .infinity, -.infinity] {
+                var z = x
+                z[inputs * k - 1] = special
+                #expect(modelc_round_rows(z, inputs, k, &rounded) == 0, "\(special)")
             }
         }
     }

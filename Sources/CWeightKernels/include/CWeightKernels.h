@@ -69,6 +69,38 @@ void modelc_packed_combine_rows(const modelc_packed_matrix *matrix, const float 
 /// or wider).
 int modelc_packed_dot_rows_quantize_inputs(const modelc_packed_matrix *matrix);
 
+/// Whether `modelc_packed_multiply_integer` multiplies this matrix on this
+/// CPU: `quantize_inputs` set, 4- or 8-bit codes with scales (no table),
+/// blocks and rows a whole number of 32 columns, AVX2 or wider.
+int modelc_packed_multiply_quantize_inputs(const modelc_packed_matrix *matrix);
+
+/// Bytes that `modelc_round_rows` writes for `rows` inputs of `columns` values.
+long modelc_rounded_rows_bytes(long rows, long columns);
+
+/// Rounds `rows` rows of `columns` floats at `x` (`columns` a multiple of 32)
+/// to 16-bit integers per block of 32, x ≈ d n with d = max|x| / 32512 over
+/// the block (each input errs by at most d / 2), into `rounded`
+/// (`modelc_rounded_rows_bytes`, 4-byte aligned), once for every weight
+/// tile and thread that reads it. Returns 0 when it did not round: an input
+/// is not finite (the product must then take float tiles, so that NaN and
+/// infinity reach the result as there) or the CPU has no AVX2.
+int modelc_round_rows(const float *x, long rows, long columns, void *rounded);
+
+/// Bytes of the buffer one thread's `modelc_packed_multiply_integer` works in.
+long modelc_packed_multiply_buffer_bytes(const modelc_packed_matrix *matrix);
+
+/// `y[i, r] = Σ_c x[i, c] · matrix[r, c]` for the `inputs` rows i of `x` as
+/// `modelc_round_rows` rounded them (`rounded`) and the weight rows
+/// `first_row` ..< `first_row + row_count`, where
+/// `modelc_packed_multiply_quantize_inputs(matrix)`: a prefill's product by a
+/// `linear` layer's `[out, in]` weights. `y`'s rows are `y_stride` floats
+/// apart, its columns indexed from 0 (column r is weight row r); only the
+/// columns asked for are written. `buffer` (`modelc_packed_multiply_buffer_bytes`)
+/// is the calling thread's own; threads may share `rounded` and `y`,
+/// each writing its own weight rows.
+void modelc_packed_multiply_integer(const modelc_packed_matrix *matrix, const void *rounded, long inputs, float *y, long y_stride, long first_row,
+                                    long row_count, void *buffer);
+
 /// `count` little-endian half floats at `halves` as floats at `out`.
 void modelc_decode_halves(const void *halves, long count, float *out);
 
