@@ -96,7 +96,9 @@ enum AttentionOperations: OperationFamily {
                                 key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { k.offsets[$0] },
                                 value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { v.offsets[$0] },
                                 mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows)
-        let kernels = s > 0 && e > 0 ? try? Kernels(geometry, lastBlock: l - block * (blocksPerBatch - 1)) : nil
+        // One query row (a decoder's step): the products are vector products, which need no oneDNN primitives
+        // made for this length of the cache at every step's plan.
+        let kernels = s > 0 && e > 0 && l > 1 ? try? Kernels(geometry, lastBlock: l - block * (blocksPerBatch - 1)) : nil
         let ids = IDs(query: q.source.id, key: k.source.id, value: v.source.id, mask: mask?.id, out: out, scratch: scratch.id)
         let failure = DNNLKernels.failure(context)
         _ = LinearAlgebraOperations.singleThreaded

@@ -86,10 +86,7 @@ extension Planner {
     /// copy recorded, while no step since has written its source in place;
     /// else the value as it lies.
     func readableStack(of value: PlanValue) -> MatrixStack? {
-        if let (stack, from) = recordedStacks[value.id] {
-            let source = aliasRoot(stack.source)
-            if !steps[from...].contains(where: { $0.writes.contains(source) }) { return stack }
-        }
+        if let (stack, from) = recordedStacks[value.id], (lastWrite[aliasRoot(stack.source)] ?? -1) < from { return stack }
         return MatrixStack(value)
     }
 

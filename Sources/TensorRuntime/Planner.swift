@@ -37,6 +37,13 @@ final class Planner {
     /// Whether mapped weights read while planning have their pages dropped after (`releaseMappedPages`).
     private let releasesMappedPages: Bool
 
+    /// The operations' records of the function's last plan (`PlanMemo`), and this plan's.
+    private var previous: [PlanMemo.Record?] = []
+    private var made: [PlanMemo.Record?] = []
+    private var memoizes = false
+    /// Operations taken from the memo rather than planned.
+    private var reused = 0
+
     init(threads: Int = 1, releasesMappedPages: Bool = true) {
         self.threads = max(1, threads)
         self.releasesMappedPages = releasesMappedPages
@@ -55,9 +62,19 @@ final class Planner {
     /// packed copies are never resident together. The first plan of a model
     /// does; a later one reads the packed copies the first made and skips the
     /// walk (a decoder plans every step anew).
+    ///
+    /// `memo`: where the operations' parts of the function's last plan are
+    /// taken from where their inputs are the same, and this plan's are kept.
     static func plan(_ function: GraphFunction, shapes: [String: [Int]], threads: Int = 1,
-                     staging: Bool = true, releasingMappedPages: Bool = true) throws(RuntimeError) -> TensorPlan {
+                     staging: Bool = true, releasingMappedPages: Bool = true, memo: PlanMemo? = nil) throws(RuntimeError) -> TensorPlan {
         let planner = Planner(threads: threads, releasesMappedPages: releasingMappedPages)
+        if let memo {
+            planner.memoizes = true
+            let count = function.block.operations.count
+            planner.previous = memo.records(of: function.name, count: count)
+            planner.made = Array(repeating: nil, count: count)
+        }
+        defer { if planner.memoizes { memo?.keep(planner.made, of: function.name) } }
         let expected = function.inputs.count + function.block.operations.count * 2
         planner.values.reserveCapacity(expected)
         planner.names.reserveCapacity(expected)
@@ -83,7 +100,9 @@ final class Planner {
             }
             outputs[name] = id
         }
-        return planner.finish(inputs: inputs, outputs: outputs)
+        var plan = planner.finish(inputs: inputs, outputs: outputs)
+        plan.reusedOperations = planner.reused
+        return plan
     }
 
     /// Folds the operations of `block` whose arguments are all constants
@@ -158,13 +177,13 @@ final class Planner {
                 continue
             }
             guard staging else {
-                try plan(op)
+                try plan(op, index: index)
                 continue
             }
             let firstStep = steps.count
             runTimeValueError = nil
             do {
-                try plan(op)
+                try plan(op, index: index)
             } catch {
                 guard let waiting = runTimeValueError, waiting == error else { throw error }
                 steps.removeSubrange(firstStep...)
@@ -236,10 +255,49 @@ final class Planner {
         return error
     }
 
-    private func plan(_ op: GraphOperation) throws(RuntimeError) {
+    /// Plans `op`, operation `index` of the function's block when given:
+    /// from its record of the last plan where that fits (`PlanMemo`).
+    private func plan(_ op: GraphOperation, index: Int? = nil) throws(RuntimeError) {
         guard let definition = OperationRegistry.definition(op.type) else {
             throw .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: "modelc does not run this ML program operation yet")
         }
+        guard memoizes, let index, nesting == 0, !definition.hasEffects, op.blocks.isEmpty else {
+            try plan(op, definition)
+            return
+        }
+        let inputs = memoInputs(of: op), firstValue = values.count, firstStep = steps.count
+        if let record = previous[index], record.type == op.type, record.threads == threads, record.firstValue == firstValue, record.inputs == inputs {
+            replay(record, of: op)
+            made[index] = record
+            reused += 1
+            return
+        }
+        try plan(op, definition)
+        let ids = firstValue..<values.count
+        made[index] = PlanMemo.Record(
+            type: op.type, threads: threads, firstValue: firstValue, inputs: inputs, values: Array(values[ids]), steps: Array(steps[firstStep...]),
+            outputs: op.outputs.compactMap { names[$0.name] },
+            aliases: ids.compactMap { id in aliasOf[id].map { (id, $0, aliasParent[id] ?? $0, aliasOffset[id]) } },
+            views: ids.compactMap { id in views[id].map { (id, $0.offset, $0.from - firstStep) } },
+            stacks: ids.compactMap { id in recordedStacks[id].map { (id, $0.stack, $0.from - firstStep) } })
+    }
+
+    /// Adds what `record` holds of `op`'s planning (`PlanMemo`).
+    private func replay(_ record: PlanMemo.Record, of op: GraphOperation) {
+        let firstStep = steps.count
+        values.append(contentsOf: record.values)
+        for step in record.steps { addStep(step) }
+        for alias in record.aliases {
+            aliasOf[alias.id] = alias.root
+            aliasParent[alias.id] = alias.parent
+            aliasOffset[alias.id] = alias.offset
+        }
+        for view in record.views { views[view.id] = (view.offset, firstStep + view.from) }
+        for stack in record.stacks { recordedStacks[stack.id] = (stack.stack, firstStep + stack.from) }
+        for (output, id) in zip(op.outputs, record.outputs) { names[output.name] = id }
+    }
+
+    private func plan(_ op: GraphOperation, _ definition: OperationDefinition) throws(RuntimeError) {
         let context = OperationContext(op: op, planner: self)
         let first = steps.count
         try definition.plan(context)
@@ -348,7 +406,14 @@ final class Planner {
         return values[id]
     }
 
-    func addStep(_ step: PlanStep) { steps.append(step) }
+    func addStep(_ step: PlanStep) {
+        for id in step.writes { lastWrite[aliasRoot(id)] = steps.count }
+        steps.append(step)
+    }
+
+    /// The index of the last step writing each value (by root): whether a
+    /// recorded `MatrixStack`'s source is still as it was.
+    private(set) var lastWrite: [Int: Int] = [:]
 
     /// A value holding `source`'s bytes under another shape.
     func alias(_ source: PlanValue, shape: [Int], type: ElementType) -> Int {

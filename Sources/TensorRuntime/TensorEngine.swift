@@ -15,6 +15,8 @@ public final class TensorEngine: PredictionEngine {
     private let interface: ModelInterface
     private let function: GraphFunction
     private let plans = Locked(PlanCache())
+    /// Each operation's part of the last plan, taken again where a new plan's inputs match (a decoder's next step).
+    private let memo = PlanMemo()
     /// Arenas of the states of plans the cache dropped, for new plans' states.
     private let arenas = ArenaPool()
     /// The name of the function this engine runs.
@@ -526,7 +528,7 @@ public final class TensorEngine: PredictionEngine {
         case .make(let making, let first):
             let result: Result<PlanEntry, RuntimeError>
             do throws(RuntimeError) {
-                let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first)
+                let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first, memo: memo)
                 result = .success(plans.withLock { cache in
                     cache.inFlight[key] = nil
                     return cache.keep(PlanEntry(plan: plan), for: key)

@@ -127,6 +127,8 @@ struct TensorPlan: Sendable {
     /// shapes depend on values computed at run time; `nil` for a whole plan.
     /// `outputs` then names the values the continuation reads.
     var continuation: PlanContinuation?
+    /// How many operations were taken as the function's last plan planned them (`PlanMemo`).
+    var reusedOperations = 0
 
     struct Classification: Sendable {
         var probabilities: Int

@@ -1,0 +1,76 @@
+import SystemIO
+
+/// What planning each operation of a function added to the plan, kept from
+/// the last plan of that function, so that the next plan takes it again
+/// where the operation sees the same inputs: a decoder plans every step
+/// anew (the cache's length changes), and in a step after the first only
+/// its attention, cache and position operations differ — its products,
+/// norms and activations are taken as they were planned (their kernels read
+/// values by number, and the numbers are the same).
+///
+/// An operation's record is taken only when it is found at the same value
+/// number, with inputs of the same types, shapes and constants (the same
+/// objects, or equal values) and the same matrix stacks, on as many
+/// threads. Operations with effects (states, random numbers) and nested
+/// blocks are always planned.
+final class PlanMemo: Sendable {
+    /// One operation's part of a plan.
+    struct Record: Sendable {
+        let type: String
+        let threads: Int
+        let firstValue: Int
+        let inputs: [Input]
+        let values: [PlanValue]
+        let steps: [PlanStep]
+        let outputs: [Int]
+        /// Aliases among the values: root, the value each was made from, elements into the root.
+        let aliases: [(id: Int, root: Int, parent: Int, offset: Int?)]
+        /// Views among the values: elements into their source, their first step counted from the operation's.
+        let views: [(id: Int, offset: Int, from: Int)]
+        let stacks: [(id: Int, stack: MatrixStack, from: Int)]
+    }
+
+    /// What an operation reads, as far as its planning depends on it.
+    enum Input: Equatable, Sendable {
+        case value(id: Int, type: ElementType, shape: [Int], constant: Tensor?, stack: MatrixStack?)
+        case missing
+    }
+
+    private let records = Locked<[String: [Record?]]>([:])
+
+    /// The records of `function`'s last plan, by the operations' places in
+    /// its block (`count` of them).
+    func records(of function: String, count: Int) -> [Record?] {
+        records.withLock { $0[function].flatMap { $0.count == count ? $0 : nil } } ?? Array(repeating: nil, count: count)
+    }
+
+    /// Keeps `made` as `function`'s records.
+    func keep(_ made: [Record?], of function: String) {
+        guard made.contains(where: { $0 != nil }) else { return }
+        records.withLock { $0[function] = made }
+    }
+}
+
+extension Planner {
+    /// What `op` reads, for `PlanMemo`: each argument's value as it is now.
+    func memoInputs(of op: GraphOperation) -> [PlanMemo.Input] {
+        var inputs: [PlanMemo.Input] = []
+        // The same operation's arguments are in the same order at every plan.
+        for arguments in op.arguments.values {
+            for argument in arguments {
+                switch argument {
+                case .constant(let tensor):
+                    inputs.append(.value(id: -1, type: tensor.type, shape: tensor.shape, constant: tensor, stack: nil))
+                case .value(let name):
+                    guard let value = value(named: name) else {
+                        inputs.append(.missing)
+                        continue
+                    }
+                    let stack = value.constant == nil ? recordedStack(of: value) : nil
+                    inputs.append(.value(id: value.id, type: value.type, shape: value.shape, constant: value.constant, stack: stack))
+                }
+            }
+        }
+        return inputs
+    }
+}

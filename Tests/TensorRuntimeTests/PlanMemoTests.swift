@@ -1,0 +1,60 @@
+import Testing
+@testable import TensorRuntime
+
+/// A function planned again for other input shapes takes the operations
+/// whose inputs did not change from its last plan (`PlanMemo`): a
+/// decoder's products and norms between two steps. An operation reading a
+/// constant that changed with the shapes (a length folded from `shape`) is
+/// planned anew, and every output is what a plan made without the memo gives.
+@Suite("Plan memo")
+struct PlanMemoTests {
+    static func op(_ type: String, _ output: String, _ shape: [Int], _ arguments: [String: [GraphArgument]]) -> GraphOperation {
+        GraphOperation(type: type, arguments: arguments, outputs: [ConvolutionThreadingTests.value(output, shape)], blocks: [])
+    }
+
+    /// x [1, 8] scaled and rectified (the same at every length); y [1, n] summed; x times n (a constant folded from y's shape).
+    static let function: GraphFunction = {
+        let scale = GraphArgument.constant(Tensor(floats: (0..<8).map { Float($0) * 0.5 - 1 }, shape: [8]))
+        let block = GraphBlock(operations: [
+            op("mul", "scaled", [1, 8], ["x": [.value("x")], "y": [scale]]),
+            op("relu", "rectified", [1, 8], ["x": [.value("scaled")]]),
+            op("reduce_sum", "total", [1, 1], ["x": [.value("y")], "axes": [.constant(Tensor(ints: [1], shape: [1]))], "keep_dims": [.constant(Tensor(ints: [1], shape: []))]]),
+            op("shape", "length", [2], ["x": [.value("y")]]),
+            op("cast", "lengths", [2], ["x": [.value("length")], "dtype": [.constant(Tensor(type: .string, shape: [], storage: .strings(["fp32"])))]]),
+            op("slice_by_index", "n", [1], ["x": [.value("lengths")], "begin": [.constant(Tensor(ints: [1], shape: [1]))], "end": [.constant(Tensor(ints: [2], shape: [1]))]]),
+            op("mul", "stretched", [1, 8], ["x": [.value("rectified")], "y": [.value("n")]]),
+        ], outputs: ["rectified", "total", "stretched"], constants: [:])
+        return GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [1, 8]), ConvolutionThreadingTests.value("y", [1, 3])], block: block)
+    }()
+
+    static func run(_ plan: TensorPlan, x: [Float], y: [Float]) throws -> [String: [Float]] {
+        let state = TensorState(plan: plan)
+        for (name, data) in [("x", x), ("y", y)] {
+            let id = try #require(plan.inputs[name])
+            data.withUnsafeBytes { state.table[id].copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        try state.run()
+        var outputs: [String: [Float]] = [:]
+        for (name, id) in plan.outputs { outputs[name] = Array(UnsafeBufferPointer(start: state.buffers.floats(id), count: plan.values[id].count)) }
+        return outputs
+    }
+
+    @Test("a second length reuses the operations of x, plans those of y and the folded length anew, and computes what a fresh plan does")
+    func reusesUnchangedOperations() throws {
+        let memo = PlanMemo()
+        let x = (0..<8).map { Float($0) - 3 }
+        let first = try Planner.plan(Self.function, shapes: ["x": [1, 8], "y": [1, 3]], memo: memo)
+        #expect(first.reusedOperations == 0)
+        for length in [4, 7, 4] {
+            let y = (0..<length).map { Float($0) + 0.25 }
+            let memoized = try Planner.plan(Self.function, shapes: ["x": [1, 8], "y": [1, length]], memo: memo)
+            let fresh = try Planner.plan(Self.function, shapes: ["x": [1, 8], "y": [1, length]])
+            // scaled and rectified are the same; reduce_sum, shape, cast, slice and the last mul see other inputs.
+            #expect(memoized.reusedOperations == 2)
+            #expect(fresh.reusedOperations == 0)
+            let got = try Self.run(memoized, x: x, y: y), want = try Self.run(fresh, x: x, y: y)
+            #expect(got == want)
+            #expect(got["stretched"] == x.enumerated().map { max(0, $0.element * (Float($0.offset) * 0.5 - 1)) * Float(length) })
+        }
+    }
+}
