@@ -54,11 +54,37 @@ static inline void gelu_tanh_loop(float *values, long count) {
     }
 }
 
+// x / (1 + e^-x): SiLU (swish), a decoder MLP's gate.
+static inline void silu_loop(float *values, long count) {
+    for (long index = 0; index < count; index++) {
+        float x = values[index];
+        values[index] = x / (1.0f + exp_polynomial(-x));
+    }
+}
+
 #if defined(__x86_64__) && defined(__clang__)
 __attribute__((target("avx2,fma"))) static void gelu_tanh_avx2(float *values, long count) {
     gelu_tanh_loop(values, count);
 }
+
+__attribute__((target("avx2,fma"))) static void silu_avx2(float *values, long count) {
+    silu_loop(values, count);
+}
 #endif
+
+static void silu_generic(float *values, long count) {
+    silu_loop(values, count);
+}
+
+void modelc_silu(float *values, long count) {
+#if defined(__x86_64__) && defined(__clang__)
+    if (modelc_cpu_level() >= 2) {
+        silu_avx2(values, count);
+        return;
+    }
+#endif
+    silu_generic(values, count);
+}
 
 static void gelu_tanh_generic(float *values, long count) {
     gelu_tanh_loop(values, count);

@@ -16,7 +16,10 @@ enum ActivationOperations: OperationFamily {
         define("relu") { _, _ in { max($0, 0) } }
         define("relu6") { _, _ in { min(max($0, 0), 6) } }
         define("sigmoid") { _, _ in { 1 / (1 + exp(-$0)) } }
-        define("silu") { _, _ in { $0 / (1 + exp(-$0)) } }
+        all["silu"] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
+            if try vectorized(context, VectorMath.silu) { return }
+            try ElementwiseOperations.unary(context, integer: nil) { $0 / (1 + exp(-$0)) }
+        }
         define("softplus") { _, _ in { x in x > 20 ? x : log1p(exp(x)) } }
         define("softsign") { _, _ in { $0 / (1 + abs($0)) } }
         define("leaky_relu", { a, _ in { $0 >= 0 ? $0 : a * $0 } }, alpha: 0.01)
@@ -28,7 +31,7 @@ enum ActivationOperations: OperationFamily {
         define("scaled_tanh", { a, b in { a * tanh(b * $0) } }, alpha: 1, beta: 1)
         all["gelu"] = OperationDefinition(["x", "mode"]) { context throws(RuntimeError) in
             let mode = try context.string("mode", "EXACT")
-            if mode == "TANH_APPROXIMATION", try geluTanh(context) { return }
+            if mode == "TANH_APPROXIMATION", try vectorized(context, VectorMath.geluTanh) { return }
             if mode == "EXACT", try onDNNL(context, .geluExact) { return }
             let function: @Sendable (Float) -> Float
             switch mode {
@@ -71,10 +74,12 @@ enum ActivationOperations: OperationFamily {
         return true
     }
 
-    /// GELU's tanh form of a float tensor in `VectorMath`'s loop (oneDNN's
-    /// is slow: docs/runtime.md), in blocks of at least `geluBlock` values
-    /// on the thread team; `false` for other types.
-    private static func geluTanh(_ context: OperationContext) throws(RuntimeError) -> Bool {
+    /// Plans `function` (one of `VectorMath`'s loops, in place: GELU's tanh
+    /// form, whose oneDNN kernel is slow, docs/runtime.md; SiLU) over a float
+    /// tensor in blocks of at least `geluBlock` values per thread of the
+    /// team; `false` for other types (the scalar loop runs).
+    private static func vectorized(_ context: OperationContext,
+                                   _ function: @escaping @Sendable (UnsafeMutablePointer<Float>, Int) -> Void) throws(RuntimeError) -> Bool {
         let x = try context.input()
         guard x.isFloat, context.outputType().isFloat, x.count > 0 else { return false }
         let out = try context.output(x.shape)
@@ -85,7 +90,7 @@ enum ActivationOperations: OperationFamily {
             ThreadTeam.shared.perform(workers, threads: workers) { worker in
                 let first = worker * count / workers, end = (worker + 1) * count / workers
                 if pointers.target != pointers.source { (pointers.target + first).update(from: pointers.source + first, count: end - first) }
-                VectorMath.geluTanh(pointers.target + first, count: end - first)
+                function(pointers.target + first, end - first)
             }
         }
         return true

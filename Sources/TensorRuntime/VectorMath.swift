@@ -12,4 +12,9 @@ enum VectorMath {
     static func geluTanh(_ values: UnsafeMutablePointer<Float>, count: Int) {
         modelc_gelu_tanh(values, count)
     }
+
+    /// `x / (1 + e^(−x))`, SiLU, in place over `count` values.
+    static func silu(_ values: UnsafeMutablePointer<Float>, count: Int) {
+        modelc_silu(values, count)
+    }
 }

@@ -6,7 +6,7 @@ import Testing
 /// the same function in float64 (Foundation's libm), over a range whose
 /// exponents reach both ends of the float range, every length up to two
 /// vectors (the loop's remainder), and the values at the edges.
-@Suite("Vectorized GELU")
+@Suite("Vectorized GELU and SiLU")
 struct VectorMathTests {
     /// -100 … 100 in steps that hit no grid, then the edges.
     static let inputs: [Float] = stride(from: -100.0, through: 100.0, by: 0.0371).map { Float($0) }
@@ -36,6 +36,28 @@ struct VectorMathTests {
         #expect(special[0].isNaN)
         #expect(special[1] == .infinity)
         #expect(special[2].isNaN, "−∞ · (1 + tanh(−∞)) / 2 is NaN, as in float64: \(special[2])")
+        #expect(special[3] == 0 && special[4] == 0)
+    }
+
+    @Test("SiLU is float64's x / (1 + e^−x) within 1e-6 of max(1, |value|), for every length up to two vectors and a long one")
+    func silu() {
+        let finite = Self.inputs.filter(\.isFinite)
+        for count in Array(0...17) + [finite.count] {
+            let source = count == finite.count ? finite : Array(finite[(finite.count / 2 - 8)...].prefix(count))
+            var values = source
+            values.withUnsafeMutableBufferPointer { buffer in
+                if let base = buffer.baseAddress { VectorMath.silu(base, count: buffer.count) }
+            }
+            for (x, got) in zip(source, values) {
+                let want = Double(x) / (1 + Foundation.exp(-Double(x)))
+                #expect(abs(Double(got) - want) <= 1e-6 * max(1, abs(want)), "silu(\(x)) = \(got), float64 \(want)")
+            }
+        }
+        var special: [Float] = [.nan, .infinity, -.infinity, 0, -0]
+        special.withUnsafeMutableBufferPointer { VectorMath.silu($0.baseAddress!, count: $0.count) }
+        #expect(special[0].isNaN)
+        #expect(special[1] == .infinity)
+        #expect(special[2].isNaN, "−∞ / (1 + e^∞) is NaN, as in float64 and PyTorch (−∞ · sigmoid(−∞)): \(special[2])")
         #expect(special[3] == 0 && special[4] == 0)
     }
 

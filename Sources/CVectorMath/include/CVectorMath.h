@@ -7,4 +7,8 @@
 /// them, SSE2 elsewhere).
 void modelc_gelu_tanh(float *values, long count);
 
+/// `x / (1 + e^-x)` (SiLU) in place over `count` floats, e^x within about
+/// 2 ulp as in `modelc_gelu_tanh`.
+void modelc_silu(float *values, long count);
+
 #endif
