@@ -21,6 +21,9 @@ public struct BundleCompiler: Sendable {
     /// Called as weight bytes are written (at least once per 8 MiB and per
     /// blob), on the compiling thread.
     public var progress: (@Sendable (CompileProgress) -> Void)?
+    /// Source files hashed by an earlier compile: one whose identity has not
+    /// changed since is not read again to tell whether the bundle is up to date.
+    var knownSourceFiles: [SourceDigest.FileDigest] = []
 
     public init(options: CompileOptions = CompileOptions(), progress: (@Sendable (CompileProgress) -> Void)? = nil) {
         self.options = options
@@ -36,8 +39,8 @@ public struct BundleCompiler: Sendable {
         // out of this function waits for the hash: a caller that exits the
         // process right after a failure must not tear it down under the
         // hashing thread.
-        let pendingDigest = SourceDigest.Pending(path: source)
-        defer { pendingDigest.waitUntilDone() }
+        let checkDigest = SourceDigest.Pending(path: source, known: knownSourceFiles)
+        defer { checkDigest.waitUntilDone() }
         let model: ModelFile
         do {
             model = try ModelFile.open(source)
@@ -58,15 +61,20 @@ public struct BundleCompiler: Sendable {
         case .bundle(let manifest) where !options.force
             && manifest.options == manifestOptions && manifest.compiler.version == Self.compilerVersion
             && manifest.formatVersion == BundleLayout.formatVersion && BundleReader.filesPresent(manifest, in: output):
-            guard try manifest.source.sha256 == pendingDigest.wait().description else { break }
+            let (digest, sourceFiles) = try checkDigest.waitForFiles()
+            guard manifest.source.sha256 == digest.description else { break }
             // A compile killed after swapping its bundle in may have left the old one beside it.
             StagingDirectory.removeAbandoned(for: output)
             return CompileReport(outcome: .upToDate, output: output, manifest: summary(manifest),
-                                 weightCount: 0, blobCount: 0)
+                                 weightCount: 0, blobCount: 0, sourceFiles: sourceFiles)
         default:
             break
         }
 
+        // Compiling: the digest recorded is the source's as read now. Known files' digests only tell whether
+        // an existing bundle is up to date.
+        let pendingDigest = knownSourceFiles.isEmpty ? checkDigest : SourceDigest.Pending(path: source)
+        defer { pendingDigest.waitUntilDone() }
         let summary = ModelSummary(model)
         let sites = WeightLocator(root: model.specification.root).locations
         let plan = try WeightPlan(model: model, sites: sites, fp16: options.fp16)
@@ -111,7 +119,8 @@ public struct BundleCompiler: Sendable {
         try writing { () throws(SystemCallError) in try staging.commit(syncing: [BundleLayout.weightsDirectory]) }
 
         var report = CompileReport(outcome: .compiled, output: output, manifest: self.summary(manifest),
-                                   weightCount: plan.weights.count, blobCount: plan.blobs.count)
+                                   weightCount: plan.weights.count, blobCount: plan.blobs.count,
+                                   sourceFiles: try pendingDigest.waitForFiles().1)
         if options.fp16, plan.weights.contains(where: { if case .float32AsFloat16 = $0.data { true } else { false } }) {
             report.float16MaxRelativeError = conversion.maximum
             report.float16WorstWeight = "\(conversion.owner) \(conversion.role)"

@@ -39,6 +39,8 @@ public struct CompileReport: Equatable, Sendable {
     /// the weight (`owner role`) it occurred in.
     public var float16MaxRelativeError: Double?
     public var float16WorstWeight: String?
+    /// Each source file as hashed (or taken from `BundleCompiler.knownSourceFiles`).
+    var sourceFiles: [SourceDigest.FileDigest] = []
 }
 
 /// The facts of a bundle manifest a caller reports.

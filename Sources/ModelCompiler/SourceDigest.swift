@@ -12,6 +12,7 @@ enum SourceDigest {
     /// A file of the source as hashed: which file and in what state (so any
     /// path to it finds it, and a later change shows), its size and SHA-256.
     struct FileDigest: Equatable, Sendable {
+        var path: String
         var identity: FileIdentity
         var size: UInt64
         var digest: SHA256Digest
@@ -23,9 +24,11 @@ enum SourceDigest {
         private let result = Mutex<Result<(SHA256Digest, [FileDigest]), CompileError>?>(nil)
         private let done = DispatchSemaphore(value: 0)
 
-        init(path: String) {
+        /// `known`: digests of files hashed before, taken as they are for a file whose identity (device, inode,
+        /// size, times of modification and change) is still the same.
+        init(path: String, known: [FileDigest] = []) {
             DispatchQueue.global(qos: .userInitiated).async { [self] in
-                let digest = Result { () throws(CompileError) in try SourceDigest.withFiles(path) }
+                let digest = Result { () throws(CompileError) in try SourceDigest.withFiles(path, known: known) }
                 result.withLock { $0 = digest }
                 done.signal()
             }
@@ -55,10 +58,16 @@ enum SourceDigest {
         try withFiles(path).0
     }
 
-    /// The digest of the model at `path`, and of each file it hashed.
-    static func withFiles(_ path: String) throws(CompileError) -> (SHA256Digest, [FileDigest]) {
+    /// The digest of the model at `path`, and of each file it hashed; a file
+    /// of `known` whose identity has not changed since is not read again.
+    static func withFiles(_ path: String, known: [FileDigest] = []) throws(CompileError) -> (SHA256Digest, [FileDigest]) {
         var isDirectory: ObjCBool = false
         _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        let known = Dictionary(known.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        func digest(ofFile path: String) throws(CompileError) -> FileDigest {
+            if let before = known[path], let identity = try? FileIdentity(path: path), identity == before.identity { return before }
+            return try Self.digest(ofFile: path)
+        }
         switch isDirectory.boolValue {
         case false:
             let file = try digest(ofFile: path)
@@ -89,7 +98,7 @@ enum SourceDigest {
     private static func digest(ofFile path: String) throws(CompileError) -> FileDigest {
         do {
             let (digest, size, identity) = try SHA256Digest.ofFileWithIdentity(at: path)
-            return FileDigest(identity: identity, size: size, digest: digest)
+            return FileDigest(path: path, identity: identity, size: size, digest: digest)
         } catch {
             throw .source(.cannotRead(path: path, reason: error.reason))
         }

@@ -20,6 +20,27 @@ public struct SHA256Digest: Hashable, Sendable, CustomStringConvertible {
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// The digest written as `description` writes it (64 hexadecimal digits); `nil` for anything else.
+    public init?(hex: String) {
+        let digits = Array(hex.utf8)
+        guard digits.count == 64 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: 64, by: 2) {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        self.bytes = bytes
+    }
+
+    fileprivate init(bytes: [UInt8]) { self.bytes = bytes }
+
     /// The digest of `data` in one call.
     public static func of(_ data: UnsafeRawBufferPointer) -> SHA256Digest {
         var hasher = SHA256Hasher()
@@ -116,6 +137,14 @@ public struct FileIdentity: Equatable, Sendable {
     public var size: UInt64
     public var modified: timespec
     public var changed: timespec
+
+    public init(device: UInt64, inode: UInt64, size: UInt64, modified: timespec, changed: timespec) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modified = modified
+        self.changed = changed
+    }
 
     /// The identity of the file open as `fd`.
     public init(fd: Int32, path: String) throws(SystemCallError) {
