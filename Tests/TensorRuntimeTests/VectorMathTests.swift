@@ -12,27 +12,31 @@ struct VectorMathTests {
     static let inputs: [Float] = stride(from: -100.0, through: 100.0, by: 0.0371).map { Float($0) }
         + [0, -0, 1e-30, -1e-30, 87.3, 88.3, -87.3, 89, -90, 1e6, -1e6, .infinity, -.infinity]
 
-    @Test("GELU's tanh form is float64's within 1e-6 of max(1, |value|), for every length up to two vectors and a long one")
-    func geluTanh() {
-        func reference(_ x: Float) -> Double {
-            let v = Double(x)
-            return 0.5 * v * (1 + Foundation.tanh((2 / Double.pi).squareRoot() * (v + 0.044715 * v * v * v)))
-        }
-        let finite = Self.inputs.filter(\.isFinite)
+    /// `loop` over every length up to two vectors (short runs around 0, where the functions bend) and over every
+    /// finite input, each value within 1e-6 of max(1, |float64's|); then the special values, as `loop` leaves them.
+    static func sweep(_ name: String, _ loop: (UnsafeMutablePointer<Float>, Int) -> Void, reference: (Double) -> Double) -> [Float] {
+        let finite = inputs.filter(\.isFinite)
         for count in Array(0...17) + [finite.count] {
-            // Short runs around 0, where GELU bends; the long one over everything.
             let source = count == finite.count ? finite : Array(finite[(finite.count / 2 - 8)...].prefix(count))
             var values = source
             values.withUnsafeMutableBufferPointer { buffer in
-                if let base = buffer.baseAddress { VectorMath.geluTanh(base, count: buffer.count) }
+                if let base = buffer.baseAddress { loop(base, buffer.count) }
             }
             for (x, got) in zip(source, values) {
-                let want = reference(x)
-                #expect(abs(Double(got) - want) <= 1e-6 * max(1, abs(want)), "gelu(\(x)) = \(got), float64 \(want)")
+                let want = reference(Double(x))
+                #expect(abs(Double(got) - want) <= 1e-6 * max(1, abs(want)), "\(name)(\(x)) = \(got), float64 \(want)")
             }
         }
         var special: [Float] = [.nan, .infinity, -.infinity, 0, -0]
-        special.withUnsafeMutableBufferPointer { VectorMath.geluTanh($0.baseAddress!, count: $0.count) }
+        special.withUnsafeMutableBufferPointer { loop($0.baseAddress!, $0.count) }
+        return special
+    }
+
+    @Test("GELU's tanh form is float64's within 1e-6 of max(1, |value|), for every length up to two vectors and a long one")
+    func geluTanh() {
+        let special = Self.sweep("gelu", { VectorMath.geluTanh($0, count: $1) }) { v in
+            0.5 * v * (1 + Foundation.tanh((2 / Double.pi).squareRoot() * (v + 0.044715 * v * v * v)))
+        }
         #expect(special[0].isNaN)
         #expect(special[1] == .infinity)
         #expect(special[2].isNaN, "−∞ · (1 + tanh(−∞)) / 2 is NaN, as in float64: \(special[2])")
@@ -41,20 +45,7 @@ struct VectorMathTests {
 
     @Test("SiLU is float64's x / (1 + e^−x) within 1e-6 of max(1, |value|), for every length up to two vectors and a long one")
     func silu() {
-        let finite = Self.inputs.filter(\.isFinite)
-        for count in Array(0...17) + [finite.count] {
-            let source = count == finite.count ? finite : Array(finite[(finite.count / 2 - 8)...].prefix(count))
-            var values = source
-            values.withUnsafeMutableBufferPointer { buffer in
-                if let base = buffer.baseAddress { VectorMath.silu(base, count: buffer.count) }
-            }
-            for (x, got) in zip(source, values) {
-                let want = Double(x) / (1 + Foundation.exp(-Double(x)))
-                #expect(abs(Double(got) - want) <= 1e-6 * max(1, abs(want)), "silu(\(x)) = \(got), float64 \(want)")
-            }
-        }
-        var special: [Float] = [.nan, .infinity, -.infinity, 0, -0]
-        special.withUnsafeMutableBufferPointer { VectorMath.silu($0.baseAddress!, count: $0.count) }
+        let special = Self.sweep("silu", { VectorMath.silu($0, count: $1) }) { v in v / (1 + Foundation.exp(-v)) }
         #expect(special[0].isNaN)
         #expect(special[1] == .infinity)
         #expect(special[2].isNaN, "−∞ / (1 + e^∞) is NaN, as in float64 and PyTorch (−∞ · sigmoid(−∞)): \(special[2])")
