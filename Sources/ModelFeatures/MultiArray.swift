@@ -127,6 +127,14 @@ public struct MultiArray: Sendable {
         return (0..<count).map { Float(storage.get($0)) }
     }
 
+    /// The elements at row-major positions `range`, as floats (a decoder's
+    /// last row of logits, without converting the rows before it).
+    public func floats(_ range: Range<Int>) -> [Float] {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "elements \(range) of \(count)")
+        if dataType == .float32 { return Array(storage.bytes.bindMemory(to: Float.self)[range]) }
+        return range.map { Float(storage.get($0)) }
+    }
+
     /// Calls `body` with the elements' bytes (row-major, `dataType`).
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try body(UnsafeRawBufferPointer(storage.bytes))

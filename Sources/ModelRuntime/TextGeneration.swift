@@ -229,7 +229,7 @@ public final class TextGenerator {
               array.count % vocabulary == 0 else {
             throw .notADecoder(reason: "output \"\(logitsOutput)\" is not logits of shape [1, q, vocabulary]")
         }
-        return Array(array.floats.suffix(vocabulary))
+        return array.floats((array.count - vocabulary)..<array.count)
     }
 }
 

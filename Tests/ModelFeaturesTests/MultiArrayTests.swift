@@ -49,6 +49,14 @@ struct MultiArrayTests {
         #expect(source.reshaped([4])?.shape == [4])
         #expect(source.reshaped([3]) == nil)
     }
+
+    @Test("a range of elements as floats is the same part of all of them", arguments: MultiArray.DataType.allCases)
+    func floatRange(_ type: MultiArray.DataType) {
+        let array = MultiArray([1, -2, 3, 1024, 5, -6], shape: [1, 2, 3]).converted(to: type)
+        #expect(array.floats(3..<6) == Array(array.floats[3..<6]))
+        #expect(array.floats(0..<0).isEmpty)
+        #expect(array.floats(0..<6) == array.floats)
+    }
 }
 
 @Suite("NumPy files")
