@@ -254,18 +254,15 @@ GROUP_PRODUCT(group_vnni, AVX512_VNNI, products_vnni)
         for (long r = first_row; r < first_row + row_count; r++) {                                                                      \
             const uint8_t *bytes = m->codes + r * columns / 2;                                                                         \
             const long row_block = (r / m->block_rows) * per_row;                                                                      \
-            const float *scales = row_scales(m, input, row_block), *offsets = m->offset ? m->offset + row_block : NULL;                          \
+            const float *scales = row_scales(m, input, row_block), *offsets = m->offset ? m->offset + row_block : NULL;                \
             __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();                                                             \
             long c = 0;                                                                                                                \
             if (paired) {                                                                                                              \
                 /* Two groups (four blocks) per step: their four scales times their four input steps. */                               \
-                const uint16_t *halves = m->scale ? NULL : m->scale_halves + row_block;                                                \
                 const __m512i next = _mm512_set1_epi32(2);                                                                             \
                 for (; c + 128 <= columns; c += 128) {                                                                                 \
                     _mm_prefetch((const char *)(bytes + c / 2) + PREFETCH_AHEAD, _MM_HINT_T0);                                         \
-                    const __m128 four = _mm_mul_ps(halves ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(halves + c / 32)))          \
-                                                          : _mm_loadu_ps(m->scale + row_block + c / 32),                               \
-                                                   _mm_loadu_ps(input->step + c / 32));                                                \
+                    const __m128 four = _mm_mul_ps(_mm_loadu_ps(scales + c / 32), _mm_loadu_ps(input->step + c / 32));                  \
                     const __m512 factors = _mm512_castps128_ps512(four);                                                               \
                     even = group(group_codes(bytes + c / 2, flip), input, c, _mm512_permutexvar_ps(lanes, factors), even);             \
                     odd = group(group_codes(bytes + c / 2 + 32, flip), input, c + 64,                                                  \
