@@ -75,9 +75,8 @@ enum SourceStamp {
         }
         guard let data = try? JSONEncoder().encode(entries) else { return }
         let temporary = path + ".\(getpid()).tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: data), rename(temporary, path) == 0 else {
+        if !FileManager.default.createFile(atPath: temporary, contents: data) || rename(temporary, path) != 0 {
             try? FileManager.default.removeItem(atPath: temporary)
-            return
         }
     }
 }

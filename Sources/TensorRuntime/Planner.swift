@@ -20,6 +20,11 @@ final class Planner {
     /// Each view (`view`): how many elements into the value it was taken
     /// from, and the index of the first step that may read it.
     private var views: [Int: (offset: Int, from: Int)] = [:]
+    /// The index of the last step writing each value (by root): whether a
+    /// recorded `MatrixStack`'s source is still as it was.
+    private(set) var lastWrite: [Int: Int] = [:]
+    /// How deep in nested blocks planning is.
+    private var nesting = 0
     private var names: [String: Int] = [:]
     let memory = ConstantMemory()
     private var constantAddresses: [Int: UnsafeMutableRawPointer] = [:]
@@ -411,10 +416,6 @@ final class Planner {
         steps.append(step)
     }
 
-    /// The index of the last step writing each value (by root): whether a
-    /// recorded `MatrixStack`'s source is still as it was.
-    private(set) var lastWrite: [Int: Int] = [:]
-
     /// A value holding `source`'s bytes under another shape.
     func alias(_ source: PlanValue, shape: [Int], type: ElementType) -> Int {
         if let constant = source.constant {
@@ -431,7 +432,6 @@ final class Planner {
     /// blocks, where a loop copies its body's results over the values they
     /// were computed from.
     var viewsAllowed: Bool { nesting == 0 }
-    private var nesting = 0
 
     /// A value holding the `shape.product` elements of computed `source` from
     /// element `offset` on (a contiguous slice), read in place.
@@ -449,7 +449,6 @@ final class Planner {
     /// such view becomes a value of its own, copied where it was taken.
     private func copyOverwrittenViews(outputs: [String: Int]) {
         guard !views.isEmpty else { return }
-        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
         // The last step reading each value, or anything read through it (an alias is made after its source).
         var lastRead = [Int](repeating: -1, count: values.count)
         for (index, step) in steps.enumerated() { for id in step.reads { lastRead[id] = index } }
@@ -457,7 +456,7 @@ final class Planner {
         if let classification { lastRead[classification.probabilities] = steps.count }
         for id in values.indices.reversed() { if let source = aliasParent[id] { lastRead[source] = max(lastRead[source], lastRead[id]) } }
         let overwritten = views.filter { id, view in
-            let target = root(id), last = min(lastRead[id], steps.count - 1)
+            let target = aliasRoot(id), last = min(lastRead[id], steps.count - 1)
             return last >= view.from && steps[view.from...last].contains { $0.writes.contains(target) }
         }.keys.sorted()
         guard !overwritten.isEmpty else { return }
@@ -531,9 +530,8 @@ final class Planner {
         let inner = Array(steps[firstStep...])
         steps.removeSubrange(firstStep...)
         readsInNestedBlocks.formUnion(inner.flatMap(\.reads))
-        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
         let computed = (firstValue..<values.count).filter { values[$0].constant == nil && aliasOf[$0] == nil }
-        let outer = Set(inner.flatMap(\.reads).map(root)).filter { $0 < firstValue && values[$0].constant == nil }
+        let outer = Set(inner.flatMap(\.reads).map(aliasRoot)).filter { $0 < firstValue && values[$0].constant == nil }
         return NestedPlan(steps: inner, outputs: outputs, computed: computed, outerReads: outer.sorted())
     }
 
@@ -567,13 +565,12 @@ final class Planner {
     /// lie (`MatrixStack`).
     private func removeUnreadCopies(outputs: [String: Int]) {
         guard steps.contains(where: \.unreadRemovable) else { return }
-        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
-        var needed = Set(outputs.values.map(root)).union(readsInNestedBlocks.map(root))
-        if let classification { needed.insert(root(classification.probabilities)) }
+        var needed = Set(outputs.values.map(aliasRoot)).union(readsInNestedBlocks.map(aliasRoot))
+        if let classification { needed.insert(aliasRoot(classification.probabilities)) }
         var kept: [PlanStep] = []
         for step in steps.reversed() {
-            if step.unreadRemovable, !step.writes.contains(where: { needed.contains(root($0)) }) { continue }
-            needed.formUnion(step.reads.map(root))
+            if step.unreadRemovable, !step.writes.contains(where: { needed.contains(aliasRoot($0)) }) { continue }
+            needed.formUnion(step.reads.map(aliasRoot))
             kept.append(step)
         }
         steps = kept.reversed()
@@ -582,20 +579,19 @@ final class Planner {
     private func finish(inputs: [String: Int], outputs: [String: Int]) -> TensorPlan {
         copyOverwrittenViews(outputs: outputs)
         removeUnreadCopies(outputs: outputs)
-        func root(_ id: Int) -> Int { aliasOf[id] ?? id }
         let end = steps.count
         var lastUse = [Int](repeating: -1, count: values.count)
         var firstDefinition = [Int](repeating: end, count: values.count)
-        for id in inputs.values { firstDefinition[root(id)] = -1; lastUse[root(id)] = end }
+        for id in inputs.values { firstDefinition[aliasRoot(id)] = -1; lastUse[aliasRoot(id)] = end }
         for (index, step) in steps.enumerated() {
-            for id in step.reads { lastUse[root(id)] = max(lastUse[root(id)], index) }
+            for id in step.reads { lastUse[aliasRoot(id)] = max(lastUse[aliasRoot(id)], index) }
             for id in step.writes {
-                firstDefinition[root(id)] = min(firstDefinition[root(id)], index)
-                lastUse[root(id)] = max(lastUse[root(id)], index)
+                firstDefinition[aliasRoot(id)] = min(firstDefinition[aliasRoot(id)], index)
+                lastUse[aliasRoot(id)] = max(lastUse[aliasRoot(id)], index)
             }
         }
-        for id in outputs.values { lastUse[root(id)] = end }
-        if let classification { lastUse[root(classification.probabilities)] = end }
+        for id in outputs.values { lastUse[aliasRoot(id)] = end }
+        if let classification { lastUse[aliasRoot(classification.probabilities)] = end }
         // Values in the arena: not constants, roots of their aliases.
         var offsets = [Int?](repeating: nil, count: values.count)
         var free: [(offset: Int, size: Int)] = []
