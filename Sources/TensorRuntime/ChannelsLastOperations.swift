@@ -16,7 +16,7 @@ enum ChannelsLastOperations: OperationFamily {
         "channel_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
             try channelProduct(context)
         },
-        "channel_blocks": OperationDefinition(["x", "to_blocks"]) { context throws(RuntimeError) in
+        "channel_blocks": OperationDefinition(["x", "to_blocks", "width"]) { context throws(RuntimeError) in
             try channelBlocks(context)
         },
         "channel_affine": OperationDefinition(["x", "scale", "shift", "activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
@@ -95,15 +95,15 @@ enum ChannelsLastOperations: OperationFamily {
         }
     }
 
-    /// `[N, H, W, C]` → `[N, C/8, H, W, 8]` (`to_blocks`) or back: where a
-    /// chain of convolutions `ChannelBlocking` runs in channel blocks starts
-    /// and where something else reads its values. Each position's 8 channels
-    /// of a block are one contiguous run on both sides.
+    /// `[N, H, W, C]` → `[N, C/w, H, W, w]` (`to_blocks`, `width` w, 8 or
+    /// 16) or back: where a chain of convolutions `ChannelBlocking` runs in
+    /// channel blocks starts and where something else reads its values. Each
+    /// position's w channels of a block are one contiguous run on both sides.
     private static func channelBlocks(_ context: OperationContext) throws(RuntimeError) {
         let x = try context.input()
         let toBlocks = try context.bool("to_blocks", true)
-        let width = ChannelBlocking.width
-        guard x.isFloat, toBlocks ? x.rank == 4 && x.shape[3] % width == 0 : x.rank == 5 && x.shape[4] == width else {
+        let width = toBlocks ? try context.int("width", 8) : x.shape.last ?? 0
+        guard x.isFloat, ChannelBlocking.widths.contains(width), toBlocks ? x.rank == 4 && x.shape[3] % width == 0 : x.rank == 5 else {
             throw context.invalid("x \(x.shape) is not a channels-last image with channels in blocks of \(width)\(toBlocks ? "" : ", in blocks")")
         }
         let batch = x.shape[0], spatial = toBlocks ? Array(x.shape[1...2]) : Array(x.shape[2...3])

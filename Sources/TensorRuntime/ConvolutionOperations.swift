@@ -166,9 +166,10 @@ enum ConvolutionOperations: OperationFamily {
         let weightShape = inlineWeight?.shape ?? weightValue?.shape ?? []
         let channelsLast = try context.bool("channels_last", false)
         let blocked = try context.bool("channel_blocked", false)
-        let width = ChannelBlocking.width
-        if blocked, given.rank != 5 || given.shape[4] != width {
-            throw context.invalid("x \(given.shape) is not an image in blocks of \(width) channels")
+        // Channels per block: the image's last axis in blocks (`ChannelBlocking.widths`).
+        let width = blocked ? given.shape.last ?? 0 : 1
+        if blocked, given.rank != 5 || !ChannelBlocking.widths.contains(width) {
+            throw context.invalid("x \(given.shape) is not an image in blocks of \(ChannelBlocking.widths.map(String.init).joined(separator: " or ")) channels")
         }
         // The MIL shape [N, C, spatial…] whatever the layout.
         let xShape = blocked ? [given.shape[0], given.shape[1] * width, given.shape[2], given.shape[3]]
@@ -200,6 +201,7 @@ enum ConvolutionOperations: OperationFamily {
 
         if given.isFloat, channelsLast || blocked, spatial == 2, let weights = inlineWeight ?? weightValue?.constant,
            biasCount == nil || biasConstant != nil,
+           !blocked || width == WinogradConvolution.blockWidth,
            WinogradConvolution.applies(kernel: kernel, strides: strides, dilations: dilations, groups: groups, inputs: inputs, outputs: outputs, output: output) {
             WinogradConvolution.plan(context, x: given, xShape: xShape, output: output, padBefore: before, weights: weights.floats,
                                      bias: biasConstant?.floats, posts: posts, blocked: blocked, out: out, stored: stored)
@@ -208,7 +210,7 @@ enum ConvolutionOperations: OperationFamily {
         if DNNL.isAvailable, given.isFloat, let weights = inlineWeight ?? weightValue?.constant, biasCount == nil || biasConstant != nil {
             let geometry = DNNLConvolution.Geometry(input: xShape, output: outShape, weightShape: weightShape, groups: groups, strides: strides,
                                                     dilations: dilations, padBefore: before, channelsLast: channelsLast && !blocked,
-                                                    channelBlocked: blocked)
+                                                    channelBlock: blocked ? width : nil)
             do throws(RuntimeError) {
                 let prepared = try dnnlConvolution(context, geometry: geometry, weights: weights.floats, bias: biasConstant?.floats, posts: posts,
                                                    stored: stored)
@@ -302,7 +304,7 @@ enum ConvolutionOperations: OperationFamily {
         if batch == 1, geometry.channelBlocked {
             // One image in channel blocks: a block of output channels (bounds on whole blocks) is contiguous
             // in the output, so each block writes its part in place.
-            guard geometry.groups == 1, let ranges = channelBlocks(geometry.output[1], parts: threads, granularity: ChannelBlocking.width) else { return nil }
+            guard geometry.groups == 1, let ranges = channelBlocks(geometry.output[1], parts: threads, granularity: geometry.channelBlock ?? 8) else { return nil }
             let positions = geometry.output[2...].reduce(1, *)
             return ranges.map { range in
                 var block = geometry

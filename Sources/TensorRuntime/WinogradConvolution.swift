@@ -52,9 +52,12 @@ enum WinogradConvolution {
             && inputs >= minimumInputs && outputs >= minimumOutputs && output.count == 2 && output[0] * output[1] >= minimumPositions
     }
 
+    /// Channels per block of the channel-blocked images the transforms read (`ChannelBlocking` at 8).
+    static let blockWidth = 8
+
     /// Where an image's values are: `[N, H, W, C]` or `[N, C/8, H, W, 8]`.
     static func layout(channels: Int, height: Int, width: Int, blocked: Bool) -> modelc_winograd_layout {
-        blocked ? modelc_winograd_layout(image: channels * height * width, block: height * width * 8, pixel: 8)
+        blocked ? modelc_winograd_layout(image: channels * height * width, block: height * width * blockWidth, pixel: blockWidth)
             : modelc_winograd_layout(image: height * width * channels, block: 8, pixel: channels)
     }
 

@@ -79,7 +79,7 @@ struct WinogradConvolutionTests {
                                            padTop: 1, padLeft: 1, outHeight: outHeight, outWidth: outWidth)
         let want = zip(c2, c1).map { max($0 + $1, 0) }
 
-        try WinogradConvolution.$enabled.withValue(true) {
+        try ChannelBlocking.$chosenWidth.withValue(WinogradConvolution.blockWidth) { try WinogradConvolution.$enabled.withValue(true) {
             let channelsLast = ChannelsLastLayout.run(FusionPass.run(function.block), inputs: function.inputs)
             var blocked = function
             blocked.block = ChannelBlocking.rewritten(channelsLast, blocking: Set(ChannelBlocking.candidates(channelsLast, inputs: function.inputs).keys))
@@ -104,7 +104,7 @@ struct WinogradConvolutionTests {
                     #expect(worst <= 1e-5, "\(layout), \(threads) threads: worst difference \(worst)")
                 }
             }
-        }
+        } }
     }
 
     @Test("the fused post-operations: a residual of the output's shape, then a clamp; anything else after the convolution")

@@ -32,6 +32,15 @@ enum DNNL {
             && isa & dnnl_cpu_isa_avx512_core.rawValue != dnnl_cpu_isa_avx512_core.rawValue
     }()
 
+    /// Whether oneDNN runs its AVX-512 kernels here (`avx512_core` or
+    /// above, as `ONEDNN_MAX_CPU_ISA` allows): its Winograd convolutions
+    /// then run on channel blocks of 16 (`ChannelBlocking`).
+    static let runsAVX512Kernels: Bool = {
+        guard isAvailable else { return false }
+        let isa = dnnl_get_effective_cpu_isa().rawValue
+        return isa & dnnl_cpu_isa_avx512_core.rawValue == dnnl_cpu_isa_avx512_core.rawValue
+    }()
+
     /// Debian's oneDNN runs its primitives on OpenMP threads; this sets how
     /// many the calling thread's next primitives use (OpenMP's setting is per
     /// thread, so it is made before every creation and run).
@@ -132,13 +141,16 @@ struct DNNLDescriptor: @unchecked Sendable {
         return try DNNLDescriptor(dims, tag)
     }
 
-    /// The channel-blocked layout for `[N, C, H, W]` dims (`nChw8c`: `[N, C/8, H, W, 8]`,
-    /// `C` a multiple of 8), what oneDNN's AVX2 convolution kernels compute on natively.
-    static func channelBlocked(_ dims: [Int]) throws(RuntimeError) -> DNNLDescriptor {
-        guard dims.count == 4, dims[1] % ChannelBlocking.width == 0 else {
-            throw DNNL.failure("memory descriptor", "channel blocks of \(dims)")
+    /// The channel-blocked layout for `[N, C, H, W]` dims in blocks of
+    /// `width` channels (`nChw8c`: `[N, C/8, H, W, 8]`, what oneDNN's AVX2
+    /// convolution kernels compute on natively; `nChw16c`, its AVX-512 ones
+    /// and its Winograd kernels), `C` a multiple of `width`.
+    static func channelBlocked(_ dims: [Int], width: Int) throws(RuntimeError) -> DNNLDescriptor {
+        let tags: [Int: dnnl_format_tag_t] = [8: dnnl_nChw8c, 16: dnnl_nChw16c]
+        guard dims.count == 4, let tag = tags[width], dims[1] % width == 0 else {
+            throw DNNL.failure("memory descriptor", "channel blocks of \(width) of \(dims)")
         }
-        return try DNNLDescriptor(dims, dnnl_nChw8c)
+        return try DNNLDescriptor(dims, tag)
     }
 
     /// Bytes a buffer of this descriptor takes (padding of blocked layouts included).

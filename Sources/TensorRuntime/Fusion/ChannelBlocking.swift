@@ -1,11 +1,15 @@
 /// Chooses, after `ChannelsLastLayout`, which channels-last convolutions
-/// compute in channel blocks: `[N, C/8, H, W, 8]`, oneDNN's `nChw8c`, the
-/// layout its AVX2 convolution kernels are written for. On an AVX2 machine
-/// (oneDNN 2.6, `jit:avx2`, one thread) ResNet-18's 3×3 convolutions ran
-/// 2 % (56×56×64) to 9 % (7×7×512) faster in blocks than channels-last,
-/// its 1×1 ones 2–4 % slower; oneDNN has no kernel that reads one layout
-/// and writes the other, so a `channel_blocks` conversion (about 0.4 ns an
-/// element) goes wherever a value crosses between them.
+/// compute in channel blocks: `[N, C/w, H, W, w]`, oneDNN's `nChw8c` or
+/// `nChw16c`. Where oneDNN runs its AVX2 kernels, blocks of 8, the layout
+/// those kernels are written for: ResNet-18's 3×3 convolutions ran 2 %
+/// (56×56×64) to 9 % (7×7×512) faster in blocks than channels-last, its
+/// 1×1 ones 2–4 % slower (oneDNN 2.6, `jit:avx2`, one thread). Where it
+/// runs its AVX-512 kernels, blocks of 16, the only layout its Winograd
+/// kernels read: a 3×3 stride-1 convolution takes about half the time of
+/// its direct kernel (`DNNLConvolution.winogradShape`), other 3×3 ones
+/// 8–26 % more than channels-last, 1×1 ones about the same. oneDNN has no
+/// kernel that reads one layout and writes the other, so a `channel_blocks`
+/// conversion goes wherever a value crosses between them.
 ///
 /// Convolutions joined by the values they pass one another (input or
 /// residual) form groups. A group computes in blocks when what its
@@ -17,29 +21,50 @@
 /// blocks is named `NAME#blocked`; the channels-last name stays for what
 /// reads that layout.
 ///
-/// Runs on the top-level block, by default only where oneDNN's best kernels
-/// are its AVX2 ones (`DNNL.runsAVX2Kernels`; on AVX-512 its channels-last
-/// kernels were the fast ones, not measured against blocks of 16).
+/// Runs on the top-level block, by default where oneDNN runs its AVX2 or
+/// its AVX-512 kernels.
 enum ChannelBlocking {
     static let suffix = "#blocked"
-    /// Channels per block.
-    static let width = 8
+    /// The block widths a blocked image may have.
+    static let widths = [8, 16]
 
-    /// Whether the pass runs; `nil` (the default) where oneDNN runs AVX2 kernels. Tests set it.
+    /// Channels per block here: 16 where oneDNN runs its AVX-512 kernels,
+    /// 8 elsewhere; tests choose with `chosenWidth`.
+    static var width: Int { chosenWidth ?? machineWidth }
+
+    /// The width tests choose (the pass's mechanics hold at either on any machine).
+    @TaskLocal static var chosenWidth: Int? = nil
+
+    private static let machineWidth = DNNL.runsAVX512Kernels ? 16 : 8
+
+    /// Whether the pass runs; `nil` (the default) where oneDNN runs AVX2 or AVX-512 kernels. Tests set it.
     @TaskLocal static var enabled: Bool? = nil
 
     /// Nanoseconds a 3×3 or larger convolution saves per multiply-add in
-    /// blocks: 5 % of one at 90 GFLOP/s (45 multiply-adds a nanosecond).
+    /// blocks of 8: 5 % of one at 90 GFLOP/s (45 multiply-adds a nanosecond).
     static let savedPerMultiplyAdd = 0.05 / 45
-    /// Nanoseconds a 1×1 convolution loses per multiply-add in blocks (3 %).
+    /// Nanoseconds a 1×1 convolution loses per multiply-add in blocks of 8 (3 %).
     static let lostPerPointwiseMultiplyAdd = 0.03 / 45
+    /// Nanoseconds oneDNN's Winograd saves per multiply-add of the direct
+    /// convolution in blocks of 16 (AVX-512, one thread: 1.7 ps at 7×7×512,
+    /// 3.5–4.3 ps at 14×14 to 56×56), with `winogradMinimumOutputs` or more.
+    static let winogradSavedPerMultiplyAdd = 0.003
+    /// Output channels below which Winograd is not counted a gain: with 32
+    /// (DenseNet's 3×3 convolutions) it saved 2–3 ps a multiply-add on one
+    /// thread, and at two, each thread's 16 channels transforming the whole
+    /// input, DenseNet-121 ran 2–3 % slower in blocks than channels-last.
+    static let winogradMinimumOutputs = 64
+    /// Nanoseconds a direct 3×3 or larger convolution loses per multiply-add
+    /// in blocks of 16 (AVX-512, one thread: 0.6–1.75 ps, ResNet-18's strided
+    /// 3×3 ones and 7×7×512).
+    static let lostPerMultiplyAddIn16 = 0.001
     /// Nanoseconds a conversion takes per element (oneDNN's reorder of
     /// 56×56×64 and ×256 channels-last images into blocks: 0.34–0.48).
     static let conversionPerElement = 0.45
 
     /// `block` (a function's, whose inputs are `inputs`) with the convolutions that gain from it in channel blocks.
     static func run(_ block: GraphBlock, inputs: [(name: String, type: ValueType)] = []) -> GraphBlock {
-        guard enabled ?? DNNL.runsAVX2Kernels, DNNL.isAvailable else { return block }
+        guard enabled ?? (DNNL.runsAVX2Kernels || DNNL.runsAVX512Kernels), DNNL.isAvailable else { return block }
         let blocked = chosen(block, inputs: inputs)
         guard !blocked.isEmpty else { return block }
         return rewritten(block, blocking: blocked)
@@ -53,8 +78,21 @@ enum ChannelBlocking {
         var output: String
         var multiplyAdds: Int
         var pointwise: Bool
-        /// Runs as Winograd's F(2×2, 3×3), as fast in either layout.
+        var outputChannels: Int
+        /// Runs as our Winograd F(2×2, 3×3) (`WinogradConvolution`), as fast in either layout.
         var winograd: Bool = false
+        /// Runs as oneDNN's Winograd in blocks of 16, as a direct convolution channels-last.
+        var dnnlWinograd: Bool = false
+
+        /// Nanoseconds saved in blocks of `width` (negative: lost).
+        func gain(width: Int) -> Double {
+            let count = Double(multiplyAdds)
+            if width == WinogradConvolution.blockWidth {
+                return winograd ? 0 : count * (pointwise ? -lostPerPointwiseMultiplyAdd : savedPerMultiplyAdd)
+            }
+            if dnnlWinograd { return outputChannels >= winogradMinimumOutputs ? count * winogradSavedPerMultiplyAdd : 0 }
+            return pointwise ? 0 : -count * lostPerMultiplyAddIn16
+        }
     }
 
     /// The indices of the operations of `block` that compute in blocks.
@@ -81,9 +119,7 @@ enum ChannelBlocking {
         var result: Set<Int> = []
         for members in groups.values {
             let indices = Set(members.map(\.index))
-            let gain = members.reduce(0.0) { sum, member in
-                member.winograd ? sum : sum + Double(member.multiplyAdds) * (member.pointwise ? -lostPerPointwiseMultiplyAdd : savedPerMultiplyAdd)
-            }
+            let gain = members.reduce(0.0) { $0 + $1.gain(width: width) }
             var crossing: Set<String> = []
             for member in members {
                 for name in member.reads where !(producer[name].map(indices.contains) ?? false) { crossing.insert(name) }
@@ -177,10 +213,21 @@ enum ChannelBlocking {
               kinds.indices.allSatisfy({ kinds[$0] == "add" || DNNLConvolution.steps(kind: kinds[$0], alpha: alphas[$0], beta: betas[$0]) != nil })
         else { return nil }
         let taps = weight[2] * weight[3]
-        let winograd = WinogradConvolution.applies(kernel: Array(weight[2...]), strides: constant("strides")?.ints ?? [1, 1], dilations: [1, 1],
-                                                   groups: 1, inputs: input[3], outputs: output[3], output: [output[1], output[2]])
+        let strides = constant("strides")?.ints ?? [1, 1]
+        let winograd = width == WinogradConvolution.blockWidth
+            && WinogradConvolution.applies(kernel: Array(weight[2...]), strides: strides, dilations: [1, 1],
+                                           groups: 1, inputs: input[3], outputs: output[3], output: [output[1], output[2]])
+        // oneDNN is asked with the padding that centres the kernel (the plan asks again with the convolution's own).
+        let centred = (0..<2).map { axis -> Int in
+            let stride = strides.count == 2 ? strides[axis] : 1
+            let reach = (output[axis + 1] - 1) * stride + weight[axis + 2]
+            return max(0, (reach - input[axis + 1]) / 2)
+        }
+        let geometry = DNNLConvolution.Geometry(input: [input[0], input[3], input[1], input[2]], output: [output[0], output[3], output[1], output[2]],
+                                                weightShape: weight, groups: 1, strides: strides, dilations: [1, 1], padBefore: centred,
+                                                channelsLast: false, channelBlock: width)
         return Candidate(index: index, reads: reads, output: op.outputs[0].name, multiplyAdds: output.reduce(1, *) * input[3] * taps,
-                         pointwise: taps == 1, winograd: winograd)
+                         pointwise: taps == 1, outputChannels: output[3], winograd: winograd, dnnlWinograd: width != WinogradConvolution.blockWidth && DNNLConvolution.runsWinograd(geometry))
     }
 
     /// `block` with the operations at `blocking` computing in channel
@@ -223,7 +270,7 @@ enum ChannelBlocking {
         return GraphBlock(inputs: block.inputs, operations: operations, outputs: block.outputs, constants: block.constants)
     }
 
-    /// A channels-last `[N, H, W, C]` type in blocks: `[N, C/8, H, W, 8]`.
+    /// A channels-last `[N, H, W, C]` type in blocks: `[N, C/w, H, W, w]`.
     static func blocks(of type: ValueType?) -> ValueType {
         var result = type ?? ValueType(element: .float32, shape: nil)
         if let shape = result.shape, shape.count == 4 {
@@ -234,7 +281,8 @@ enum ChannelBlocking {
 
     static func conversion(from source: String, to target: String, type: ValueType, toBlocks: Bool) -> GraphOperation {
         GraphOperation(type: "channel_blocks",
-                       arguments: ["x": [.value(source)], "to_blocks": [.constant(Tensor(ints: [toBlocks ? 1 : 0], shape: [], type: .bool))]],
+                       arguments: ["x": [.value(source)], "to_blocks": [.constant(Tensor(ints: [toBlocks ? 1 : 0], shape: [], type: .bool))],
+                                   "width": [.constant(Tensor(ints: [Int32(width)], shape: []))]],
                        outputs: [(target, type)], blocks: [])
     }
 }
