@@ -96,6 +96,10 @@ extension Planner {
         recordedStacks[id] = (stack, steps.count)
     }
 
-    /// The recorded stack of `value`, when it has one other than itself.
-    func recordedStack(of value: PlanValue) -> MatrixStack? { readableStack(of: value).flatMap { $0.source == value.id ? nil : $0 } }
+    /// The recorded stack of `value`, when it has one other than itself (as
+    /// `readableStack` would give it, without describing the value's own).
+    func recordedStack(of value: PlanValue) -> MatrixStack? {
+        guard let (stack, from) = recordedStacks[value.id], stack.source != value.id, (lastWrite[aliasRoot(stack.source)] ?? -1) < from else { return nil }
+        return stack
+    }
 }

@@ -73,4 +73,29 @@ extension Planner {
         }
         return inputs
     }
+
+    /// Whether what `op` reads is `recorded` (what `memoInputs(of:)` gave
+    /// when it was planned), compared in place: most of a decoder's step is
+    /// taken from its last plan, so the inputs are not built to be compared.
+    func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input]) -> Bool {
+        var position = 0
+        for arguments in op.arguments.values {
+            for argument in arguments {
+                guard position < recorded.count else { return false }
+                defer { position += 1 }
+                switch (argument, recorded[position]) {
+                case (.constant(let tensor), .value(let id, let type, let shape, let constant, let stack)):
+                    guard id == -1, stack == nil, type == tensor.type, shape == tensor.shape, constant == tensor else { return false }
+                case (.value(let name), .value(let id, let type, let shape, let constant, let stack)):
+                    guard let value = value(named: name), value.id == id, value.type == type, value.shape == shape, value.constant == constant,
+                          (value.constant == nil ? recordedStack(of: value) : nil) == stack else { return false }
+                case (.value(let name), .missing):
+                    guard value(named: name) == nil else { return false }
+                default:
+                    return false
+                }
+            }
+        }
+        return position == recorded.count
+    }
 }

@@ -270,13 +270,15 @@ final class Planner {
             try plan(op, definition)
             return
         }
-        let inputs = memoInputs(of: op), firstValue = values.count, firstStep = steps.count
-        if let record = previous[index], record.type == op.type, record.threads == threads, record.firstValue == firstValue, record.inputs == inputs {
+        let firstValue = values.count, firstStep = steps.count
+        if let record = previous[index], record.type == op.type, record.threads == threads, record.firstValue == firstValue,
+           memoInputs(of: op, match: record.inputs) {
             replay(record, of: op)
             made[index] = record
             reused += 1
             return
         }
+        let inputs = memoInputs(of: op)
         try plan(op, definition)
         let ids = firstValue..<values.count
         made[index] = PlanMemo.Record(
