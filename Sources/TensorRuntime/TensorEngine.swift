@@ -528,7 +528,9 @@ public final class TensorEngine: PredictionEngine {
         case .make(let making, let first):
             let result: Result<PlanEntry, RuntimeError>
             do throws(RuntimeError) {
+                let started = TensorState.profiling ? TensorState.threadNanoseconds() : 0
                 let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first, memo: memo)
+                if TensorState.profiling { TensorState.recordPlan(TensorState.threadNanoseconds() - started) }
                 result = .success(plans.withLock { cache in
                     cache.inFlight[key] = nil
                     return cache.keep(PlanEntry(plan: plan), for: key)

@@ -13,12 +13,27 @@ extension TensorState {
     static let totals = Locked<[String: UInt64]>([:])
     static let stepTotals = Locked<[String: (order: Int, wall: UInt64, cpu: UInt64, runs: Int)]>([:])
     static func record(_ kind: String, _ nanoseconds: UInt64) { totals.withLock { $0[kind, default: 0] += nanoseconds } }
+    /// Plans made, and the CPU time of the threads that made them (`MODELC_PROFILE`).
+    static let planTotals = Locked<(count: Int, nanoseconds: UInt64)>((0, 0))
+    static func recordPlan(_ nanoseconds: UInt64) { planTotals.withLock { $0 = ($0.count + 1, $0.nanoseconds + nanoseconds) } }
     static func dumpProfile() {
+        let plans = planTotals.withLock { $0 }
+        if plans.count > 0 {
+            print(String(format: "plans %d cpu_ms %.1f per_plan_ms %.3f", plans.count, Double(plans.nanoseconds) / 1e6,
+                         Double(plans.nanoseconds) / Double(plans.count) / 1e6))
+        }
         for (kind, total) in totals.withLock({ $0 }).sorted(by: { $0.value > $1.value }) { print(kind, Double(total) / 1e6) }
         for (step, total) in stepTotals.withLock({ $0 }).sorted(by: { $0.value.order < $1.value.order }) {
             let runs = Double(max(total.runs, 1))
             print(String(format: "step %@ wall_us %.1f cpu_us %.1f", step, Double(total.wall) / runs / 1e3, Double(total.cpu) / runs / 1e3))
         }
+    }
+
+    /// CPU time of the calling thread, in nanoseconds.
+    static func threadNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     /// CPU time of every thread of the process, in nanoseconds.
