@@ -64,15 +64,31 @@ final class ArenaPool: Sendable {
     var keptBytes: Int { kept.withLock { $0.reduce(0) { $0 + $1.bytes } } }
 
     /// An arena of at least `bytes`: a kept one that fits, or a new one with room to grow.
-    func take(atLeast bytes: Int) -> Arena {
+    ///
+    /// Of a kept arena, the pages past the first `used` bytes are released
+    /// (read again, they are zero): what a larger plan wrote there, a prompt's
+    /// activations under a decoder step's few, is not held while the new state
+    /// reads only its first bytes. `nil`: all of it is kept as it is.
+    func take(atLeast bytes: Int, using used: Int? = nil) -> Arena {
         if let arena = kept.withLock({ kept -> Arena? in
             guard let index = kept.firstIndex(where: { $0.bytes >= bytes }) else { return nil }
             return kept.remove(at: index)
         }) {
+            if let used { Self.releasePages(of: arena, after: used) }
             return arena
         }
         let size = (bytes + bytes / 8 + 63) / 64 * 64
         return Arena(pointer: .allocate(byteCount: size, alignment: 64), bytes: size)
+    }
+
+    /// Drops the whole pages of `arena` past its first `used` bytes from the
+    /// process (`MADV_DONTNEED`: private anonymous pages read as zero again).
+    static func releasePages(of arena: Arena, after used: Int) {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (Int(bitPattern: arena.pointer) + max(used, 0) + page - 1) / page * page
+        let end = (Int(bitPattern: arena.pointer) + arena.bytes) / page * page
+        guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = Syscalls.current.madvise(address, end - start, MADV_DONTNEED)
     }
 
     /// Keeps `arena` for a later state, or frees it (the smallest goes when more than `limit` are kept).
@@ -110,7 +126,8 @@ final class TensorState {
         self.pool = pool
         kernels = ContiguousArray(plan.steps.map(\.kernel))
         if let pool {
-            let taken = pool.take(atLeast: plan.arenaBytes)
+            // The state slots at the arena's end stay untouched unless a state is copied in.
+            let taken = pool.take(atLeast: plan.arenaBytes, using: plan.zeroedBytes)
             (arena, arenaBytes) = (taken.pointer, taken.bytes)
         } else {
             (arena, arenaBytes) = (.allocate(byteCount: plan.arenaBytes, alignment: 64), plan.arenaBytes)

@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import TensorRuntime
 
@@ -20,6 +21,49 @@ struct ArenaPoolTests {
         #expect(larger.pointer != again.pointer && larger.bytes >= 10_000)
         #expect(pool.keptBytes == again.bytes)
         pool.give(larger)
+    }
+
+    @Test("a kept arena taken for fewer bytes keeps only their pages resident", arguments: [0, 1, 4_096, 100_000, 1 << 20])
+    func releasesWhatTheTakerDoesNotUse(used: Int) throws {
+        let pool = ArenaPool(limit: 2)
+        // A prompt's arena, every page written, then a decoder step's request that fits in it.
+        let large = pool.take(atLeast: 4 << 20)
+        large.pointer.initializeMemory(as: UInt8.self, repeating: 0xA5, count: large.bytes)
+        pool.give(large)
+        let taken = pool.take(atLeast: 2 << 20, using: used)
+        defer { pool.give(taken) }
+        #expect(taken.pointer == large.pointer)
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        // Whole pages past `used` are dropped and read as zero; the bytes the taker uses are untouched.
+        let firstReleased = (Int(bitPattern: taken.pointer) + used + page - 1) / page * page - Int(bitPattern: taken.pointer)
+        let lastReleased = (Int(bitPattern: taken.pointer) + taken.bytes) / page * page - Int(bitPattern: taken.pointer)
+        let bytes = taken.pointer.assumingMemoryBound(to: UInt8.self)
+        #expect((0..<min(used, taken.bytes)).allSatisfy { bytes[$0] == 0xA5 })
+        #expect(try residentBytes(taken.pointer + firstReleased, lastReleased - firstReleased) == 0)
+        #expect(stride(from: firstReleased, to: lastReleased, by: 512).allSatisfy { bytes[$0] == 0 })
+    }
+
+    @Test("an arena taken without a used size is kept as it is")
+    func keepsAllWithoutUsedSize() throws {
+        let pool = ArenaPool(limit: 2)
+        let arena = pool.take(atLeast: 1 << 20)
+        arena.pointer.initializeMemory(as: UInt8.self, repeating: 0x5A, count: arena.bytes)
+        pool.give(arena)
+        let taken = pool.take(atLeast: 1_000)
+        defer { pool.give(taken) }
+        #expect(taken.pointer == arena.pointer)
+        let bytes = taken.pointer.assumingMemoryBound(to: UInt8.self)
+        #expect(stride(from: 0, to: taken.bytes, by: 512).allSatisfy { bytes[$0] == 0x5A })
+    }
+
+    /// Bytes of the whole pages in `count` bytes from `pointer` that are resident (`mincore`).
+    private func residentBytes(_ pointer: UnsafeMutableRawPointer, _ count: Int) throws -> Int {
+        guard count > 0 else { return 0 }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var pages = [UInt8](repeating: 0, count: count / page)
+        let result = pages.withUnsafeMutableBufferPointer { mincore(pointer, count / page * page, $0.baseAddress) }
+        try #require(result == 0)
+        return pages.reduce(0) { $0 + Int($1 & 1) } * page
     }
 
     @Test("past its limit the pool frees the smallest arena", arguments: [1, 2, 3])
