@@ -128,6 +128,13 @@ public final class Model: Sendable {
         (engine as? TensorEngine)?.prepare(shapes: shapes)
     }
 
+    /// Lets the memory a prediction with inputs of `shapes` worked in go to
+    /// the predictions of other shapes (`TensorEngine.releaseStates`): after a
+    /// decoder's prompt, whose shapes its steps never have.
+    func releasePredictionMemory(shapes: [String: [Int]]) {
+        (engine as? TensorEngine)?.releaseStates(shapes: shapes)
+    }
+
     /// The class labels of a classifier, in the model's order; empty otherwise.
     public var classLabels: [String] { summary.classLabels?.texts ?? [] }
 

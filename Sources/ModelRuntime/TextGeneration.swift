@@ -195,6 +195,16 @@ public final class TextGenerator {
         return shapes
     }
 
+    /// Lets the next steps work in the memory of the step that fed `length`
+    /// tokens at positions `begin ..< begin + length` when the next step's
+    /// shapes differ (a mask grows by a position each step; the prompt's
+    /// memory, the largest, is needed by no step after it).
+    private func releaseStep(begin: Int, length: Int, stateful: Bool) {
+        let current = shapes(begin: begin, length: length)
+        let next = stateful ? shapes(begin: begin + length, length: 1) : shapes(begin: 0, length: begin + length + 1)
+        if next != current { model.releasePredictionMemory(shapes: current) }
+    }
+
     /// Plans, in the background, the step that feeds `length` tokens at positions `begin ..< begin + length`.
     fileprivate func prepareStep(begin: Int, length: Int) {
         let model = self.model, shapes = shapes(begin: begin, length: length)
@@ -225,6 +235,7 @@ public final class TextGenerator {
         } catch {
             throw .prediction(error)
         }
+        releaseStep(begin: begin, length: length, stateful: state != nil)
         guard case .multiArray(let array)? = outputs[logitsOutput], let vocabulary = array.shape.last, vocabulary > 0,
               array.count % vocabulary == 0 else {
             throw .notADecoder(reason: "output \"\(logitsOutput)\" is not logits of shape [1, q, vocabulary]")

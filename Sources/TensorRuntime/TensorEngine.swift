@@ -505,8 +505,34 @@ public final class TensorEngine: PredictionEngine {
         _ = try? entry(for: shapes)
     }
 
+    /// Hands the arenas of the idle prediction states of the plan for
+    /// `shapes` (non-state inputs by name) to the states made next, keeping
+    /// the plan: a decoder's prompt runs once at its length, and its state's
+    /// arena, the largest (a 200M decoder's 128 tokens: 27 MB written), would
+    /// stay resident under every step until the plan left the cache. The
+    /// step that takes it keeps only the pages it uses (`ArenaPool.take`).
+    public func releaseStates(shapes: [String: [Int]]) {
+        guard let entry = plans.withLock({ $0.entries[key(for: shapes)] }) else { return }
+        // The states are freed, giving their arenas to the pool, once the lock is let go.
+        _ = entry.idle.withLock { idle in
+            let states = idle
+            idle.removeAll()
+            return states
+        }
+    }
+
+    /// States kept for later predictions by the plan for `shapes`; `nil` when no plan is kept for them (tests).
+    func idleStateCount(shapes: [String: [Int]]) -> Int? {
+        plans.withLock { $0.entries[key(for: shapes)] }.map { entry in entry.idle.withLock { $0.count } }
+    }
+
+    /// The plan cache's key for inputs of `shapes`.
+    private func key(for shapes: [String: [Int]]) -> [Int] {
+        function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
+    }
+
     private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
-        let key = function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
+        let key = key(for: shapes)
         enum Next {
             case ready(PlanEntry)
             case wait(PlanInFlight)

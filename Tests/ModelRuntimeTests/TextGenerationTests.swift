@@ -118,6 +118,28 @@ struct TextGenerationTests {
         #expect(engine.keptPlanCount == planned)
     }
 
+    @Test("each step's state goes back to the pool once the step is done: no plan of the prompt or a step keeps one", arguments: variants)
+    func stepsLeaveNoState(variant: String) throws {
+        let reference = try Self.reference(variant)
+        let model = try Self.model(variant, threads: 1)
+        let generator = try TextGenerator(model: model)
+        var tokens: [Int] = []
+        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
+            tokens.append(step.token)
+            return true
+        }
+        #expect(tokens == reference.greedy)
+        let engine = try #require(model.engine as? TensorEngine)
+        // The prompt's shapes, then each step's: one token, the mask a position longer each time.
+        let prompt = reference.prompt.count
+        var steps = [["inputIds": [1, prompt], "causalMask": [1, 1, prompt, prompt]]]
+        for end in (prompt + 1)..<(prompt + reference.greedy.count) { steps.append(["inputIds": [1, 1], "causalMask": [1, 1, 1, end]]) }
+        for shapes in steps {
+            let idle = try #require(engine.idleStateCount(shapes: shapes), "no plan kept for \(shapes)")
+            #expect(idle == 0, "\(shapes)")
+        }
+    }
+
     @Test("sampling is reproducible from its seed, stays within the top k, and differs between seeds")
     func sampling() throws {
         let generator = try TextGenerator(model: try Self.model("Int4"))
