@@ -63,15 +63,17 @@ final class ArenaPool: Sendable {
     /// Bytes of the arenas kept for later states.
     var keptBytes: Int { kept.withLock { $0.reduce(0) { $0 + $1.bytes } } }
 
-    /// An arena of at least `bytes`: a kept one that fits, or a new one with room to grow.
+    /// An arena of at least `bytes`: the largest kept one that fits, or a new one with room to grow.
     ///
     /// Of a kept arena, the pages past the first `used` bytes are released
     /// (read again, they are zero): what a larger plan wrote there, a prompt's
     /// activations under a decoder step's few, is not held while the new state
-    /// reads only its first bytes. `nil`: all of it is kept as it is.
+    /// reads only its first bytes. `nil`: all of it is kept as it is. The
+    /// largest is taken so that a large arena does not wait in the pool with
+    /// its pages resident while smaller ones serve.
     func take(atLeast bytes: Int, using used: Int? = nil) -> Arena {
         if let arena = kept.withLock({ kept -> Arena? in
-            guard let index = kept.firstIndex(where: { $0.bytes >= bytes }) else { return nil }
+            guard let index = kept.indices.filter({ kept[$0].bytes >= bytes }).max(by: { kept[$0].bytes < kept[$1].bytes }) else { return nil }
             return kept.remove(at: index)
         }) {
             if let used { Self.releasePages(of: arena, after: used) }

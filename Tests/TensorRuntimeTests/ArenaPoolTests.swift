@@ -43,6 +43,27 @@ struct ArenaPoolTests {
         #expect(stride(from: firstReleased, to: lastReleased, by: 512).allSatisfy { bytes[$0] == 0 })
     }
 
+    @Test("the largest kept arena that fits is taken, so a prompt's does not wait in the pool with its pages resident")
+    func takesTheLargest() throws {
+        let pool = ArenaPool(limit: 2)
+        let step = pool.take(atLeast: 1 << 20), prompt = pool.take(atLeast: 4 << 20)
+        prompt.pointer.initializeMemory(as: UInt8.self, repeating: 0xA5, count: prompt.bytes)
+        pool.give(step)
+        pool.give(prompt)
+        let taken = pool.take(atLeast: 1 << 20, using: 4_096)
+        #expect(taken.pointer == prompt.pointer)
+        #expect(pool.keptBytes == step.bytes)
+        // Its pages past the first used ones are not resident.
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let tail = try #require(UnsafeMutableRawPointer(bitPattern: (Int(bitPattern: taken.pointer) + 4_096 + page - 1) / page * page))
+        #expect(try residentBytes(tail, taken.bytes - 2 * page) == 0)
+        pool.give(taken)
+        // Nothing kept fits: a new arena.
+        let larger = pool.take(atLeast: 8 << 20)
+        #expect(larger.pointer != step.pointer && larger.pointer != prompt.pointer)
+        pool.give(larger)
+    }
+
     @Test("an arena taken without a used size is kept as it is")
     func keepsAllWithoutUsedSize() throws {
         let pool = ArenaPool(limit: 2)
