@@ -175,6 +175,19 @@ public final class Model: Sendable {
         return OutputConformer.conform(try engine.predict(checked, state: state.state), to: summary.outputs)
     }
 
+    /// `prediction(from:using:)` (`prediction(from:)` without a state), giving
+    /// output `output` as its last row only where the tensor engine runs the
+    /// model (`TensorEngine.predict(_:state:lastRowOf:)`): a decoder's logits,
+    /// of which a generator reads the last position's.
+    func prediction(from inputs: [String: FeatureValue], using state: ModelState?, lastRowOf output: String) throws(RuntimeError) -> [String: FeatureValue] {
+        if let state, (engine as? TensorEngine) !== state.engine {
+            throw .invalidValue(feature: "state", detail: "the state was made by another model")
+        }
+        guard let tensorEngine = engine as? TensorEngine else { return try prediction(from: inputs) }
+        let checked = try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences)
+        return OutputConformer.conform(try tensorEngine.predict(checked, state: state?.state, lastRowOf: output), to: summary.outputs)
+    }
+
     /// The outputs for one set of inputs, computed off the caller's task.
     public func prediction(from inputs: [String: FeatureValue]) async throws(RuntimeError) -> [String: FeatureValue] {
         let result: Result<[String: FeatureValue], RuntimeError> = await withCheckedContinuation { continuation in

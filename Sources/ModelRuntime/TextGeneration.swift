@@ -227,11 +227,7 @@ public final class TextGenerator {
         }
         let outputs: [String: FeatureValue]
         do throws(RuntimeError) {
-            if let state {
-                outputs = try model.prediction(from: inputs, using: state)
-            } else {
-                outputs = try model.prediction(from: inputs)
-            }
+            outputs = try model.prediction(from: inputs, using: state, lastRowOf: logitsOutput)
         } catch {
             throw .prediction(error)
         }

@@ -140,6 +140,37 @@ struct TextGenerationTests {
         }
     }
 
+    @Test("a prediction giving the logits' last row only gives the last row of the whole prediction's", arguments: variants)
+    func lastRowOnly(variant: String) throws {
+        let reference = try Self.reference(variant)
+        let model = try Self.model(variant)
+        let length = reference.prompt.count
+        let mask = (0..<(length * length)).map { $0 % length > $0 / length ? -Double.infinity : 0 }
+        let inputs: [String: FeatureValue] = [
+            "inputIds": .multiArray(MultiArray(reference.prompt.map(Double.init), shape: [1, length], dataType: .int32)),
+            "causalMask": .multiArray(MultiArray(mask, shape: [1, 1, length, length], dataType: .float16)),
+        ]
+        let state = try #require(model.makeState())
+        let whole = try #require(try model.prediction(from: inputs, using: state)["logits"]?.multiArrayValue)
+        let last = try #require(try model.prediction(from: inputs, using: model.makeState(), lastRowOf: "logits")["logits"]?.multiArrayValue)
+        #expect(whole.shape == [1, length, reference.vocabulary])
+        #expect(last.shape == [1, 1, reference.vocabulary])
+        #expect(last.dataType == whole.dataType)
+        #expect(last.floats(0..<last.count) == whole.floats((whole.count - last.count)..<whole.count))
+        // Without a state the engine makes one of the prediction's own: the same row.
+        let stateless = try #require(try model.prediction(from: inputs, using: nil, lastRowOf: "logits")["logits"]?.multiArrayValue)
+        #expect(stateless.floats(0..<stateless.count) == last.floats(0..<last.count))
+        // A value with an axis above 1 before its last two is given whole.
+        var elements = (0..<24).map(Float.init)
+        try elements.withUnsafeMutableBytes { raw in
+            let base = try #require(raw.baseAddress)
+            let batched = TensorEngine.lastRow(PlanValue(id: 0, type: .float32, shape: [2, 3, 4], constant: nil), at: base)
+            #expect(batched.shape == [2, 3, 4] && batched.floats(0..<24) == (0..<24).map(Float.init))
+            let row = TensorEngine.lastRow(PlanValue(id: 0, type: .float32, shape: [1, 6, 4], constant: nil), at: base)
+            #expect(row.shape == [1, 1, 4] && row.floats(0..<4) == [20, 21, 22, 23])
+        }
+    }
+
     @Test("sampling is reproducible from its seed, stays within the top k, and differs between seeds")
     func sampling() throws {
         let generator = try TextGenerator(model: try Self.model("Int4"))
