@@ -124,15 +124,17 @@ public final class Model: Sendable {
     /// Plans the tensor engine for inputs of `shapes` (by name) ahead of a
     /// prediction with them; other engines plan nothing. Errors are left for
     /// that prediction to report.
-    func preparePrediction(shapes: [String: [Int]]) {
-        (engine as? TensorEngine)?.prepare(shapes: shapes)
+    /// `lastRowOf`: for `prediction(from:using:lastRowOf:)` with that output.
+    func preparePrediction(shapes: [String: [Int]], lastRowOf: String? = nil) {
+        (engine as? TensorEngine)?.prepare(shapes: shapes, lastRowOf: lastRowOf)
     }
 
     /// Lets the memory a prediction with inputs of `shapes` worked in go to
     /// the predictions of other shapes (`TensorEngine.releaseStates`): after a
-    /// decoder's prompt, whose shapes its steps never have.
-    func releasePredictionMemory(shapes: [String: [Int]]) {
-        (engine as? TensorEngine)?.releaseStates(shapes: shapes)
+    /// decoder's prompt, whose shapes its steps never have. `lastRowOf`: of
+    /// `prediction(from:using:lastRowOf:)` with that output.
+    func releasePredictionMemory(shapes: [String: [Int]], lastRowOf: String? = nil) {
+        (engine as? TensorEngine)?.releaseStates(shapes: shapes, lastRowOf: lastRowOf)
     }
 
     /// The class labels of a classifier, in the model's order; empty otherwise.

@@ -202,13 +202,13 @@ public final class TextGenerator {
     private func releaseStep(begin: Int, length: Int, stateful: Bool) {
         let current = shapes(begin: begin, length: length)
         let next = stateful ? shapes(begin: begin + length, length: 1) : shapes(begin: 0, length: begin + length + 1)
-        if next != current { model.releasePredictionMemory(shapes: current) }
+        if next != current { model.releasePredictionMemory(shapes: current, lastRowOf: logitsOutput) }
     }
 
     /// Plans, in the background, the step that feeds `length` tokens at positions `begin ..< begin + length`.
     fileprivate func prepareStep(begin: Int, length: Int) {
-        let model = self.model, shapes = shapes(begin: begin, length: length)
-        DispatchQueue.global(qos: .userInitiated).async { model.preparePrediction(shapes: shapes) }
+        let model = self.model, shapes = shapes(begin: begin, length: length), logits = logitsOutput
+        DispatchQueue.global(qos: .userInitiated).async { model.preparePrediction(shapes: shapes, lastRowOf: logits) }
     }
 
     /// The logits of the last of `tokens`, which stand at positions `begin ..< begin + tokens.count`.

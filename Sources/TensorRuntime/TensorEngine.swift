@@ -17,6 +17,8 @@ public final class TensorEngine: PredictionEngine {
     private let plans = Locked(PlanCache())
     /// Each operation's part of the last plan, taken again where a new plan's inputs match (a decoder's next step).
     private let memo = PlanMemo()
+    /// The function computing one output's last row only, by output (`nil`: the function cannot).
+    private let lastRowFunctions = Locked<[String: GraphFunction?]>([:])
     /// Arenas of the states of plans the cache dropped, for new plans' states.
     private let arenas = ArenaPool()
     /// The name of the function this engine runs.
@@ -201,9 +203,11 @@ public final class TensorEngine: PredictionEngine {
     /// The outputs for `inputs` (reading and updating `state`; `nil`: a state of
     /// this prediction's own), output `output` given as its last row only: a
     /// decoder's logits `[1, q, vocabulary]` as `[1, 1, vocabulary]`, the
-    /// one row a generator reads, so that a prompt's other rows are neither
-    /// copied nor converted (the 200M decoder's 128: 8 MB of fp16). A value
-    /// with an axis other than its last two above 1 is given whole.
+    /// one row a generator reads. Where a product computes the output row by
+    /// row, the plan computes that row alone (`GraphFunction.lastRowOnly(of:)`);
+    /// otherwise the other rows are computed but neither copied nor converted
+    /// (the 200M decoder's 128: 8 MB of fp16). A value with an axis other than
+    /// its last two above 1 is given whole.
     public func predict(_ inputs: [String: FeatureValue], state: ProgramState?, lastRowOf output: String) throws(RuntimeError) -> [String: FeatureValue] {
         try predict(inputs, state: state ?? (hasStates ? makeState() : Self.noStates), cancellation: nil, lastRowOf: output)
     }
@@ -220,7 +224,7 @@ public final class TensorEngine: PredictionEngine {
             }
             shapes[input.name] = try shape(of: value, input: input)
         }
-        let entry = try entry(for: shapes)
+        let entry = try entry(for: shapes, lastRowOf: lastRowOf)
         let box = entry.idle.withLock { $0.popLast() } ?? TensorStateBox(TensorState(plan: entry.plan, pool: arenas))
         // Every stage's state goes back to its pool at the end (a stage reads the one before).
         var held = [(entry, box)]
@@ -515,7 +519,9 @@ public final class TensorEngine: PredictionEngine {
     }
 
     /// The plan for `shapes` (made now, or the cached one).
-    func plan(for shapes: [String: [Int]]) throws(RuntimeError) -> TensorPlan { try entry(for: shapes).plan }
+    func plan(for shapes: [String: [Int]], lastRowOf: String? = nil) throws(RuntimeError) -> TensorPlan {
+        try entry(for: shapes, lastRowOf: lastRowOf).plan
+    }
 
     /// Plans kept now (tests).
     var keptPlanCount: Int { plans.withLock { $0.entries.count } }
@@ -524,8 +530,9 @@ public final class TensorEngine: PredictionEngine {
     /// for them is kept or being made, so that a prediction with them finds
     /// it: a decoder's next step, planned on another core while this one runs.
     /// A shape that cannot be planned is left for that prediction to report.
-    public func prepare(shapes: [String: [Int]]) {
-        _ = try? entry(for: shapes)
+    /// `lastRowOf`: for a prediction giving that output's last row only (`predict(_:state:lastRowOf:)`).
+    public func prepare(shapes: [String: [Int]], lastRowOf: String? = nil) {
+        _ = try? entry(for: shapes, lastRowOf: lastRowOf)
     }
 
     /// Hands the arenas of the idle prediction states of the plan for
@@ -534,8 +541,10 @@ public final class TensorEngine: PredictionEngine {
     /// arena, the largest (a 200M decoder's 128 tokens: 27 MB written), would
     /// stay resident under every step until the plan left the cache. The
     /// step that takes it keeps only the pages it uses (`ArenaPool.take`).
-    public func releaseStates(shapes: [String: [Int]]) {
-        guard let entry = plans.withLock({ $0.entries[key(for: shapes)] }) else { return }
+    /// `lastRowOf`: of the plan for predictions giving that output's last row only.
+    public func releaseStates(shapes: [String: [Int]], lastRowOf: String? = nil) {
+        let key = key(for: shapes, lastRowOf: lastRowOf)
+        guard let entry = plans.withLock({ $0.entries[key] }) else { return }
         // The states are freed, giving their arenas to the pool, once the lock is let go.
         _ = entry.idle.withLock { idle in
             let states = idle
@@ -545,17 +554,32 @@ public final class TensorEngine: PredictionEngine {
     }
 
     /// States kept for later predictions by the plan for `shapes`; `nil` when no plan is kept for them (tests).
-    func idleStateCount(shapes: [String: [Int]]) -> Int? {
-        plans.withLock { $0.entries[key(for: shapes)] }.map { entry in entry.idle.withLock { $0.count } }
+    func idleStateCount(shapes: [String: [Int]], lastRowOf: String? = nil) -> Int? {
+        let key = key(for: shapes, lastRowOf: lastRowOf)
+        return plans.withLock { $0.entries[key] }.map { entry in entry.idle.withLock { $0.count } }
     }
 
-    /// The plan cache's key for inputs of `shapes`.
-    private func key(for shapes: [String: [Int]]) -> [Int] {
-        function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] }
+    /// The function a prediction giving output `lastRowOf`'s last row only
+    /// runs (`GraphFunction.lastRowOnly(of:)`), with its output's place; `nil`:
+    /// the whole function (no such output, or one not computed row by row).
+    private func lastRowFunction(_ lastRowOf: String?) -> (function: GraphFunction, output: Int)? {
+        guard let output = lastRowOf, let place = function.block.outputs.firstIndex(of: output) else { return nil }
+        let made = lastRowFunctions.withLock { functions in
+            if let made = functions[output] { return made }
+            let made = function.lastRowOnly(of: output)
+            functions[output] = made
+            return made
+        }
+        return made.map { ($0, place) }
     }
 
-    private func entry(for shapes: [String: [Int]]) throws(RuntimeError) -> PlanEntry {
-        let key = key(for: shapes)
+    /// The plan cache's key for inputs of `shapes` (and the function giving output `lastRowOf`'s last row).
+    private func key(for shapes: [String: [Int]], lastRowOf: String? = nil) -> [Int] {
+        function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] } + (lastRowFunction(lastRowOf).map { [-2 - $0.output] } ?? [])
+    }
+
+    private func entry(for shapes: [String: [Int]], lastRowOf: String? = nil) throws(RuntimeError) -> PlanEntry {
+        let key = key(for: shapes, lastRowOf: lastRowOf)
         enum Next {
             case ready(PlanEntry)
             case wait(PlanInFlight)
@@ -578,7 +602,8 @@ public final class TensorEngine: PredictionEngine {
             let result: Result<PlanEntry, RuntimeError>
             do throws(RuntimeError) {
                 let started = TensorState.profiling ? TensorState.threadNanoseconds() : 0
-                let plan = try Planner.plan(function, shapes: shapes, threads: threads, releasingMappedPages: first, memo: memo)
+                let plan = try Planner.plan(lastRowFunction(lastRowOf)?.function ?? function, shapes: shapes, threads: threads,
+                                            releasingMappedPages: first, memo: memo)
                 if TensorState.profiling { TensorState.recordPlan(TensorState.threadNanoseconds() - started) }
                 result = .success(plans.withLock { cache in
                     cache.inFlight[key] = nil
