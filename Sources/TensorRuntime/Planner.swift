@@ -9,20 +9,20 @@ final class Planner {
     private(set) var values: [PlanValue] = []
     private(set) var steps: [PlanStep] = []
     /// Values that are another value's bytes under another shape (reshape, squeeze, …).
-    private var aliasOf: [Int: Int] = [:]
+    private var aliasOf = ValueTable<Int>()
     /// For an alias that starts inside its root (a slice): how many elements in.
-    private var aliasOffset: [Int: Int] = [:]
+    private var aliasOffset = ValueTable<Int>()
     /// Values that may be read where their elements already lie
     /// (`MatrixStacks.swift`), and the index of the step that made them.
-    var recordedStacks: [Int: (stack: MatrixStack, from: Int)] = [:]
+    var recordedStacks = ValueTable<(stack: MatrixStack, from: Int)>()
     /// The value each alias was made from (`aliasOf` names the root).
-    private var aliasParent: [Int: Int] = [:]
+    private var aliasParent = ValueTable<Int>()
     /// Each view (`view`): how many elements into the value it was taken
     /// from, and the index of the first step that may read it.
-    private var views: [Int: (offset: Int, from: Int)] = [:]
+    private var views = ValueTable<(offset: Int, from: Int)>()
     /// The index of the last step writing each value (by root): whether a
     /// recorded `MatrixStack`'s source is still as it was.
-    private(set) var lastWrite: [Int: Int] = [:]
+    private(set) var lastWrite = ValueTable<Int>()
     /// How deep in nested blocks planning is.
     private var nesting = 0
     private var names: [String: Int] = [:]
@@ -371,7 +371,7 @@ final class Planner {
             table[id] = pointer
         }
         // Views of written values (inside nested blocks) read their root's bytes.
-        for (id, root) in aliasOf where step.writes.contains(root) { table[id] = table[root] + 4 * (aliasOffset[id] ?? 0) }
+        for (id, root) in aliasOf.entries where step.writes.contains(root) { table[id] = table[root] + 4 * (aliasOffset[id] ?? 0) }
         try step.kernel(Buffers(base: table))
         for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
             let value = values[id]
@@ -450,17 +450,18 @@ final class Planner {
     /// layer's slice of the cache read after the next layer's update: each
     /// such view becomes a value of its own, copied where it was taken.
     private func copyOverwrittenViews(outputs: [String: Int]) {
-        guard !views.isEmpty else { return }
+        let taken = views.entries
+        guard !taken.isEmpty else { return }
         // The last step reading each value, or anything read through it (an alias is made after its source).
         var lastRead = [Int](repeating: -1, count: values.count)
         for (index, step) in steps.enumerated() { for id in step.reads { lastRead[id] = index } }
         for id in outputs.values { lastRead[id] = steps.count }
         if let classification { lastRead[classification.probabilities] = steps.count }
         for id in values.indices.reversed() { if let source = aliasParent[id] { lastRead[source] = max(lastRead[source], lastRead[id]) } }
-        let overwritten = views.filter { id, view in
+        let overwritten = taken.filter { id, view in
             let target = aliasRoot(id), last = min(lastRead[id], steps.count - 1)
             return last >= view.from && steps[view.from...last].contains { $0.writes.contains(target) }
-        }.keys.sorted()
+        }.map(\.id)
         guard !overwritten.isEmpty else { return }
         func isMade(_ id: Int, from ancestor: Int) -> Bool {
             var current = aliasParent[id]
@@ -650,12 +651,12 @@ final class Planner {
         for id in read where values[id].constant != nil { _ = address(of: id) }
         var addresses: [Int: UnsafeMutableRawPointerBox] = [:]
         for (id, pointer) in constantAddresses { addresses[id] = UnsafeMutableRawPointerBox(pointer: pointer) }
-        for (id, source) in aliasOf where offsets[source] == nil {
+        for (id, source) in aliasOf.entries where offsets[source] == nil {
             addresses[id] = addresses[source]
         }
         let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
         return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64), zeroedBytes: zeroedBytes,
                           memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
-                          stateViews: stateViews, viewOffsets: aliasOffset.mapValues { 4 * $0 })
+                          stateViews: stateViews, viewOffsets: aliasOffset.dictionary.mapValues { 4 * $0 })
     }
 }
