@@ -532,7 +532,7 @@ public final class TensorEngine: PredictionEngine {
     /// A shape that cannot be planned is left for that prediction to report.
     /// `lastRowOf`: for a prediction giving that output's last row only (`predict(_:state:lastRowOf:)`).
     public func prepare(shapes: [String: [Int]], lastRowOf: String? = nil) {
-        _ = try? entry(for: shapes, lastRowOf: lastRowOf)
+        ThreadTeam.reserving { _ = try? entry(for: shapes, lastRowOf: lastRowOf) }
     }
 
     /// Hands the arenas of the idle prediction states of the plan for

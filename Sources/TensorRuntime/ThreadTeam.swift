@@ -28,6 +28,28 @@ final class ThreadTeam: @unchecked Sendable {
     /// How long a helper keeps looking for the next operation before it sleeps, in nanoseconds.
     static let spin: UInt64 = 100_000
 
+    /// The machine's cores, and how many of them work in the background is
+    /// using now (`reserving`).
+    static let cores = ProcessInfo.processInfo.activeProcessorCount
+    private static let reserved = Atomic<Int>(0)
+
+    /// Runs `body`, background work of the engine (a decoder's next step,
+    /// planned while this one runs), with a core set aside for it: while it
+    /// runs, an operation uses at most the cores left, so that it and the
+    /// operations' threads do not take turns on the same cores (each turn a
+    /// thread loses stalls the others at the operation's end). Where a
+    /// prediction's threads leave a core free, nothing changes.
+    static func reserving<Result>(_ body: () throws -> Result) rethrows -> Result {
+        reserved.wrappingAdd(1, ordering: .relaxed)
+        defer { reserved.wrappingSubtract(1, ordering: .relaxed) }
+        return try body()
+    }
+
+    /// Threads an operation asking for `threads` runs on now.
+    static func available(_ threads: Int) -> Int {
+        min(threads, max(1, cores - reserved.load(ordering: .relaxed)))
+    }
+
     /// An operation being run: its parts, the next part to take, how many are
     /// done, and how many helpers may still join (the caller asked for at most
     /// `threads`, whatever the size of the team an earlier caller hired).
@@ -76,7 +98,8 @@ final class ThreadTeam: @unchecked Sendable {
 
     /// Runs `body(0)`, …, `body(count − 1)` at once on at most `threads`
     /// threads (the caller's included) and returns when all are done.
-    func perform(_ count: Int, threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    func perform(_ count: Int, threads requested: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let threads = Self.available(requested)
         guard count > 1, threads > 1 else {
             for part in 0..<count { body(part) }
             return

@@ -34,6 +34,28 @@ struct ThreadTeamTests {
         #expect(total.withLock { $0 } == 4 * 25 * 3 * 2)
     }
 
+    @Test("while work in the background sets a core aside, an operation runs on the cores left, every part once")
+    func reservedCore() {
+        let threads = max(2, ThreadTeam.cores)
+        ThreadTeam.reserving {
+            // Other suites may set cores aside too meanwhile: at most what this one leaves.
+            let left = max(1, ThreadTeam.cores - 1)
+            #expect(ThreadTeam.available(threads) <= left)
+            #expect(ThreadTeam.available(1) == 1)
+            for _ in 0..<10 {
+                let workers = Locked(Set<UInt64>()), runs = Locked([Int](repeating: 0, count: 16))
+                ThreadTeam.shared.perform(16, threads: threads) { part in
+                    let thread = UInt64(pthread_self())
+                    workers.withLock { _ = $0.insert(thread) }
+                    runs.withLock { $0[part] += 1 }
+                    usleep(200)
+                }
+                #expect(workers.withLock { $0.count } <= left)
+                #expect(runs.withLock { $0 } == [Int](repeating: 1, count: 16))
+            }
+        }
+    }
+
     @Test("a caller asking for 2 threads gets at most 2, after a wider caller hired more helpers")
     func threadsAskedForAreTheLimit() {
         ThreadTeam.shared.perform(8, threads: 4) { _ in usleep(2_000) }
