@@ -46,6 +46,16 @@ struct TextGenerationTests {
         return array.flatMap(numbers)
     }
 
+    /// The tokens `generator` generates greedily from the reference's prompt, as many as the reference has.
+    static func greedyTokens(_ generator: TextGenerator, _ reference: Reference) throws -> [Int] {
+        var tokens: [Int] = []
+        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
+            tokens.append(step.token)
+            return true
+        }
+        return tokens
+    }
+
     static func model(_ variant: String, threads: Int = 1) throws -> Model {
         try Model(contentsOf: Fixtures.path("Models/LlamaDecoder\(variant).mlpackage"), configuration: ModelConfiguration(threads: threads))
     }
@@ -76,12 +86,7 @@ struct TextGenerationTests {
         let generator = try TextGenerator(model: try Self.model(variant, threads: 2))
         #expect(generator.tokenInput == "inputIds" && generator.maskInput == "causalMask" && generator.logitsOutput == "logits")
         #expect(generator.context == reference.context)
-        var tokens: [Int] = []
-        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
-            tokens.append(step.token)
-            return true
-        }
-        #expect(tokens == reference.greedy)
+        #expect(try Self.greedyTokens(generator, reference) == reference.greedy)
         // Stopping early: the callback's false ends the loop.
         var first: [Int] = []
         try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: 5)) { step in
@@ -98,12 +103,7 @@ struct TextGenerationTests {
         let generator = try TextGenerator(model: model)
         #expect(generator.plansAhead == (ProcessInfo.processInfo.activeProcessorCount > 1))
         // Greedy tokens with every next step planned in the background (on a machine of more than one core).
-        var tokens: [Int] = []
-        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
-            tokens.append(step.token)
-            return true
-        }
-        #expect(tokens == reference.greedy)
+        #expect(try Self.greedyTokens(generator, reference) == reference.greedy)
         // Eight threads preparing one new shape at once make one plan; a prediction with it makes none.
         let engine = try #require(model.engine as? TensorEngine)
         let end = reference.prompt.count + 1
@@ -123,12 +123,7 @@ struct TextGenerationTests {
         let reference = try Self.reference(variant)
         let model = try Self.model(variant, threads: 1)
         let generator = try TextGenerator(model: model)
-        var tokens: [Int] = []
-        try generator.generate(prompt: reference.prompt, options: GenerationOptions(maxNewTokens: reference.greedy.count)) { step in
-            tokens.append(step.token)
-            return true
-        }
-        #expect(tokens == reference.greedy)
+        #expect(try Self.greedyTokens(generator, reference) == reference.greedy)
         let engine = try #require(model.engine as? TensorEngine)
         // The prompt's shapes, then each step's: one token, the mask a position longer each time.
         let prompt = reference.prompt.count
