@@ -198,8 +198,9 @@ enum DNNLConvolution {
     }
 
     /// Whether oneDNN runs a convolution of `geometry` as Winograd's here:
-    /// asked of oneDNN once per geometry (a primitive is made without
-    /// weights), so that the layout pass decides as the plan will.
+    /// asked of oneDNN once per geometry (which implementation it would
+    /// choose; no kernel is generated), so that the layout pass decides as
+    /// the plan will.
     static func runsWinograd(_ geometry: Geometry) -> Bool {
         guard DNNL.isAvailable, winogradShape(geometry) else { return false }
         let key = "\(geometry.input) \(geometry.output) \(geometry.weightShape) \(geometry.padBefore)"
@@ -212,10 +213,8 @@ enum DNNLConvolution {
             let status = dnnl_dilated_convolution_forward_desc_init(&description, dnnl_forward_inference, dnnl_convolution_winograd,
                                                                     &source.raw, &weights.raw, nil, &destination.raw, [1, 1], [0, 0],
                                                                     geometry.padBefore.map(Int64.init), after)
-            if status == dnnl_success,
-               let primitive = try? DNNLPrimitive(name: "winograd query", operation: &description,
-                                                  slots: [Int32(DNNL_ARG_SRC), Int32(DNNL_ARG_DST)], threads: 1) {
-                answer = primitive.implementation.contains("wino")
+            if status == dnnl_success, let implementation = DNNLPrimitive.implementation(of: &description) {
+                answer = implementation.contains("wino")
             }
         }
         winogradAnswers.withLock { $0[key] = answer }

@@ -82,6 +82,23 @@ final class DNNLPrimitive: @unchecked Sendable {
         dnnl_primitive_desc_destroy(descriptor)
     }
 
+    /// The name of the implementation oneDNN would choose for an operation
+    /// descriptor (as `implementation` names it), without making the
+    /// primitive (its kernel is generated only when one is made); `nil` where
+    /// oneDNN has none.
+    static func implementation<OperationDescriptor>(of operation: inout OperationDescriptor) -> String? {
+        guard let engine = DNNL.engine?.handle else { return nil }
+        var description: dnnl_primitive_desc_t?
+        let described = withUnsafePointer(to: &operation) { pointer in
+            dnnl_primitive_desc_create(&description, UnsafeRawPointer(pointer), nil, engine, nil)
+        }
+        guard described == dnnl_success, let description else { return nil }
+        defer { dnnl_primitive_desc_destroy(description) }
+        var text: UnsafePointer<CChar>?
+        guard dnnl_primitive_desc_query(description, dnnl_query_impl_info_str, 0, &text) == dnnl_success, let text else { return nil }
+        return String(cString: text)
+    }
+
     /// The layout the primitive chose for run argument `argument` (`DNNL_ARG_WEIGHTS`, `DNNL_ARG_SRC`, …).
     func layout(of argument: Int32) throws(RuntimeError) -> DNNLDescriptor {
         guard let raw = dnnl_primitive_desc_query_md(descriptor, dnnl_query_exec_arg_md, argument)?.pointee else {
