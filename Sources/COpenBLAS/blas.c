@@ -9,10 +9,14 @@ typedef void (*Sgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPO
 typedef void (*Dgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, int, int, int, double,
                       const double *, int, const double *, int, double, double *, int);
 
+typedef void (*Sgemv)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, int, int, float, const float *, int, const float *, int, float,
+                      float *, int);
+
 /* OpenBLAS's entry points, looked up once by load(). */
 static struct {
     Sgemm sgemm;
     Dgemm dgemm;
+    Sgemv sgemv;
     void (*set_num_threads)(int);
 } api;
 
@@ -24,6 +28,7 @@ static void load(void) {
     const struct modelc_library_symbol symbols[] = {
         {"cblas_sgemm", (void **)&api.sgemm},
         {"cblas_dgemm", (void **)&api.dgemm},
+        {"cblas_sgemv", (void **)&api.sgemv},
         {"openblas_set_num_threads", (void **)&api.set_num_threads},
     };
     loaded = modelc_library_open("libopenblas.so.0", symbols, sizeof symbols / sizeof symbols[0], failure, sizeof failure);
@@ -81,4 +86,30 @@ void modelc_blas_dgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE transA, enum
         api.dgemm(order, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
         plain_dgemm(order, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* The fallback: y = alpha · op(A) · x + beta · y in plain loops; A is m × n as laid out by order. */
+static void plain_sgemv(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE trans, int m, int n, float alpha, const float *a,
+                        int lda, const float *x, int incx, float beta, float *y, int incy) {
+    /* Column-major A is row-major Aᵀ. */
+    int transposed = (trans == CblasTrans) != (order == CblasColMajor);
+    int rows = order == CblasRowMajor ? m : n, columns = order == CblasRowMajor ? n : m;
+    int outputs = transposed ? columns : rows, depth = transposed ? rows : columns;
+    for (int i = 0; i < outputs; i++) {
+        float sum = 0;
+        for (int p = 0; p < depth; p++) {
+            float element = transposed ? a[(long)p * lda + i] : a[(long)i * lda + p];
+            sum += element * x[(long)p * incx];
+        }
+        float *out = &y[(long)i * incy];
+        *out = alpha * sum + (beta == 0 ? 0 : beta * *out);
+    }
+}
+
+void modelc_blas_sgemv(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE trans, int m, int n, float alpha, const float *a, int lda,
+                       const float *x, int incx, float beta, float *y, int incy) {
+    if (!modelc_blas_load())
+        api.sgemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy);
+    else
+        plain_sgemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }

@@ -99,3 +99,64 @@ void modelc_gelu_tanh(float *values, long count) {
 #endif
     gelu_tanh_generic(values, count);
 }
+
+// Eight lanes of partial results, so that the compiler keeps them in one vector without reassociating.
+static inline void softmax_rows_loop(float *values, long rows, long columns) {
+    for (long row = 0; row < rows; row++) {
+        float *line = values + row * columns;
+        float largest[8];
+        for (int lane = 0; lane < 8; lane++) largest[lane] = -INFINITY;
+        long index = 0;
+        for (; index + 8 <= columns; index += 8) {
+            for (int lane = 0; lane < 8; lane++) {
+                float x = line[index + lane];
+                // NaN wins, as it does in the row's largest below.
+                largest[lane] = (x > largest[lane] || x != x) ? x : largest[lane];
+            }
+        }
+        float top = -INFINITY;
+        for (int lane = 0; lane < 8; lane++) top = (largest[lane] > top || largest[lane] != largest[lane]) ? largest[lane] : top;
+        for (; index < columns; index++) top = (line[index] > top || line[index] != line[index]) ? line[index] : top;
+        float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        index = 0;
+        for (; index + 8 <= columns; index += 8) {
+            for (int lane = 0; lane < 8; lane++) {
+                float d = line[index + lane] - top;
+                // A masked column (-inf) weighs exactly nothing (the polynomial stops at e^-87.3).
+                float e = d < -87.3f ? 0.0f : exp_polynomial(d);
+                line[index + lane] = e;
+                sums[lane] += e;
+            }
+        }
+        float sum = 0;
+        for (; index < columns; index++) {
+            float d = line[index] - top;
+            float e = d < -87.3f ? 0.0f : exp_polynomial(d);
+            line[index] = e;
+            sum += e;
+        }
+        for (int lane = 0; lane < 8; lane++) sum += sums[lane];
+        float inverse = 1.0f / sum;
+        for (index = 0; index < columns; index++) line[index] *= inverse;
+    }
+}
+
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *values, long rows, long columns) {
+    softmax_rows_loop(values, rows, columns);
+}
+#endif
+
+static void softmax_rows_generic(float *values, long rows, long columns) {
+    softmax_rows_loop(values, rows, columns);
+}
+
+void modelc_softmax_rows(float *values, long rows, long columns) {
+#if defined(__x86_64__) && defined(__clang__)
+    if (modelc_cpu_level() >= 2) {
+        softmax_rows_avx2(values, rows, columns);
+        return;
+    }
+#endif
+    softmax_rows_generic(values, rows, columns);
+}

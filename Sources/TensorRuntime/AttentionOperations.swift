@@ -1,4 +1,6 @@
 import CDNNL
+import COpenBLAS
+import CVectorMath
 import Dispatch
 import Foundation
 import ModelFeatures
@@ -204,6 +206,13 @@ enum AttentionOperations: OperationFamily {
             let which = rows == block ? 0 : 1
             if let kernels {
                 guard kernels.scores[which].run(UnsafeMutableRawPointer(q), UnsafeMutableRawPointer(k), UnsafeMutableRawPointer(scores)) else { return false }
+            } else if rows == 1 {
+                // One query row (a decoder's step): a vector product over the keys, which OpenBLAS's gemm would pack first.
+                if keyTransposed {
+                    cblas_sgemv(CblasRowMajor, CblasTrans, Int32(e), Int32(s), scale, k, Int32(s), q, 1, 0, scores, 1)
+                } else {
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(s), Int32(e), scale, k, Int32(e), q, 1, 0, scores, 1)
+                }
             } else {
                 LinearAlgebraOperations.gemm(q, transposeA: false, k, transposeB: !keyTransposed, scores, m: rows, n: s, k: e)
                 if scale != 1 { for index in 0..<(rows * s) { scores[index] *= scale } }
@@ -212,7 +221,7 @@ enum AttentionOperations: OperationFamily {
             if let kernels {
                 guard kernels.softmax[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(scores)) else { return false }
             } else {
-                softmaxRows(scores, rows: rows)
+                modelc_softmax_rows(scores, rows, s)
             }
             if zeroFullyMaskedRows {
                 for row in 0..<rows where scores[row * s].isNaN {
@@ -222,7 +231,11 @@ enum AttentionOperations: OperationFamily {
             if let kernels {
                 return kernels.product[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(v), UnsafeMutableRawPointer(o))
             }
-            LinearAlgebraOperations.gemm(scores, transposeA: false, v, transposeB: false, o, m: rows, n: ev, k: s)
+            if rows == 1 {
+                cblas_sgemv(CblasRowMajor, CblasTrans, Int32(s), Int32(ev), 1, v, Int32(ev), scores, 1, 0, o, 1)
+            } else {
+                LinearAlgebraOperations.gemm(scores, transposeA: false, v, transposeB: false, o, m: rows, n: ev, k: s)
+            }
             return true
         }
 
@@ -241,22 +254,6 @@ enum AttentionOperations: OperationFamily {
                     let values = base.assumingMemoryBound(to: Float.self) + start
                     for column in 0..<s { line[column] += values[column * mask.column] }
                 }
-            }
-        }
-
-        /// Softmax of each row (the fallback when oneDNN is not there).
-        private func softmaxRows(_ scores: UnsafeMutablePointer<Float>, rows: Int) {
-            for row in 0..<rows {
-                let line = scores + row * s
-                var largest = -Float.infinity
-                for column in 0..<s { largest = max(largest, line[column]) }
-                var sum: Double = 0
-                for column in 0..<s {
-                    line[column] = exp(line[column] - largest)
-                    sum += Double(line[column])
-                }
-                let inverse = Float(1 / sum)
-                for column in 0..<s { line[column] *= inverse }
             }
         }
     }

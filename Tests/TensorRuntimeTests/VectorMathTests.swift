@@ -1,4 +1,5 @@
 import Foundation
+import CVectorMath
 import Testing
 @testable import TensorRuntime
 
@@ -6,7 +7,7 @@ import Testing
 /// the same function in float64 (Foundation's libm), over a range whose
 /// exponents reach both ends of the float range, every length up to two
 /// vectors (the loop's remainder), and the values at the edges.
-@Suite("Vectorized GELU and SiLU")
+@Suite("Vectorized GELU, SiLU and softmax")
 struct VectorMathTests {
     /// -100 … 100 in steps that hit no grid, then the edges.
     static let inputs: [Float] = stride(from: -100.0, through: 100.0, by: 0.0371).map { Float($0) }
@@ -50,6 +51,33 @@ struct VectorMathTests {
         #expect(special[1] == .infinity)
         #expect(special[2].isNaN, "−∞ / (1 + e^∞) is NaN, as in float64 and PyTorch (−∞ · sigmoid(−∞)): \(special[2])")
         #expect(special[3] == 0 && special[4] == 0)
+    }
+
+    @Test("softmax rows are float64's within 1e-6 for every row length up to three vectors and a long one; a masked column weighs exactly 0, a fully masked row is NaN")
+    func softmaxRows() {
+        for columns in Array(1...24) + [428] {
+            let rows = 3
+            var values = (0..<(rows * columns)).map { Float(sin(Double($0) * 0.73) * 9) }
+            // Row 1 has every third column masked; row 2 holds one very large value.
+            for column in stride(from: 1, to: columns, by: 3) { values[columns + column] = -.infinity }
+            values[2 * columns + columns / 2] = 80
+            let source = values
+            values.withUnsafeMutableBufferPointer { modelc_softmax_rows($0.baseAddress!, rows, columns) }
+            for row in 0..<rows {
+                let line = source[(row * columns)..<((row + 1) * columns)].map(Double.init)
+                let top = line.max() ?? 0
+                let exps = line.map { Foundation.exp($0 - top) }
+                let sum = exps.reduce(0, +)
+                for column in 0..<columns {
+                    let got = values[row * columns + column], want = exps[column] / sum
+                    #expect(abs(Double(got) - want) <= 1e-6, "row \(row) of \(columns), column \(column): \(got), float64 \(want)")
+                    if line[column] == -.infinity { #expect(got == 0, "a masked column: \(got)") }
+                }
+            }
+        }
+        var masked: [Float] = [-.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity]
+        masked.withUnsafeMutableBufferPointer { modelc_softmax_rows($0.baseAddress!, 1, $0.count) }
+        #expect(masked.allSatisfy { $0.isNaN }, "a fully masked row is NaN, as float64's 0 / 0: \(masked)")
     }
 
     @Test("a gelu operation in its tanh form runs the loop, in blocks on 2 and 3 threads, and equals float64's", arguments: [1, 2, 3])

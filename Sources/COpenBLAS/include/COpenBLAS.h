@@ -20,6 +20,8 @@ void modelc_blas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE transA, enum
 void modelc_blas_dgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE transA, enum CBLAS_TRANSPOSE transB,
                        int m, int n, int k, double alpha, const double *a, int lda, const double *b, int ldb,
                        double beta, double *c, int ldc);
+void modelc_blas_sgemv(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE trans, int m, int n, float alpha, const float *a, int lda,
+                       const float *x, int incx, float beta, float *y, int incy);
 /* openblas_set_num_threads; loads OpenBLAS. Nothing without it. */
 void modelc_blas_set_num_threads(int threads);
 /* NULL when OpenBLAS is loaded (loading it if needed), otherwise why not. */
@@ -36,6 +38,11 @@ static inline void cblas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TR
                                const double alpha, const double *a, const int lda, const double *b, const int ldb,
                                const double beta, double *c, const int ldc) {
     modelc_blas_dgemm(order, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+static inline void cblas_sgemv(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE trans, const int m, const int n,
+                               const float alpha, const float *a, const int lda, const float *x, const int incx,
+                               const float beta, float *y, const int incy) {
+    modelc_blas_sgemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }
 static inline void openblas_set_num_threads(int threads) {
     modelc_blas_set_num_threads(threads);

@@ -11,4 +11,10 @@ void modelc_gelu_tanh(float *values, long count);
 /// 2 ulp as in `modelc_gelu_tanh`.
 void modelc_silu(float *values, long count);
 
+/// Softmax of each of `rows` rows of `columns` floats, in place: e^(x - the
+/// row's largest) with `modelc_silu`'s e^x (0 below e^-87.3, so a masked
+/// column weighs nothing), over their sum. A row whose largest is -inf
+/// (every column masked) or NaN becomes NaN.
+void modelc_softmax_rows(float *values, long rows, long columns);
+
 #endif
