@@ -170,9 +170,7 @@ public final class Model: Sendable {
     /// - Throws: `RuntimeError` as `prediction(from:)`, and `.invalidValue`
     ///   when the state was made by another model.
     public func prediction(from inputs: [String: FeatureValue], using state: ModelState) throws(RuntimeError) -> [String: FeatureValue] {
-        guard let engine = engine as? TensorEngine, engine === state.engine else {
-            throw .invalidValue(feature: "state", detail: "the state was made by another model")
-        }
+        let engine = try engine(of: state)
         let checked = try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences)
         return OutputConformer.conform(try engine.predict(checked, state: state.state), to: summary.outputs)
     }
@@ -182,12 +180,24 @@ public final class Model: Sendable {
     /// model (`TensorEngine.predict(_:state:lastRowOf:)`): a decoder's logits,
     /// of which a generator reads the last position's.
     func prediction(from inputs: [String: FeatureValue], using state: ModelState?, lastRowOf output: String) throws(RuntimeError) -> [String: FeatureValue] {
-        if let state, (engine as? TensorEngine) !== state.engine {
-            throw .invalidValue(feature: "state", detail: "the state was made by another model")
+        let tensorEngine: TensorEngine
+        if let state {
+            tensorEngine = try engine(of: state)
+        } else if let engine = engine as? TensorEngine {
+            tensorEngine = engine
+        } else {
+            return try prediction(from: inputs)
         }
-        guard let tensorEngine = engine as? TensorEngine else { return try prediction(from: inputs) }
         let checked = try InputChecker.check(inputs, against: summary.inputs, sequences: takesSequences)
         return OutputConformer.conform(try tensorEngine.predict(checked, state: state?.state, lastRowOf: output), to: summary.outputs)
+    }
+
+    /// This model's tensor engine, which made `state`; `.invalidValue` when another model made it.
+    private func engine(of state: ModelState) throws(RuntimeError) -> TensorEngine {
+        guard let engine = engine as? TensorEngine, engine === state.engine else {
+            throw .invalidValue(feature: "state", detail: "the state was made by another model")
+        }
+        return engine
     }
 
     /// The outputs for one set of inputs, computed off the caller's task.

@@ -1,6 +1,5 @@
 import CDNNL
 import COpenBLAS
-import CVectorMath
 import Dispatch
 import Foundation
 import ModelFeatures
@@ -221,7 +220,7 @@ enum AttentionOperations: OperationFamily {
             if let kernels {
                 guard kernels.softmax[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(scores)) else { return false }
             } else {
-                modelc_softmax_rows(scores, rows, s)
+                VectorMath.softmaxRows(scores, rows: rows, columns: s)
             }
             if zeroFullyMaskedRows {
                 for row in 0..<rows where scores[row * s].isNaN {

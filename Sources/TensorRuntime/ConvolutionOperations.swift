@@ -301,10 +301,10 @@ enum ConvolutionOperations: OperationFamily {
         guard threads > 1 else { return nil }
         let inImage = geometry.input[1...].reduce(1, *), outImage = geometry.output[1...].reduce(1, *)
         let batch = geometry.input[0]
-        if batch == 1, geometry.channelBlocked {
+        if batch == 1, let width = geometry.channelBlock {
             // One image in channel blocks: a block of output channels (bounds on whole blocks) is contiguous
             // in the output, so each block writes its part in place.
-            guard geometry.groups == 1, let ranges = channelBlocks(geometry.output[1], parts: threads, granularity: geometry.channelBlock ?? 8) else { return nil }
+            guard geometry.groups == 1, let ranges = channelBlocks(geometry.output[1], parts: threads, granularity: width) else { return nil }
             let positions = geometry.output[2...].reduce(1, *)
             return ranges.map { range in
                 var block = geometry

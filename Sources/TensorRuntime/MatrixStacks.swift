@@ -86,8 +86,13 @@ extension Planner {
     /// copy recorded, while no step since has written its source in place;
     /// else the value as it lies.
     func readableStack(of value: PlanValue) -> MatrixStack? {
-        if let (stack, from) = recordedStacks[value.id], (lastWrite[aliasRoot(stack.source)] ?? -1) < from { return stack }
-        return MatrixStack(value)
+        liveRecordedStack(value.id) ?? MatrixStack(value)
+    }
+
+    /// The stack recorded for value `id`, while no step since it was recorded has written its source in place.
+    private func liveRecordedStack(_ id: Int) -> MatrixStack? {
+        guard let (stack, from) = recordedStacks[id], (lastWrite[aliasRoot(stack.source)] ?? -1) < from else { return nil }
+        return stack
     }
 
     /// Records that `id` (made by the next step) may be read as `stack`.
@@ -99,7 +104,6 @@ extension Planner {
     /// The recorded stack of `value`, when it has one other than itself (as
     /// `readableStack` would give it, without describing the value's own).
     func recordedStack(of value: PlanValue) -> MatrixStack? {
-        guard let (stack, from) = recordedStacks[value.id], stack.source != value.id, (lastWrite[aliasRoot(stack.source)] ?? -1) < from else { return nil }
-        return stack
+        liveRecordedStack(value.id).flatMap { $0.source == value.id ? nil : $0 }
     }
 }

@@ -54,48 +54,34 @@ final class PlanMemo: Sendable {
 extension Planner {
     /// What `op` reads, for `PlanMemo`: each argument's value as it is now.
     func memoInputs(of op: GraphOperation) -> [PlanMemo.Input] {
-        var inputs: [PlanMemo.Input] = []
         // The same operation's arguments are in the same order at every plan.
-        for arguments in op.arguments.values {
-            for argument in arguments {
-                switch argument {
-                case .constant(let tensor):
-                    inputs.append(.value(id: -1, type: tensor.type, shape: tensor.shape, constant: tensor, stack: nil))
-                case .value(let name):
-                    guard let value = value(named: name) else {
-                        inputs.append(.missing)
-                        continue
-                    }
-                    let stack = value.constant == nil ? recordedStack(of: value) : nil
-                    inputs.append(.value(id: value.id, type: value.type, shape: value.shape, constant: value.constant, stack: stack))
-                }
-            }
-        }
-        return inputs
+        op.arguments.values.flatMap { $0.map(memoInput) }
     }
 
     /// Whether what `op` reads is `recorded` (what `memoInputs(of:)` gave
-    /// when it was planned), compared in place: most of a decoder's step is
-    /// taken from its last plan, so the inputs are not built to be compared.
+    /// when it was planned), compared argument by argument: most of a
+    /// decoder's step is taken from its last plan, so its inputs are not
+    /// gathered into an array to be compared.
     func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input]) -> Bool {
         var position = 0
         for arguments in op.arguments.values {
             for argument in arguments {
-                guard position < recorded.count else { return false }
-                defer { position += 1 }
-                switch (argument, recorded[position]) {
-                case (.constant(let tensor), .value(let id, let type, let shape, let constant, let stack)):
-                    guard id == -1, stack == nil, type == tensor.type, shape == tensor.shape, constant == tensor else { return false }
-                case (.value(let name), .value(let id, let type, let shape, let constant, let stack)):
-                    guard let value = value(named: name), value.id == id, value.type == type, value.shape == shape, value.constant == constant,
-                          (value.constant == nil ? recordedStack(of: value) : nil) == stack else { return false }
-                case (.value(let name), .missing):
-                    guard value(named: name) == nil else { return false }
-                default:
-                    return false
-                }
+                guard position < recorded.count, memoInput(argument) == recorded[position] else { return false }
+                position += 1
             }
         }
         return position == recorded.count
+    }
+
+    /// What one argument reads, as far as planning depends on it.
+    private func memoInput(_ argument: GraphArgument) -> PlanMemo.Input {
+        switch argument {
+        case .constant(let tensor):
+            return .value(id: -1, type: tensor.type, shape: tensor.shape, constant: tensor, stack: nil)
+        case .value(let name):
+            guard let value = value(named: name) else { return .missing }
+            return .value(id: value.id, type: value.type, shape: value.shape, constant: value.constant,
+                          stack: value.constant == nil ? recordedStack(of: value) : nil)
+        }
     }
 }

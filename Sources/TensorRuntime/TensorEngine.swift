@@ -543,7 +543,7 @@ public final class TensorEngine: PredictionEngine {
     /// step that takes it keeps only the pages it uses (`ArenaPool.take`).
     /// `lastRowOf`: of the plan for predictions giving that output's last row only.
     public func releaseStates(shapes: [String: [Int]], lastRowOf: String? = nil) {
-        let key = key(for: shapes, lastRowOf: lastRowOf)
+        let key = key(for: shapes, lastRow: lastRowFunction(lastRowOf))
         guard let entry = plans.withLock({ $0.entries[key] }) else { return }
         // The states are freed, giving their arenas to the pool, once the lock is let go.
         _ = entry.idle.withLock { idle in
@@ -555,7 +555,7 @@ public final class TensorEngine: PredictionEngine {
 
     /// States kept for later predictions by the plan for `shapes`; `nil` when no plan is kept for them (tests).
     func idleStateCount(shapes: [String: [Int]], lastRowOf: String? = nil) -> Int? {
-        let key = key(for: shapes, lastRowOf: lastRowOf)
+        let key = key(for: shapes, lastRow: lastRowFunction(lastRowOf))
         return plans.withLock { $0.entries[key] }.map { entry in entry.idle.withLock { $0.count } }
     }
 
@@ -573,13 +573,14 @@ public final class TensorEngine: PredictionEngine {
         return made.map { ($0, place) }
     }
 
-    /// The plan cache's key for inputs of `shapes` (and the function giving output `lastRowOf`'s last row).
-    private func key(for shapes: [String: [Int]], lastRowOf: String? = nil) -> [Int] {
-        function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] } + (lastRowFunction(lastRowOf).map { [-2 - $0.output] } ?? [])
+    /// The plan cache's key for inputs of `shapes` (and for `lastRow`, the function giving an output's last row).
+    private func key(for shapes: [String: [Int]], lastRow: (function: GraphFunction, output: Int)?) -> [Int] {
+        function.inputs.flatMap { (shapes[$0.name] ?? []) + [-1] } + (lastRow.map { [-2 - $0.output] } ?? [])
     }
 
     private func entry(for shapes: [String: [Int]], lastRowOf: String? = nil) throws(RuntimeError) -> PlanEntry {
-        let key = key(for: shapes, lastRowOf: lastRowOf)
+        let lastRow = lastRowFunction(lastRowOf)
+        let key = key(for: shapes, lastRow: lastRow)
         enum Next {
             case ready(PlanEntry)
             case wait(PlanInFlight)
@@ -602,7 +603,7 @@ public final class TensorEngine: PredictionEngine {
             let result: Result<PlanEntry, RuntimeError>
             do throws(RuntimeError) {
                 let started = TensorState.profiling ? TensorState.threadNanoseconds() : 0
-                let plan = try Planner.plan(lastRowFunction(lastRowOf)?.function ?? function, shapes: shapes, threads: threads,
+                let plan = try Planner.plan(lastRow?.function ?? function, shapes: shapes, threads: threads,
                                             releasingMappedPages: first, memo: memo)
                 if TensorState.profiling { TensorState.recordPlan(TensorState.threadNanoseconds() - started) }
                 result = .success(plans.withLock { cache in

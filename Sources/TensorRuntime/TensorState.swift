@@ -30,16 +30,14 @@ extension TensorState {
     }
 
     /// CPU time of the calling thread, in nanoseconds.
-    static func threadNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
+    static func threadNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_THREAD_CPUTIME_ID) }
 
     /// CPU time of every thread of the process, in nanoseconds.
-    static func processorNanoseconds() -> UInt64 {
+    static func processorNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_PROCESS_CPUTIME_ID) }
+
+    private static func nanoseconds(of clock: clockid_t) -> UInt64 {
         var time = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        clock_gettime(clock, &time)
         return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }

@@ -17,4 +17,9 @@ enum VectorMath {
     static func silu(_ values: UnsafeMutablePointer<Float>, count: Int) {
         modelc_silu(values, count)
     }
+
+    /// Softmax of each of `rows` rows of `columns` values, in place (a masked column weighs exactly 0, a fully masked row is NaN).
+    static func softmaxRows(_ values: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
+        modelc_softmax_rows(values, rows, columns)
+    }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import CVectorMath
 import Testing
 @testable import TensorRuntime
 
@@ -62,7 +61,7 @@ struct VectorMathTests {
             for column in stride(from: 1, to: columns, by: 3) { values[columns + column] = -.infinity }
             values[2 * columns + columns / 2] = 80
             let source = values
-            values.withUnsafeMutableBufferPointer { modelc_softmax_rows($0.baseAddress!, rows, columns) }
+            values.withUnsafeMutableBufferPointer { VectorMath.softmaxRows($0.baseAddress!, rows: rows, columns: columns) }
             for row in 0..<rows {
                 let line = source[(row * columns)..<((row + 1) * columns)].map(Double.init)
                 let top = line.max() ?? 0
@@ -76,7 +75,7 @@ struct VectorMathTests {
             }
         }
         var masked: [Float] = [-.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity, -.infinity]
-        masked.withUnsafeMutableBufferPointer { modelc_softmax_rows($0.baseAddress!, 1, $0.count) }
+        masked.withUnsafeMutableBufferPointer { VectorMath.softmaxRows($0.baseAddress!, rows: 1, columns: $0.count) }
         #expect(masked.allSatisfy { $0.isNaN }, "a fully masked row is NaN, as float64's 0 / 0: \(masked)")
     }
 
