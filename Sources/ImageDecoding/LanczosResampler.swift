@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SystemIO
 
 /// Resamples 8-bit images with the Lanczos 3 kernel, separably (columns,
 /// then rows): a real-valued source window to a whole number of pixels.
@@ -30,7 +30,7 @@ struct LanczosResampler {
 
     /// Taps made for recent sizes: a run of images of one size computes its
     /// kernels once. Forgotten wholesale when it holds 64.
-    private static let recent = Mutex<[TapsKey: Taps]>([:])
+    private static let recent = Locked<[TapsKey: Taps]>([:])
 
     private struct TapsKey: Hashable {
         var start: Double
