@@ -57,7 +57,7 @@ run: build
 # kernels at AVX2 (ONEDNN_MAX_CPU_ISA, MODELC_MAX_CPU_ISA), then modelc's at plain C, so that on an AVX-512
 # machine the AVX2 paths (Winograd, channel blocks, packed-weight loops) run too, and every family on any CPU;
 # the packed-weight products once more at AVX-512 without VNNI (their vpmaddubsw loops, on a VNNI machine).
-CPU_CAPPED_TESTS = --filter 'PackedWeightsTests|TextGenerationTests|StatefulDecoderTests|ZooParityTests|TensorEngineParityTests|VectorMathTests|WinogradConvolutionTests|ChannelBlockingTests|ProductDepthSplitTests|ProductColumnSplitTests|DNNLPrimitiveTests|AttentionFusionTests'
+CPU_CAPPED_TESTS = --filter 'PackedWeightsTests|TextGenerationTests|StatefulDecoderTests|ZooParityTests|TensorEngineParityTests|VectorMathTests|WinogradConvolutionTests|ChannelBlockingTests|ProductDepthSplitTests|ProductColumnSplitTests|DNNLPrimitiveTests|AttentionFusionTests|ElementStorageTests'
 RELEASE_TESTING = -c release -Xswiftc -enable-testing
 test: deps check-generated
 	@Scripts/install-deps.sh nginx openssl python3 chromium

@@ -1,5 +1,6 @@
 import CDNNL
 import COpenBLAS
+import CVectorMath
 import Dispatch
 import Foundation
 import ModelFeatures
@@ -18,11 +19,15 @@ import SystemIO
 /// Work items (head, row block) are split between the thread team's threads; the
 /// products and the softmax are single-threaded oneDNN primitives, with
 /// OpenBLAS and our own loops as the fallback when oneDNN refuses a shape.
+/// Keys and values held as halves (a decoder's fp16 cache) are read as they
+/// lie by one query row's vector products (`modelc_half_rows_dot`,
+/// `modelc_half_rows_combine`), and widened per head into the worker's
+/// scratch for a block of rows.
 enum AttentionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "scaled_dot_product_attention": OperationDefinition(["query", "key", "value", "attn_mask"]) { context throws(RuntimeError) in
             let query = try context.input("query")
-            try plan(context, query: query, key: try context.input("key"), keyTransposed: false, value: try context.input("value"),
+            try plan(context, query: query, key: try context.storedInput("key"), keyTransposed: false, value: try context.storedInput("value"),
                      scale: 1 / Float(query.shape.last ?? 1).squareRoot(), mask: try context.optional("attn_mask"), zeroFullyMaskedRows: true)
         },
     ]
@@ -31,8 +36,8 @@ enum AttentionOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
         // softmax(scale · matmul(query, key, transpose_y: transpose_key) + mask, axis: -1) · value (Fusion/AttentionFusion.swift).
         "fused_attention": OperationDefinition(["query", "key", "value", "transpose_key", "scale", "mask"]) { context throws(RuntimeError) in
-            try plan(context, query: try context.input("query"), key: try context.input("key"),
-                     keyTransposed: !(try context.bool("transpose_key", false)), value: try context.input("value"),
+            try plan(context, query: try context.input("query"), key: try context.storedInput("key"),
+                     keyTransposed: !(try context.bool("transpose_key", false)), value: try context.storedInput("value"),
                      scale: try context.float("scale", 1), mask: try context.optional("mask"), zeroFullyMaskedRows: false)
         },
     ]
@@ -78,7 +83,6 @@ enum AttentionOperations: OperationFamily {
         let blocksPerBatch = (l + block - 1) / block
         let items = batches * blocksPerBatch
         let workers = WorkSplit.workers(threads: context.threads, work: batches * l * max(s, 1) * (e + ev), items: items)
-        let scratch = context.scratch(.float32, shape: [workers * block * max(s, 1)])
         // Each operand's matrices where they lie: a grouped-query decoder's key and value heads in its cache, not
         // in the copies that slice, repeat and transpose them (MatrixStack).
         func matrices(_ operand: PlanValue, _ operandBatch: [Int], rows: Int, columns: Int) -> (source: PlanValue, offsets: [Int]) {
@@ -91,12 +95,17 @@ enum AttentionOperations: OperationFamily {
         let q = matrices(query, qBatch, rows: l, columns: e)
         let k = matrices(key, kBatch, rows: keyTransposed ? e : s, columns: keyTransposed ? s : e)
         let v = matrices(value, vBatch, rows: s, columns: ev)
+        // Each worker's scores block, then room for one head's keys and values widened from halves.
+        let scoresPerWorker = block * max(s, 1)
+        let perWorker = scoresPerWorker + (k.source.isNarrow ? s * e : 0) + (v.source.isNarrow ? s * ev : 0)
+        let scratch = context.scratch(.float32, shape: [workers * perWorker])
         let geometry = Geometry(l: l, s: s, e: e, ev: ev, block: block, blocksPerBatch: blocksPerBatch, scale: scale,
                                 keyTransposed: keyTransposed,
                                 query: offsets(batch, Shapes.broadcastStrides(qBatch, to: batch)).map { q.offsets[$0] },
                                 key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { k.offsets[$0] },
                                 value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { v.offsets[$0] },
-                                mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows)
+                                mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows,
+                                keyHalves: k.source.isNarrow, valueHalves: v.source.isNarrow, widenedAt: scoresPerWorker)
         // One query row (a decoder's step): the products are vector products, which need no oneDNN primitives
         // made for this length of the cache at every step's plan.
         let kernels = s > 0 && e > 0 && l > 1 ? try? Kernels(geometry, lastBlock: l - block * (blocksPerBatch - 1)) : nil
@@ -111,7 +120,7 @@ enum AttentionOperations: OperationFamily {
             }
             let failed = Locked(false)
             ThreadTeam.shared.perform(workers, threads: workers) { worker in
-                let scores = pointers.scratch + worker * block * max(s, 1)
+                let scores = pointers.scratch + worker * perWorker
                 for item in stride(from: worker, to: items, by: workers) where !geometry.run(item, pointers, scores: scores, kernels: kernels) {
                     failed.withLock { $0 = true }
                 }
@@ -144,13 +153,15 @@ enum AttentionOperations: OperationFamily {
 
     /// One run's addresses, shared (read-only, or written in disjoint parts) by the threads.
     private struct Pointers: @unchecked Sendable {
-        let query, key, value, out, scratch: UnsafeMutablePointer<Float>
+        let query, out, scratch: UnsafeMutablePointer<Float>
+        /// Floats, or halves where the geometry says so.
+        let key, value: UnsafeMutableRawPointer
         let mask: UnsafeMutableRawPointer?
 
         init(_ buffers: Buffers, _ ids: IDs) {
             query = buffers.floats(ids.query)
-            key = buffers.floats(ids.key)
-            value = buffers.floats(ids.value)
+            key = buffers.raw(ids.key)
+            value = buffers.raw(ids.value)
             out = buffers.floats(ids.out)
             scratch = buffers.floats(ids.scratch)
             mask = ids.mask.map { buffers.raw($0) }
@@ -191,26 +202,45 @@ enum AttentionOperations: OperationFamily {
         let query, key, value: [Int]
         let mask: MaskLayout?
         let zeroFullyMaskedRows: Bool
+        /// Whether keys and values are held as halves, and where in a worker's scratch (after its scores) they are widened.
+        let keyHalves, valueHalves: Bool
+        let widenedAt: Int
 
         /// Computes work item `item` (batch matrix, row block) into `out`, with `scores` as its scratch block.
         func run(_ item: Int, _ p: Pointers, scores: UnsafeMutablePointer<Float>, kernels: Kernels?) -> Bool {
             let batch = item / blocksPerBatch, blockIndex = item % blocksPerBatch
             let first = blockIndex * block, rows = min(l, first + block) - first
-            let q = p.query + query[batch] + first * e, k = p.key + key[batch], v = p.value + value[batch]
+            let q = p.query + query[batch] + first * e
             let o = p.out + (batch * l + first) * ev
             guard s > 0, e > 0 else {
                 for index in 0..<(rows * ev) { o[index] = 0 }
                 return true
             }
+            // One query row (a decoder's step) reads halves where they lie; a block of rows has them widened into
+            // the scratch for its products.
+            let inPlace = rows == 1 && kernels == nil
+            let kRaw = p.key + key[batch] * (keyHalves ? 2 : 4), vRaw = p.value + value[batch] * (valueHalves ? 2 : 4)
+            var k = kRaw.assumingMemoryBound(to: Float.self), v = vRaw.assumingMemoryBound(to: Float.self)
+            var widened = scores + widenedAt
+            if keyHalves, !inPlace {
+                ElementConversion.widen(kRaw, count: s * e, into: UnsafeMutableRawPointer(widened))
+                k = widened
+                widened += s * e
+            }
+            if valueHalves, !inPlace {
+                ElementConversion.widen(vRaw, count: s * ev, into: UnsafeMutableRawPointer(widened))
+                v = widened
+            }
             let which = rows == block ? 0 : 1
             if let kernels {
                 guard kernels.scores[which].run(UnsafeMutableRawPointer(q), UnsafeMutableRawPointer(k), UnsafeMutableRawPointer(scores)) else { return false }
             } else if rows == 1 {
-                // One query row (a decoder's step): a vector product over the keys, which OpenBLAS's gemm would pack first.
-                if keyTransposed {
-                    cblas_sgemv(CblasRowMajor, CblasTrans, Int32(e), Int32(s), scale, k, Int32(s), q, 1, 0, scores, 1)
-                } else {
-                    cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(s), Int32(e), scale, k, Int32(e), q, 1, 0, scores, 1)
+                // A vector product over the keys, which OpenBLAS's gemm would pack first.
+                switch (keyHalves, keyTransposed) {
+                case (true, true): modelc_half_rows_combine(kRaw, e, s, s, q, scale, scores)
+                case (true, false): modelc_half_rows_dot(kRaw, s, e, e, q, scale, scores)
+                case (false, true): cblas_sgemv(CblasRowMajor, CblasTrans, Int32(e), Int32(s), scale, k, Int32(s), q, 1, 0, scores, 1)
+                case (false, false): cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(s), Int32(e), scale, k, Int32(e), q, 1, 0, scores, 1)
                 }
             } else {
                 LinearAlgebraOperations.gemm(q, transposeA: false, k, transposeB: !keyTransposed, scores, m: rows, n: s, k: e)
@@ -230,7 +260,9 @@ enum AttentionOperations: OperationFamily {
             if let kernels {
                 return kernels.product[which].run(UnsafeMutableRawPointer(scores), UnsafeMutableRawPointer(v), UnsafeMutableRawPointer(o))
             }
-            if rows == 1 {
+            if rows == 1, valueHalves {
+                modelc_half_rows_combine(vRaw, s, ev, ev, scores, 1, o)
+            } else if rows == 1 {
                 cblas_sgemv(CblasRowMajor, CblasTrans, Int32(s), Int32(ev), 1, v, Int32(ev), scores, 1, 0, o, 1)
             } else {
                 LinearAlgebraOperations.gemm(scores, transposeA: false, v, transposeB: false, o, m: rows, n: ev, k: s)

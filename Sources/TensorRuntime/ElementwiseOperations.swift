@@ -17,7 +17,7 @@ enum ElementwiseOperations: OperationFamily {
             try unary(context, integer: { $0 == 0 ? 1 : 0 }) { $0 == 0 ? 1 : 0 }
         }
         all["identity"] = OperationDefinition(["x"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             try context.alias(x, shape: x.shape)
         }
         all["cast"] = OperationDefinition(["x", "dtype"]) { context throws(RuntimeError) in try cast(context) }
@@ -94,14 +94,16 @@ enum ElementwiseOperations: OperationFamily {
     // MARK: Cast
 
     static func cast(_ context: OperationContext) throws(RuntimeError) {
-        let x = try context.input()
+        let stored = try context.storedInput()
         let name = try context.string("dtype", "fp32")
         guard let target = ElementType(milName: name), target != .string else { throw context.unsupported("dtype \"\(name)\" is not supported") }
-        // Floats that keep their values (fp16 to fp32, fp32 and fp64 either way): a view, no copy.
-        if x.isFloat, target.isFloat, target != .float16 || x.type == .float16, context.outputType() == target {
-            try context.alias(x, shape: x.shape)
+        // Floats that keep their values (fp16 to fp32, fp32 and fp64 either way, halves to any float): a view, no copy.
+        let halves = stored.type == .float16 || stored.storage == .float16
+        if stored.isFloat, target.isFloat, target != .float16 || halves, context.outputType() == target {
+            try context.alias(stored, shape: stored.shape)
             return
         }
+        let x = context.widened(stored)
         let out = try context.output(x.shape, type: target)
         let count = x.count, from = x.id
         switch (x.isFloat, target.isFloat) {

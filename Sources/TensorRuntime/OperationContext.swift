@@ -27,7 +27,14 @@ final class OperationContext {
 
     // MARK: Arguments
 
+    /// An argument as operations compute it: a value held narrower (an fp16
+    /// state, or a view of one) widened first by a step of its own.
     private func resolve(_ argument: GraphArgument) throws(RuntimeError) -> PlanValue {
+        widened(try stored(argument))
+    }
+
+    /// An argument as it lies, in whatever storage.
+    private func stored(_ argument: GraphArgument) throws(RuntimeError) -> PlanValue {
         switch argument {
         case .constant(let tensor): return planner.constantValue(tensor)
         case .value(let name):
@@ -48,10 +55,32 @@ final class OperationContext {
         return try resolve(argument)
     }
 
-    /// A tensor argument the operation requires.
+    /// A tensor argument the operation requires, as operations compute it
+    /// (`ElementType.computedStorage`): what a kernel reading `Float` or `Int32` is given.
     func input(_ key: String = "x") throws(RuntimeError) -> PlanValue {
         guard let value = try optional(key) else { throw invalid("input \(key) is missing") }
         return value
+    }
+
+    /// A tensor argument the operation requires, as it lies: for operations
+    /// whose kernels read narrower storage in place (`PlanValue.storage`) —
+    /// views, copies that widen, states, attention over an fp16 cache.
+    func storedInput(_ key: String = "x") throws(RuntimeError) -> PlanValue {
+        guard let argument = op.arguments[key]?.first else { throw invalid("input \(key) is missing") }
+        return try stored(argument)
+    }
+
+    /// `value` as operations compute it: itself, or for a value held
+    /// narrower, a copy widened by a step of its own (read at that step: a
+    /// state written in place later is widened again by its later readers).
+    func widened(_ value: PlanValue) -> PlanValue {
+        guard value.isNarrow, value.constant == nil else { return value }
+        let id = planner.add(type: value.type, shape: value.shape, constant: nil)
+        let from = value.id, count = value.count, storage = value.storage
+        planner.addStep(PlanStep(operation: op.name, kind: "widen", reads: [from], writes: [id]) { buffers in
+            ElementConversion.widen(buffers.raw(from), storage: storage, count: count, into: buffers.raw(id))
+        })
+        return planner.values[id]
     }
 
     /// A variadic argument (`concat`'s values).
@@ -156,6 +185,8 @@ final class OperationContext {
     func alias(_ source: PlanValue, shape: [Int]) throws(RuntimeError) {
         guard shape.reduce(1, *) == source.count else { throw invalid("cannot view \(source.count) elements as shape \(shape)") }
         let type = outputType(outputIDs.count)
+        // Halves are floats of any float type; an integer output of them is converted from the widened values.
+        let source = type.isFloat ? source : widened(source)
         guard type.isFloat == source.type.isFloat else {
             let to = try output(shape)
             let from = source.id, count = source.count
@@ -175,7 +206,7 @@ final class OperationContext {
     /// element `offset` on, read in place (a slice that is one contiguous run);
     /// `false` (and nothing added) where it cannot be: a constant `source`
     /// (folded instead), an output type stored otherwise than `source`'s, or
-    /// inside a nested block.
+    /// inside a nested block. The view is held as `source` is.
     func view(_ source: PlanValue, offset: Int, shape: [Int]) -> Bool {
         let type = outputType(outputIDs.count)
         guard planner.viewsAllowed, source.constant == nil, type.isFloat == source.type.isFloat, offset >= 0, offset + shape.reduce(1, *) <= source.count else { return false }

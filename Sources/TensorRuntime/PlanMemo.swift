@@ -32,7 +32,7 @@ final class PlanMemo: Sendable {
 
     /// What an operation reads, as far as its planning depends on it.
     enum Input: Equatable, Sendable {
-        case value(id: Int, type: ElementType, shape: [Int], constant: Tensor?, stack: MatrixStack?)
+        case value(id: Int, type: ElementType, storage: ElementStorage, shape: [Int], constant: Tensor?, stack: MatrixStack?)
         case missing
     }
 
@@ -77,10 +77,10 @@ extension Planner {
     private func memoInput(_ argument: GraphArgument) -> PlanMemo.Input {
         switch argument {
         case .constant(let tensor):
-            return .value(id: -1, type: tensor.type, shape: tensor.shape, constant: tensor, stack: nil)
+            return .value(id: -1, type: tensor.type, storage: tensor.type.computedStorage, shape: tensor.shape, constant: tensor, stack: nil)
         case .value(let name):
             guard let value = value(named: name) else { return .missing }
-            return .value(id: value.id, type: value.type, shape: value.shape, constant: value.constant,
+            return .value(id: value.id, type: value.type, storage: value.storage, shape: value.shape, constant: value.constant,
                           stack: value.constant == nil ? recordedStack(of: value) : nil)
         }
     }

@@ -91,7 +91,9 @@ final class Planner {
             guard let shape else {
                 throw .missingInput(feature: input.name, expected: "a tensor")
             }
-            let id = planner.add(type: input.type.element, shape: shape, constant: nil)
+            // A state persists in its own width (fp16 in two bytes); inputs are written as computed.
+            let storage = input.type.isState ? input.type.element.persistentStorage : nil
+            let id = planner.add(type: input.type.element, shape: shape, constant: nil, storage: storage)
             planner.names[input.name] = id
             inputs[input.name] = id
             if input.type.isState { planner.stateInputs[input.name] = id }
@@ -366,12 +368,12 @@ final class Planner {
         var scratch: [UnsafeMutableRawPointer] = []
         defer { for pointer in scratch { pointer.deallocate() } }
         for id in step.writes {
-            let pointer = UnsafeMutableRawPointer.allocate(byteCount: max(values[id].count * 4, 4), alignment: 64)
+            let pointer = UnsafeMutableRawPointer.allocate(byteCount: max(values[id].bytes, 4), alignment: 64)
             scratch.append(pointer)
             table[id] = pointer
         }
         // Views of written values (inside nested blocks) read their root's bytes.
-        for (id, root) in aliasOf.entries where step.writes.contains(root) { table[id] = table[root] + 4 * (aliasOffset[id] ?? 0) }
+        for (id, root) in aliasOf.entries where step.writes.contains(root) { table[id] = table[root] + byteOffset(of: id) }
         try step.kernel(Buffers(base: table))
         for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
             let value = values[id]
@@ -395,9 +397,9 @@ final class Planner {
 
     // MARK: For operation contexts
 
-    func add(type: ElementType, shape: [Int], constant: Tensor?) -> Int {
+    func add(type: ElementType, shape: [Int], constant: Tensor?, storage: ElementStorage? = nil) -> Int {
         let id = values.count
-        values.append(PlanValue(id: id, type: type, shape: shape, constant: constant))
+        values.append(PlanValue(id: id, type: type, shape: shape, constant: constant, storage: storage))
         // A constant gets the plan's memory only once a kernel reads it through its address
         // (`address(of:)`): weights a kernel packs into its own layout are never copied there.
         return id
@@ -407,6 +409,9 @@ final class Planner {
 
     /// The value whose bytes `id` are (itself unless it is an alias).
     func aliasRoot(_ id: Int) -> Int { aliasOf[id] ?? id }
+
+    /// How many bytes into its root an alias starts (a slice read in place).
+    private func byteOffset(of id: Int) -> Int { (aliasOffset[id] ?? 0) * values[id].storage.byteWidth }
 
     func constantValue(_ tensor: Tensor) -> PlanValue {
         let id = add(type: tensor.type, shape: tensor.shape, constant: tensor)
@@ -418,12 +423,14 @@ final class Planner {
         steps.append(step)
     }
 
-    /// A value holding `source`'s bytes under another shape.
+    /// A value holding `source`'s bytes under another shape (and its storage:
+    /// a source held narrower than computed is read as floats only by
+    /// another float type, which `OperationContext` sees to).
     func alias(_ source: PlanValue, shape: [Int], type: ElementType) -> Int {
         if let constant = source.constant {
             return add(type: type, shape: shape, constant: Tensor(type: constant.type, shape: shape, storage: constant.storage).converted(to: type))
         }
-        let id = add(type: type, shape: shape, constant: nil)
+        let id = add(type: type, shape: shape, constant: nil, storage: source.isNarrow ? source.storage : nil)
         aliasOf[id] = aliasOf[source.id] ?? source.id
         aliasParent[id] = source.id
         if let inner = aliasOffset[source.id] { aliasOffset[id] = inner }
@@ -474,7 +481,7 @@ final class Planner {
         var copies: [Int: [PlanStep]] = [:]
         for id in overwritten {
             guard let view = views[id], let source = aliasParent[id] else { continue }
-            let count = values[id].count, offset = view.offset, start = aliasOffset[id] ?? 0
+            let bytes = values[id].bytes, offset = view.offset * values[id].storage.byteWidth, start = aliasOffset[id] ?? 0
             // Values made from this view now read the copy.
             for other in values.indices where other > id && isMade(other, from: id) {
                 aliasOf[other] = id
@@ -486,7 +493,7 @@ final class Planner {
             aliasParent[id] = nil
             views[id] = nil
             copies[view.from, default: []].append(PlanStep(operation: "copy of view \(id)", kind: "slice_by_index", reads: [source], writes: [id]) { buffers in
-                buffers.raw(id).copyMemory(from: buffers.raw(source) + 4 * offset, byteCount: count * 4)
+                buffers.raw(id).copyMemory(from: buffers.raw(source) + offset, byteCount: bytes)
             })
         }
         var rebuilt: [PlanStep] = []
@@ -622,7 +629,7 @@ final class Planner {
                 index -= 1
             }
         }
-        func size(_ id: Int) -> Int { (max(values[id].count, 1) * 4 + 63) / 64 * 64 }
+        func size(_ id: Int) -> Int { (max(values[id].bytes, 4) + 63) / 64 * 64 }
         // States get the arena's end: the engine binds their storage in place (their slots are a fallback it
         // fills by copying), so those pages are neither zeroed nor touched (a 7B decoder's caches: 0.5 GB).
         let states = Set(stateInputs.values)
@@ -643,7 +650,7 @@ final class Planner {
             top += size(id)
         }
         for id in values.indices where offsets[id] == nil {
-            if let source = aliasOf[id] { offsets[id] = offsets[source].map { $0 + 4 * (aliasOffset[id] ?? 0) } }
+            if let source = aliasOf[id] { offsets[id] = offsets[source].map { $0 + byteOffset(of: id) } }
         }
         // The constants kernels read get the plan's memory now.
         var read = Set(steps.flatMap(\.reads)).union(readsInNestedBlocks).union(outputs.values).union(inputs.values)
@@ -657,6 +664,6 @@ final class Planner {
         let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
         return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64), zeroedBytes: zeroedBytes,
                           memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
-                          stateViews: stateViews, viewOffsets: aliasOffset.dictionary.mapValues { 4 * $0 })
+                          stateViews: stateViews, viewOffsets: Dictionary(uniqueKeysWithValues: aliasOffset.dictionary.keys.map { ($0, byteOffset(of: $0)) }))
     }
 }

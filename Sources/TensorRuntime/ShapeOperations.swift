@@ -3,7 +3,10 @@ import ModelFeatures
 /// Operations that move elements without computing on them: reshapes
 /// (no copy), transposes, slices, concatenation, splits, tiles, pads, and
 /// the operations that make tensors from shapes (`shape`, `fill`, `range_1d`).
-/// They copy 4-byte elements, so one kernel serves every data type.
+/// They copy 4-byte elements, so one kernel serves every data type; those a
+/// decoder's fp16 cache goes through (reshapes, transposes, slices, tiles)
+/// take it as it lies (`storedInput`): as a view of its halves, or copied
+/// into floats.
 enum ShapeOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "reshape": OperationDefinition(["x", "shape", zerosFromEnd]) { context throws(RuntimeError) in try reshape(context) },
@@ -11,7 +14,7 @@ enum ShapeOperations: OperationFamily {
             try reshapeLike(context)
         },
         "expand_dims": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             let axes = try context.ints("axes") ?? [0]
             let rank = x.rank + axes.count
             var resolved: [Int] = []
@@ -21,7 +24,7 @@ enum ShapeOperations: OperationFamily {
             try context.alias(x, shape: shape)
         },
         "squeeze": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             var drop = Set<Int>()
             if let axes = try context.ints("axes") {
                 for axis in axes {
@@ -35,14 +38,14 @@ enum ShapeOperations: OperationFamily {
             try context.alias(x, shape: x.shape.indices.filter { !drop.contains($0) }.map { x.shape[$0] })
         },
         "flatten2d": OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             let axis = try context.int("axis", 1)
             let split = axis < 0 ? axis + x.rank : axis
             guard split >= 0, split <= x.rank else { throw context.invalid("axis \(axis) of a rank-\(x.rank) tensor") }
             try context.alias(x, shape: [x.shape[..<split].reduce(1, *), x.shape[split...].reduce(1, *)])
         },
         "transpose": OperationDefinition(["x", "perm"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             let given = try context.ints("perm") ?? Array(x.shape.indices.reversed())
             var perm: [Int] = []
             for axis in given { perm.append(try context.axis(axis, rank: x.rank, key: "perm")) }
@@ -51,7 +54,7 @@ enum ShapeOperations: OperationFamily {
             try copy(context, x, offset: 0, strides: perm.map { strides[$0] }, shape: perm.map { x.shape[$0] })
         },
         "reverse": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             var strides = Shapes.strides(x.shape)
             var offset = 0
             let axes = try context.ints("axes") ?? Array(x.shape.indices)
@@ -66,12 +69,12 @@ enum ShapeOperations: OperationFamily {
             try sliceByIndex(context)
         },
         "slice_by_size": OperationDefinition(["x", "begin", "size"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             guard let size = try context.ints("size"), size.count == x.rank else { throw context.invalid("size needs \(x.rank) values") }
             let beginValue = try context.input("begin")
             guard let begin = beginValue.constant?.ints else {
                 // A begin computed at run time: the shape is the size's, the offset found at prediction.
-                try sliceAtRunTime(context, x, begin: beginValue, size: size)
+                try sliceAtRunTime(context, context.widened(x), begin: beginValue, size: size)
                 return
             }
             guard begin.count == x.rank else { throw context.invalid("begin needs \(x.rank) values") }
@@ -101,7 +104,7 @@ enum ShapeOperations: OperationFamily {
         },
         "split": OperationDefinition(["x", "num_splits", "split_sizes", "axis"]) { context throws(RuntimeError) in try split(context) },
         "tile": OperationDefinition(["x", "reps"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             guard let reps = try context.ints("reps"), reps.count == x.rank, reps.allSatisfy({ $0 >= 0 }) else {
                 throw context.invalid("reps needs \(x.rank) non-negative values")
             }
@@ -161,14 +164,15 @@ enum ShapeOperations: OperationFamily {
         // Neural networks have no rank-0 blobs: a squeeze of every size-1 axis of (1,) or (1, 1)
         // gives (1,). Internal to the network lowering, whose ranks are only known at plan time.
         "at_least_rank1": OperationDefinition(["x"]) { context throws(RuntimeError) in
-            let x = try context.input()
+            let x = try context.storedInput()
             try context.alias(x, shape: x.rank == 0 ? [1] : x.shape)
         },
     ]
 
     // MARK: Kernels shared by the operations
 
-    /// Copies `x` read at `offset` with `strides` (in elements, any sign) into a new `shape` output.
+    /// Copies `x` read at `offset` with `strides` (in elements, any sign) into a new `shape` output
+    /// (an `x` held narrower than computed is widened as it is copied).
     static func copy(_ context: OperationContext, _ x: PlanValue, offset: Int, strides: [Int], shape: [Int]) throws(RuntimeError) {
         // One contiguous run of x (a transpose moving only axes of one element, a slice of whole inner axes): read in place.
         if isContiguousRun(strides: strides, shape: shape), shape.reduce(1, *) > 0, context.view(x, offset: offset, shape: shape) { return }
@@ -177,6 +181,25 @@ enum ShapeOperations: OperationFamily {
         let contiguous = strides == Shapes.strides(shape)
         let count = shape.reduce(1, *)
         let stack = context.stack(of: x)?.copied(from: x.shape, offset: offset, strides: strides, to: shape)
+        if x.isNarrow {
+            let storage = x.storage, width = storage.byteWidth
+            context.runCopy(of: x, into: out, stack: stack) { buffers in
+                let source = UnsafeRawPointer(buffers.raw(from)), target = buffers.raw(out)
+                if contiguous {
+                    ElementConversion.widen(source + offset * width, storage: storage, count: count, into: target)
+                    return
+                }
+                Shapes.walk(shape, [strides]) { o, offsets, n in
+                    let start = offset + offsets[0]
+                    if step == 1 {
+                        ElementConversion.widen(source + start * width, storage: storage, count: n, into: target + o * 4)
+                    } else {
+                        for k in 0..<n { ElementConversion.widen(source + (start + k * step) * width, storage: storage, count: 1, into: target + (o + k) * 4) }
+                    }
+                }
+            }
+            return
+        }
         context.runCopy(of: x, into: out, stack: stack) { buffers in
             let source = buffers.ints(from) + offset, target = buffers.ints(out)
             if contiguous {
@@ -254,6 +277,7 @@ enum ShapeOperations: OperationFamily {
         let shape = zip(x.shape, reps).map { $0 * $1 }
         let out = try context.output(shape)
         guard x.rank > 0, !shape.contains(0) else {
+            let x = context.widened(x)
             context.run(reads: [x], writes: [out]) { buffers in
                 if x.rank == 0 { buffers.ints(out)[0] = buffers.ints(x.id)[0] }
             }
@@ -262,6 +286,7 @@ enum ShapeOperations: OperationFamily {
         let from = x.id, width = x.shape[x.rank - 1], copies = reps[x.rank - 1]
         let outer = Array(shape.dropLast()), sourceOuter = Array(x.shape.dropLast())
         let rows = outer.reduce(1, *)
+        let storage = x.storage
         context.runCopy(of: x, into: out, stack: context.stack(of: x)?.tiled(from: x.shape, reps: reps)) { buffers in
             let values = buffers.ints(from)
             var target = buffers.ints(out)
@@ -269,10 +294,21 @@ enum ShapeOperations: OperationFamily {
             for _ in 0..<rows {
                 var row = 0
                 for axis in outer.indices { row = row * sourceOuter[axis] + index[axis] % sourceOuter[axis] }
-                let source = values + row * width
-                for _ in 0..<copies {
-                    target.update(from: source, count: width)
+                if storage == .int32 || storage == .float32 {
+                    let source = values + row * width
+                    for _ in 0..<copies {
+                        target.update(from: source, count: width)
+                        target += width
+                    }
+                } else {
+                    // A row of narrower elements widened once, then copied from the first copy.
+                    let first = target
+                    ElementConversion.widen(UnsafeRawPointer(values) + row * width * storage.byteWidth, storage: storage, count: width, into: UnsafeMutableRawPointer(target))
                     target += width
+                    for _ in 1..<max(copies, 1) {
+                        target.update(from: first, count: width)
+                        target += width
+                    }
                 }
                 // The next output row's index.
                 var axis = outer.count - 1
@@ -293,7 +329,7 @@ enum ShapeOperations: OperationFamily {
     static let zerosFromEnd = "zeros_from_end"
 
     private static func reshape(_ context: OperationContext) throws(RuntimeError) {
-        let x = try context.input()
+        let x = try context.storedInput()
         guard let requested = try context.ints("shape") else { throw context.invalid("no shape") }
         let fromEnd = try context.bool(zerosFromEnd, false)
         var shape = requested.enumerated().map { axis, size in
@@ -315,7 +351,7 @@ enum ShapeOperations: OperationFamily {
     }
 
     private static func reshapeLike(_ context: OperationContext) throws(RuntimeError) {
-        let x = try context.input()
+        let x = try context.storedInput()
         let references = try context.list("ref_tensors")
         let begins = try context.integerList("begins") ?? [], ends = try context.integerList("ends") ?? []
         let masks = (try context.integerList("end_masks") ?? []).map { $0 != 0 }
@@ -334,7 +370,7 @@ enum ShapeOperations: OperationFamily {
     }
 
     private static func sliceByIndex(_ context: OperationContext) throws(RuntimeError) {
-        let x = try context.input()
+        let x = try context.storedInput()
         let slice = try slice(context, x)
         try copy(context, x, offset: slice.offset, strides: slice.strides, shape: slice.shape)
     }

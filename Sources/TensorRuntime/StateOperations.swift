@@ -2,23 +2,24 @@ import ModelFeatures
 
 /// States of stateful programs: `read_state` copies the state's value;
 /// `coreml_update_state` writes a value into it (kept between predictions
-/// by the engine's `ProgramState`).
+/// by the engine's `ProgramState`). A state declared fp16 is held as halves
+/// (`ElementType.persistentStorage`): read as floats, written rounded.
 enum StateOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "read_state": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
-            let state = try context.input("input")
+            let state = try context.storedInput("input")
             let out = try context.output(state.shape)
-            let from = state.id, count = state.count
+            let from = state.id, count = state.count, storage = state.storage
             context.run(reads: [state], writes: [out]) { buffers in
-                buffers.raw(out).copyMemory(from: buffers.raw(from), byteCount: count * 4)
+                ElementConversion.widen(buffers.raw(from), storage: storage, count: count, into: buffers.raw(out))
             }
         },
         "coreml_update_state": OperationDefinition(["state", "value"], hasEffects: true) { context throws(RuntimeError) in
-            try write(context, state: try context.input("state"), value: try context.input("value"))
+            try write(context, state: try context.storedInput("state"), value: try context.input("value"))
         },
         // What coreml_update_state is serialized as: a write, then a read_state of the new value.
         "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
-            try write(context, state: try context.input("input"), value: try context.input("data"))
+            try write(context, state: try context.storedInput("input"), value: try context.input("data"))
         },
     ]
 
@@ -26,7 +27,7 @@ enum StateOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
         // A read_state after which nothing writes the state (Fusion/StateFusion.swift): its bytes, no copy.
         "read_state_view": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
-            let state = try context.input("input")
+            let state = try context.storedInput("input")
             try context.alias(state, shape: state.shape)
         },
         // read_state → slice_update → write_state of one state (Fusion/StateFusion.swift): the update
@@ -39,11 +40,15 @@ enum StateOperations: OperationFamily {
 
     private static func write(_ context: OperationContext, state: PlanValue, value: PlanValue) throws(RuntimeError) {
         guard state.shape == value.shape else { throw context.invalid("a value of shape \(value.shape) for a state of shape \(state.shape)") }
-        let to = state.id, from = value.id, count = value.count
+        let to = state.id, from = value.id, count = value.count, storage = state.storage
         let outputs = context.op.outputs.count
         let out = outputs > 0 ? try context.output(value.shape) : nil
         context.run(reads: [value], writes: [to] + (out.map { [$0] } ?? [])) { buffers in
-            buffers.raw(to).copyMemory(from: buffers.raw(from), byteCount: count * 4)
+            if storage == .float16 {
+                ElementConversion.narrow(buffers.floats(from), count: count, into: buffers.raw(to))
+            } else {
+                buffers.raw(to).copyMemory(from: buffers.raw(from), byteCount: count * 4)
+            }
             if let out { buffers.raw(out).copyMemory(from: buffers.raw(from), byteCount: count * 4) }
         }
     }
@@ -53,14 +58,28 @@ enum StateOperations: OperationFamily {
     /// a begin or end computed at run time (a cache position given as an
     /// input) is read per prediction.
     private static func updateSlice(_ context: OperationContext) throws(RuntimeError) {
-        let state = try context.input("state"), update = try context.input("update")
+        let state = try context.storedInput("state"), update = try context.input("update")
         let begin = try context.input("begin"), end = try context.input("end")
         guard update.isFloat, state.isFloat else { throw context.invalid("a float update is needed for a float state") }
         let to = state.id, values = update.id, half = try context.bool("round_to_half", false)
+        let halves = state.storage == .float16
         @Sendable func write(_ buffers: Buffers, offset: Int, strides: [Int], shape: [Int]) {
             let target = buffers.floats(to), source = buffers.floats(values)
             let step = strides.last ?? 0
             var next = 0
+            if halves {
+                // Into a state held as halves: rounded as it is stored.
+                let raw = buffers.raw(to)
+                Shapes.walk(shape, [strides]) { _, offsets, n in
+                    if step == 1 {
+                        ElementConversion.narrow(source + next, count: n, into: raw + (offset + offsets[0]) * 2)
+                    } else {
+                        for k in 0..<n { ElementConversion.storeHalf(source[next + k], raw, offset + offsets[0] + k * step) }
+                    }
+                    next += n
+                }
+                return
+            }
             Shapes.walk(shape, [strides]) { _, offsets, n in
                 for k in 0..<n {
                     target[offset + offsets[0] + k * step] = half ? ElementwiseOperations.roundedToHalf(source[next + k]) : source[next + k]

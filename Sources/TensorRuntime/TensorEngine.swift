@@ -172,11 +172,12 @@ public final class TensorEngine: PredictionEngine {
     /// The state of a stateful program, kept between predictions (Core ML's `MLState`):
     /// every state the function declares, zero-filled at first.
     public func makeState() -> ProgramState {
-        var counts: [String: Int] = [:]
+        var layouts: [String: ProgramState.Layout] = [:]
         for input in function.inputs where input.type.isState {
-            counts[input.name] = (input.type.shape ?? []).reduce(1) { $0 * ($1 ?? 1) }
+            layouts[input.name] = ProgramState.Layout(count: (input.type.shape ?? []).reduce(1) { $0 * ($1 ?? 1) },
+                                                      storage: input.type.element.persistentStorage)
         }
-        return ProgramState(counts: counts)
+        return ProgramState(layouts: layouts)
     }
 
     public func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -190,7 +191,7 @@ public final class TensorEngine: PredictionEngine {
     }
 
     /// The state of a function that declares none.
-    private static let noStates = ProgramState(counts: [:])
+    private static let noStates = ProgramState(layouts: [:])
 
     /// Whether the function declares states.
     private var hasStates: Bool { function.inputs.contains { $0.type.isState } }
@@ -243,7 +244,7 @@ public final class TensorEngine: PredictionEngine {
             write(value, type: input.type.element, of: input.name, into: target, count: count)
         }
         try run.run(cancellation: cancellation)
-        for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
+        for (name, id) in plan.states { state.write(name, from: run.table[id], layout: .init(plan.values[id])) }
         // A plan that stopped at an operation waiting for run-time values: that
         // operation evaluated now, the rest planned for the shapes it gives.
         while let continuation = plan.continuation {
@@ -258,13 +259,18 @@ public final class TensorEngine: PredictionEngine {
                 if plan.states[name] != nil {
                     Self.bind(name, of: state, into: run, plan: plan)
                 } else if let source = continuation.carried[name] {
-                    run.table[id].copyMemory(from: previous.table[source], byteCount: plan.values[id].count * 4)
+                    let carried = previous.plan.values[source]
+                    if carried.isNarrow {
+                        ElementConversion.widen(previous.table[source], storage: carried.storage, count: carried.count, into: run.table[id])
+                    } else {
+                        run.table[id].copyMemory(from: previous.table[source], byteCount: plan.values[id].bytes)
+                    }
                 } else if let tensor = produced[name] {
                     run.write(tensor, to: id)
                 }
             }
             try run.run(cancellation: cancellation)
-            for (name, id) in plan.states { state.write(name, from: run.table[id], count: plan.values[id].count) }
+            for (name, id) in plan.states { state.write(name, from: run.table[id], layout: .init(plan.values[id])) }
         }
         var outputs: [String: FeatureValue] = [:]
         if let classification = plan.classification {
@@ -291,15 +297,15 @@ public final class TensorEngine: PredictionEngine {
     /// arena when the sizes differ. (`write` afterwards copies nothing for a bound state.)
     private static func bind(_ name: String, of state: ProgramState, into run: TensorState, plan: TensorPlan) {
         guard let id = plan.states[name] else { return }
-        let count = plan.values[id].count
+        let layout = ProgramState.Layout(plan.values[id])
         let views = plan.stateViews[name] ?? []
-        if let storage = state.storage(name, count: count) {
+        if let storage = state.storage(name, layout: layout) {
             run.table[id] = storage
             for view in views { run.table[view] = storage + (plan.viewOffsets[view] ?? 0) }
             return
         }
         run.useOwnSlot(forState: id, views: views)
-        state.read(name, into: run.table[id], count: count)
+        state.read(name, into: run.table[id], layout: layout)
     }
 
     // MARK: Inputs and outputs
@@ -413,6 +419,18 @@ public final class TensorEngine: PredictionEngine {
     static func array(_ value: PlanValue, at pointer: UnsafeMutableRawPointer) -> MultiArray {
         let count = value.count
         let shape = value.shape.isEmpty ? [1] : value.shape
+        if value.storage == .float16 {
+            // Halves (a view of an fp16 state): as they lie for fp16, widened for a wider float type.
+            if value.type == .float16 {
+                return MultiArray(copying: UnsafeRawBufferPointer(start: pointer, count: value.bytes), shape: shape,
+                                  strides: MultiArray.rowMajorStrides(shape), dataType: .float16)
+            }
+            var array = MultiArray(shape: shape, dataType: .float32)
+            array.withUnsafeMutableBytes { raw in
+                if let base = raw.baseAddress { ElementConversion.widen(pointer, count: count, into: base) }
+            }
+            return array
+        }
         if value.type == .float32 || value.type == .float64 {
             // Copied once into the array's own memory (no intermediate [Float]: a segmentation
             // model's 4 MB output paid a second allocation and its page faults per prediction).
@@ -437,9 +455,8 @@ public final class TensorEngine: PredictionEngine {
         guard value.rank >= 2, value.shape.dropLast(2).allSatisfy({ $0 == 1 }) else { return array(value, at: pointer) }
         var shape = value.shape
         shape[value.rank - 2] = 1
-        let row = PlanValue(id: value.id, type: value.type, shape: shape, constant: nil)
-        // Every element takes a 4-byte slot in the arena.
-        return array(row, at: pointer + (value.count - row.count) * 4)
+        let row = PlanValue(id: value.id, type: value.type, shape: shape, constant: nil, storage: value.storage)
+        return array(row, at: pointer + value.storage.bytes(value.count - row.count))
     }
 
     // MARK: Plans
@@ -628,15 +645,32 @@ public final class TensorEngine: PredictionEngine {
 /// prediction's plan (its kernels read and write it in place) when the plan's
 /// shape for it has the same size; otherwise they are copied in and out.
 public final class ProgramState: @unchecked Sendable {
-    /// One state's 4-byte elements.
+    /// How one state's values lie: how many, and in what storage (an fp16
+    /// state as halves). A plan binds a state in place only with the same layout.
+    struct Layout: Equatable {
+        var count: Int
+        var storage: ElementStorage
+
+        init(count: Int, storage: ElementStorage) {
+            self.count = count
+            self.storage = storage
+        }
+
+        /// The layout of a plan's state value.
+        init(_ value: PlanValue) { self.init(count: value.count, storage: value.storage) }
+
+        var bytes: Int { storage.bytes(count) }
+    }
+
+    /// One state's elements.
     private final class Storage {
         let pointer: UnsafeMutableRawPointer
-        let count: Int
+        let layout: Layout
 
-        init(count: Int) {
-            self.count = count
-            pointer = .allocate(byteCount: max(count, 1) * 4, alignment: 64)
-            pointer.initializeMemory(as: UInt32.self, repeating: 0, count: max(count, 1))
+        init(_ layout: Layout) {
+            self.layout = layout
+            pointer = .allocate(byteCount: max(layout.bytes, 4), alignment: 64)
+            pointer.initializeMemory(as: UInt8.self, repeating: 0, count: max(layout.bytes, 4))
         }
 
         deinit { pointer.deallocate() }
@@ -644,42 +678,54 @@ public final class ProgramState: @unchecked Sendable {
 
     private let lock = Locked<[String: Storage]>([:])
 
-    /// States of `counts` elements each, by name, zero-filled (made in place: a
-    /// zeroed array copied in took the states' size twice, a 200M decoder's 12.6 MB).
-    init(counts: [String: Int]) {
-        let storages = counts.mapValues { Storage(count: $0) }
+    /// States laid out as `layouts`, by name, zero-filled (made in place: a
+    /// zeroed array copied in took the states' size twice).
+    init(layouts: [String: Layout]) {
+        let storages = layouts.mapValues { Storage($0) }
         lock.withLock { $0 = storages }
     }
 
     /// The names of the states.
     public var names: [String] { lock.withLock { $0.keys.sorted() } }
 
-    /// Bytes the states' values take (4 per element).
-    public var bytes: Int { lock.withLock { $0.values.reduce(0) { $0 + max($1.count, 1) * 4 } } }
+    /// Bytes the states' values take (2 per element of an fp16 state, 4 otherwise).
+    public var bytes: Int { lock.withLock { $0.values.reduce(0) { $0 + max($1.layout.bytes, 4) } } }
 
-    /// Where state `name` lives when it holds `count` elements: a plan may
+    /// Where state `name` lives when it is laid out as `layout`: a plan may
     /// read and write it there for the duration of one prediction.
-    func storage(_ name: String, count: Int) -> UnsafeMutableRawPointer? {
-        lock.withLock { $0[name].flatMap { $0.count == count ? $0.pointer : nil } }
+    func storage(_ name: String, layout: Layout) -> UnsafeMutableRawPointer? {
+        lock.withLock { $0[name].flatMap { $0.layout == layout ? $0.pointer : nil } }
     }
 
-    func read(_ name: String, into target: UnsafeMutableRawPointer, count: Int) {
+    /// Copies state `name` into `target`, laid out as `layout` (a plan whose
+    /// shape for it differs: as many elements as both hold).
+    func read(_ name: String, into target: UnsafeMutableRawPointer, layout: Layout) {
         lock.withLock { values in
             guard let stored = values[name] else { return }
-            target.copyMemory(from: stored.pointer, byteCount: min(count, stored.count) * 4)
+            Self.copy(stored.pointer, stored.layout, into: target, layout, count: min(layout.count, stored.layout.count))
         }
     }
 
-    func write(_ name: String, from source: UnsafeMutableRawPointer, count: Int) {
+    func write(_ name: String, from source: UnsafeMutableRawPointer, layout: Layout) {
         lock.withLock { values in
-            // In place when the size is unchanged: a decoder's caches are rewritten on every step.
-            if let stored = values[name], stored.count == count {
-                if stored.pointer != source { stored.pointer.copyMemory(from: source, byteCount: count * 4) }
+            // In place when the layout is unchanged: a decoder's caches are rewritten on every step.
+            if let stored = values[name], stored.layout == layout {
+                if stored.pointer != source { stored.pointer.copyMemory(from: source, byteCount: layout.bytes) }
                 return
             }
-            let storage = Storage(count: count)
-            storage.pointer.copyMemory(from: source, byteCount: count * 4)
+            let storage = Storage(layout)
+            storage.pointer.copyMemory(from: source, byteCount: layout.bytes)
             values[name] = storage
+        }
+    }
+
+    /// `count` elements from one layout's storage into another's.
+    private static func copy(_ source: UnsafeMutableRawPointer, _ from: Layout, into target: UnsafeMutableRawPointer, _ to: Layout, count: Int) {
+        switch (from.storage, to.storage) {
+        case let (a, b) where a == b: target.copyMemory(from: source, byteCount: a.bytes(count))
+        case (.float16, _): ElementConversion.widen(source, count: count, into: target)
+        case (_, .float16): ElementConversion.narrow(source.assumingMemoryBound(to: Float.self), count: count, into: target)
+        default: target.copyMemory(from: source, byteCount: to.storage.bytes(count))
         }
     }
 }

@@ -44,17 +44,32 @@ struct PlanStep: Sendable {
     }
 }
 
-/// What the plan knows of a value: its type and shape, and where it lives.
+/// What the plan knows of a value: its type and shape, how its elements
+/// lie, and where it lives.
 struct PlanValue: Sendable {
     let id: Int
     let type: ElementType
     let shape: [Int]
     /// The value when known at plan time (a constant or a folded result).
     let constant: Tensor?
+    /// How its elements lie at run time (a constant: as computed).
+    let storage: ElementStorage
+
+    init(id: Int, type: ElementType, shape: [Int], constant: Tensor?, storage: ElementStorage? = nil) {
+        self.id = id
+        self.type = type
+        self.shape = shape
+        self.constant = constant
+        self.storage = storage ?? type.computedStorage
+    }
 
     var count: Int { shape.reduce(1, *) }
     var rank: Int { shape.count }
     var isFloat: Bool { type.isFloat }
+    /// Bytes its elements take at run time.
+    var bytes: Int { storage.bytes(count) }
+    /// Whether its elements lie otherwise than operations compute them (an fp16 state's two bytes).
+    var isNarrow: Bool { storage != type.computedStorage }
 }
 
 /// Memory the plan owns: constants, in 4-byte elements (float32 weights of

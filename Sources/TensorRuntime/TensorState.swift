@@ -160,7 +160,7 @@ final class TensorState {
 
     private func zeroSlot(_ id: Int) {
         guard let offset = plan.offsets[id] else { return }
-        (arena + offset).initializeMemory(as: UInt8.self, repeating: 0, count: plan.values[id].count * 4)
+        (arena + offset).initializeMemory(as: UInt8.self, repeating: 0, count: plan.values[id].bytes)
     }
 
     /// Points state `id` (and its views) at its zeroed slot in the arena, for a state the engine copies in
@@ -231,6 +231,11 @@ final class TensorState {
         let value = plan.values[id]
         if let constant = value.constant { return constant }
         let pointer = table[id]
+        if value.isNarrow {
+            var floats = [Float](repeating: 0, count: value.count)
+            floats.withUnsafeMutableBytes { if let base = $0.baseAddress { ElementConversion.widen(pointer, storage: value.storage, count: value.count, into: base) } }
+            return Tensor(floats: floats, shape: value.shape, type: value.type)
+        }
         return value.type.isFloat
             ? Tensor(floats: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Float.self), count: value.count)), shape: value.shape, type: value.type)
             : Tensor(ints: Array(UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: Int32.self), count: value.count)), shape: value.shape, type: value.type)

@@ -46,7 +46,7 @@ extension InferenceServiceTests {
                     #expect(refused.status == 400)
                 }
             }
-            let bytes = 16 * 4
+            let bytes = 16 * 2 // its fp16 accumulator, held as halves
             #expect(service.cache.statistics.bytesReserved == bytes, "the live state counts against the budget")
             #expect(service.sequences.countsByModel["StatefulProgram"] == .init(live: 1, bytes: bytes, started: 1, ended: [:]))
             let end = await Self.call(service, Self.statefulRequest(xs[0], #""sequence_id":"s","sequence_end":true"#))

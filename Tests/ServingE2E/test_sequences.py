@@ -275,7 +275,7 @@ def test_a_state_over_the_memory_budget_answers_503(sequence_dir, tmp_path):
     try:
         status, answer = post(server, STATEFUL, {"sequence_id": 1, "sequence_start": True})
         assert status == 503
-        assert answer["error"] == ("a new sequence's state (64 bytes) does not fit the memory budget beside the models in use "
+        assert answer["error"] == ("a new sequence's state (32 bytes) does not fit the memory budget beside the models in use "
                                    "and the live sequences; retry later")
         assert post(server, STATEFUL, None)[0] == 200, "a request without a sequence still runs"
     finally:
