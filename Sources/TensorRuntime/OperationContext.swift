@@ -226,9 +226,7 @@ final class OperationContext {
     /// step is left out when every reader reads the stack instead.
     func runCopy(of x: PlanValue, into out: Int, stack: MatrixStack?, _ kernel: @escaping Kernel) {
         planner.record(stack, for: out)
-        var step = PlanStep(operation: op.name, kind: op.type, reads: [x.id], writes: [out], kernel: kernel)
-        step.unreadRemovable = stack != nil
-        planner.addStep(step)
+        planner.addStep(PlanStep(operation: op.name, kind: op.type, reads: [x.id], writes: [out], unreadRemovable: stack != nil, kernel: kernel))
     }
 
     /// The planned value `id`.

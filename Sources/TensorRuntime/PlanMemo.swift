@@ -14,8 +14,9 @@ import SystemIO
 /// threads. Operations with effects (states, random numbers) and nested
 /// blocks are always planned.
 final class PlanMemo: Sendable {
-    /// One operation's part of a plan.
-    struct Record: Sendable {
+    /// One operation's part of a plan (shared by reference: a decoder's
+    /// step takes most of its records from the step before).
+    final class Record: Sendable {
         let type: String
         let threads: Int
         let firstValue: Int
@@ -28,12 +29,35 @@ final class PlanMemo: Sendable {
         /// Views among the values: elements into their source, their first step counted from the operation's.
         let views: [(id: Int, offset: Int, from: Int)]
         let stacks: [(id: Int, stack: MatrixStack, from: Int)]
+
+        init(type: String, threads: Int, firstValue: Int, inputs: [Input], values: [PlanValue], steps: [PlanStep], outputs: [Int],
+             aliases: [(id: Int, root: Int, parent: Int, offset: Int?)], views: [(id: Int, offset: Int, from: Int)],
+             stacks: [(id: Int, stack: MatrixStack, from: Int)]) {
+            self.type = type
+            self.threads = threads
+            self.firstValue = firstValue
+            self.inputs = inputs
+            self.values = values
+            self.steps = steps
+            self.outputs = outputs
+            self.aliases = aliases
+            self.views = views
+            self.stacks = stacks
+        }
     }
 
-    /// What an operation reads, as far as its planning depends on it.
-    enum Input: Equatable, Sendable {
-        case value(id: Int, type: ElementType, storage: ElementStorage, shape: [Int], constant: Tensor?, stack: MatrixStack?)
-        case missing
+    /// What an operation reads, as far as its planning depends on it: one
+    /// argument's value (`id` -1 for a constant given in place, `missing`
+    /// for a name nothing computed).
+    struct Input: Equatable, Sendable {
+        var id: Int
+        var type: ElementType
+        var storage: ElementStorage
+        var shape: [Int]
+        var constant: Tensor?
+        var stack: MatrixStack?
+
+        static let missing = Input(id: Int.min, type: .float32, storage: .float32, shape: [], constant: nil, stack: nil)
     }
 
     private let records = Locked<[String: [Record?]]>([:])
@@ -59,29 +83,41 @@ extension Planner {
     }
 
     /// Whether what `op` reads is `recorded` (what `memoInputs(of:)` gave
-    /// when it was planned), compared argument by argument: most of a
-    /// decoder's step is taken from its last plan, so its inputs are not
-    /// gathered into an array to be compared.
+    /// when it was planned), compared argument by argument and field by
+    /// field where the values lie: most of a decoder's step is taken from its
+    /// last plan, so its inputs are not gathered to be compared.
     func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input]) -> Bool {
         var position = 0
         for arguments in op.arguments.values {
             for argument in arguments {
-                guard position < recorded.count, memoInput(argument) == recorded[position] else { return false }
+                guard position < recorded.count, matches(argument, recorded[position]) else { return false }
                 position += 1
             }
         }
         return position == recorded.count
     }
 
+    private func matches(_ argument: GraphArgument, _ recorded: PlanMemo.Input) -> Bool {
+        switch argument {
+        case .constant(let tensor):
+            return recorded.id == -1 && recorded.constant == tensor
+        case .value(let name):
+            guard let id = id(named: name) else { return recorded.id == Int.min }
+            guard recorded.id == id, recorded.type == values[id].type, recorded.storage == values[id].storage,
+                  recorded.shape == values[id].shape, recorded.constant == values[id].constant else { return false }
+            return recorded.stack == (values[id].constant == nil ? recordedStack(of: values[id]) : nil)
+        }
+    }
+
     /// What one argument reads, as far as planning depends on it.
     private func memoInput(_ argument: GraphArgument) -> PlanMemo.Input {
         switch argument {
         case .constant(let tensor):
-            return .value(id: -1, type: tensor.type, storage: tensor.type.computedStorage, shape: tensor.shape, constant: tensor, stack: nil)
+            return PlanMemo.Input(id: -1, type: tensor.type, storage: tensor.type.computedStorage, shape: tensor.shape, constant: tensor, stack: nil)
         case .value(let name):
             guard let value = value(named: name) else { return .missing }
-            return .value(id: value.id, type: value.type, storage: value.storage, shape: value.shape, constant: value.constant,
-                          stack: value.constant == nil ? recordedStack(of: value) : nil)
+            return PlanMemo.Input(id: value.id, type: value.type, storage: value.storage, shape: value.shape, constant: value.constant,
+                                  stack: value.constant == nil ? recordedStack(of: value) : nil)
         }
     }
 }

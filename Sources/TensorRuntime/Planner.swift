@@ -407,6 +407,9 @@ final class Planner {
 
     func value(named name: String) -> PlanValue? { names[name].map { values[$0] } }
 
+    /// The id of the value `name` stands for now.
+    func id(named name: String) -> Int? { names[name] }
+
     /// The value whose bytes `id` are (itself unless it is an alias).
     func aliasRoot(_ id: Int) -> Int { aliasOf[id] ?? id }
 

@@ -16,30 +16,34 @@ struct Buffers {
 typealias Kernel = @Sendable (Buffers) throws(RuntimeError) -> Void
 
 /// One step of a plan: the kernel and the values it reads and writes.
-struct PlanStep: Sendable {
-    var operation: String
-    var kind: String
-    var reads: [Int]
+/// Immutable, and shared by reference: a decoder's every step plan takes
+/// most of its steps from the last one (`PlanMemo`), one reference each.
+final class PlanStep: Sendable {
+    let operation: String
+    let kind: String
+    let reads: [Int]
     /// Every value the step writes: its outputs, and for control flow the
     /// values its nested blocks compute (alive for the step only).
-    var writes: [Int]
-    var kernel: Kernel
+    let writes: [Int]
+    let kernel: Kernel
     /// The operation's outputs (a subset of `writes`).
-    var outputs: [Int]
+    let outputs: [Int]
     /// How the kernel divides its work where that was chosen at plan time
     /// (`"2 column blocks"`), for step profiles and tests.
-    var split: String?
+    let split: String?
     /// Whether the step only copies elements, so that it is left out of the
     /// plan when nothing reads what it writes (`MatrixStack`).
-    var unreadRemovable = false
+    let unreadRemovable: Bool
 
-    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, split: String? = nil, kernel: @escaping Kernel) {
+    init(operation: String, kind: String, reads: [Int], writes: [Int], outputs: [Int]? = nil, split: String? = nil,
+         unreadRemovable: Bool = false, kernel: @escaping Kernel) {
         self.operation = operation
         self.kind = kind
         self.reads = reads
         self.writes = writes
         self.outputs = outputs ?? writes
         self.split = split
+        self.unreadRemovable = unreadRemovable
         self.kernel = kernel
     }
 }
