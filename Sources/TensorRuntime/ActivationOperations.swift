@@ -8,7 +8,7 @@ enum ActivationOperations: OperationFamily {
         var all: [String: OperationDefinition] = [:]
         func define(_ name: String, _ make: @escaping @Sendable (Float, Float) -> @Sendable (Float) -> Float,
                     alpha: Float = 0, beta: Float = 0) {
-            all[name] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
+            all[name] = OperationDefinition(["x", "alpha", "beta"], layout: .elementwise) { context throws(RuntimeError) in
                 let function = make(try context.float("alpha", alpha), try context.float("beta", beta))
                 try ElementwiseOperations.unary(context, integer: nil, function)
             }
@@ -16,7 +16,7 @@ enum ActivationOperations: OperationFamily {
         define("relu") { _, _ in { max($0, 0) } }
         define("relu6") { _, _ in { min(max($0, 0), 6) } }
         define("sigmoid") { _, _ in { 1 / (1 + exp(-$0)) } }
-        all["silu"] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
+        all["silu"] = OperationDefinition(["x", "alpha", "beta"], layout: .elementwise) { context throws(RuntimeError) in
             if try vectorized(context, VectorMath.silu) { return }
             try ElementwiseOperations.unary(context, integer: nil) { $0 / (1 + exp(-$0)) }
         }
@@ -29,7 +29,7 @@ enum ActivationOperations: OperationFamily {
         define("sigmoid_hard", { a, b in { min(max(a * $0 + b, 0), 1) } }, alpha: 0.2, beta: 0.5)
         define("linear_activation", { a, b in { a * $0 + b } }, alpha: 1, beta: 0)
         define("scaled_tanh", { a, b in { a * tanh(b * $0) } }, alpha: 1, beta: 1)
-        all["gelu"] = OperationDefinition(["x", "mode"]) { context throws(RuntimeError) in
+        all["gelu"] = OperationDefinition(["x", "mode"], layout: .elementwise) { context throws(RuntimeError) in
             let mode = try context.string("mode", "EXACT")
             if mode == "TANH_APPROXIMATION", try vectorized(context, VectorMath.geluTanh) { return }
             if mode == "EXACT", try onDNNL(context, .geluExact) { return }

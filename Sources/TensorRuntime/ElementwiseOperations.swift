@@ -7,7 +7,7 @@ enum ElementwiseOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         for (name, function) in unaryFloat {
-            all[name] = OperationDefinition(["x", "epsilon", "alpha", "beta"]) { context throws(RuntimeError) in
+            all[name] = OperationDefinition(["x", "epsilon", "alpha", "beta"], layout: .elementwise) { context throws(RuntimeError) in
                 let epsilon = try context.float("epsilon", defaultEpsilon[name] ?? 0)
                 let alpha = try context.float("alpha", 0), beta = try context.float("beta", 0)
                 try unary(context, integer: integerUnary[name]) { function($0, epsilon, alpha, beta) }
@@ -22,7 +22,7 @@ enum ElementwiseOperations: OperationFamily {
         }
         all["cast"] = OperationDefinition(["x", "dtype"]) { context throws(RuntimeError) in try cast(context) }
         for (name, operation) in binaryFloat {
-            all[name] = OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
+            all[name] = OperationDefinition(["x", "y"], layout: .elementwise) { context throws(RuntimeError) in
                 try binary(context, float: operation, integer: binaryInteger[name], specialised: ElementwiseKernels.binary[name])
             }
         }

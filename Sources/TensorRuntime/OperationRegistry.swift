@@ -13,15 +13,31 @@ struct OperationDefinition: Sendable {
     let internalParameters: Set<String>
     /// Whether running it has an effect beyond its outputs (states): never folded.
     var hasEffects = false
+    /// How its result relates to the layout of its operands (`ChannelsLastLayout`).
+    let layout: LayoutBehavior
     let plan: @Sendable (OperationContext) throws(RuntimeError) -> Void
 
-    init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false,
+    init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false, layout: LayoutBehavior = .fixed,
          plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
         self.parameters = Set(parameters)
         self.internalParameters = Set(internalParameters)
         self.hasEffects = hasEffects
+        self.layout = layout
         self.plan = plan
     }
+}
+
+/// How an operation's result relates to the memory layout of its tensor
+/// operands: what a pass choosing layouts (`ChannelsLastLayout`) may do with it.
+enum LayoutBehavior: Sendable, Equatable {
+    /// Reads and writes MIL's layout (the default): operands are given in it.
+    case fixed
+    /// Elementwise with scalar parameters: laid out any way, as long as every
+    /// tensor operand is laid out the same way, it computes the same elements.
+    case elementwise
+    /// Reduces over the axes its `axes` parameter names: another layout is
+    /// the same reduction over the remapped axes.
+    case reducesAxes
 }
 
 /// One family of operations (elementwise, convolution, states, …): the MIL

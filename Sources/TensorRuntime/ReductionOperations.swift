@@ -7,7 +7,7 @@ enum ReductionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = {
         var all: [String: OperationDefinition] = [:]
         for mode in ["sum", "mean", "prod", "max", "min", "l1_norm", "l2_norm", "sum_square", "log_sum", "log_sum_exp"] {
-            all["reduce_" + mode] = OperationDefinition(["x", "axes", "keep_dims"]) { context throws(RuntimeError) in
+            all["reduce_" + mode] = OperationDefinition(["x", "axes", "keep_dims"], layout: .reducesAxes) { context throws(RuntimeError) in
                 try reduce(context, mode: mode)
             }
         }

@@ -159,4 +159,37 @@ struct FusionTests {
             #expect(zip(want, have).allSatisfy { abs($0 - $1) <= 1e-5 * max(1, abs($0)) }, "\(name)")
         }
     }
+
+    @Test("an operation's layout behaviour is its definition's: elementwise float operations and axis reductions stay channels-last; a comparison (elementwise, but a bool result) and a per-channel activation go back to MIL's layout",
+          arguments: [("floor", true), ("sign", true), ("clamped_relu", true), ("reduce_l2_norm", true), ("greater", false), ("prelu", false)])
+    func layoutBehaviour(type: String, staysChannelsLast: Bool) throws {
+        let expected: LayoutBehavior = switch type {
+        case "reduce_l2_norm": .reducesAxes
+        case "prelu": .fixed
+        default: .elementwise
+        }
+        #expect(OperationRegistry.definition(type)?.layout == expected)
+        // x → conv → relu ("r", channels-last after the convolution) → `type` → o.
+        var arguments: [String: [GraphArgument]] = ["x": [.value("r")]]
+        var output = Self.value("o")
+        switch type {
+        case "greater": arguments["y"] = [.constant(Tensor(floats: [0.25], shape: []))]; output.type.element = .bool
+        case "prelu": arguments["alpha"] = [.constant(Tensor(floats: [0.1, 0.2, 0.3, 0.4], shape: [4]))]
+        case "reduce_l2_norm":
+            arguments["axes"] = [.constant(Tensor(ints: [2, 3], shape: [2]))]
+            arguments["keep_dims"] = [.constant(Tensor(ints: [1], shape: [], type: .bool))]
+            output = Self.value("o", [1, 4, 1, 1])
+        default: break
+        }
+        let block = Self.block(outputs: ["o"], extra: [GraphOperation(type: type, arguments: arguments, outputs: [output], blocks: [])])
+        let laidOut = ChannelsLastLayout.run(FusionPass.run(block), inputs: [Self.value("x")])
+        let op = try #require(laidOut.operations.first { $0.type == type })
+        guard case .value(let read)? = op.arguments["x"]?.first else { Issue.record("no x"); return }
+        #expect(read.hasSuffix(ChannelsLastLayout.suffix) == staysChannelsLast, "\(type) reads \(read)")
+        guard type != "greater" else { return }
+        let input = (0..<100).map { Float($0 % 13) * 0.21 - 1.3 }
+        let want = try Self.run(block, input: input)["o"] ?? [], have = try Self.run(laidOut, input: input)["o"] ?? []
+        #expect(want.count > 0 && want.count == have.count)
+        #expect(zip(want, have).allSatisfy { abs($0 - $1) <= 1e-5 * max(1, abs($0)) }, "\(type): \(want) vs \(have)")
+    }
 }

@@ -14,17 +14,6 @@
 enum ChannelsLastLayout {
     static let suffix = "#channels_last"
 
-    /// Elementwise operations whose result does not depend on the layout
-    /// when every tensor operand is laid out the same way.
-    static let elementwise: Set<String> = [
-        "add", "sub", "mul", "real_div", "maximum", "minimum", "pow",
-        "relu", "relu6", "sigmoid", "silu", "tanh", "clip", "sigmoid_hard", "leaky_relu", "elu", "gelu", "softplus",
-        "exp", "sqrt", "rsqrt", "abs", "square", "inverse", "linear_activation", "thresholded_relu",
-    ]
-
-    /// Reductions whose axes are remapped.
-    static let reductions: Set<String> = ["reduce_mean", "reduce_max", "reduce_sum", "reduce_min"]
-
     /// MIL's axis → the channels-last axis, for rank 4.
     static let axisMap = [0, 3, 1, 2]
 
@@ -164,10 +153,12 @@ enum ChannelsLastLayout {
         // MARK: Operations
 
         /// `op` computing channels-last, or `nil` to keep it in MIL's layout.
+        /// Operations with a channels-last form of their own each have their rewrite; the others go by their
+        /// definition's `LayoutBehavior`.
         mutating func convert(_ op: GraphOperation) -> GraphOperation? {
+            let layout = OperationRegistry.definition(op.type)?.layout ?? .fixed
             guard op.blocks.isEmpty, op.outputs.count == 1, op.outputs[0].type.shape?.count == 4 else {
-                if ChannelsLastLayout.reductions.contains(op.type) { return reduction(op) }
-                return nil
+                return layout == .reducesAxes ? reduction(op) : nil
             }
             switch op.type {
             case "conv", "fused_conv": return convolution(op)
@@ -176,9 +167,11 @@ enum ChannelsLastLayout {
             case "batch_norm": return batchNorm(op)
             case "channel_affine": return affine(op)
             default:
-                if ChannelsLastLayout.elementwise.contains(op.type) { return elementwiseOperation(op) }
-                if ChannelsLastLayout.reductions.contains(op.type) { return reduction(op) }
-                return nil
+                switch layout {
+                case .elementwise: return elementwiseOperation(op)
+                case .reducesAxes: return reduction(op)
+                case .fixed: return nil
+                }
             }
         }
 
@@ -221,6 +214,8 @@ enum ChannelsLastLayout {
         /// An elementwise operation on channels-last operands: when one
         /// computed operand is channels-last, the other rank-4 ones are transposed to join it.
         mutating func elementwiseOperation(_ op: GraphOperation) -> GraphOperation? {
+            // Floats only: a comparison's bool result stays in MIL's layout (layout transposes move floats).
+            guard op.outputs[0].type.element.isFloat else { return nil }
             var result = op
             var any = false
             let computed = op.arguments.values.flatMap { $0 }.compactMap { argument -> String? in
