@@ -88,6 +88,7 @@ enum OperationRegistry {
         ConvolutionOperations.self, ChannelsLastOperations.self, ConstexprOperations.self, StateOperations.self,
         ResamplingOperations.self, SamplingOperations.self, RearrangementOperations.self, ControlFlowOperations.self,
         RecurrentOperations.self, RandomOperations.self, ListOperations.self, DetectionOperations.self, ClassifierOperations.self,
+        DecoderOperations.self,
     ]
 
     static let tables: Tables = {

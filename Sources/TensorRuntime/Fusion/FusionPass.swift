@@ -16,6 +16,7 @@
 enum FusionPass {
     /// Every rule, in the order they run.
     static let rules: [FusionRule] = ConvolutionFusion.rules + ProductFusion.rules + AttentionFusion.rules + StateFusion.rules
+        + DecoderFusion.rules
 
     /// `block` with `rules` applied.
     static func run(_ block: GraphBlock, rules: [FusionRule] = FusionPass.rules) -> GraphBlock {

@@ -1,0 +1,79 @@
+import ModelFeatures
+
+/// The operations `Fusion/DecoderFusion.swift` makes of a decoder's
+/// RMSNorm and rotary-embedding chains (internal: a program file cannot name
+/// them). Each computes its chain's float operations in the chain's order:
+/// RMSNorm squares in float, sums the squares of a row in double and takes
+/// their mean as `reduce_mean` does, then `1 / √(mean + ε + e)`, `x · r`, `· weight`;
+/// the rotary embedding `x · cos + rotated · sin`, `rotated` being
+/// `concat(−x[…, h:], x[…, :h])`.
+enum DecoderOperations: OperationFamily {
+    static let internalDefinitions: [String: OperationDefinition] = [
+        "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) },
+        "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"]) { context throws(RuntimeError) in try rotary(context) },
+    ]
+
+    private static func rmsNorm(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input()
+        guard x.isFloat, x.rank >= 1, let width = x.shape.last, width > 0 else { throw context.invalid("x needs a float tensor with a last axis") }
+        let epsilon = try context.float("epsilon", 0), rsqrtEpsilon = try context.float("rsqrt_epsilon", 1e-12)
+        var weight: [Float]?
+        if let given = try context.constant("weight") {
+            guard given.count == width else { throw context.invalid("weight has \(given.count) values for rows of \(width)") }
+            weight = given.floats
+        }
+        let out = try context.output(x.shape)
+        let rows = x.count / width, from = x.id, scale = weight
+        context.run(reads: [x], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out)
+            for row in 0..<rows {
+                let line = source + row * width, result = target + row * width
+                var sum = 0.0
+                for i in 0..<width {
+                    let square = line[i] * line[i]
+                    sum += Double(square)
+                }
+                let mean = Float(sum / Double(width))
+                let r = 1 / ((mean + epsilon) + rsqrtEpsilon).squareRoot()
+                if let scale {
+                    for i in 0..<width { result[i] = (line[i] * r) * scale[i] }
+                } else {
+                    for i in 0..<width { result[i] = line[i] * r }
+                }
+            }
+        }
+    }
+
+    private static func rotary(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input(), cos = try context.input("cos"), sin = try context.input("sin")
+        let half = try context.int("half", 0)
+        guard x.isFloat, cos.isFloat, sin.isFloat, x.rank >= 1, let width = x.shape.last, half > 0, half < width else {
+            throw context.invalid("x needs a float last axis longer than half (\(half))")
+        }
+        guard let shape = Shapes.broadcast(Shapes.broadcast(x.shape, cos.shape) ?? [], sin.shape), shape == x.shape,
+              cos.shape.last == width, sin.shape.last == width else {
+            throw context.invalid("cos \(cos.shape) and sin \(sin.shape) do not broadcast to x \(x.shape) along its rows")
+        }
+        let out = try context.output(x.shape)
+        // Where each row of x finds its row of cos and sin (computed once: a step has heads × tokens rows).
+        let rowShape = Array(x.shape.dropLast())
+        func rowOffsets(_ table: PlanValue) -> [Int] {
+            let strides = Shapes.broadcastStrides(table.shape, to: x.shape).dropLast()
+            var offsets: [Int] = []
+            Shapes.forEachIndex(rowShape) { index in offsets.append(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 }) }
+            return offsets.isEmpty ? [0] : offsets
+        }
+        let cosRows = rowOffsets(cos), sinRows = rowOffsets(sin)
+        let from = x.id, c = cos.id, s = sin.id, moved = width - half
+        context.run(reads: [x, cos, sin], writes: [out]) { buffers in
+            let source = buffers.floats(from), target = buffers.floats(out), cosines = buffers.floats(c), sines = buffers.floats(s)
+            for row in cosRows.indices {
+                let line = source + row * width, result = target + row * width
+                let cosine = cosines + cosRows[row], sine = sines + sinRows[row]
+                // rotated[i] = −x[half + i] for i < width − half, x[i − (width − half)] after.
+                for i in 0..<moved { result[i] = line[i] * cosine[i] + (line[half + i] * -1) * sine[i] }
+                for i in moved..<width { result[i] = line[i] * cosine[i] + line[i - moved] * sine[i] }
+            }
+        }
+    }
+}

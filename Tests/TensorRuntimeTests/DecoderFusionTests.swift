@@ -1,0 +1,69 @@
+import Testing
+@testable import TensorRuntime
+
+/// The decoder fusions (Fusion/DecoderFusion.swift) on the Llama-shaped
+/// fixture converted as Apple documents (Fixtures/Models/LlamaDecoderInt4,
+/// made by Fixtures/llama_decoder.py): its RMSNorms and rotary embeddings
+/// become one operation each, and the fused plans compute the unfused
+/// plans' logits bit for bit, for a prompt and a one-token step.
+@Suite("Decoder fusions")
+struct DecoderFusionTests {
+    static let path = "Models/LlamaDecoderInt4.mlpackage"
+    /// Every rule but the decoder fusions.
+    static let otherRules = ConvolutionFusion.rules + ProductFusion.rules + AttentionFusion.rules + StateFusion.rules
+
+    @Test("the fixture's 5 RMSNorms and 4 rotary embeddings are one operation each")
+    func fusedCounts() async throws {
+        let function = try await AttentionFusionTests.graph(Self.path)
+        let before = FusionPass.run(function.block, rules: Self.otherRules).operations.map(\.type)
+        let after = FusionPass.run(function.block).operations.map(\.type)
+        // Two layers: a norm before attention and before the MLP, and the final norm; rotary on q and k.
+        #expect(after.filter { $0 == "rms_norm" }.count == 5)
+        #expect(after.filter { $0 == "rotary_embedding" }.count == 4)
+        for gone in ["pow", "rsqrt", "reduce_mean"] { #expect(!after.contains(gone), "\(gone) left") }
+        #expect(before.count - after.count == 5 * 5 + 4 * 6, "\(before.count) → \(after.count) operations")
+    }
+
+    @Test("fused plans give the unfused plans' logits exactly, for a prompt and a step, at 1 and 2 threads",
+          arguments: [(3, 3), (1, 4), (5, 9)])
+    func sameLogits(q: Int, end: Int) async throws {
+        let function = try await AttentionFusionTests.graph(Self.path)
+        let shapes = ["inputIds": [1, q], "causalMask": [1, 1, q, end]]
+        for threads in [1, 2] {
+            let unfused = try await AttentionFusionTests.run(function, FusionPass.run(function.block, rules: Self.otherRules), shapes: shapes, threads: threads)
+            let fused = try await AttentionFusionTests.run(function, FusionPass.run(function.block), shapes: shapes, threads: threads)
+            let want = try #require(unfused["logits"]), got = try #require(fused["logits"])
+            #expect(want.count == q * 96 || want.count == 96)
+            #expect(want == got, "q \(q) end \(end), \(threads) threads")
+        }
+    }
+
+    /// x → pow → reduce_mean → add(ε) → rsqrt → mul(x, r) → mul(weight), returning `outputs`.
+    static func norm(outputs: [String]) -> GraphBlock {
+        let type = ValueType(element: .float32, shape: [2, 8]), column = ValueType(element: .float32, shape: [2, 1])
+        func op(_ kind: String, _ arguments: [String: [GraphArgument]], _ output: String, _ outputType: ValueType) -> GraphOperation {
+            GraphOperation(type: kind, arguments: arguments, outputs: [(output, outputType)], blocks: [])
+        }
+        return GraphBlock(operations: [
+            op("pow", ["x": [.value("x")], "y": [.constant(Tensor(floats: [2], shape: []))]], "p", type),
+            op("reduce_mean", ["x": [.value("p")], "axes": [.constant(Tensor(ints: [-1], shape: [1]))],
+                               "keep_dims": [.constant(Tensor(ints: [1], shape: [], type: .bool))]], "m", column),
+            op("add", ["x": [.value("m")], "y": [.constant(Tensor(floats: [1e-5], shape: []))]], "a", column),
+            op("rsqrt", ["x": [.value("a")]], "r", column),
+            op("mul", ["x": [.value("r")], "y": [.value("x")]], "s", type),
+            op("mul", ["x": [.value("s")], "y": [.constant(Tensor(floats: (0..<8).map { 1 + Float($0) / 10 }, shape: [8]))]], "o", type),
+        ], outputs: outputs, constants: [:])
+    }
+
+    @Test("an RMSNorm fuses with its operands in either order and computes the chain exactly; one whose scale is read elsewhere does not")
+    func normAlone() throws {
+        let function = GraphFunction(name: "main", inputs: [("x", ValueType(element: .float32, shape: [2, 8]))], block: Self.norm(outputs: ["o"]))
+        let fused = FusionPass.run(function.block)
+        #expect(fused.operations.map(\.type) == ["rms_norm"])
+        let shapes = ["x": [2, 8]]
+        #expect(try AttentionFusionTests.compute(function, fused, shapes: shapes, threads: 1)
+                == (try AttentionFusionTests.compute(function, function.block, shapes: shapes, threads: 1)))
+        // r also returned: nothing fuses.
+        #expect(!FusionPass.run(Self.norm(outputs: ["o", "r"])).operations.contains { $0.type == "rms_norm" })
+    }
+}
