@@ -440,8 +440,8 @@ public final class TensorEngine: PredictionEngine {
         var array = MultiArray(shape: shape, dataType: value.type == .float16 ? .float16 : .int32)
         array.withUnsafeMutableBytes { raw in
             if value.type == .float16 {
-                let target = raw.bindMemory(to: Float16.self), source = pointer.assumingMemoryBound(to: Float.self)
-                for index in 0..<count { target[index] = Float16(source[index]) }
+                // Rounded as Float16(x) rounds (to nearest, ties to even), eight at a time where the CPU has F16C.
+                if let base = raw.baseAddress { ElementConversion.narrow(pointer.assumingMemoryBound(to: Float.self), count: count, into: base) }
             } else {
                 raw.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: count * 4))
             }
