@@ -6,9 +6,11 @@ import ModelFeatures
 /// RMSNorm squares in float, sums the squares of a row in double and takes
 /// their mean as `reduce_mean` does, then `1 / √(mean + ε + e)`, `x · r`, `· weight`;
 /// the rotary embedding `x · cos + rotated · sin`, `rotated` being
-/// `concat(−x[…, h:], x[…, :h])`.
+/// `concat(−x[…, h:], x[…, :h])`; the SwiGLU gate `silu(x) · y` as SiLU
+/// (`VectorMath.silu`) then the product.
 enum DecoderOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
+        "silu_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in try siluProduct(context) },
         "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) },
         "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"]) { context throws(RuntimeError) in try rotary(context) },
     ]
@@ -41,6 +43,39 @@ enum DecoderOperations: OperationFamily {
                     for i in 0..<width { result[i] = line[i] * r }
                 }
             }
+        }
+    }
+
+    private static func siluProduct(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.input(), y = try context.input("y")
+        guard x.isFloat, y.isFloat, let shape = Shapes.broadcast(x.shape, y.shape) else {
+            throw context.invalid("x \(x.shape) and y \(y.shape) need float tensors that broadcast")
+        }
+        let out = try context.output(shape)
+        let count = shape.reduce(1, *), from = x.id, other = y.id
+        guard x.shape == shape, y.shape == shape else {
+            // Broadcast: SiLU of x into a scratch value, then the product element by element.
+            let gate = context.scratch(.float32, shape: x.shape)
+            let xStrides = Shapes.broadcastStrides(x.shape, to: shape), yStrides = Shapes.broadcastStrides(y.shape, to: shape)
+            context.run(reads: [x, y], writes: [out, gate.id]) { buffers in
+                let g = buffers.floats(gate.id), b = buffers.floats(other), target = buffers.floats(out)
+                g.update(from: buffers.floats(from), count: x.count)
+                VectorMath.silu(g, count: x.count)
+                var o = 0
+                Shapes.forEachIndex(shape) { index in
+                    var i = 0, j = 0
+                    for axis in index.indices { i += index[axis] * xStrides[axis]; j += index[axis] * yStrides[axis] }
+                    target[o] = g[i] * b[j]
+                    o += 1
+                }
+            }
+            return
+        }
+        context.run(reads: [x, y], writes: [out]) { buffers in
+            let target = buffers.floats(out), b = buffers.floats(other)
+            target.update(from: buffers.floats(from), count: count)
+            VectorMath.silu(target, count: count)
+            for index in 0..<count { target[index] *= b[index] }
         }
     }
 

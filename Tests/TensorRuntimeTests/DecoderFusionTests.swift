@@ -12,7 +12,7 @@ struct DecoderFusionTests {
     /// Every rule but the decoder fusions.
     static let otherRules = ConvolutionFusion.rules + ProductFusion.rules + AttentionFusion.rules + StateFusion.rules
 
-    @Test("the fixture's 5 RMSNorms and 4 rotary embeddings are one operation each")
+    @Test("the fixture's 5 RMSNorms, 4 rotary embeddings and 2 SwiGLU gates are one operation each")
     func fusedCounts() async throws {
         let function = try await AttentionFusionTests.graph(Self.path)
         let before = FusionPass.run(function.block, rules: Self.otherRules).operations.map(\.type)
@@ -20,8 +20,9 @@ struct DecoderFusionTests {
         // Two layers: a norm before attention and before the MLP, and the final norm; rotary on q and k.
         #expect(after.filter { $0 == "rms_norm" }.count == 5)
         #expect(after.filter { $0 == "rotary_embedding" }.count == 4)
-        for gone in ["pow", "rsqrt", "reduce_mean"] { #expect(!after.contains(gone), "\(gone) left") }
-        #expect(before.count - after.count == 5 * 5 + 4 * 6, "\(before.count) → \(after.count) operations")
+        #expect(after.filter { $0 == "silu_mul" }.count == 2)
+        for gone in ["pow", "rsqrt", "reduce_mean", "silu"] { #expect(!after.contains(gone), "\(gone) left") }
+        #expect(before.count - after.count == 5 * 5 + 4 * 6 + 2 * 1, "\(before.count) → \(after.count) operations")
     }
 
     @Test("fused plans give the unfused plans' logits exactly, for a prompt and a step, at 1 and 2 threads",
@@ -53,6 +54,23 @@ struct DecoderFusionTests {
             op("mul", ["x": [.value("r")], "y": [.value("x")]], "s", type),
             op("mul", ["x": [.value("s")], "y": [.constant(Tensor(floats: (0..<8).map { 1 + Float($0) / 10 }, shape: [8]))]], "o", type),
         ], outputs: outputs, constants: [:])
+    }
+
+    @Test("a SwiGLU gate fuses and computes the chain exactly, with equal shapes and broadcast, either operand order", arguments: [[2, 8], [1, 8], [2, 1]])
+    func gate(yShape: [Int]) throws {
+        let x = ValueType(element: .float32, shape: [2, 8]), y = ValueType(element: .float32, shape: yShape.map { Optional($0) })
+        for (first, second) in [("s", "y"), ("y", "s")] {
+            let block = GraphBlock(operations: [
+                GraphOperation(type: "silu", arguments: ["x": [.value("x")]], outputs: [("s", x)], blocks: []),
+                GraphOperation(type: "mul", arguments: ["x": [.value(first)], "y": [.value(second)]], outputs: [("o", x)], blocks: []),
+            ], outputs: ["o"], constants: [:])
+            let function = GraphFunction(name: "main", inputs: [("x", x), ("y", y)], block: block)
+            let fused = FusionPass.run(block)
+            #expect(fused.operations.map(\.type) == ["silu_mul"])
+            let shapes = ["x": [2, 8], "y": yShape]
+            #expect(try AttentionFusionTests.compute(function, fused, shapes: shapes, threads: 1)
+                    == (try AttentionFusionTests.compute(function, block, shapes: shapes, threads: 1)))
+        }
     }
 
     @Test("an RMSNorm fuses with its operands in either order and computes the chain exactly; one whose scale is read elsewhere does not")

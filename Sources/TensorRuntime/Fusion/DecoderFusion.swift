@@ -10,11 +10,27 @@
 ///   `slice_by_index`, a `mul` by −1, a `concat`, two `mul` and an `add`
 ///   (seven), becomes one `rotary_embedding`.
 ///
+/// - the SwiGLU gate, `mul(silu(x), y)`, becomes one `silu_mul`.
+///
 /// Each fused operation computes the same float operations in the same order
 /// as the chain (the engine computes an fp16 program in fp32 between its
 /// roundings), so the results are the chain's, bit for bit.
 enum DecoderFusion {
-    static let rules: [FusionRule] = [rmsNorm, rotary]
+    static let rules: [FusionRule] = [rmsNorm, rotary, siluProduct]
+
+    /// `mul(silu(x), y)`, the silu's result read by the product only, in either order → `silu_mul(x, y)`.
+    static let siluProduct = FusionRule("SwiGLU gate") { graph, index in
+        guard let product = graph.operation(at: index), product.type == "mul", product.outputs.count == 1, operands(product) != nil else { return false }
+        for (gateKey, otherKey) in [("x", "y"), ("y", "x")] {
+            guard let (siluIndex, silu) = privateProducer(graph, product, gateKey, type: "silu"), Set(silu.arguments.keys) == ["x"],
+                  let x = silu.arguments["x"]?.first, let y = product.arguments[otherKey]?.first
+            else { continue }
+            graph.replace([siluIndex, index], with: GraphOperation(type: "silu_mul", arguments: ["x": [x], "y": [y]], outputs: product.outputs, blocks: [])
+                .rewritten(from: product))
+            return true
+        }
+        return false
+    }
 
     /// The operation computing argument `key` of `op`, when `op` is its only reader.
     private static func privateProducer(_ graph: FusionGraph, _ op: GraphOperation, _ key: String, type: String)
