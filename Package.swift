@@ -101,7 +101,7 @@ let package = Package(
         // Feature values, input checks and the engine protocol every runtime shares.
         .target(name: "ModelFeatures", dependencies: ["ModelSpec"]),
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
-        .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
+        .target(name: "ClassicModels", dependencies: ["ModelFeatures", "ModelSpec"]),
         // ML programs, and neural networks lowered onto them, on one tensor engine: the graph read from the
         // program, a plan per input shape, kernels by operation and type.
         // Elementwise kernels the C compiler vectorizes (GELU's tanh form), optimized in every configuration.

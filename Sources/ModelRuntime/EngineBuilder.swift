@@ -46,8 +46,8 @@ enum EngineBuilder {
             }
             return PipelineEngine(stages: engines, outputs: summary.outputs)
         }
-        if let classic = try ClassicModelFactory.engine(for: model, interface: interface) {
-            return classic
+        if let classic = ClassicModel(model) {
+            return try ClassicModelFactory.engine(for: classic, interface: interface)
         }
         switch kind {
         case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
