@@ -116,7 +116,7 @@ let package = Package(
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "ModelFeatures", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.

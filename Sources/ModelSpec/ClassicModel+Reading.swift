@@ -3,7 +3,7 @@ import CoreMLSchema
 extension ClassicModel {
     /// The parameters of `model`, or `nil` when it is not a classic model kind
     /// (or its type's message is missing).
-    package init?(_ model: UnsafePointer<CoreML__Specification__Model>) {
+    init?(_ model: UnsafePointer<CoreML__Specification__Model>) {
         let spec = model.pointee
         let read: ClassicModel?
         switch spec.type_case {
