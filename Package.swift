@@ -123,7 +123,7 @@ let package = Package(
         .target(name: "CoreMLCompat", dependencies: ["ImageDecoding", "ImageRequests", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // Transfer learning: labelled image folders, cached features of a cut base network,
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
-        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
         // The C interface over the runtime, loader, compiler and fetcher: opaque handles, status codes, last error.
         // The exit codes of modelc's failures, shared by the CLI and the C interface.
         .target(name: "ExitCodes", dependencies: ["BundleFormat", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec"]),
@@ -163,7 +163,7 @@ let package = Package(
         .testTarget(name: "TensorRuntimeTests", dependencies: ["TensorRuntime", "CDNNL", "CoreMLSchema", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO", "FixtureSupport"], exclude: ["README.md"], swiftSettings: testCodeSettings),
         .testTarget(name: "ImageRequestsTests", dependencies: ["FaceDetection", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"], swiftSettings: testCodeSettings),
-        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
+        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelServingTests", dependencies: ["ModelServing", "InferenceMessages", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "CoreMLSchema", "ModelTraining", "FixtureSupport"], swiftSettings: testCodeSettings),

@@ -77,6 +77,8 @@ extension GLMClassifierParameters {
         offsets = scalars(glm.offset, glm.n_offset)
         transform = glm.postevaluationtransform == CORE_ML__SPECIFICATION__GLMCLASSIFIER__POST_EVALUATION_TRANSFORM__Probit
             ? .probit : .logit
+        classEncoding = glm.classencoding == CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_ENCODING__OneVsRest
+            ? .oneVsRest : .referenceClass
         classLabels = ClassLabels(classifier: glm)
     }
 }

@@ -48,12 +48,30 @@ public struct GLMRegressorParameters: Sendable, Equatable {
 
 /// `GLMClassifier`: one weight row per class, or one for two classes.
 public struct GLMClassifierParameters: Sendable, Equatable {
+    /// `classEncoding`: how the rows relate to the classes.
+    public enum ClassEncoding: Sendable, Equatable {
+        /// One row for two classes, the first class the reference.
+        case referenceClass
+        /// One row per class.
+        case oneVsRest
+    }
+
     public var weights: [[Double]]
     public var offsets: [Double]
     /// `logit` or `probit` (`postEvaluationTransform`); never `none`.
     public var transform: LinkFunction
+    public var classEncoding: ClassEncoding
     /// `nil` when the model sets none.
     public var classLabels: ClassLabels?
+
+    package init(weights: [[Double]], offsets: [Double], transform: LinkFunction, classEncoding: ClassEncoding,
+                 classLabels: ClassLabels?) {
+        self.weights = weights
+        self.offsets = offsets
+        self.transform = transform
+        self.classEncoding = classEncoding
+        self.classLabels = classLabels
+    }
 }
 
 // MARK: Tree ensembles

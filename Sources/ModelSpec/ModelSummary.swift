@@ -53,6 +53,13 @@ public struct FeatureDescription: Equatable, Sendable {
     public var shortDescription: String
     public var isOptional: Bool
     public var type: FeatureType
+
+    package init(name: String, shortDescription: String, isOptional: Bool, type: FeatureType) {
+        self.name = name
+        self.shortDescription = shortDescription
+        self.isOptional = isOptional
+        self.type = type
+    }
 }
 
 /// The type of a feature, with everything Core ML records about it.
@@ -122,6 +129,13 @@ public struct MultiArrayType: Equatable, Sendable {
     /// (`defaultOptionalValue`: an int, float or double), if the model gives one.
     public var defaultValue: Double? = nil
 
+    package init(dataType: String, shape: [Int64], shapeFlexibility: ShapeFlexibility? = nil, defaultValue: Double? = nil) {
+        self.dataType = dataType
+        self.shape = shape
+        self.shapeFlexibility = shapeFlexibility
+        self.defaultValue = defaultValue
+    }
+
     public enum ShapeFlexibility: Equatable, Sendable {
         /// Any of these shapes.
         case enumerated([[Int64]])
@@ -144,6 +158,15 @@ public struct Metadata: Equatable, Sendable {
     public var license: String
     public var versionString: String
     public var userDefined: [String: String]
+
+    package init(shortDescription: String, author: String, license: String, versionString: String,
+                 userDefined: [String: String]) {
+        self.shortDescription = shortDescription
+        self.author = author
+        self.license = license
+        self.versionString = versionString
+        self.userDefined = userDefined
+    }
 
     var isEmpty: Bool {
         shortDescription.isEmpty && author.isEmpty && license.isEmpty && versionString.isEmpty && userDefined.isEmpty
