@@ -96,9 +96,20 @@ public enum FeatureType: Equatable, Sendable {
 public struct ImageType: Equatable, Sendable {
     public var width: Int64
     public var height: Int64
-    /// `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or `INVALID_COLOR_SPACE`.
-    public var colorSpace: String
+    public var space: ImageColorSpace
     public var sizeFlexibility: SizeFlexibility?
+
+    /// The color space's schema name: `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or
+    /// `INVALID_COLOR_SPACE` (what the modules not yet reading `space` compare; issue 40).
+    public var colorSpace: String { space.schemaName }
+
+    /// An image type whose color space is named as the schema names it (`RGB`, …).
+    package init(width: Int64, height: Int64, colorSpace: String, sizeFlexibility: SizeFlexibility?) {
+        self.width = width
+        self.height = height
+        space = ImageColorSpace(schemaName: colorSpace)
+        self.sizeFlexibility = sizeFlexibility
+    }
 
     public enum SizeFlexibility: Equatable, Sendable {
         /// Any of these (width, height) pairs.
@@ -106,6 +117,39 @@ public struct ImageType: Equatable, Sendable {
         /// Width and height each within a range; an upper bound of -1 is unbounded.
         case ranges(width: SizeRange, height: SizeRange)
     }
+}
+
+/// An image feature's color space (`ImageFeatureType.ColorSpace`).
+public enum ImageColorSpace: Equatable, Sendable {
+    case rgb, bgr, grayscale, grayscaleFloat16
+    /// `INVALID_COLOR_SPACE`, or a value the schema does not define, by its
+    /// schema name (`unknown(7)`); the validator refuses both.
+    case invalid(String)
+
+    /// The color space the schema names `name` (`RGB`, `GRAYSCALE_FLOAT16`, …).
+    public init(schemaName name: String) {
+        self = switch name {
+        case "RGB": .rgb
+        case "BGR": .bgr
+        case "GRAYSCALE": .grayscale
+        case "GRAYSCALE_FLOAT16": .grayscaleFloat16
+        default: .invalid(name)
+        }
+    }
+
+    /// `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or the invalid value's name.
+    public var schemaName: String {
+        switch self {
+        case .rgb: "RGB"
+        case .bgr: "BGR"
+        case .grayscale: "GRAYSCALE"
+        case .grayscaleFloat16: "GRAYSCALE_FLOAT16"
+        case .invalid(let name): name
+        }
+    }
+
+    /// One gray channel (`GRAYSCALE` or `GRAYSCALE_FLOAT16`), not three.
+    public var isGrayscale: Bool { self == .grayscale || self == .grayscaleFloat16 }
 }
 
 public struct ImageSize: Equatable, Sendable {

@@ -219,7 +219,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     }
 
     /// The pixel format images are decoded to for this network.
-    var pixelFormat: PixelBuffer.PixelFormat { imageType.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb }
+    var pixelFormat: PixelBuffer.PixelFormat { imageType.space.isGrayscale ? .gray : .rgb }
 
     // MARK: - Building
 
@@ -263,7 +263,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     }
 
     static func blankImage(_ type: ImageType) -> PixelBuffer {
-        let format: PixelBuffer.PixelFormat = type.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb
+        let format: PixelBuffer.PixelFormat = type.space.isGrayscale ? .gray : .rgb
         let width = Int(type.width), height = Int(type.height)
         guard let image = PixelBuffer(width: width, height: height, pixelFormat: format,
                                       bytes: [UInt8](repeating: 128, count: width * height * format.bytesPerPixel)) else {
