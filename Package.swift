@@ -101,7 +101,7 @@ let package = Package(
         // Feature values, input checks and the engine protocol every runtime shares.
         .target(name: "ModelFeatures", dependencies: ["ModelSpec"]),
         // GLM, tree ensembles, SVM, k-NN, feature transforms: prepared once, evaluated in double.
-        .target(name: "ClassicModels", dependencies: ["CoreMLSchema", "ModelFeatures", "ModelSpec"]),
+        .target(name: "ClassicModels", dependencies: ["ModelFeatures", "ModelSpec"]),
         // ML programs, and neural networks lowered onto them, on one tensor engine: the graph read from the
         // program, a plan per input shape, kernels by operation and type.
         // Elementwise kernels the C compiler vectorizes (GELU's tanh form), optimized in every configuration.
@@ -116,14 +116,14 @@ let package = Package(
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.
-        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "CoreMLSchema", "ModelFeatures", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelRuntime", dependencies: ["BundleFormat", "ClassicModels", "ImageDecoding", "TensorRuntime", "ModelFeatures", "ModelLoader", "ModelSpec", "ModelValidation", "SystemIO"]),
         // Vision-style requests: an image model, requests, handlers, observations.
         .target(name: "ImageRequests", dependencies: ["FaceDetection", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec"]),
         // Apple's names (MLModel, VNCoreMLRequest, …) over ModelRuntime and ImageRequests.
         .target(name: "CoreMLCompat", dependencies: ["ImageDecoding", "ImageRequests", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO"]),
         // Transfer learning: labelled image folders, cached features of a cut base network,
         // multinomial logistic regression (L-BFGS), reports and the exported pipeline.
-        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "CoreMLSchema", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
+        .target(name: "ModelTraining", dependencies: ["CLBFGS", "COpenBLAS", "ImageDecoding", "ModelCompiler", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO"]),
         // The C interface over the runtime, loader, compiler and fetcher: opaque handles, status codes, last error.
         // The exit codes of modelc's failures, shared by the CLI and the C interface.
         .target(name: "ExitCodes", dependencies: ["BundleFormat", "ModelCompiler", "ModelFeatures", "ModelFetch", "ModelRuntime", "ModelSpec"]),
@@ -163,7 +163,7 @@ let package = Package(
         .testTarget(name: "TensorRuntimeTests", dependencies: ["TensorRuntime", "CDNNL", "CoreMLSchema", "ModelFeatures", "ModelRuntime", "ModelSpec", "SystemIO", "FixtureSupport"], exclude: ["README.md"], swiftSettings: testCodeSettings),
         .testTarget(name: "ImageRequestsTests", dependencies: ["FaceDetection", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"], swiftSettings: testCodeSettings),
-        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "CoreMLSchema", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
+        .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelServingTests", dependencies: ["ModelServing", "InferenceMessages", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "CoreMLSchema", "ModelTraining", "FixtureSupport"], swiftSettings: testCodeSettings),

@@ -1,21 +1,15 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
 
 /// Scales a vector to unit L1, L2 or max norm; a zero vector stays zero.
 struct NormalizerEngine: PredictionEngine {
-    enum Norm { case l1, l2, lMax }
     let interface: ModelInterface
-    let norm: Norm
+    let norm: NormalizerParameters.Norm
 
-    init(_ normalizer: CoreML__Specification__Normalizer, interface: ModelInterface) {
+    init(_ normalizer: NormalizerParameters, interface: ModelInterface) {
         self.interface = interface
-        norm = switch normalizer.normtype {
-        case CORE_ML__SPECIFICATION__NORMALIZER__NORM_TYPE__L1: .l1
-        case CORE_ML__SPECIFICATION__NORMALIZER__NORM_TYPE__L2: .l2
-        default: .lMax
-        }
+        norm = normalizer.norm
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -36,10 +30,10 @@ struct ScalerEngine: PredictionEngine {
     let shift: [Double]
     let scale: [Double]
 
-    init(_ scaler: CoreML__Specification__Scaler, interface: ModelInterface) {
+    init(_ scaler: ScalerParameters, interface: ModelInterface) {
         self.interface = interface
-        shift = CSupport.doubles(scaler.shiftvalue, scaler.n_shiftvalue)
-        scale = CSupport.doubles(scaler.scalevalue, scaler.n_scalevalue)
+        shift = scaler.shiftValue
+        scale = scaler.scaleValue
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -65,20 +59,17 @@ struct OneHotEncoderEngine: PredictionEngine {
     let sparse: Bool
     let ignoreUnknown: Bool
 
-    init(_ encoder: CoreML__Specification__OneHotEncoder, interface: ModelInterface) {
+    init(_ encoder: OneHotEncoderParameters, interface: ModelInterface) {
         self.interface = interface
-        // Categories, not class labels: `stringCategories` (case 1) or `int64Categories`.
-        let list: ClassLabels = encoder.category_type_case.rawValue == 1
-            ? .strings(encoder.stringcategories.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? [])
-            : .int64s(encoder.int64categories.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
+        let list = encoder.categories
         var categories: [ClassLabel: Int] = [:]
         for index in 0..<list.count where categories[list.label(at: index)] == nil {
             categories[list.label(at: index)] = index
         }
         self.categories = categories
         count = list.count
-        sparse = encoder.outputsparse != 0
-        ignoreUnknown = encoder.handleunknown == CORE_ML__SPECIFICATION__ONE_HOT_ENCODER__HANDLE_UNKNOWN__IgnoreUnknown
+        sparse = encoder.outputSparse
+        ignoreUnknown = encoder.ignoreUnknown
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -111,48 +102,17 @@ struct OneHotEncoderEngine: PredictionEngine {
 /// imputed one: a number, a string, an array element by element, or a
 /// dictionary; an absent optional input becomes the imputed value whole.
 struct ImputerEngine: PredictionEngine {
-    enum Replaced: Sendable { case double(Double), int64(Int64), string(String) }
-    enum Imputed: Sendable {
-        case double(Double), int64(Int64), string(String)
-        case doubles([Double]), int64s([Int64])
-        case stringDictionary([String: Double]), int64Dictionary([Int64: Double])
-    }
-
     let interface: ModelInterface
-    let replaced: Replaced
-    let imputed: Imputed
+    let replaced: ImputerParameters.ReplaceValue
+    let imputed: ImputerParameters.ImputedValue
 
-    init(_ imputer: CoreML__Specification__Imputer, interface: ModelInterface) throws(RuntimeError) {
+    init(_ imputer: ImputerParameters, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface
-        switch imputer.replace_value_case {
-        case CORE_ML__SPECIFICATION__IMPUTER__REPLACE_VALUE_REPLACE_INT64_VALUE: replaced = .int64(imputer.replaceint64value)
-        case CORE_ML__SPECIFICATION__IMPUTER__REPLACE_VALUE_REPLACE_STRING_VALUE: replaced = .string(text(imputer.replacestringvalue))
-        case CORE_ML__SPECIFICATION__IMPUTER__REPLACE_VALUE_REPLACE_DOUBLE_VALUE: replaced = .double(imputer.replacedoublevalue)
-        default: replaced = .double(.nan)
-        }
-        switch imputer.imputed_value_case {
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_DOUBLE_VALUE: imputed = .double(imputer.imputeddoublevalue)
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_INT64_VALUE: imputed = .int64(imputer.imputedint64value)
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_STRING_VALUE: imputed = .string(text(imputer.imputedstringvalue))
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_DOUBLE_ARRAY:
-            imputed = .doubles(imputer.imputeddoublearray.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_INT64_ARRAY:
-            imputed = .int64s(imputer.imputedint64array.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? [])
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_STRING_DICTIONARY:
-            var entries: [String: Double] = [:]
-            if let map = imputer.imputedstringdictionary?.pointee {
-                for entry in elements(map.map, map.n_map) { entries[text(entry.pointee.key)] = entry.pointee.value }
-            }
-            imputed = .stringDictionary(entries)
-        case CORE_ML__SPECIFICATION__IMPUTER__IMPUTED_VALUE_IMPUTED_INT64_DICTIONARY:
-            var entries: [Int64: Double] = [:]
-            if let map = imputer.imputedint64dictionary?.pointee {
-                for entry in elements(map.map, map.n_map) { entries[entry.pointee.key] = entry.pointee.value }
-            }
-            imputed = .int64Dictionary(entries)
-        default:
+        replaced = imputer.replaceValue ?? .double(.nan)
+        guard let imputed = imputer.imputedValue else {
             throw .invalidParameters(model: interface.kind, detail: "no imputed value")
         }
+        self.imputed = imputed
     }
 
     private func isMissing(_ number: Double) -> Bool {
@@ -212,15 +172,14 @@ struct DictVectorizerEngine: PredictionEngine {
     let int64Index: [Int64: Int]
     let count: Int
 
-    init(_ vectorizer: CoreML__Specification__DictVectorizer, interface: ModelInterface) {
+    init(_ vectorizer: DictVectorizerParameters, interface: ModelInterface) {
         self.interface = interface
-        if vectorizer.map_case == CORE_ML__SPECIFICATION__DICT_VECTORIZER__MAP_STRING_TO_INDEX, let keys = vectorizer.stringtoindex {
-            let names = strings(keys.pointee.vector, keys.pointee.n_vector)
+        switch vectorizer.keys {
+        case .strings(let names):
             stringIndex = Dictionary(names.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { first, _ in first })
             int64Index = [:]
             count = names.count
-        } else {
-            let keys = vectorizer.int64toindex.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? []
+        case .int64s(let keys):
             int64Index = Dictionary(keys.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { first, _ in first })
             stringIndex = [:]
             count = keys.count
@@ -253,11 +212,9 @@ struct FeatureVectorizerEngine: PredictionEngine {
     let interface: ModelInterface
     let columns: [(name: String, dimensions: Int)]
 
-    init(_ vectorizer: CoreML__Specification__FeatureVectorizer, interface: ModelInterface) {
+    init(_ vectorizer: FeatureVectorizerParameters, interface: ModelInterface) {
         self.interface = interface
-        columns = elements(vectorizer.inputlist, vectorizer.n_inputlist).map {
-            (text($0.pointee.inputcolumn), Int(clamping: $0.pointee.inputdimensions))
-        }
+        columns = vectorizer.inputList.map { ($0.inputColumn, Int(clamping: $0.inputDimensions)) }
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -291,9 +248,9 @@ struct ArrayFeatureExtractorEngine: PredictionEngine {
     let interface: ModelInterface
     let indices: [Int]
 
-    init(_ extractor: CoreML__Specification__ArrayFeatureExtractor, interface: ModelInterface) {
+    init(_ extractor: ArrayFeatureExtractorParameters, interface: ModelInterface) {
         self.interface = interface
-        indices = scalars(extractor.extractindex, extractor.n_extractindex).map { Int(clamping: $0) }
+        indices = extractor.extractIndex.map { Int(clamping: $0) }
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -315,23 +272,14 @@ struct CategoricalMappingEngine: PredictionEngine {
     let toString: [Int64: String]
     let defaultValue: FeatureValue?
 
-    init(_ mapping: CoreML__Specification__CategoricalMapping, interface: ModelInterface) {
+    init(_ mapping: CategoricalMappingParameters, interface: ModelInterface) {
         self.interface = interface
-        var toInt64: [String: Int64] = [:]
-        var toString: [Int64: String] = [:]
-        if mapping.mapping_type_case == CORE_ML__SPECIFICATION__CATEGORICAL_MAPPING__MAPPING_TYPE_STRING_TO_INT64_MAP,
-           let map = mapping.stringtoint64map?.pointee {
-            for entry in elements(map.map, map.n_map) { toInt64[text(entry.pointee.key)] = entry.pointee.value }
-        } else if let map = mapping.int64tostringmap?.pointee {
-            for entry in elements(map.map, map.n_map) { toString[entry.pointee.key] = text(entry.pointee.value) }
+        switch mapping.mapping {
+        case .stringToInt64(let map)?: (toInt64, toString) = (map, [:])
+        case .int64ToString(let map)?: (toInt64, toString) = ([:], map)
+        case nil: (toInt64, toString) = ([:], [:])
         }
-        self.toInt64 = toInt64
-        self.toString = toString
-        defaultValue = switch mapping.value_on_unknown_case {
-        case CORE_ML__SPECIFICATION__CATEGORICAL_MAPPING__VALUE_ON_UNKNOWN_STR_VALUE: .string(text(mapping.strvalue))
-        case CORE_ML__SPECIFICATION__CATEGORICAL_MAPPING__VALUE_ON_UNKNOWN_INT64_VALUE: .int64(mapping.int64value)
-        default: nil
-        }
+        defaultValue = mapping.valueOnUnknown.map { ClassLabel($0).featureValue }
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -368,4 +316,14 @@ struct IdentityEngine: PredictionEngine {
 func vectorOutput(_ values: [Double], _ interface: ModelInterface) -> [String: FeatureValue] {
     guard let name = interface.outputs.first?.name else { return [:] }
     return [name: .multiArray(MultiArray(values, shape: [values.count]))]
+}
+
+extension ClassLabel {
+    /// A default label or value on unknown as the label it names.
+    init(_ value: CategoryValue) {
+        switch value {
+        case .string(let label): self = .string(label)
+        case .int64(let label): self = .int64(label)
+        }
+    }
 }

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import ModelFeatures
 import ModelSpec
 
@@ -29,17 +28,15 @@ struct ItemSimilarityRecommenderEngine: PredictionEngine {
     let listOutput: String?
     let scoreOutput: String?
 
-    init(_ model: CoreML__Specification__ItemSimilarityRecommender, interface: ModelInterface) throws(RuntimeError) {
+    init(_ model: ItemSimilarityRecommenderParameters, interface: ModelInterface) throws(RuntimeError) {
         let kind = interface.kind
-        let entries = elements(model.itemitemsimilarities, model.n_itemitemsimilarities).map(\.pointee)
-        let stringIds = model.itemstringids.map { strings($0.pointee.vector, $0.pointee.n_vector) } ?? []
-        let int64Ids = model.itemint64ids.map { scalars($0.pointee.vector, $0.pointee.n_vector) } ?? []
+        let entries = model.itemItemSimilarities
+        let stringIds = model.itemStringIDs
+        let int64Ids = model.itemInt64IDs
         // One past the largest item index named (capped: a larger one is refused below).
         func end(_ id: UInt64) -> Int { Int(min(id, UInt64(Int32.max))) + 1 }
         let listedItems = entries.reduce(0) { largest, entry in
-            elements(entry.similaritemlist, entry.n_similaritemlist).reduce(max(largest, end(entry.itemid))) {
-                max($0, end($1.pointee.itemid))
-            }
+            entry.similarItemList.reduce(max(largest, end(entry.itemID))) { max($0, end($1.itemID)) }
         }
         // Without an id list the items are 0, 1, …, n − 1 (int64 ids).
         let count: Int
@@ -57,27 +54,22 @@ struct ItemSimilarityRecommenderEngine: PredictionEngine {
         var similarities = [[(item: Int, score: Double)]](repeating: [], count: count)
         var shifts = [Double](repeating: 0, count: count)
         for entry in entries {
-            let item = Int(entry.itemid)
-            shifts[item] = entry.itemscoreadjustment
-            similarities[item] += elements(entry.similaritemlist, entry.n_similaritemlist).map {
-                (Int($0.pointee.itemid), $0.pointee.similarityscore)
-            }
+            let item = Int(entry.itemID)
+            shifts[item] = entry.itemScoreAdjustment
+            similarities[item] += entry.similarItemList.map { (Int($0.itemID), $0.similarityScore) }
         }
         self.similarities = similarities
         self.shifts = shifts
-        func name(_ pointer: UnsafeMutablePointer<CChar>?) -> String? {
-            let name = text(pointer)
-            return name.isEmpty ? nil : name
-        }
-        guard let itemInput = name(model.iteminputfeaturename) else {
+        func name(_ name: String) -> String? { name.isEmpty ? nil : name }
+        guard let itemInput = name(model.itemInputFeatureName) else {
             throw .invalidParameters(model: kind, detail: "itemInputFeatureName is empty")
         }
         self.itemInput = itemInput
-        countInput = name(model.numrecommendationsinputfeaturename)
-        restrictionInput = name(model.itemrestrictioninputfeaturename)
-        exclusionInput = name(model.itemexclusioninputfeaturename)
-        listOutput = name(model.recommendeditemlistoutputfeaturename)
-        scoreOutput = name(model.recommendeditemscoreoutputfeaturename)
+        countInput = name(model.numRecommendationsInputFeatureName)
+        restrictionInput = name(model.itemRestrictionInputFeatureName)
+        exclusionInput = name(model.itemExclusionInputFeatureName)
+        listOutput = name(model.recommendedItemListOutputFeatureName)
+        scoreOutput = name(model.recommendedItemScoreOutputFeatureName)
         guard listOutput != nil || scoreOutput != nil else {
             throw .invalidParameters(model: kind, detail: "neither recommendedItemListOutputFeatureName nor recommendedItemScoreOutputFeatureName is set")
         }

@@ -1,26 +1,19 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
 
 /// A generalized linear regressor: `transform(W·x + offset)` per target.
 struct GLMRegressorEngine: PredictionEngine {
-    enum Transform { case none, logit, probit }
-
     let interface: ModelInterface
     let weights: [[Double]]
     let offsets: [Double]
-    let transform: Transform
+    let transform: LinkFunction
 
-    init(_ glm: CoreML__Specification__GLMRegressor, interface: ModelInterface) throws(RuntimeError) {
+    init(_ glm: GLMRegressorParameters, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface
-        weights = elements(glm.weights, glm.n_weights).map { CSupport.doubles($0.pointee.value, $0.pointee.n_value) }
-        offsets = CSupport.doubles(glm.offset, glm.n_offset)
-        switch glm.postevaluationtransform {
-        case CORE_ML__SPECIFICATION__GLMREGRESSOR__POST_EVALUATION_TRANSFORM__Logit: transform = .logit
-        case CORE_ML__SPECIFICATION__GLMREGRESSOR__POST_EVALUATION_TRANSFORM__Probit: transform = .probit
-        default: transform = .none
-        }
+        weights = glm.weights
+        offsets = glm.offsets
+        transform = glm.transform
         try LinearAlgebra.checkRows(weights, offsets: offsets, model: interface.kind)
     }
 
@@ -50,12 +43,12 @@ struct GLMClassifierEngine: PredictionEngine {
     let probit: Bool
     let labels: ClassLabels
 
-    init(_ glm: CoreML__Specification__GLMClassifier, interface: ModelInterface) throws(RuntimeError) {
+    init(_ glm: GLMClassifierParameters, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface
-        weights = elements(glm.weights, glm.n_weights).map { CSupport.doubles($0.pointee.value, $0.pointee.n_value) }
-        offsets = CSupport.doubles(glm.offset, glm.n_offset)
-        probit = glm.postevaluationtransform == CORE_ML__SPECIFICATION__GLMCLASSIFIER__POST_EVALUATION_TRANSFORM__Probit
-        labels = ClassLabels(classifier: glm) ?? .strings([])
+        weights = glm.weights
+        offsets = glm.offsets
+        probit = glm.transform == .probit
+        labels = glm.classLabels ?? .strings([])
         try LinearAlgebra.checkRows(weights, offsets: offsets, model: interface.kind)
         let binary = weights.count == 1 && labels.count == 2
         guard binary || weights.count == labels.count else {

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
@@ -19,21 +18,21 @@ struct NearestNeighborsClassifierEngine: PredictionEngine {
     let defaultLabel: ClassLabel?
     let tree: KDTree?
 
-    init(_ knn: CoreML__Specification__KNearestNeighborsClassifier, interface: ModelInterface) throws(RuntimeError) {
+    init(_ knn: NearestNeighborsClassifierParameters, interface: ModelInterface) throws(RuntimeError) {
         let model = interface.kind
         self.interface = interface
-        guard let index = knn.nearestneighborsindex?.pointee else {
+        guard let index = knn.index else {
             throw .invalidParameters(model: model, detail: "no nearest-neighbours index")
         }
-        let dimension = Int(index.numberofdimensions)
+        let dimension = Int(index.numberOfDimensions)
         self.dimension = dimension
-        let rows = elements(index.floatsamples, index.n_floatsamples).map { scalars($0.pointee.vector, $0.pointee.n_vector).map(Double.init) }
+        let rows = index.floatSamples.map { $0.map(Double.init) }
         if let bad = rows.firstIndex(where: { $0.count != dimension }) {
             throw .invalidParameters(model: model, detail: "sample \(bad) has \(rows[bad].count) values, the index has \(dimension) dimensions")
         }
         let samples = rows.flatMap { $0 }
         self.samples = samples
-        let labels = ClassLabels(classifier: knn) ?? .strings([])
+        let labels = knn.classLabels ?? .strings([])
         guard labels.count == rows.count else {
             throw .invalidParameters(model: model, detail: "\(labels.count) labels for \(rows.count) samples")
         }
@@ -46,20 +45,12 @@ struct NearestNeighborsClassifierEngine: PredictionEngine {
         }
         self.classes = classes
         classIndex = sampleLabels.map { positions[$0] ?? 0 }
-        k = Int(clamping: knn.numberofneighbors?.pointee.defaultvalue ?? 1)
+        k = Int(clamping: knn.numberOfNeighbors ?? 1)
         guard k >= 1 else { throw .invalidParameters(model: model, detail: "numberOfNeighbors is \(k)") }
-        inverseDistance = knn.weighting_scheme_case == CORE_ML__SPECIFICATION__KNEAREST_NEIGHBORS_CLASSIFIER__WEIGHTING_SCHEME_INVERSE_DISTANCE_WEIGHTING
-        switch knn.default_class_label_case {
-        case CORE_ML__SPECIFICATION__KNEAREST_NEIGHBORS_CLASSIFIER__DEFAULT_CLASS_LABEL_DEFAULT_STRING_LABEL:
-            defaultLabel = .string(text(knn.defaultstringlabel))
-        case CORE_ML__SPECIFICATION__KNEAREST_NEIGHBORS_CLASSIFIER__DEFAULT_CLASS_LABEL_DEFAULT_INT64_LABEL:
-            defaultLabel = .int64(knn.defaultint64label)
-        default:
-            defaultLabel = nil
-        }
-        if index.index_type_case == CORE_ML__SPECIFICATION__NEAREST_NEIGHBORS_INDEX__INDEX_TYPE_SINGLE_KD_TREE_INDEX {
-            let leafSize = max(1, Int(index.singlekdtreeindex?.pointee.leafsize ?? 30))
-            tree = KDTree(samples: samples, dimension: dimension, leafSize: leafSize)
+        inverseDistance = knn.inverseDistanceWeighting
+        defaultLabel = knn.defaultLabel.map(ClassLabel.init)
+        if case .singleKdTree(let leafSize) = index.kind {
+            tree = KDTree(samples: samples, dimension: dimension, leafSize: max(1, Int(leafSize ?? 30)))
         } else {
             tree = nil
         }

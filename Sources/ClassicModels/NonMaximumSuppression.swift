@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
@@ -25,20 +24,20 @@ struct NonMaximumSuppressionEngine: PredictionEngine {
     /// Rows to pad the outputs to, when the model declares a fixed shape.
     let fixedRows: Int?
 
-    init(_ nms: CoreML__Specification__NonMaximumSuppression, interface: ModelInterface) throws(RuntimeError) {
+    init(_ nms: NonMaximumSuppressionParameters, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface
-        iouThreshold = nms.iouthreshold
-        confidenceThreshold = nms.confidencethreshold
-        perClass = nms.picktop?.pointee.perclass ?? 0 != 0
-        names = (text(nms.confidenceinputfeaturename), text(nms.coordinatesinputfeaturename),
-                 text(nms.iouthresholdinputfeaturename), text(nms.confidencethresholdinputfeaturename),
-                 text(nms.confidenceoutputfeaturename), text(nms.coordinatesoutputfeaturename))
+        iouThreshold = nms.iouThreshold
+        confidenceThreshold = nms.confidenceThreshold
+        perClass = nms.perClass
+        names = (nms.confidenceInputFeatureName, nms.coordinatesInputFeatureName,
+                 nms.iouThresholdInputFeatureName, nms.confidenceThresholdInputFeatureName,
+                 nms.confidenceOutputFeatureName, nms.coordinatesOutputFeatureName)
         for (role, name) in [("confidence input", names.confidence), ("coordinates input", names.coordinates),
                              ("confidence output", names.confidenceOut), ("coordinates output", names.coordinatesOut)]
         where name.isEmpty {
             throw .invalidParameters(model: interface.kind, detail: "the \(role) feature is not named")
         }
-        let declared = interface.outputs.first { $0.name == text(nms.coordinatesoutputfeaturename) }
+        let declared = interface.outputs.first { $0.name == nms.coordinatesOutputFeatureName }
         if case .multiArray(let type)? = declared?.type, type.shapeFlexibility == nil, let rows = type.shape.first, rows > 0 {
             fixedRows = Int(rows)
         } else {

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
@@ -10,20 +9,14 @@ enum Kernel: Sendable {
     case polynomial(degree: Int, gamma: Double, c: Double)
     case sigmoid(gamma: Double, c: Double)
 
-    init(_ kernel: UnsafeMutablePointer<CoreML__Specification__Kernel>?, model: String) throws(RuntimeError) {
-        guard let kernel = kernel?.pointee else { throw .invalidParameters(model: model, detail: "no kernel") }
-        switch kernel.kernel_case {
-        case CORE_ML__SPECIFICATION__KERNEL__KERNEL_LINEAR_KERNEL: self = .linear
-        case CORE_ML__SPECIFICATION__KERNEL__KERNEL_RBF_KERNEL:
-            self = .rbf(gamma: kernel.rbfkernel?.pointee.gamma ?? 0)
-        case CORE_ML__SPECIFICATION__KERNEL__KERNEL_POLY_KERNEL:
-            let poly = kernel.polykernel?.pointee
-            self = .polynomial(degree: Int(poly?.degree ?? 0), gamma: poly?.gamma ?? 0, c: poly?.c ?? 0)
-        case CORE_ML__SPECIFICATION__KERNEL__KERNEL_SIGMOID_KERNEL:
-            let sigmoid = kernel.sigmoidkernel?.pointee
-            self = .sigmoid(gamma: sigmoid?.gamma ?? 0, c: sigmoid?.c ?? 0)
-        default:
-            throw .invalidParameters(model: model, detail: "no kernel type set")
+    init(_ kernel: SupportVectorKernel?, model: String) throws(RuntimeError) {
+        switch kernel {
+        case nil: throw .invalidParameters(model: model, detail: "no kernel")
+        case .linear?: self = .linear
+        case .rbf(let gamma)?: self = .rbf(gamma: gamma)
+        case .polynomial(let degree, let gamma, let c)?: self = .polynomial(degree: degree, gamma: gamma, c: c)
+        case .sigmoid(let gamma, let c)?: self = .sigmoid(gamma: gamma, c: c)
+        case .unset?: throw .invalidParameters(model: model, detail: "no kernel type set")
         }
     }
 
@@ -66,11 +59,9 @@ struct SupportVectors: Sendable {
     let count: Int
     let dimension: Int
 
-    init(dense: UnsafeMutablePointer<CoreML__Specification__DenseSupportVectors>?,
-         sparse: UnsafeMutablePointer<CoreML__Specification__SparseSupportVectors>?,
-         model: String) throws(RuntimeError) {
-        if let dense = dense?.pointee {
-            let rows = elements(dense.vectors, dense.n_vectors).map { CSupport.doubles($0.pointee.values, $0.pointee.n_values) }
+    init(_ vectors: SupportVectorSet?, model: String) throws(RuntimeError) {
+        switch vectors {
+        case .dense(let rows)?:
             let dimension = rows.first?.count ?? 0
             if let bad = rows.firstIndex(where: { $0.count != dimension }) {
                 throw .invalidParameters(model: model, detail: "support vector \(bad) has \(rows[bad].count) values, vector 0 has \(dimension)")
@@ -78,11 +69,9 @@ struct SupportVectors: Sendable {
             self.values = rows.flatMap { $0 }
             self.count = rows.count
             self.dimension = dimension
-        } else if let sparse = sparse?.pointee {
+        case .sparse(let sparse)?:
             // libsvm's sparse indices start at 1.
-            let rows = elements(sparse.vectors, sparse.n_vectors).map { vector in
-                elements(vector.pointee.nodes, vector.pointee.n_nodes).map { (Int($0.pointee.index), $0.pointee.value) }
-            }
+            let rows = sparse.map { vector in vector.map { (Int($0.index), $0.value) } }
             let dimension = rows.flatMap { $0.map(\.0) }.max() ?? 0
             if rows.contains(where: { $0.contains { $0.0 < 1 } }) {
                 throw .invalidParameters(model: model, detail: "a sparse support vector has an index below 1")
@@ -94,7 +83,7 @@ struct SupportVectors: Sendable {
             self.values = values
             self.count = rows.count
             self.dimension = dimension
-        } else {
+        case nil:
             throw .invalidParameters(model: model, detail: "no support vectors")
         }
     }
@@ -119,13 +108,11 @@ struct SupportVectorRegressorEngine: PredictionEngine {
     let alpha: [Double]
     let rho: Double
 
-    init(_ svr: CoreML__Specification__SupportVectorRegressor, interface: ModelInterface) throws(RuntimeError) {
+    init(_ svr: SupportVectorRegressorParameters, interface: ModelInterface) throws(RuntimeError) {
         self.interface = interface
         kernel = try Kernel(svr.kernel, model: interface.kind)
-        let sparse = svr.support_vectors_case == CORE_ML__SPECIFICATION__SUPPORT_VECTOR_REGRESSOR__SUPPORT_VECTORS_SPARSE_SUPPORT_VECTORS
-        vectors = try SupportVectors(dense: sparse ? nil : svr.densesupportvectors,
-                                     sparse: sparse ? svr.sparsesupportvectors : nil, model: interface.kind)
-        alpha = svr.coefficients.map { CSupport.doubles($0.pointee.alpha, $0.pointee.n_alpha) } ?? []
+        vectors = try SupportVectors(svr.supportVectors, model: interface.kind)
+        alpha = svr.coefficients
         rho = svr.rho
         guard alpha.count == vectors.count else {
             throw .invalidParameters(model: interface.kind, detail: "\(alpha.count) coefficients for \(vectors.count) support vectors")
@@ -158,19 +145,17 @@ struct SupportVectorClassifierEngine: PredictionEngine {
     let starts: [Int]
     let counts: [Int]
 
-    init(_ svc: CoreML__Specification__SupportVectorClassifier, interface: ModelInterface) throws(RuntimeError) {
+    init(_ svc: SupportVectorClassifierParameters, interface: ModelInterface) throws(RuntimeError) {
         let model = interface.kind
         self.interface = interface
         kernel = try Kernel(svc.kernel, model: model)
-        let sparse = svc.support_vectors_case == CORE_ML__SPECIFICATION__SUPPORT_VECTOR_CLASSIFIER__SUPPORT_VECTORS_SPARSE_SUPPORT_VECTORS
-        vectors = try SupportVectors(dense: sparse ? nil : svc.densesupportvectors,
-                                     sparse: sparse ? svc.sparsesupportvectors : nil, model: model)
-        coefficients = elements(svc.coefficients, svc.n_coefficients).map { CSupport.doubles($0.pointee.alpha, $0.pointee.n_alpha) }
-        rho = CSupport.doubles(svc.rho, svc.n_rho)
-        probA = CSupport.doubles(svc.proba, svc.n_proba)
-        probB = CSupport.doubles(svc.probb, svc.n_probb)
-        labels = ClassLabels(classifier: svc) ?? .strings([])
-        counts = scalars(svc.numberofsupportvectorsperclass, svc.n_numberofsupportvectorsperclass).map(Int.init)
+        vectors = try SupportVectors(svc.supportVectors, model: model)
+        coefficients = svc.coefficients
+        rho = svc.rho
+        probA = svc.probA
+        probB = svc.probB
+        labels = svc.classLabels ?? .strings([])
+        counts = svc.numberOfSupportVectorsPerClass.map(Int.init)
         var starts: [Int] = []
         var total = 0
         for count in counts { starts.append(total); total += count }

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelFeatures
 import ModelSpec
@@ -36,11 +35,11 @@ struct TreeForest: Sendable {
     /// The test every branch makes, when they all make the same.
     let uniformTest: Test?
 
-    init(_ parameters: CoreML__Specification__TreeEnsembleParameters, model: String) throws(RuntimeError) {
-        let source = elements(parameters.nodes, parameters.n_nodes).map(\.pointee)
-        dimensions = Int(clamping: parameters.numpredictiondimensions)
+    init(_ parameters: TreeEnsembleParameters, model: String) throws(RuntimeError) {
+        let source = parameters.nodes
+        dimensions = Int(clamping: parameters.numPredictionDimensions)
         guard dimensions > 0 else { throw .invalidParameters(model: model, detail: "numPredictionDimensions is 0") }
-        let baseValues = CSupport.doubles(parameters.basepredictionvalue, parameters.n_basepredictionvalue)
+        let baseValues = parameters.basePredictionValue
         guard baseValues.isEmpty || baseValues.count == dimensions else {
             throw .invalidParameters(model: model, detail: "\(baseValues.count) base prediction values for \(dimensions) dimensions")
         }
@@ -49,9 +48,9 @@ struct TreeForest: Sendable {
         struct Key: Hashable { let tree: UInt64; let node: UInt64 }
         var position: [Key: Int] = [:]
         for (index, node) in source.enumerated() {
-            let key = Key(tree: node.treeid, node: node.nodeid)
+            let key = Key(tree: node.treeID, node: node.nodeID)
             guard position[key] == nil else {
-                throw .invalidParameters(model: model, detail: "tree \(node.treeid) has two nodes with id \(node.nodeid)")
+                throw .invalidParameters(model: model, detail: "tree \(node.treeID) has two nodes with id \(node.nodeID)")
             }
             position[key] = index
         }
@@ -61,15 +60,16 @@ struct TreeForest: Sendable {
         var featureCount = 0
         nodes.reserveCapacity(source.count)
         for node in source {
-            let behavior = node.nodebehavior
-            if behavior == CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__LeafNode {
+            let test: Test
+            switch node.behavior {
+            case .leafNode:
                 let start = leafValues.count
-                for info in elements(node.evaluationinfo, node.n_evaluationinfo) {
-                    let dimension = Int(clamping: info.pointee.evaluationindex)
+                for info in node.evaluationInfo {
+                    let dimension = Int(clamping: info.evaluationIndex)
                     guard dimension < dimensions else {
-                        throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) writes dimension \(dimension) of \(dimensions)")
+                        throw .invalidParameters(model: model, detail: "tree \(node.treeID) node \(node.nodeID) writes dimension \(dimension) of \(dimensions)")
                     }
-                    leafValues.append(LeafValue(dimension: dimension, value: info.pointee.evaluationvalue))
+                    leafValues.append(LeafValue(dimension: dimension, value: info.evaluationValue))
                 }
                 guard leafValues.count <= Int32.max else {
                     throw .invalidParameters(model: model, detail: "more than \(Int32.max) leaf values")
@@ -77,40 +77,37 @@ struct TreeForest: Sendable {
                 nodes.append(Node(threshold: 0, feature: -1, trueChild: Int32(start), falseChild: Int32(leafValues.count),
                                   test: .lessThanOrEqual, missingGoesTrue: false))
                 continue
+            case .branchOnValueLessThanEqual: test = .lessThanOrEqual
+            case .branchOnValueLessThan: test = .lessThan
+            case .branchOnValueGreaterThanEqual: test = .greaterThanOrEqual
+            case .branchOnValueGreaterThan: test = .greaterThan
+            case .branchOnValueEqual: test = .equal
+            case .branchOnValueNotEqual: test = .notEqual
+            case .unknown(let value):
+                throw .invalidParameters(model: model, detail: "tree \(node.treeID) node \(node.nodeID) has unknown behavior \(value)")
             }
-            let test: Test
-            switch behavior {
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueLessThanEqual: test = .lessThanOrEqual
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueLessThan: test = .lessThan
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueGreaterThanEqual: test = .greaterThanOrEqual
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueGreaterThan: test = .greaterThan
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueEqual: test = .equal
-            case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_PARAMETERS__TREE_NODE__TREE_NODE_BEHAVIOR__BranchOnValueNotEqual: test = .notEqual
-            default:
-                throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) has unknown behavior \(behavior.rawValue)")
-            }
-            guard let trueChild = position[Key(tree: node.treeid, node: node.truechildnodeid)],
-                  let falseChild = position[Key(tree: node.treeid, node: node.falsechildnodeid)]
+            guard let trueChild = position[Key(tree: node.treeID, node: node.trueChildNodeID)],
+                  let falseChild = position[Key(tree: node.treeID, node: node.falseChildNodeID)]
             else {
-                throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) names a child that does not exist")
+                throw .invalidParameters(model: model, detail: "tree \(node.treeID) node \(node.nodeID) names a child that does not exist")
             }
             isChild.insert(trueChild)
             isChild.insert(falseChild)
-            guard node.branchfeatureindex < UInt64(Int32.max), source.count <= Int32.max else {
-                throw .invalidParameters(model: model, detail: "tree \(node.treeid) node \(node.nodeid) tests feature \(node.branchfeatureindex), past what modelc indexes")
+            guard node.branchFeatureIndex < UInt64(Int32.max), source.count <= Int32.max else {
+                throw .invalidParameters(model: model, detail: "tree \(node.treeID) node \(node.nodeID) tests feature \(node.branchFeatureIndex), past what modelc indexes")
             }
-            let feature = Int32(node.branchfeatureindex)
+            let feature = Int32(node.branchFeatureIndex)
             featureCount = max(featureCount, Int(feature) + 1)
-            nodes.append(Node(threshold: node.branchfeaturevalue, feature: feature,
+            nodes.append(Node(threshold: node.branchFeatureValue, feature: feature,
                               trueChild: Int32(trueChild), falseChild: Int32(falseChild), test: test,
-                              missingGoesTrue: node.missingvaluetrackstruechild != 0))
+                              missingGoesTrue: node.missingValueTracksTrueChild))
         }
         // A tree's root is its one node that no other node names as a child.
         var roots: [Int] = []
         var seenTrees = Set<UInt64>()
         for (index, node) in source.enumerated() where !isChild.contains(index) {
-            guard seenTrees.insert(node.treeid).inserted else {
-                throw .invalidParameters(model: model, detail: "tree \(node.treeid) has more than one root")
+            guard seenTrees.insert(node.treeID).inserted else {
+                throw .invalidParameters(model: model, detail: "tree \(node.treeID) has more than one root")
             }
             roots.append(index)
         }
@@ -277,20 +274,8 @@ struct LeafValue: Sendable {
     var value: Double
 }
 
-/// The post-evaluation transforms of tree ensembles.
-enum TreeTransform {
-    case none, softmax, logistic, softmaxWithZeroReference
-
-    init(_ transform: CoreML__Specification__TreeEnsemblePostEvaluationTransform) {
-        switch transform {
-        case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_POST_EVALUATION_TRANSFORM__Classification_SoftMax: self = .softmax
-        case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_POST_EVALUATION_TRANSFORM__Regression_Logistic: self = .logistic
-        case CORE_ML__SPECIFICATION__TREE_ENSEMBLE_POST_EVALUATION_TRANSFORM__Classification_SoftMaxWithZeroClassReference:
-            self = .softmaxWithZeroReference
-        default: self = .none
-        }
-    }
-
+extension TreeEnsembleTransform {
+    /// The transformed sums.
     func apply(_ values: [Double]) -> [Double] {
         switch self {
         case .none: values
@@ -305,15 +290,15 @@ enum TreeTransform {
 struct TreeEnsembleRegressorEngine: PredictionEngine {
     let interface: ModelInterface
     let forest: TreeForest
-    let transform: TreeTransform
+    let transform: TreeEnsembleTransform
 
-    init(_ model: CoreML__Specification__TreeEnsembleRegressor, interface: ModelInterface) throws(RuntimeError) {
-        guard let parameters = model.treeensemble?.pointee else {
+    init(_ model: TreeEnsembleRegressorParameters, interface: ModelInterface) throws(RuntimeError) {
+        guard let parameters = model.treeEnsemble else {
             throw .invalidParameters(model: interface.kind, detail: "no tree ensemble parameters")
         }
         self.interface = interface
         forest = try TreeForest(parameters, model: interface.kind)
-        transform = TreeTransform(model.postevaluationtransform)
+        transform = model.transform
     }
 
     func predict(_ inputs: [String: FeatureValue]) throws(RuntimeError) -> [String: FeatureValue] {
@@ -341,17 +326,17 @@ struct TreeEnsembleRegressorEngine: PredictionEngine {
 struct TreeEnsembleClassifierEngine: PredictionEngine {
     let interface: ModelInterface
     let forest: TreeForest
-    let transform: TreeTransform
+    let transform: TreeEnsembleTransform
     let labels: ClassLabels
 
-    init(_ model: CoreML__Specification__TreeEnsembleClassifier, interface: ModelInterface) throws(RuntimeError) {
-        guard let parameters = model.treeensemble?.pointee else {
+    init(_ model: TreeEnsembleClassifierParameters, interface: ModelInterface) throws(RuntimeError) {
+        guard let parameters = model.treeEnsemble else {
             throw .invalidParameters(model: interface.kind, detail: "no tree ensemble parameters")
         }
         self.interface = interface
         forest = try TreeForest(parameters, model: interface.kind)
-        transform = TreeTransform(model.postevaluationtransform)
-        labels = ClassLabels(classifier: model) ?? .strings([])
+        transform = model.transform
+        labels = model.classLabels ?? .strings([])
         let expected = transform == .softmaxWithZeroReference ? labels.count - 1 : labels.count
         guard forest.dimensions == expected || (forest.dimensions == 1 && labels.count == 2) else {
             throw .invalidParameters(model: interface.kind, detail: "\(forest.dimensions) prediction dimensions for \(labels.count) class labels")

@@ -29,6 +29,11 @@ package enum SpecificationPacker {
         return body()
     }
 
+    /// Serializes `specification` as it was unpacked.
+    package static func pack(_ specification: Specification) -> [UInt8] {
+        withExtendedLifetime(specification) { pack(specification.root) }
+    }
+
     /// Serializes a message tree with protobuf-c.
     package static func pack(_ root: UnsafePointer<CoreML__Specification__Model>) -> [UInt8] {
         let message = UnsafeRawPointer(root).assumingMemoryBound(to: ProtobufCMessage.self)

@@ -1,5 +1,4 @@
 import ClassicModels
-import CoreMLSchema
 import ModelFeatures
 import ModelLoader
 import ModelSpec
@@ -19,12 +18,12 @@ enum EngineBuilder {
         var functionName: String?
     }
 
-    static func engine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary,
+    static func engine(for model: ModelMessage, summary: ModelSummary,
                        context: Context) throws(RuntimeError) -> any PredictionEngine {
         let interface = ModelInterface(summary)
         let kind = summary.modelType ?? "unset"
         if let stages = summary.pipeline {
-            let models = ModelSummary.pipelineModels(model.pointee)
+            let models = model.stages
             var engines: [PipelineEngine.Stage] = []
             // An input the pipeline marks optional may be left out even when
             // a stage declares it required, as Create ML's detectors do with
@@ -46,8 +45,8 @@ enum EngineBuilder {
             }
             return PipelineEngine(stages: engines, outputs: summary.outputs)
         }
-        if let classic = try ClassicModelFactory.engine(for: model, interface: interface) {
-            return classic
+        if let classic = model.classicModel {
+            return try ClassicModelFactory.engine(for: classic, interface: interface)
         }
         switch kind {
         case "neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor":
@@ -62,22 +61,22 @@ enum EngineBuilder {
 
     /// The engine for an ML program (docs/runtime.md, "Which engine runs an
     /// ML program"): the tensor engine; a program it refuses at load is refused.
-    static func programEngine(for model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary, interface: ModelInterface,
+    static func programEngine(for model: ModelMessage, summary: ModelSummary, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
-        try TensorEngine(program: model, interface: interface, modelDirectory: context.modelDirectory,
+        try TensorEngine(program: model.pointer, interface: interface, modelDirectory: context.modelDirectory,
                          functionName: context.functionName ?? summary.defaultFunctionName, threads: context.threads)
     }
 
     /// The engine for a neural network (docs/runtime.md, "Neural networks on
     /// the tensor engine"): the network lowered onto the tensor engine; a
     /// layer the lowering refuses is refused.
-    static func networkEngine(for model: UnsafePointer<CoreML__Specification__Model>, interface: ModelInterface,
+    static func networkEngine(for model: ModelMessage, interface: ModelInterface,
                               context: Context) throws(RuntimeError) -> any PredictionEngine {
         let decoder = WeightDecoder(bundle: context.bundle)
         let weights = NetworkWeightReader { params, layer, role, channels throws(RuntimeError) in
-            try decoder.floats(params, layer: layer, role: role, channels: channels)
+            try decoder.floats(WeightParameters(params), layer: layer, role: role, channels: channels)
         }
-        let engine = try TensorEngine(network: model, interface: interface, weights: weights, threads: context.threads)
+        let engine = try TensorEngine(network: model.pointer, interface: interface, weights: weights, threads: context.threads)
         // The weights are decoded: their mapped pages need not count against this process any more.
         context.bundle?.releaseWeightPages()
         return engine

@@ -1,5 +1,4 @@
 import BundleFormat
-import CoreMLSchema
 import Dispatch
 import Foundation
 import SystemIO
@@ -82,9 +81,7 @@ public final class Model: Sendable {
         self.path = path
         self.specification = specification
         self.configuration = configuration
-        specificationBytes = withExtendedLifetime(specification) {
-            Int(clamping: core_ml__specification__model__get_packed_size(specification.root))
-        }
+        specificationBytes = specification.packedSize
         var summary = ModelSummary(specification, blobs: nil)
         if summary.functionInterfaces.isEmpty {
             // A single-function program has only `main`.
@@ -100,7 +97,7 @@ public final class Model: Sendable {
         self.summary = summary
         do {
             engine = try withExtendedLifetime(specification) { () throws(RuntimeError) -> any PredictionEngine in
-                try EngineBuilder.engine(for: specification.root, summary: summary,
+                try EngineBuilder.engine(for: specification.model, summary: summary,
                                          context: EngineBuilder.Context(bundle: bundle, modelDirectory: modelDirectory ?? bundle?.path,
                                                                        threads: configuration.threads,
                                                                        functionName: summary.functionInterfaces.isEmpty ? nil

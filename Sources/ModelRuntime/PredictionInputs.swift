@@ -80,7 +80,7 @@ public struct PredictionInputs: Sendable {
     /// input's declared size (as Vision's default), in its colour space.
     private func decodeImage(_ path: String, type: ImageType, feature: String) throws(RuntimeError) -> PixelBuffer {
         let resolved = path.hasPrefix("/") ? path : baseDirectory + "/" + path
-        let decoder = ImageDecoder(pixelFormat: type.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb)
+        let decoder = ImageDecoder(pixelFormat: type.space.isGrayscale ? .gray : .rgb)
         let fitting = type.width > 0 && type.height > 0
             ? ImageFitting(width: Int(type.width), height: Int(type.height), cropAndScale: .centerCrop) : nil
         do {

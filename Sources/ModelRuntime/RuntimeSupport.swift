@@ -1,4 +1,3 @@
-import CoreMLSchema
 import ModelFeatures
 import ModelLoader
 import ModelSpec
@@ -18,22 +17,22 @@ public struct RuntimeSupport: Sendable, Equatable {
     /// Checks `specification` without preparing it.
     public init(_ specification: Specification, bundle: ModelBundle? = nil) {
         problems = withExtendedLifetime(specification) {
-            Self.problems(specification.root, summary: ModelSummary(specification, blobs: nil), bundle: bundle)
+            Self.problems(specification.model, summary: ModelSummary(specification, blobs: nil), bundle: bundle)
         }
     }
 
-    private static func problems(_ model: UnsafePointer<CoreML__Specification__Model>, summary: ModelSummary,
+    private static func problems(_ model: ModelMessage, summary: ModelSummary,
                                  bundle: ModelBundle?) -> [String] {
         let kind = summary.modelType ?? "unset"
         if let stages = summary.pipeline {
-            return zip(ModelSummary.pipelineModels(model.pointee), stages).enumerated().flatMap { index, stage in
+            return zip(model.stages, stages).enumerated().flatMap { index, stage in
                 problems(stage.0, summary: stage.1, bundle: bundle).map { "pipeline stage \(index): \($0)" }
             }
         }
         let network = ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor"].contains(kind)
         if network {
             // Every layer kind the lowering has no rule for, without preparing the network.
-            let withoutRule = TensorEngine.layersWithoutLowering(in: model)
+            let withoutRule = TensorEngine.layersWithoutLowering(in: model.pointer)
             if !withoutRule.isEmpty { return withoutRule.map(\.description) }
         }
         do {

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import ModelFeatures
 import ModelLoader
 import ModelSpec
@@ -25,20 +24,16 @@ struct WeightDecoder {
     ///
     /// - Parameter channels: the number of output channels, for per-channel
     ///   linear quantization (the values are grouped by channel, outermost).
-    func floats(_ params: UnsafeMutablePointer<CoreML__Specification__WeightParams>?, layer: String, role: String,
+    func floats(_ weights: WeightParameters?, layer: String, role: String,
                 channels: Int = 1) throws(RuntimeError) -> [Float]? {
-        guard let weights = params?.pointee else { return nil }
-        if weights.n_floatvalue > 0 { return scalars(weights.floatvalue, weights.n_floatvalue) }
-        if weights.float16value.len > 0 {
-            return Self.halves(UnsafeRawBufferPointer(start: weights.float16value.data, count: weights.float16value.len))
+        guard let weights else { return nil }
+        if !weights.floatValue.isEmpty { return weights.floatValue }
+        if !weights.float16Value.isEmpty { return weights.float16Value.withUnsafeBytes(Self.halves) }
+        if !weights.rawValue.isEmpty {
+            return try dequantize(weights.rawValue, signed: false, quantization: weights.quantization, layer: layer, role: role, channels: channels)
         }
-        if weights.rawvalue.len > 0 {
-            return try dequantize(UnsafeRawBufferPointer(start: weights.rawvalue.data, count: weights.rawvalue.len),
-                                  signed: false, quantization: weights.quantization, layer: layer, role: role, channels: channels)
-        }
-        if weights.int8rawvalue.len > 0 {
-            return try dequantize(UnsafeRawBufferPointer(start: weights.int8rawvalue.data, count: weights.int8rawvalue.len),
-                                  signed: true, quantization: weights.quantization, layer: layer, role: role, channels: channels)
+        if !weights.int8RawValue.isEmpty {
+            return try dequantize(weights.int8RawValue, signed: true, quantization: weights.quantization, layer: layer, role: role, channels: channels)
         }
         guard let view = bundle?.weight(owner: layer, role: role) else { return nil }
         switch view.dataType {
@@ -57,15 +52,15 @@ struct WeightDecoder {
 
     /// Unpacks `bits`-wide values (most significant bit first, as Core ML
     /// packs them) and maps them through the linear parameters or the table.
-    private func dequantize(_ bytes: UnsafeRawBufferPointer, signed: Bool,
-                            quantization: UnsafeMutablePointer<CoreML__Specification__QuantizationParams>?,
-                            layer: String, role: String, channels: Int) throws(RuntimeError) -> [Float] {
+    private func dequantize<Bytes: RandomAccessCollection<UInt8>>(
+        _ bytes: Bytes, signed: Bool, quantization: QuantizationParameters?, layer: String, role: String, channels: Int
+    ) throws(RuntimeError) -> [Float] where Bytes.Index == Int {
         let owner = "layer \"\(layer)\""
-        guard let quantization = quantization?.pointee else {
+        guard let quantization else {
             if signed { return bytes.map { Float(Int8(bitPattern: $0)) } }
             throw .invalidParameters(model: owner, detail: "\(role) is quantized but has no quantization parameters")
         }
-        let bits = signed ? 8 : Int(quantization.numberofbits)
+        let bits = signed ? 8 : Int(quantization.numberOfBits)
         guard (1...8).contains(bits) else {
             throw .invalidParameters(model: owner, detail: "\(role) has \(bits)-bit quantization; 1 to 8 bits are defined")
         }
@@ -84,11 +79,8 @@ struct WeightDecoder {
                 codes[index] = code
             }
         }
-        switch quantization.quantization_type_case {
-        case CORE_ML__SPECIFICATION__QUANTIZATION_PARAMS__QUANTIZATION_TYPE_LINEAR_QUANTIZATION:
-            guard let linear = quantization.linearquantization?.pointee else { break }
-            let scales: [Float] = scalars(linear.scale, linear.n_scale)
-            let biases: [Float] = scalars(linear.bias, linear.n_bias)
+        switch quantization.mapping {
+        case .linear(let scales, let biases):
             guard !scales.isEmpty, scales.count == 1 || scales.count == channels,
                   biases.count <= 1 || biases.count == scales.count, count % max(channels, 1) == 0 else {
                 throw .invalidParameters(model: owner, detail: "\(role): \(scales.count) scales for \(channels) channels")
@@ -99,14 +91,12 @@ struct WeightDecoder {
                 let bias = biases.isEmpty ? 0 : biases[biases.count == 1 ? 0 : channel]
                 return scales[channel] * Float(code) + bias
             }
-        case CORE_ML__SPECIFICATION__QUANTIZATION_PARAMS__QUANTIZATION_TYPE_LOOKUP_TABLE_QUANTIZATION:
-            guard let table = quantization.lookuptablequantization?.pointee else { break }
-            let values: [Float] = scalars(table.floatvalue, table.n_floatvalue)
+        case .lookupTable(let values):
             guard values.count >= 1 << bits else {
                 throw .invalidParameters(model: owner, detail: "\(role): a lookup table of \(values.count) values for \(bits)-bit codes")
             }
             return codes.map { values[$0] }
-        default:
+        case .unset:
             break
         }
         throw .invalidParameters(model: owner, detail: "\(role) is quantized without linear or lookup-table parameters")

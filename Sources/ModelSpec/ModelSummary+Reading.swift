@@ -181,9 +181,9 @@ extension ImageType {
     init(_ image: CoreML__Specification__ImageFeatureType) {
         width = image.width
         height = image.height
-        colorSpace = enumValueName(
+        space = ImageColorSpace(schemaName: enumValueName(
             core_ml__specification__image_feature_type__color_space__descriptor,
-            Int32(bitPattern: image.colorspace.rawValue))
+            Int32(bitPattern: image.colorspace.rawValue)))
         switch image.size_flexibility_case {
         case CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_ENUMERATED_SIZES:
             let sizes = image.enumeratedsizes.map { elements($0.pointee.sizes, $0.pointee.n_sizes) } ?? []

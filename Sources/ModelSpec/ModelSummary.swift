@@ -53,6 +53,13 @@ public struct FeatureDescription: Equatable, Sendable {
     public var shortDescription: String
     public var isOptional: Bool
     public var type: FeatureType
+
+    package init(name: String, shortDescription: String, isOptional: Bool, type: FeatureType) {
+        self.name = name
+        self.shortDescription = shortDescription
+        self.isOptional = isOptional
+        self.type = type
+    }
 }
 
 /// The type of a feature, with everything Core ML records about it.
@@ -89,9 +96,20 @@ public enum FeatureType: Equatable, Sendable {
 public struct ImageType: Equatable, Sendable {
     public var width: Int64
     public var height: Int64
-    /// `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or `INVALID_COLOR_SPACE`.
-    public var colorSpace: String
+    public var space: ImageColorSpace
     public var sizeFlexibility: SizeFlexibility?
+
+    /// The color space's schema name: `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or
+    /// `INVALID_COLOR_SPACE` (what the modules not yet reading `space` compare; issue 40).
+    public var colorSpace: String { space.schemaName }
+
+    /// An image type whose color space is named as the schema names it (`RGB`, …).
+    package init(width: Int64, height: Int64, colorSpace: String, sizeFlexibility: SizeFlexibility?) {
+        self.width = width
+        self.height = height
+        space = ImageColorSpace(schemaName: colorSpace)
+        self.sizeFlexibility = sizeFlexibility
+    }
 
     public enum SizeFlexibility: Equatable, Sendable {
         /// Any of these (width, height) pairs.
@@ -99,6 +117,39 @@ public struct ImageType: Equatable, Sendable {
         /// Width and height each within a range; an upper bound of -1 is unbounded.
         case ranges(width: SizeRange, height: SizeRange)
     }
+}
+
+/// An image feature's color space (`ImageFeatureType.ColorSpace`).
+public enum ImageColorSpace: Equatable, Sendable {
+    case rgb, bgr, grayscale, grayscaleFloat16
+    /// `INVALID_COLOR_SPACE`, or a value the schema does not define, by its
+    /// schema name (`unknown(7)`); the validator refuses both.
+    case invalid(String)
+
+    /// The color space the schema names `name` (`RGB`, `GRAYSCALE_FLOAT16`, …).
+    public init(schemaName name: String) {
+        self = switch name {
+        case "RGB": .rgb
+        case "BGR": .bgr
+        case "GRAYSCALE": .grayscale
+        case "GRAYSCALE_FLOAT16": .grayscaleFloat16
+        default: .invalid(name)
+        }
+    }
+
+    /// `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or the invalid value's name.
+    public var schemaName: String {
+        switch self {
+        case .rgb: "RGB"
+        case .bgr: "BGR"
+        case .grayscale: "GRAYSCALE"
+        case .grayscaleFloat16: "GRAYSCALE_FLOAT16"
+        case .invalid(let name): name
+        }
+    }
+
+    /// One gray channel (`GRAYSCALE` or `GRAYSCALE_FLOAT16`), not three.
+    public var isGrayscale: Bool { self == .grayscale || self == .grayscaleFloat16 }
 }
 
 public struct ImageSize: Equatable, Sendable {
@@ -122,6 +173,13 @@ public struct MultiArrayType: Equatable, Sendable {
     /// (`defaultOptionalValue`: an int, float or double), if the model gives one.
     public var defaultValue: Double? = nil
 
+    package init(dataType: String, shape: [Int64], shapeFlexibility: ShapeFlexibility? = nil, defaultValue: Double? = nil) {
+        self.dataType = dataType
+        self.shape = shape
+        self.shapeFlexibility = shapeFlexibility
+        self.defaultValue = defaultValue
+    }
+
     public enum ShapeFlexibility: Equatable, Sendable {
         /// Any of these shapes.
         case enumerated([[Int64]])
@@ -144,6 +202,15 @@ public struct Metadata: Equatable, Sendable {
     public var license: String
     public var versionString: String
     public var userDefined: [String: String]
+
+    package init(shortDescription: String, author: String, license: String, versionString: String,
+                 userDefined: [String: String]) {
+        self.shortDescription = shortDescription
+        self.author = author
+        self.license = license
+        self.versionString = versionString
+        self.userDefined = userDefined
+    }
 
     var isEmpty: Bool {
         shortDescription.isEmpty && author.isEmpty && license.isEmpty && versionString.isEmpty && userDefined.isEmpty

@@ -88,6 +88,14 @@ package func enumValueName(_ descriptor: ProtobufCEnumDescriptor, _ value: Int32
     }
 }
 
+/// The value named `name` (e.g. `FLOAT32`) in a protobuf-c enum, or `nil`
+/// when the schema defines no such name; the inverse of `enumValueName`.
+package func enumValue(_ descriptor: ProtobufCEnumDescriptor, named name: String) -> Int32? {
+    withUnsafePointer(to: descriptor) { pointer in
+        protobuf_c_enum_descriptor_get_value_by_name(pointer, name).map { $0.pointee.value }
+    }
+}
+
 /// The address of a generated message descriptor, read from a message its
 /// `init` function filled in; protobuf-c keeps this address in every message
 /// it unpacks, so it must be the C global's own.

@@ -189,3 +189,16 @@ package struct WeightLocator {
         return text(pointer)
     }
 }
+
+extension Specification {
+    /// Every weight-file reference of the model, in the order `WeightLocator`
+    /// finds them: the weight's `WeightLocation.displayName` and the file as
+    /// the model names it (`@model_path/weights/weight.bin`).
+    package var weightFileReferences: [(weight: String, file: String)] {
+        withExtendedLifetime(self) {
+            WeightLocator(root: root).locations.compactMap { location in
+                location.blobReference.map { (location.displayName, $0.file) }
+            }
+        }
+    }
+}

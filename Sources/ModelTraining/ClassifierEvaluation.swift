@@ -46,7 +46,7 @@ public struct ClassifierEvaluation: Sendable {
         let unknown = folders.labels.filter { !modelLabels.contains($0) }
 
         let jobs: [(path: String, label: Int)] = folders.files.enumerated().flatMap { label, files in files.map { ($0, label) } }
-        let decoder = ImageDecoder(pixelFormat: imageType.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb)
+        let decoder = ImageDecoder(pixelFormat: imageType.space.isGrayscale ? .gray : .rgb)
         let fitting = ImageFitting(width: Int(imageType.width), height: Int(imageType.height), cropAndScale: .centerCrop)
         let probabilitiesOutput = summary.predictedProbabilitiesName
         let outcomes = Locked([Result<(label: String, confidence: Double?), FeatureExtractor.ImageFailure>?](repeating: nil, count: jobs.count))

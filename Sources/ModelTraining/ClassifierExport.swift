@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelCompiler
 import ModelSpec
@@ -35,110 +34,31 @@ public struct ClassifierExport: Sendable {
 
     /// The serialized `.mlmodel`.
     public func specificationBytes(network: FeatureNetwork) -> [UInt8] {
-        let arena = MessageArena()
-        return network.withBase {
-            let cut = network.modelMessage(in: arena)
-            let glm = classifierMessage(network: network, arena: arena)
-            let base = cut.pointee.description?.pointee
-            let inputs = elements(base?.input, base?.n_input ?? 0)
-            let entries = userDefined.keys.sorted(by: utf8Order).map { key in
-                arena.message(core_ml__specification__metadata__user_defined_entry__init) { (entry: inout CoreML__Specification__Metadata__UserDefinedEntry) in
-                    entry.key = arena.string(key)
-                    entry.value = arena.string(userDefined[key] ?? "")
-                }
-            }
-            let metadata: UnsafeMutablePointer<CoreML__Specification__Metadata> = arena.message(core_ml__specification__metadata__init) { metadata in
-                metadata.shortdescription = arena.string(shortDescription)
-                metadata.author = arena.string(author)
-                metadata.versionstring = arena.string(version)
-                metadata.n_userdefined = entries.count
-                metadata.userdefined = arena.pointers(entries)
-            }
-            let outputs = outputDescriptions(arena)
-            let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
-                description.n_input = inputs.count
-                description.input = arena.pointers(inputs)
-                description.n_output = outputs.count
-                description.output = arena.pointers(outputs)
-                description.predictedfeaturename = arena.string(Self.labelOutput)
-                description.predictedprobabilitiesname = arena.string(Self.probabilitiesOutput)
-                description.metadata = metadata
-            }
-            let pipeline: UnsafeMutablePointer<CoreML__Specification__Pipeline> = arena.message(core_ml__specification__pipeline__init) { pipeline in
-                pipeline.n_models = 2
-                pipeline.models = arena.pointers([cut, glm])
-            }
-            let classifier: UnsafeMutablePointer<CoreML__Specification__PipelineClassifier> = arena.message(core_ml__specification__pipeline_classifier__init) { classifier in
-                classifier.pipeline = pipeline
-            }
-            let root: UnsafeMutablePointer<CoreML__Specification__Model> = arena.message(core_ml__specification__model__init) { model in
-                model.specificationversion = cut.pointee.specificationversion
-                model.description = description
-                model.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_PIPELINE_CLASSIFIER
-                model.pipelineclassifier = classifier
-            }
-            return SpecificationPacker.pack(root)
-        }
-    }
-
-    private func outputDescriptions(_ arena: MessageArena) -> [UnsafeMutablePointer<CoreML__Specification__FeatureDescription>] {
-        [arena.feature(Self.probabilitiesOutput, description: "The probability of each label", type: arena.stringDictionaryType()),
-         arena.feature(Self.labelOutput, description: "The most likely label", type: arena.stringType())]
+        let outputs = [
+            FeatureDescription(name: Self.probabilitiesOutput, shortDescription: "The probability of each label", isOptional: false,
+                               type: .dictionary(keyType: "stringKeyType")),
+            FeatureDescription(name: Self.labelOutput, shortDescription: "The most likely label", isOptional: false, type: .string),
+        ]
+        let input = FeatureDescription(name: network.outputName, shortDescription: "The feature vector", isOptional: false,
+                                       type: .multiArray(MultiArrayType(dataType: "FLOAT32", shape: network.featureShape)))
+        return network.cut.classifierPipelineBytes(
+            shape: network.featureShape, classifier: classifier, classifierInput: input, outputs: outputs,
+            predictedFeatureName: Self.labelOutput, predictedProbabilitiesName: Self.probabilitiesOutput,
+            metadata: Metadata(shortDescription: shortDescription, author: author, license: "", versionString: version,
+                               userDefined: userDefined))
     }
 
     /// The GLM stage: for two labels one logistic row (the first label the
     /// reference), which gives exactly the softmax's probabilities; for more,
     /// one row per label (one-vs-rest), whose most likely label is the softmax's.
-    private func classifierMessage(network: FeatureNetwork, arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
-        let rows: [[Double]]
-        let offsets: [Double]
-        let encoding: CoreML__Specification__GLMClassifier__ClassEncoding
+    private var classifier: GLMClassifierParameters {
         if labels.count == 2 {
-            rows = [zip(fit.weights[1], fit.weights[0]).map { $0 - $1 }]
-            offsets = [fit.offsets[1] - fit.offsets[0]]
-            encoding = CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_ENCODING__ReferenceClass
-        } else {
-            rows = fit.weights
-            offsets = fit.offsets
-            encoding = CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_ENCODING__OneVsRest
+            return GLMClassifierParameters(
+                weights: [zip(fit.weights[1], fit.weights[0]).map { $0 - $1 }], offsets: [fit.offsets[1] - fit.offsets[0]],
+                transform: .logit, classEncoding: .referenceClass, classLabels: .strings(labels))
         }
-        let weightArrays = rows.map { row in
-            arena.message(core_ml__specification__glmclassifier__double_array__init) { (array: inout CoreML__Specification__GLMClassifier__DoubleArray) in
-                array.n_value = row.count
-                array.value = arena.array(row)
-            }
-        }
-        let classLabels: UnsafeMutablePointer<CoreML__Specification__StringVector> = arena.message(core_ml__specification__string_vector__init) { vector in
-            vector.n_vector = labels.count
-            vector.vector = arena.strings(labels)
-        }
-        let glm: UnsafeMutablePointer<CoreML__Specification__GLMClassifier> = arena.message(core_ml__specification__glmclassifier__init) { glm in
-            glm.n_weights = weightArrays.count
-            glm.weights = arena.pointers(weightArrays)
-            glm.n_offset = offsets.count
-            glm.offset = arena.array(offsets)
-            glm.postevaluationtransform = CORE_ML__SPECIFICATION__GLMCLASSIFIER__POST_EVALUATION_TRANSFORM__Logit
-            glm.classencoding = encoding
-            glm.class_labels_case = CORE_ML__SPECIFICATION__GLMCLASSIFIER__CLASS_LABELS_STRING_CLASS_LABELS
-            glm.stringclasslabels = classLabels
-        }
-        let input = arena.feature(network.outputName, description: "The feature vector",
-                                  type: arena.arrayType(shape: network.featureShape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
-        let outputs = outputDescriptions(arena)
-        let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
-            description.n_input = 1
-            description.input = arena.pointers([input])
-            description.n_output = outputs.count
-            description.output = arena.pointers(outputs)
-            description.predictedfeaturename = arena.string(Self.labelOutput)
-            description.predictedprobabilitiesname = arena.string(Self.probabilitiesOutput)
-        }
-        return arena.message(core_ml__specification__model__init) { model in
-            model.specificationversion = 1
-            model.description = description
-            model.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_GLM_CLASSIFIER
-            model.glmclassifier = glm
-        }
+        return GLMClassifierParameters(weights: fit.weights, offsets: fit.offsets, transform: .logit, classEncoding: .oneVsRest,
+                                       classLabels: .strings(labels))
     }
 
     /// Checks the model with modelc's own validation, then writes it to

@@ -1,4 +1,3 @@
-import CoreMLSchema
 import Foundation
 import ModelCompiler
 import ModelFeatures
@@ -29,7 +28,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     public let baseLayers: Int
     /// Whether the base is an ML program: the trained model is then an `.mlpackage`
     /// (its weights stay in the program's weight file).
-    public var isProgram: Bool { if case .program = cut { true } else { false } }
+    public var isProgram: Bool { cut.program != nil }
     /// What `keptLayers` and `baseLayers` count: `layers` or `operations`.
     public var unitName: String { isProgram ? "operations" : "layers" }
     /// The image input and its declared type.
@@ -39,16 +38,11 @@ public final class FeatureNetwork: @unchecked Sendable {
     /// (if any) and the feature name: what cached features are keyed by.
     public let digest: String
 
-    /// What the cut keeps: neural-network layers, or an ML program's operations.
-    enum Cut {
-        case layers([UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>], NetworkParts)
-        case program(ProgramCut)
-    }
-
     private let file: ModelFile
     /// Where a compiled base was decompiled to, removed with `self` (a program's weights are read from it).
     private let scratch: ScratchDirectory?
-    private let cut: Cut
+    /// What the cut keeps: neural-network layers, or an ML program's operations.
+    let cut: ModelCut
     /// The feature's declared shape (`[count]` for a neural network).
     let featureShape: [Int64]
     /// The cut's output: `featureName`, or for a float16 program variable its float32 cast.
@@ -67,11 +61,9 @@ public final class FeatureNetwork: @unchecked Sendable {
         let (file, scratch) = try Self.open(basePath)
         self.file = file
         self.scratch = scratch
-        let root = file.specification.root
         let summary = ModelSummary(file)
-        let program = root.pointee.type_case == CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM ? root.pointee.mlprogram : nil
-        let network = Self.network(root.pointee)
-        guard program != nil || (network != nil && summary.layers != nil) else {
+        let isProgram = summary.modelType == "mlProgram"
+        guard isProgram || summary.layers != nil else {
             throw .baseModel(path: basePath, reason: "a \(summary.modelType ?? "model without a type") is neither a neural network nor an ML program")
         }
         guard let image = summary.inputs.first(where: { if case .image = $0.type { true } else { false } }),
@@ -81,36 +73,42 @@ public final class FeatureNetwork: @unchecked Sendable {
         imageInput = image.name
         self.imageType = imageType
 
-        let cut: Cut
-        let feature: String
-        if let program {
-            let programCut = try ProgramCut(program: program, featureOutput: featureOutput, basePath: basePath)
-            cut = .program(programCut)
-            feature = programCut.feature
-            consumer = programCut.consumer
-            keptLayers = programCut.keptOperations
-            baseLayers = programCut.baseOperations
-        } else if let network, let layerSummaries = summary.layers {
-            let layers = elements(network.layers, network.n_layers)
-            baseLayers = layers.count
+        let cut: ModelCut
+        if isProgram {
+            let programCut: ModelCut?
+            do {
+                programCut = try ModelCut(program: file, featureOutput: featureOutput)
+            } catch {
+                throw .baseModel(path: basePath, reason: error.reason)
+            }
+            guard let programCut, let program = programCut.program else { preconditionFailure("checked above") }
+            cut = programCut
+            consumer = program.consumer
+            keptLayers = program.keptOperations
+            baseLayers = program.baseOperations
+        } else if let layerSummaries = summary.layers {
+            baseLayers = layerSummaries.count
             let found = try Self.cutLayers(layerSummaries, featureOutput: featureOutput, basePath: basePath)
-            feature = found.feature
+            guard let networkCut = ModelCut(network: file, keeping: found.keep, feature: found.feature) else {
+                preconditionFailure("checked above")
+            }
+            cut = networkCut
             consumer = found.consumer
             keptLayers = found.keep.count
-            cut = .layers(found.keep.map { layers[$0] }, network)
         } else {
             preconditionFailure("checked above")
         }
+        let feature = cut.feature
         featureName = feature
         isAutomatic = featureOutput == nil
         self.cut = cut
-        let outputName: String = if case .program(let programCut) = cut { programCut.output } else { feature }
+        let outputName = cut.output
         self.outputName = outputName
 
-        let specification = withExtendedLifetime(file) { SpecificationPacker.pack(file.specification.root) }
+        let specification = SpecificationPacker.pack(file.specification)
         var hasher = SHA256Hasher()
         specification.withUnsafeBytes { hasher.update($0) }
-        if program != nil {
+        if isProgram {
             let weights = try Self.programWeightFile(file, basePath: basePath)
             do {
                 let mapped = try MappedFile(path: weights)
@@ -123,8 +121,7 @@ public final class FeatureNetwork: @unchecked Sendable {
         digest = hasher.finalize().description
 
         // Run the cut once on a blank image to learn the feature's length.
-        let probeShape: [Int64] = if case .program(let programCut) = cut { programCut.shape } else { [1] }
-        let probe = try Self.runnable(file: file, cut: cut, feature: feature, shape: probeShape, basePath: basePath)
+        let probe = try Self.runnable(file: file, cut: cut, shape: cut.program?.shape ?? [1], basePath: basePath)
         let blank = Self.blankImage(imageType)
         let outputs: [String: FeatureValue]
         do {
@@ -136,15 +133,15 @@ public final class FeatureNetwork: @unchecked Sendable {
             throw .baseModel(path: basePath, reason: "the cut network gives no values for \"\(feature)\"")
         }
         featureCount = values.count
-        if case .program(let programCut) = cut {
-            guard programCut.count == values.count else {
-                throw .baseModel(path: basePath, reason: "\"\(feature)\" is declared with \(programCut.count) values but the cut program gives \(values.count)")
+        if let program = cut.program {
+            guard program.count == values.count else {
+                throw .baseModel(path: basePath, reason: "\"\(feature)\" is declared with \(program.count) values but the cut program gives \(values.count)")
             }
-            featureShape = programCut.shape
+            featureShape = program.shape
         } else {
             featureShape = [Int64(values.count)]
         }
-        runnable = try Self.runnable(file: file, cut: cut, feature: feature, shape: featureShape, basePath: basePath)
+        runnable = try Self.runnable(file: file, cut: cut, shape: featureShape, basePath: basePath)
     }
 
     /// The feature (given, or the input of the last inner product before the
@@ -190,9 +187,8 @@ public final class FeatureNetwork: @unchecked Sendable {
     /// every blob reference must name it.
     static func programWeightFile(_ file: ModelFile, basePath: String) throws(TrainingError) -> String {
         let reference = "@model_path/weights/weight.bin"
-        for location in WeightLocator(root: file.specification.root).locations {
-            guard let (name, _) = location.blobReference, name != reference else { continue }
-            throw .baseModel(path: basePath, reason: "\(location.displayName) refers to \(name); only \(reference) can be carried into the trained package")
+        for (weight, name) in file.specification.weightFileReferences where name != reference {
+            throw .baseModel(path: basePath, reason: "\(weight) refers to \(name); only \(reference) can be carried into the trained package")
         }
         guard let path = file.resolveProgramFile(reference), FileManager.default.fileExists(atPath: path) else {
             throw .baseModel(path: basePath, reason: "the ML program has no weights/weight.bin")
@@ -223,95 +219,12 @@ public final class FeatureNetwork: @unchecked Sendable {
     }
 
     /// The pixel format images are decoded to for this network.
-    var pixelFormat: PixelBuffer.PixelFormat { imageType.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb }
-
-    /// Builds the cut network as a `neuralNetwork` or `mlProgram` model message
-    /// in `arena`, its layers or operations pointing into the base's tree
-    /// (alive while `self` is).
-    func modelMessage(in arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
-        Self.cutMessage(file: file, cut: cut, feature: featureName, shape: featureShape, arena: arena)
-    }
-
-    /// Keeps the base's tree alive around `body`.
-    func withBase<Result>(_ body: () throws -> Result) rethrows -> Result {
-        try withExtendedLifetime(file) { try body() }
-    }
+    var pixelFormat: PixelBuffer.PixelFormat { imageType.space.isGrayscale ? .gray : .rgb }
 
     // MARK: - Building
 
-    /// The parts every kind of neural network shares.
-    struct NetworkParts {
-        var layers: UnsafeMutablePointer<UnsafeMutablePointer<CoreML__Specification__NeuralNetworkLayer>?>?
-        var n_layers: Int
-        var preprocessing: UnsafeMutablePointer<UnsafeMutablePointer<CoreML__Specification__NeuralNetworkPreprocessing>?>?
-        var n_preprocessing: Int
-        var arrayMapping: CoreML__Specification__NeuralNetworkMultiArrayShapeMapping
-        var imageMapping: CoreML__Specification__NeuralNetworkImageShapeMapping
-    }
-
-    static func network(_ model: CoreML__Specification__Model) -> NetworkParts? {
-        switch model.type_case {
-        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_CLASSIFIER:
-            model.neuralnetworkclassifier.map { network in
-                let n = network.pointee
-                return NetworkParts(layers: n.layers, n_layers: n.n_layers, preprocessing: n.preprocessing, n_preprocessing: n.n_preprocessing,
-                                    arrayMapping: n.arrayinputshapemapping, imageMapping: n.imageinputshapemapping)
-            }
-        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK_REGRESSOR:
-            model.neuralnetworkregressor.map { network in
-                let n = network.pointee
-                return NetworkParts(layers: n.layers, n_layers: n.n_layers, preprocessing: n.preprocessing, n_preprocessing: n.n_preprocessing,
-                                    arrayMapping: n.arrayinputshapemapping, imageMapping: n.imageinputshapemapping)
-            }
-        case CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK:
-            model.neuralnetwork.map { network in
-                let n = network.pointee
-                return NetworkParts(layers: n.layers, n_layers: n.n_layers, preprocessing: n.preprocessing, n_preprocessing: n.n_preprocessing,
-                                    arrayMapping: n.arrayinputshapemapping, imageMapping: n.imageinputshapemapping)
-            }
-        default:
-            nil
-        }
-    }
-
-    private static func cutMessage(file: ModelFile, cut: Cut, feature: String, shape: [Int64],
-                                   arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
-        let base = file.specification.root.pointee
-        guard case .layers(let layers, let network) = cut else {
-            guard case .program(let programCut) = cut else { preconditionFailure("two kinds of cut") }
-            return programCut.modelMessage(base: base, arena: arena)
-        }
-        let baseDescription = base.description?.pointee
-        let inputs = elements(baseDescription?.input, baseDescription?.n_input ?? 0)
-        let output = arena.feature(feature, description: "The feature vector: the base network's \"\(feature)\"",
-                                   type: arena.arrayType(shape: shape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
-        let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
-            description.n_input = inputs.count
-            description.input = arena.pointers(inputs)
-            description.n_output = 1
-            description.output = arena.pointers([output])
-        }
-        let message: UnsafeMutablePointer<CoreML__Specification__NeuralNetwork> = arena.message(core_ml__specification__neural_network__init) { cut in
-            cut.n_layers = layers.count
-            cut.layers = arena.pointers(layers)
-            cut.n_preprocessing = network.n_preprocessing
-            cut.preprocessing = network.preprocessing
-            cut.arrayinputshapemapping = network.arrayMapping
-            cut.imageinputshapemapping = network.imageMapping
-        }
-        return arena.message(core_ml__specification__model__init) { model in
-            model.specificationversion = max(base.specificationversion, 1)
-            model.description = description
-            model.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_NEURAL_NETWORK
-            model.neuralnetwork = message
-        }
-    }
-
-    private static func runnable(file: ModelFile, cut: Cut, feature: String, shape: [Int64], basePath: String) throws(TrainingError) -> Model {
-        let arena = MessageArena()
-        let bytes = withExtendedLifetime(file) {
-            SpecificationPacker.pack(cutMessage(file: file, cut: cut, feature: feature, shape: shape, arena: arena))
-        }
+    private static func runnable(file: ModelFile, cut: ModelCut, shape: [Int64], basePath: String) throws(TrainingError) -> Model {
+        let bytes = cut.specificationBytes(shape: shape)
         do {
             let specification = try bytes.withUnsafeBytes { buffer throws(ModelSpecError) in
                 try Specification.unpack(buffer, path: basePath)
@@ -350,7 +263,7 @@ public final class FeatureNetwork: @unchecked Sendable {
     }
 
     static func blankImage(_ type: ImageType) -> PixelBuffer {
-        let format: PixelBuffer.PixelFormat = type.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb
+        let format: PixelBuffer.PixelFormat = type.space.isGrayscale ? .gray : .rgb
         let width = Int(type.width), height = Int(type.height)
         guard let image = PixelBuffer(width: width, height: height, pixelFormat: format,
                                       bytes: [UInt8](repeating: 128, count: width * height * format.bytesPerPixel)) else {

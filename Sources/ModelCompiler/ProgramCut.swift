@@ -38,14 +38,13 @@ struct ProgramCut {
     /// Cuts the main function (or the first) of `program` at `featureOutput`,
     /// or at the input of its final `linear`/`matmul` when `nil`.
     ///
-    /// - Throws: `TrainingError.baseModel` naming what is missing.
-    init(program: UnsafeMutablePointer<CoreML__Specification__MILSpec__Program>, featureOutput: String?,
-         basePath: String) throws(TrainingError) {
+    /// - Throws: `CutRefusal` naming what is missing.
+    init(program: UnsafeMutablePointer<CoreML__Specification__MILSpec__Program>, featureOutput: String?) throws(CutRefusal) {
         self.program = program
         let functions = elements(program.pointee.functions, program.pointee.n_functions)
         guard let entry = functions.first(where: { text($0.pointee.key) == "main" }) ?? functions.first,
               let function = entry.pointee.value else {
-            throw .baseModel(path: basePath, reason: "the ML program has no main function")
+            throw CutRefusal(reason: "the ML program has no main function")
         }
         functionName = text(entry.pointee.key)
         self.function = function
@@ -53,7 +52,7 @@ struct ProgramCut {
         self.opset = opset
         let blocks = elements(function.pointee.block_specializations, function.pointee.n_block_specializations)
         guard let block = (blocks.first { text($0.pointee.key) == opset } ?? blocks.first)?.pointee.value else {
-            throw .baseModel(path: basePath, reason: "function \(text(entry.pointee.key)) has no block for opset \(opset)")
+            throw CutRefusal(reason: "function \(text(entry.pointee.key)) has no block for opset \(opset)")
         }
         self.block = block
         let operations = elements(block.pointee.operations, block.pointee.n_operations)
@@ -71,10 +70,10 @@ struct ProgramCut {
         if let featureOutput {
             guard producer[featureOutput] != nil else {
                 if inputs.contains(featureOutput) {
-                    throw .baseModel(path: basePath, reason: "\"\(featureOutput)\" is a model input, not an operation output")
+                    throw CutRefusal(reason: "\"\(featureOutput)\" is a model input, not an operation output")
                 }
                 let last = operations.suffix(4).compactMap { $0.pointee.outputs?[0] }.map { "\"\(text($0.pointee.name))\"" }
-                throw .baseModel(path: basePath, reason: "no operation of function \(functionName) produces \"\(featureOutput)\" "
+                throw CutRefusal(reason: "no operation of function \(functionName) produces \"\(featureOutput)\" "
                                  + "(the last operations produce \(last.joined(separator: ", ")))")
             }
             feature = featureOutput
@@ -101,7 +100,7 @@ struct ProgramCut {
                 break
             }
             guard let found, producer[found] != nil else {
-                throw .baseModel(path: basePath, reason: "its final operations are not a linear or matmul classifier; "
+                throw CutRefusal(reason: "its final operations are not a linear or matmul classifier; "
                                  + "name the feature vector with --feature-output")
             }
             feature = found
@@ -115,14 +114,14 @@ struct ProgramCut {
               let type = declared.pointee.type?.pointee,
               type.type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE,
               let tensorType = type.tensortype else {
-            throw .baseModel(path: basePath, reason: "\"\(feature)\" is not a tensor")
+            throw CutRefusal(reason: "\"\(feature)\" is not a tensor")
         }
         let tensor = tensorType.pointee
         var shape: [Int64] = []
         for dimension in elements(tensor.dimensions, tensor.n_dimensions) {
             guard dimension.pointee.dimension_case == CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT,
                   let size = dimension.pointee.constant?.pointee.size, size > 0, size <= UInt64(Int32.max) else {
-                throw .baseModel(path: basePath, reason: "\"\(feature)\" has a dimension of unknown size")
+                throw CutRefusal(reason: "\"\(feature)\" has a dimension of unknown size")
             }
             shape.append(Int64(size))
         }
@@ -133,7 +132,7 @@ struct ProgramCut {
         case CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT16:
             float16Type = tensorType
         default:
-            throw .baseModel(path: basePath, reason: "\"\(feature)\" holds \(milDataTypeName(tensor.datatype)) values; "
+            throw CutRefusal(reason: "\"\(feature)\" holds \(milDataTypeName(tensor.datatype)) values; "
                              + "only a FLOAT32 or FLOAT16 feature vector can feed the classifier")
         }
 
@@ -270,9 +269,10 @@ struct ProgramCut {
     func modelMessage(base: CoreML__Specification__Model, arena: MessageArena) -> UnsafeMutablePointer<CoreML__Specification__Model> {
         let baseDescription = base.description?.pointee
         let inputs = elements(baseDescription?.input, baseDescription?.n_input ?? 0)
-        let output = arena.feature(self.output, description: "The feature vector: the base program's \"\(feature)\""
-                                    + (float16Type == nil ? "" : " as float32"),
-                                   type: arena.arrayType(shape: shape, dataType: CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32))
+        let output = arena.feature(FeatureDescription(
+            name: self.output,
+            shortDescription: "The feature vector: the base program's \"\(feature)\"" + (float16Type == nil ? "" : " as float32"),
+            isOptional: false, type: .multiArray(MultiArrayType(dataType: "FLOAT32", shape: shape))))
         let kept = operations + (float16Type.map { [castMessage(from: $0, arena: arena)] } ?? [])
         let description: UnsafeMutablePointer<CoreML__Specification__ModelDescription> = arena.message(core_ml__specification__model_description__init) { description in
             description.n_input = inputs.count

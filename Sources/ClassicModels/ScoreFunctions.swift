@@ -1,14 +1,4 @@
 import Foundation
-import CoreMLSchema
-import ModelFeatures
-import ModelSpec
-
-/// Copies of protobuf-c repeated fields into Swift values.
-enum CSupport {
-    static func doubles(_ base: UnsafeMutablePointer<Double>?, _ count: Int) -> [Double] {
-        scalars(base, count)
-    }
-}
 
 /// The logistic function, 1 / (1 + e^-x), computed without overflow.
 @inline(__always) func sigmoid(_ x: Double) -> Double {

@@ -1,7 +1,7 @@
 import CoreMLSchema
 import FixtureSupport
+@testable import ModelCompiler
 import ModelSpec
-@testable import ModelTraining
 import Testing
 
 /// Cutting hand-encoded ML programs: what is kept around nested blocks and
@@ -37,7 +37,7 @@ import Testing
         let bytes = program()
         let specification = try bytes.withUnsafeBytes { try Specification.unpack($0, path: "test.mlmodel") }
         let program = try #require(specification.root.pointee.mlprogram)
-        let cut = try ProgramCut(program: program, featureOutput: featureOutput, basePath: "test.mlmodel")
+        let cut = try ProgramCut(program: program, featureOutput: featureOutput)
         let names = cut.operations.map { String(cString: $0.pointee.outputs[0]!.pointee.name) }
         return (names, cut, specification)
     }
@@ -56,7 +56,7 @@ import Testing
     @Test func aNamedVariableKeepsOnlyWhatItNeeds() throws {
         let (names, _, specification) = try Self.cut("c")
         withExtendedLifetime(specification) { #expect(names == ["c"]) }
-        #expect(throws: TrainingError.baseModel(path: "test.mlmodel", reason: "\"x\" is a model input, not an operation output")) {
+        #expect(throws: CutRefusal(reason: "\"x\" is a model input, not an operation output")) {
             try Self.cut("x")
         }
     }
