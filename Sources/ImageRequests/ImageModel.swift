@@ -151,7 +151,7 @@ public final class ImageModel: Sendable {
     public var isClassifier: Bool { probabilitiesOutput != nil }
 
     /// Whether the image is read in gray levels (else RGB).
-    var takesGrayscale: Bool { imageType.colorSpace.hasPrefix("GRAYSCALE") }
+    var takesGrayscale: Bool { imageType.space.isGrayscale }
 
     /// Whether the input size depends on the image (flexible sizes).
     var hasFlexibleSize: Bool { imageType.sizeFlexibility != nil }

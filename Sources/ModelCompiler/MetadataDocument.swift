@@ -114,9 +114,9 @@ enum MetadataDocument {
             entry["type"] = .string("String")
             entry["formattedType"] = .string("String")
         case .image(let image):
-            let color = image.colorSpace.hasPrefix("GRAYSCALE") ? "Grayscale" : "Color"
+            let color = image.space.isGrayscale ? "Grayscale" : "Color"
             entry["type"] = .string("Image")
-            entry["colorspace"] = .string(image.colorSpace)
+            entry["colorspace"] = .string(image.space.schemaName)
             entry["width"] = .string(String(image.width))
             entry["height"] = .string(String(image.height))
             entry["formattedType"] = .string("Image (\(color) \(image.width) × \(image.height))")

@@ -75,7 +75,7 @@ public enum InputChecker {
             // A single number stands for a one-element array.
             guard array.accepts(shape: [1]), let number = value.doubleValue else { throw mismatch() }
             return .multiArray(MultiArray([number], shape: [1]))
-        case (.image(let image), .multiArray(let given)) where image.colorSpace == "GRAYSCALE_FLOAT16":
+        case (.image(let image), .multiArray(let given)) where image.space == .grayscaleFloat16:
             // Float pixels (Core ML's one-component half-float buffer) come as an array of
             // [H, W] values, ones before them allowed: the [1, 1, H, W] tensor the program reads.
             let shape = given.shape
@@ -131,7 +131,7 @@ extension FeatureType {
         case .int64: "an int64"
         case .double: "a double"
         case .string: "a string"
-        case .image(let image): "a \(image.colorSpace) image of \(image.sizeExpectation)"
+        case .image(let image): "a \(image.space.schemaName) image of \(image.sizeExpectation)"
         case .multiArray(let array), .state(let array): "a multi-array of shape \(array.shapeExpectation)"
         case .dictionary(let keyType): "a dictionary with \(keyType == "int64KeyType" ? "int64" : "string") keys"
         case .sequence(let sequence): sequence.elementType == "int64Type" ? "a sequence of int64s" : "a sequence of strings"

@@ -49,8 +49,8 @@ public enum OutputConformer {
     /// half-float pixels, unrounded and unclamped, so it stays the array the
     /// engine computed (`nil` here).
     static func image(_ array: MultiArray, _ type: ImageType) -> PixelBuffer? {
-        guard type.colorSpace != "GRAYSCALE_FLOAT16" else { return nil }
-        let gray = type.colorSpace.hasPrefix("GRAYSCALE")
+        guard type.space != .grayscaleFloat16 else { return nil }
+        let gray = type.space.isGrayscale
         let shape = array.shape.drop { $0 == 1 }.count >= 2 ? Array(array.shape.drop { $0 == 1 }) : array.shape
         let channels = shape.count >= 3 ? shape[shape.count - 3] : 1
         guard shape.count >= 2, channels == (gray ? 1 : 3) else { return nil }
@@ -59,7 +59,7 @@ public enum OutputConformer {
         let values = array.doubles
         let plane = width * height
         var bytes = [UInt8](repeating: 0, count: plane * channels)
-        let order = type.colorSpace == "BGR" ? [2, 1, 0] : [0, 1, 2]
+        let order = type.space == .bgr ? [2, 1, 0] : [0, 1, 2]
         for pixel in 0..<plane {
             for channel in 0..<channels {
                 let value = values[order[channel] * plane + pixel]

@@ -81,7 +81,7 @@ public enum TensorConversion {
     /// in JSON) or from UINT8 pixels of shape [height, width, channels].
     static func pixelBuffer(_ tensor: InferTensor, image: ImageType) throws(RequestError) -> PixelBuffer {
         let name = tensor.name
-        let gray = image.colorSpace.hasPrefix("GRAYSCALE")
+        let gray = image.space.isGrayscale
         switch (tensor.datatype, tensor.data) {
         case (.bytes, .bytes(let elements)):
             guard elements.count == 1 else {

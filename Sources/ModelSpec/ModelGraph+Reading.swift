@@ -274,7 +274,7 @@ extension FeatureType {
         case .int64: "int64"
         case .double: "double"
         case .string: "string"
-        case .image(let image): "image \(image.width)×\(image.height) \(image.colorSpace)"
+        case .image(let image): "image \(image.width)×\(image.height) \(image.space.schemaName)"
         case .multiArray(let array): "\(array.dataType) [\(array.shape.map(String.init).joined(separator: ", "))]"
         case .dictionary(let keyType): "dictionary<\(keyType.replacingOccurrences(of: "KeyType", with: ""))>"
         case .sequence(let sequence): "sequence<\(sequence.elementType.replacingOccurrences(of: "Type", with: ""))>"

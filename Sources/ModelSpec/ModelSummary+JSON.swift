@@ -71,7 +71,7 @@ extension FeatureDescription: Encodable {
         case .image(let image):
             try container.encode(image.width, forKey: .width)
             try container.encode(image.height, forKey: .height)
-            try container.encode(image.colorSpace, forKey: .colorSpace)
+            try container.encode(image.space.schemaName, forKey: .colorSpace)
             switch image.sizeFlexibility {
             case .enumerated(let sizes):
                 try container.encode(sizes.map { [$0.width, $0.height] }, forKey: .enumeratedSizes)

@@ -99,10 +99,6 @@ public struct ImageType: Equatable, Sendable {
     public var space: ImageColorSpace
     public var sizeFlexibility: SizeFlexibility?
 
-    /// The color space's schema name: `RGB`, `BGR`, `GRAYSCALE`, `GRAYSCALE_FLOAT16`, or
-    /// `INVALID_COLOR_SPACE` (what the modules not yet reading `space` compare; issue 40).
-    public var colorSpace: String { space.schemaName }
-
     /// An image type whose color space is named as the schema names it (`RGB`, …).
     package init(width: Int64, height: Int64, colorSpace: String, sizeFlexibility: SizeFlexibility?) {
         self.width = width

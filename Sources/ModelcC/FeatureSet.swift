@@ -114,7 +114,7 @@ final class FeatureSet {
                 guard case .image(let type)? = model.inputs[name]?.type else {
                     throw Failure(.badInput, "input \"\(name)\" is an encoded image, but the model has no image input of that name")
                 }
-                let decoder = ImageDecoder(pixelFormat: type.colorSpace.hasPrefix("GRAYSCALE") ? .gray : .rgb)
+                let decoder = ImageDecoder(pixelFormat: type.space.isGrayscale ? .gray : .rgb)
                 let fitting = type.width > 0 && type.height > 0
                     ? ImageFitting(width: Int(type.width), height: Int(type.height), cropAndScale: .centerCrop) : nil
                 do {

@@ -329,7 +329,7 @@ public final class TensorEngine: PredictionEngine {
         case .multiArray(let array): return array.shape
         case .image(let image):
             let gray: Bool = if case .image(let type)? = interface.inputs.first(where: { $0.name == input.name })?.type {
-                type.colorSpace.hasPrefix("GRAYSCALE")
+                type.space.isGrayscale
             } else { false }
             return [1, gray ? 1 : 3, image.height, image.width]
         case .double, .int64:
@@ -364,11 +364,11 @@ public final class TensorEngine: PredictionEngine {
                 }
             }
         case .image(let image):
-            let colorSpace: String = if case .image(let type)? = interface.inputs.first(where: { $0.name == name })?.type {
-                type.colorSpace
-            } else { "RGB" }
+            let space: ImageColorSpace = if case .image(let type)? = interface.inputs.first(where: { $0.name == name })?.type {
+                type.space
+            } else { .rgb }
             let floats = target.assumingMemoryBound(to: Float.self)
-            Self.writeImage(image, colorSpace: colorSpace, into: floats, count: count)
+            Self.writeImage(image, space: space, into: floats, count: count)
             // An iOS17 grayscale image read as uint8 (`grayscale_use_uint8`): integer slots hold int32.
             if !type.isFloat {
                 let ints = target.assumingMemoryBound(to: Int32.self)
@@ -386,14 +386,14 @@ public final class TensorEngine: PredictionEngine {
     }
 
     /// The pixels as [C, H, W] floats 0…255 in the model's color order.
-    static func writeImage(_ image: PixelBuffer, colorSpace: String, into values: UnsafeMutablePointer<Float>, count: Int) {
+    static func writeImage(_ image: PixelBuffer, space: ImageColorSpace, into values: UnsafeMutablePointer<Float>, count: Int) {
         let width = image.width, height = image.height, plane = width * height
         let format = image.pixelFormat
-        let gray = colorSpace.hasPrefix("GRAYSCALE")
+        let gray = space.isGrayscale
         guard count >= (gray ? 1 : 3) * plane else { return }
         let (r, g, b) = format.rgbOffsets
         let step = format.bytesPerPixel
-        let bgr = colorSpace == "BGR"
+        let bgr = space == .bgr
         image.bytes.withUnsafeBufferPointer { bytes in
             for y in 0..<height {
                 for x in 0..<width {
@@ -468,7 +468,7 @@ public final class TensorEngine: PredictionEngine {
             let description = interface.inputs.first { $0.name == input.name }
             switch description?.type {
             case .image(let image)?:
-                shapes[input.name] = [1, image.colorSpace.hasPrefix("GRAYSCALE") ? 1 : 3, Int(image.height), Int(image.width)]
+                shapes[input.name] = [1, image.space.isGrayscale ? 1 : 3, Int(image.height), Int(image.width)]
             case .multiArray(let array)? where !array.shape.isEmpty:
                 shapes[input.name] = array.shape.map(Int.init)
             default:

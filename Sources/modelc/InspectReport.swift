@@ -120,7 +120,7 @@ struct InspectReport {
             let range = sequence.sizeRange.map { " length \(describe($0))" } ?? ""
             return "sequence<\(element)>\(range)"
         case .image(let image):
-            var text = "image \(image.width)×\(image.height) \(image.colorSpace)"
+            var text = "image \(image.width)×\(image.height) \(image.space.schemaName)"
             switch image.sizeFlexibility {
             case .enumerated(let sizes): text += ", or sizes " + sizes.map { "\($0.width)×\($0.height)" }.joined(separator: ", ")
             case .ranges(let width, let height): text += ", width \(describe(width)), height \(describe(height))"

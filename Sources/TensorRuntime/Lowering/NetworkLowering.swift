@@ -688,14 +688,14 @@ struct LoweringBuilder {
                 feature = image.name
             }
             guard let description = interface.inputs.first(where: { $0.name == feature }) else { continue }
-            let colorSpace: String = if case .image(let type) = description.type { type.colorSpace } else { "RGB" }
-            let gray = colorSpace.hasPrefix("GRAYSCALE")
+            let space: ImageColorSpace = if case .image(let type) = description.type { type.space } else { .rgb }
+            let gray = space.isGrayscale
             let r = rank(feature)
             let channelShape = Array(repeating: 1, count: max(0, r - 3)) + [gray ? 1 : 3, 1, 1]
             if preprocessor.pointee.preprocessor_case == CORE_ML__SPECIFICATION__NEURAL_NETWORK_PREPROCESSING__PREPROCESSOR_SCALER,
                let scaler = preprocessor.pointee.scaler?.pointee {
                 let scale = scaler.channelscale == 0 ? 1 : scaler.channelscale
-                let bgr = colorSpace == "BGR"
+                let bgr = space == .bgr
                 let biases: [Float] = gray ? [scaler.graybias]
                     : (bgr ? [scaler.bluebias, scaler.greenbias, scaler.redbias] : [scaler.redbias, scaler.greenbias, scaler.bluebias])
                 // x · 1 + 0 is x: nothing to compute.
