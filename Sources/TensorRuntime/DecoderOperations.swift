@@ -21,8 +21,9 @@ enum DecoderOperations: OperationFamily {
         let epsilon = try context.float("epsilon", 0), rsqrtEpsilon = try context.float("rsqrt_epsilon", 1e-12)
         var weight: [Float]?
         if let given = try context.constant("weight") {
-            guard given.count == width else { throw context.invalid("weight has \(given.count) values for rows of \(width)") }
-            weight = given.floats
+            // One value per column, or one for every column (as the product broadcast it).
+            guard given.count == width || given.count == 1 else { throw context.invalid("weight has \(given.count) values for rows of \(width)") }
+            weight = given.count == width ? given.floats : Array(repeating: given.floats[0], count: width)
         }
         let out = try context.output(x.shape)
         let rows = x.count / width, from = x.id, scale = weight
@@ -85,9 +86,8 @@ enum DecoderOperations: OperationFamily {
         guard x.isFloat, cos.isFloat, sin.isFloat, x.rank >= 1, let width = x.shape.last, half > 0, half < width else {
             throw context.invalid("x needs a float last axis longer than half (\(half))")
         }
-        guard let shape = Shapes.broadcast(Shapes.broadcast(x.shape, cos.shape) ?? [], sin.shape), shape == x.shape,
-              cos.shape.last == width, sin.shape.last == width else {
-            throw context.invalid("cos \(cos.shape) and sin \(sin.shape) do not broadcast to x \(x.shape) along its rows")
+        guard let shape = Shapes.broadcast(Shapes.broadcast(x.shape, cos.shape) ?? [], sin.shape), shape == x.shape else {
+            throw context.invalid("cos \(cos.shape) and sin \(sin.shape) do not broadcast to x \(x.shape)")
         }
         let out = try context.output(x.shape)
         // Where each row of x finds its row of cos and sin (computed once: a step has heads × tokens rows).
@@ -99,6 +99,8 @@ enum DecoderOperations: OperationFamily {
             return offsets.isEmpty ? [0] : offsets
         }
         let cosRows = rowOffsets(cos), sinRows = rowOffsets(sin)
+        // A table with one column broadcasts it along the row (stride 0).
+        let cosStep = cos.shape.last == width ? 1 : 0, sinStep = sin.shape.last == width ? 1 : 0
         let from = x.id, c = cos.id, s = sin.id, moved = width - half
         context.run(reads: [x, cos, sin], writes: [out]) { buffers in
             let source = buffers.floats(from), target = buffers.floats(out), cosines = buffers.floats(c), sines = buffers.floats(s)
@@ -106,8 +108,8 @@ enum DecoderOperations: OperationFamily {
                 let line = source + row * width, result = target + row * width
                 let cosine = cosines + cosRows[row], sine = sines + sinRows[row]
                 // rotated[i] = −x[half + i] for i < width − half, x[i − (width − half)] after.
-                for i in 0..<moved { result[i] = line[i] * cosine[i] + (line[half + i] * -1) * sine[i] }
-                for i in moved..<width { result[i] = line[i] * cosine[i] + line[i - moved] * sine[i] }
+                for i in 0..<moved { result[i] = line[i] * cosine[i * cosStep] + (line[half + i] * -1) * sine[i * sinStep] }
+                for i in moved..<width { result[i] = line[i] * cosine[i * cosStep] + line[i - moved] * sine[i * sinStep] }
             }
         }
     }

@@ -40,7 +40,7 @@ struct DecoderFusionTests {
     }
 
     /// x → pow → reduce_mean → add(ε) → rsqrt → mul(x, r) → mul(weight), returning `outputs`.
-    static func norm(outputs: [String]) -> GraphBlock {
+    static func norm(outputs: [String], weight: Tensor = Tensor(floats: (0..<8).map { 1 + Float($0) / 10 }, shape: [8])) -> GraphBlock {
         let type = ValueType(element: .float32, shape: [2, 8]), column = ValueType(element: .float32, shape: [2, 1])
         func op(_ kind: String, _ arguments: [String: [GraphArgument]], _ output: String, _ outputType: ValueType) -> GraphOperation {
             GraphOperation(type: kind, arguments: arguments, outputs: [(output, outputType)], blocks: [])
@@ -52,7 +52,7 @@ struct DecoderFusionTests {
             op("add", ["x": [.value("m")], "y": [.constant(Tensor(floats: [1e-5], shape: []))]], "a", column),
             op("rsqrt", ["x": [.value("a")]], "r", column),
             op("mul", ["x": [.value("r")], "y": [.value("x")]], "s", type),
-            op("mul", ["x": [.value("s")], "y": [.constant(Tensor(floats: (0..<8).map { 1 + Float($0) / 10 }, shape: [8]))]], "o", type),
+            op("mul", ["x": [.value("s")], "y": [.constant(weight)]], "o", type),
         ], outputs: outputs, constants: [:])
     }
 
@@ -75,13 +75,46 @@ struct DecoderFusionTests {
 
     @Test("an RMSNorm fuses with its operands in either order and computes the chain exactly; one whose scale is read elsewhere does not")
     func normAlone() throws {
-        let function = GraphFunction(name: "main", inputs: [("x", ValueType(element: .float32, shape: [2, 8]))], block: Self.norm(outputs: ["o"]))
-        let fused = FusionPass.run(function.block)
-        #expect(fused.operations.map(\.type) == ["rms_norm"])
-        let shapes = ["x": [2, 8]]
-        #expect(try AttentionFusionTests.compute(function, fused, shapes: shapes, threads: 1)
-                == (try AttentionFusionTests.compute(function, function.block, shapes: shapes, threads: 1)))
+        // A weight per column, and one broadcast to every column.
+        for weight in [Tensor(floats: (0..<8).map { 1 + Float($0) / 10 }, shape: [8]), Tensor(floats: [0.75], shape: [1])] {
+            let function = GraphFunction(name: "main", inputs: [("x", ValueType(element: .float32, shape: [2, 8]))],
+                                         block: Self.norm(outputs: ["o"], weight: weight))
+            let fused = FusionPass.run(function.block)
+            #expect(fused.operations.map(\.type) == ["rms_norm"])
+            let shapes = ["x": [2, 8]]
+            #expect(try AttentionFusionTests.compute(function, fused, shapes: shapes, threads: 1)
+                    == (try AttentionFusionTests.compute(function, function.block, shapes: shapes, threads: 1)))
+        }
         // r also returned: nothing fuses.
         #expect(!FusionPass.run(Self.norm(outputs: ["o", "r"])).operations.contains { $0.type == "rms_norm" })
+    }
+
+    @Test("a rotary embedding fuses and computes the chain exactly, with a table per column and one broadcast along the row",
+          arguments: [[3, 4], [3, 1]])
+    func rotaryAlone(tableShape: [Int]) throws {
+        let x = ValueType(element: .float32, shape: [1, 2, 3, 4]), half = ValueType(element: .float32, shape: [1, 2, 3, 2])
+        let ints = { (values: [Int32]) in GraphArgument.constant(Tensor(ints: values, shape: [values.count])) }
+        let bools = { (values: [Int32]) in GraphArgument.constant(Tensor(ints: values, shape: [values.count], type: .bool)) }
+        func op(_ kind: String, _ arguments: [String: [GraphArgument]], _ output: String, _ type: ValueType) -> GraphOperation {
+            GraphOperation(type: kind, arguments: arguments, outputs: [(output, type)], blocks: [])
+        }
+        let block = GraphBlock(operations: [
+            op("mul", ["x": [.value("x")], "y": [.value("cos")]], "xc", x),
+            op("slice_by_index", ["x": [.value("x")], "begin": [ints([0, 0, 0, 2])], "end": [ints([1, 2, 3, 4])], "end_mask": [bools([1, 1, 1, 1])]], "hi", half),
+            op("mul", ["x": [.value("hi")], "y": [.constant(Tensor(floats: [-1], shape: []))]], "neg", half),
+            op("slice_by_index", ["x": [.value("x")], "begin": [ints([0, 0, 0, 0])], "end": [ints([1, 2, 3, 2])], "end_mask": [bools([1, 1, 1, 0])]], "lo", half),
+            op("concat", ["values": [.value("neg"), .value("lo")], "axis": [.constant(Tensor(ints: [-1], shape: []))],
+                          "interleave": [.constant(Tensor(ints: [0], shape: [], type: .bool))]], "rot", x),
+            op("mul", ["x": [.value("rot")], "y": [.value("sin")]], "rs", x),
+            op("add", ["x": [.value("xc")], "y": [.value("rs")]], "o", x),
+        ], outputs: ["o"], constants: [:])
+        let table = ValueType(element: .float32, shape: tableShape.map { Optional($0) })
+        let function = GraphFunction(name: "main", inputs: [("x", x), ("cos", table), ("sin", table)], block: block)
+        let fused = FusionPass.run(block)
+        #expect(fused.operations.map(\.type) == ["rotary_embedding"])
+        let shapes = ["x": [1, 2, 3, 4], "cos": tableShape, "sin": tableShape]
+        let want = try AttentionFusionTests.compute(function, block, shapes: shapes, threads: 1)
+        #expect(try AttentionFusionTests.compute(function, fused, shapes: shapes, threads: 1) == want)
+        #expect(want["o"]?.count == 24)
     }
 }
