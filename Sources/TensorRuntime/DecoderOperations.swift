@@ -7,9 +7,12 @@ import ModelFeatures
 /// their mean as `reduce_mean` does, then `1 / √(mean + ε + e)`, `x · r`, `· weight`;
 /// the rotary embedding `x · cos + rotated · sin`, `rotated` being
 /// `concat(−x[…, h:], x[…, :h])`; the SwiGLU gate `silu(x) · y` as SiLU
-/// (`VectorMath.silu`) then the product.
+/// (`VectorMath.silu`) then the product; a grouped-query decoder's key/value
+/// heads repeated for the query heads (`repeat_heads`, a copy attention reads
+/// where the heads lie).
 enum DecoderOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
+        "repeat_heads": OperationDefinition(["x", "repeats"]) { context throws(RuntimeError) in try repeatHeads(context) },
         "silu_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in try siluProduct(context) },
         "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) },
         "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"]) { context throws(RuntimeError) in try rotary(context) },
@@ -43,6 +46,25 @@ enum DecoderOperations: OperationFamily {
                 } else {
                     for i in 0..<width { result[i] = line[i] * r }
                 }
+            }
+        }
+    }
+
+    /// `[1, kv, S, d]` → `[1, kv · g, S, d]`, head `h` of the result being head `h / g` of `x`.
+    private static func repeatHeads(_ context: OperationContext) throws(RuntimeError) {
+        let x = try context.storedInput()
+        let repeats = try context.int("repeats", 1)
+        guard x.isFloat, x.rank == 4, x.shape[0] == 1, repeats >= 1 else {
+            throw context.invalid("x \(x.shape) needs [1, heads, positions, width] floats and repeats ≥ 1 (\(repeats))")
+        }
+        let heads = x.shape[1], matrix = x.shape[2] * x.shape[3]
+        let out = try context.output([1, heads * repeats, x.shape[2], x.shape[3]])
+        let from = x.id, storage = x.storage, width = storage.byteWidth
+        // Attention reads the heads where they lie (the copy is left out when nothing else reads it).
+        context.runCopy(of: x, into: out, stack: context.stack(of: x)?.repeatedHeads(from: x.shape, repeats: repeats)) { buffers in
+            let source = UnsafeRawPointer(buffers.raw(from)), target = buffers.raw(out)
+            for head in 0..<(heads * repeats) {
+                ElementConversion.widen(source + (head / repeats) * matrix * width, storage: storage, count: matrix, into: target + head * matrix * 4)
             }
         }
     }

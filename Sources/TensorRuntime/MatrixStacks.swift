@@ -73,6 +73,14 @@ struct MatrixStack: Sendable, Equatable {
         return MatrixStack(source: source, offsets: result.isEmpty ? [offsets[0]] : result, rows: rows, columns: columns)
     }
 
+    /// The stack of this one's value (of `shape`, at least rank 3) with each
+    /// index of its third axis from the end repeated `repeats` times in a row
+    /// (`repeat_interleave` of a decoder's key/value heads), or `nil`.
+    func repeatedHeads(from shape: [Int], repeats: Int) -> MatrixStack? {
+        guard shape.count >= 3, repeats >= 1, offsets.count * repeats <= Self.batchLimit else { return nil }
+        return MatrixStack(source: source, offsets: offsets.flatMap { Array(repeating: $0, count: repeats) }, rows: rows, columns: columns)
+    }
+
     /// The stack of this one's value viewed as `output` (a reshape): the same
     /// matrices where the last two dimensions stay, else `nil`.
     func reshaped(from shape: [Int], to output: [Int]) -> MatrixStack? {

@@ -12,7 +12,7 @@ struct DecoderFusionTests {
     /// Every rule but the decoder fusions.
     static let otherRules = ConvolutionFusion.rules + ProductFusion.rules + AttentionFusion.rules + StateFusion.rules
 
-    @Test("the fixture's 5 RMSNorms, 4 rotary embeddings and 2 SwiGLU gates are one operation each")
+    @Test("the fixture's 5 RMSNorms, 4 rotary embeddings, 2 SwiGLU gates and 4 key/value head repeats are one operation each")
     func fusedCounts() async throws {
         let function = try await AttentionFusionTests.graph(Self.path)
         let before = FusionPass.run(function.block, rules: Self.otherRules).operations.map(\.type)
@@ -21,8 +21,10 @@ struct DecoderFusionTests {
         #expect(after.filter { $0 == "rms_norm" }.count == 5)
         #expect(after.filter { $0 == "rotary_embedding" }.count == 4)
         #expect(after.filter { $0 == "silu_mul" }.count == 2)
+        #expect(after.filter { $0 == "repeat_heads" }.count == 4)
+        #expect(!after.contains("tile"))
         for gone in ["pow", "rsqrt", "reduce_mean", "silu"] { #expect(!after.contains(gone), "\(gone) left") }
-        #expect(before.count - after.count == 5 * 5 + 4 * 6 + 2 * 1, "\(before.count) → \(after.count) operations")
+        #expect(before.count - after.count == 5 * 5 + 4 * 6 + 2 * 1 + 4 * 5, "\(before.count) → \(after.count) operations")
     }
 
     @Test("fused plans give the unfused plans' logits exactly, for a prompt and a step, at 1 and 2 threads",

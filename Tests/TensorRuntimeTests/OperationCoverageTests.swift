@@ -247,7 +247,7 @@ struct OperationCoverageTests {
         #expect(Set(OperationRegistry.internalOperations.keys).isDisjoint(with: listed))
         #expect(Set(OperationRegistry.internalOperations.keys) == [
             "at_least_rank1", "channel_affine", "channel_blocks", "channel_mul", "fused_attention", "fused_conv", "fused_linear",
-            "layout_transpose", "read_state_view", "rms_norm", "rotary_embedding", "silu_mul", "spatial_mean", "update_state_slice",
+            "layout_transpose", "read_state_view", "repeat_heads", "rms_norm", "rotary_embedding", "silu_mul", "spatial_mean", "update_state_slice",
         ])
         // An internal parameter is one the passes set, never one a file may also give.
         for (name, definition) in OperationRegistry.fileOperations {

@@ -10,13 +10,58 @@
 ///   `slice_by_index`, a `mul` by −1, a `concat`, two `mul` and an `add`
 ///   (seven), becomes one `rotary_embedding`.
 ///
-/// - the SwiGLU gate, `mul(silu(x), y)`, becomes one `silu_mul`.
+/// - the SwiGLU gate, `mul(silu(x), y)`, becomes one `silu_mul`;
+/// - a grouped-query decoder's key/value heads repeated for its query heads
+///   (`repeat_interleave` over the heads of `[1, kv, S, d]`, which `ct.convert`
+///   writes as transpose, tile, reshape, transpose, reshape, transpose) become
+///   one `repeat_heads`, which attention reads where the heads lie.
 ///
 /// Each fused operation computes the same float operations in the same order
 /// as the chain (the engine computes an fp16 program in fp32 between its
 /// roundings), so the results are the chain's, bit for bit.
 enum DecoderFusion {
-    static let rules: [FusionRule] = [rmsNorm, rotary, siluProduct]
+    static let rules: [FusionRule] = [rmsNorm, rotary, siluProduct, repeatHeads]
+
+    /// The private producer of `op`'s `x` of `type` whose constant `key` is `value`.
+    private static func step(_ graph: FusionGraph, _ op: GraphOperation, _ type: String, _ key: String, _ value: [Int])
+        -> (index: Int, op: GraphOperation)? {
+        guard let (index, producer) = privateProducer(graph, op, "x", type: type), Set(producer.arguments.keys) == ["x", key],
+              graph.constant(producer, key)?.ints == value
+        else { return nil }
+        return (index, producer)
+    }
+
+    /// `transpose(reshape(transpose(reshape(tile(transpose(x, [1, 0, 2, 3]), [g, 1, 1, 1]), [g, kv, 1, -1, d]),
+    /// [1, 0, 2, 3, 4]), [kv · g, 1, -1, d]), [1, 0, 2, 3])` of an `x` declared `[1, kv, ?, d]` → `repeat_heads(x, g)`
+    /// (the reshapes' shapes have no 0, so how a file's 0 would be read does not matter):
+    /// head `h` of the result is head `h / g` of `x` (followed through: the tile stacks `g` copies of the kv heads,
+    /// the reshape and transpose put copy `a` of head `b` at `b · g + a`). Anchored at the last transpose.
+    static let repeatHeads = FusionRule("grouped-query head repeat") { graph, index in
+        guard let last = graph.operation(at: index), last.type == "transpose", last.outputs.count == 1,
+              Set(last.arguments.keys) == ["x", "perm"], graph.constant(last, "perm")?.ints == [1, 0, 2, 3],
+              let (flatIndex, flat) = privateProducer(graph, last, "x", type: "reshape"),
+              Set(flat.arguments.keys).subtracting([ShapeOperations.zerosFromEnd]) == ["x", "shape"], let flatShape = graph.constant(flat, "shape")?.ints, flatShape.count == 4,
+              flatShape[1] == 1, flatShape[2] == -1,
+              let (swapIndex, _) = step(graph, flat, "transpose", "perm", [1, 0, 2, 3, 4]),
+              let swap = graph.operation(at: swapIndex),
+              let (splitIndex, split) = privateProducer(graph, swap, "x", type: "reshape"),
+              Set(split.arguments.keys).subtracting([ShapeOperations.zerosFromEnd]) == ["x", "shape"], let splitShape = graph.constant(split, "shape")?.ints, splitShape.count == 5,
+              splitShape[2] == 1, splitShape[3] == -1
+        else { return false }
+        let (g, kv, d) = (splitShape[0], splitShape[1], splitShape[4])
+        guard g > 1, kv > 0, d > 0, flatShape[0] == kv * g, flatShape[3] == d,
+              let (tileIndex, _) = step(graph, split, "tile", "reps", [g, 1, 1, 1]), let tile = graph.operation(at: tileIndex),
+              let (firstIndex, _) = step(graph, tile, "transpose", "perm", [1, 0, 2, 3]), let first = graph.operation(at: firstIndex),
+              case .value(let x)? = first.arguments["x"]?.first, graph.constant(first.arguments["x"]?.first) == nil,
+              let producer = graph.producer(of: x).flatMap({ graph.operation(at: $0) }),
+              let declared = producer.outputs.first(where: { $0.name == x })?.type.shape, declared.count == 4,
+              declared[0] == 1, declared[1] == kv, declared[3] == d
+        else { return false }
+        let fused = GraphOperation(type: "repeat_heads", arguments: ["x": [.value(x)], "repeats": [.constant(Tensor(ints: [Int32(g)], shape: []))]],
+                                   outputs: last.outputs, blocks: [])
+        graph.replace([firstIndex, tileIndex, splitIndex, swapIndex, flatIndex, index], with: fused.rewritten(from: last))
+        return true
+    }
 
     /// `mul(silu(x), y)`, the silu's result read by the product only, in either order → `silu_mul(x, y)`.
     static let siluProduct = FusionRule("SwiGLU gate") { graph, index in
