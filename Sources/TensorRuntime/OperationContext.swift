@@ -93,8 +93,10 @@ final class OperationContext {
     /// A parameter that must be known when the plan is made (a constant, or
     /// computed from constants and shapes).
     func constant(_ key: String) throws(RuntimeError) -> Tensor? {
-        guard let value = try optional(key) else { return nil }
-        guard let constant = value.constant else { throw runTimeValueNeeded(key) }
+        guard let argument = op.arguments[key]?.first else { return nil }
+        // A constant given in place is itself: no plan value is made for it (a slice reads five at every plan).
+        if case .constant(let tensor) = argument { return tensor }
+        guard let constant = try resolve(argument).constant else { throw runTimeValueNeeded(key) }
         return constant
     }
 
