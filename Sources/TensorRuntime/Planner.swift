@@ -667,6 +667,6 @@ final class Planner {
         let stateViews = stateInputs.mapValues { id in values.indices.filter { aliasOf[$0] == id } }
         return TensorPlan(values: values, steps: steps, offsets: offsets, constantAddresses: addresses, arenaBytes: max(top, 64), zeroedBytes: zeroedBytes,
                           memory: memory, inputs: inputs, outputs: outputs, classification: classification, states: stateInputs,
-                          stateViews: stateViews, viewOffsets: Dictionary(uniqueKeysWithValues: aliasOffset.dictionary.keys.map { ($0, byteOffset(of: $0)) }))
+                          stateViews: stateViews, viewOffsets: Dictionary(uniqueKeysWithValues: aliasOffset.entries.map { ($0.id, byteOffset(of: $0.id)) }))
     }
 }

@@ -286,7 +286,7 @@ enum ShapeOperations: OperationFamily {
         let from = x.id, width = x.shape[x.rank - 1], copies = reps[x.rank - 1]
         let outer = Array(shape.dropLast()), sourceOuter = Array(x.shape.dropLast())
         let rows = outer.reduce(1, *)
-        let storage = x.storage
+        let storage = x.storage, narrow = x.isNarrow
         context.runCopy(of: x, into: out, stack: context.stack(of: x)?.tiled(from: x.shape, reps: reps)) { buffers in
             let values = buffers.ints(from)
             var target = buffers.ints(out)
@@ -294,7 +294,7 @@ enum ShapeOperations: OperationFamily {
             for _ in 0..<rows {
                 var row = 0
                 for axis in outer.indices { row = row * sourceOuter[axis] + index[axis] % sourceOuter[axis] }
-                if storage == .int32 || storage == .float32 {
+                if !narrow {
                     let source = values + row * width
                     for _ in 0..<copies {
                         target.update(from: source, count: width)

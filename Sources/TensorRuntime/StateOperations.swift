@@ -44,11 +44,7 @@ enum StateOperations: OperationFamily {
         let outputs = context.op.outputs.count
         let out = outputs > 0 ? try context.output(value.shape) : nil
         context.run(reads: [value], writes: [to] + (out.map { [$0] } ?? [])) { buffers in
-            if storage == .float16 {
-                ElementConversion.narrow(buffers.floats(from), count: count, into: buffers.raw(to))
-            } else {
-                buffers.raw(to).copyMemory(from: buffers.raw(from), byteCount: count * 4)
-            }
+            ElementConversion.narrow(buffers.floats(from), count: count, into: buffers.raw(to), storage: storage)
             if let out { buffers.raw(out).copyMemory(from: buffers.raw(from), byteCount: count * 4) }
         }
     }

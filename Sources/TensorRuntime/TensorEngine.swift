@@ -260,11 +260,7 @@ public final class TensorEngine: PredictionEngine {
                     Self.bind(name, of: state, into: run, plan: plan)
                 } else if let source = continuation.carried[name] {
                     let carried = previous.plan.values[source]
-                    if carried.isNarrow {
-                        ElementConversion.widen(previous.table[source], storage: carried.storage, count: carried.count, into: run.table[id])
-                    } else {
-                        run.table[id].copyMemory(from: previous.table[source], byteCount: plan.values[id].bytes)
-                    }
+                    ElementConversion.widen(previous.table[source], storage: carried.storage, count: carried.count, into: run.table[id])
                 } else if let tensor = produced[name] {
                     run.write(tensor, to: id)
                 }
@@ -721,11 +717,12 @@ public final class ProgramState: @unchecked Sendable {
 
     /// `count` elements from one layout's storage into another's.
     private static func copy(_ source: UnsafeMutableRawPointer, _ from: Layout, into target: UnsafeMutableRawPointer, _ to: Layout, count: Int) {
-        switch (from.storage, to.storage) {
-        case let (a, b) where a == b: target.copyMemory(from: source, byteCount: a.bytes(count))
-        case (.float16, _): ElementConversion.widen(source, count: count, into: target)
-        case (_, .float16): ElementConversion.narrow(source.assumingMemoryBound(to: Float.self), count: count, into: target)
-        default: target.copyMemory(from: source, byteCount: to.storage.bytes(count))
+        if from.storage == to.storage {
+            target.copyMemory(from: source, byteCount: from.storage.bytes(count))
+        } else if to.storage == .float16 {
+            ElementConversion.narrow(source.assumingMemoryBound(to: Float.self), count: count, into: target)
+        } else {
+            ElementConversion.widen(source, storage: from.storage, count: count, into: target)
         }
     }
 }

@@ -21,9 +21,4 @@ struct ValueTable<Element> {
     var entries: [(id: Int, element: Element)] {
         slots.indices.compactMap { id in slots[id].map { (id, $0) } }
     }
-
-    /// The same as a dictionary.
-    var dictionary: [Int: Element] {
-        Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0.element) })
-    }
 }

@@ -11,15 +11,6 @@
 enum AttentionFusion {
     static let rules: [FusionRule] = [attention]
 
-    /// The operation computing argument `key` of `op`, when `op` is its only
-    /// reader and it has one output: its index and the operation.
-    private static func privateProducer(_ graph: FusionGraph, _ op: GraphOperation, _ key: String) -> (index: Int, op: GraphOperation)? {
-        guard let name = graph.computed(op, key), graph.isPrivate(name), let index = graph.producer(of: name),
-              let producer = graph.operation(at: index), producer.outputs.count == 1, producer.blocks.isEmpty
-        else { return nil }
-        return (index, producer)
-    }
-
     /// Whether `op` is a `matmul` of two computed float operands, `x` not transposed.
     private static func isScoresProduct(_ graph: FusionGraph, _ op: GraphOperation) -> Bool {
         op.type == "matmul" && Set(op.arguments.keys).isSubset(of: ["x", "y", "transpose_x", "transpose_y"])
@@ -47,7 +38,7 @@ enum AttentionFusion {
               Set(output.arguments.keys).isSubset(of: ["x", "y", "transpose_x", "transpose_y"]),
               graph.constant(output, "transpose_x")?.scalar ?? 0 == 0, graph.constant(output, "transpose_y")?.scalar ?? 0 == 0,
               let value = output.arguments["y"]?.first, graph.computed(output, "y") != nil,
-              let (softmaxIndex, softmax) = privateProducer(graph, output, "x"), softmax.type == "softmax",
+              let (softmaxIndex, softmax) = graph.privateProducer(of: output, "x"), softmax.type == "softmax",
               Set(softmax.arguments.keys).isSubset(of: ["x", "axis"]),
               let rank = softmax.outputs[0].type.shape?.count, rank >= 2
         else { return false }
@@ -56,12 +47,12 @@ enum AttentionFusion {
         var removed = [softmaxIndex, index]
         var mask: GraphArgument?
         var scale: Float = 1
-        guard var (current, currentOp) = privateProducer(graph, softmax, "x") else { return false }
+        guard var (current, currentOp) = graph.privateProducer(of: softmax, "x") else { return false }
         if currentOp.type == "add", Set(currentOp.arguments.keys) == ["x", "y"], currentOp.outputs[0].type.element.isFloat {
             // The scores are the side a product (maybe scaled) computes; the other side is the mask.
             var found = false
             for (scoresKey, maskKey) in [("x", "y"), ("y", "x")] {
-                guard let (next, nextOp) = privateProducer(graph, currentOp, scoresKey),
+                guard let (next, nextOp) = graph.privateProducer(of: currentOp, scoresKey),
                       isScoresProduct(graph, nextOp) || (nextOp.type == "mul" || nextOp.type == "real_div"),
                       let maskArgument = currentOp.arguments[maskKey]?.first
                 else { continue }
@@ -76,7 +67,7 @@ enum AttentionFusion {
         if currentOp.type == "mul" || currentOp.type == "real_div" {
             var found = false
             for key in currentOp.type == "mul" ? ["x", "y"] : ["x"] {
-                guard let factor = scaleFactor(graph, currentOp, of: key), let (next, nextOp) = privateProducer(graph, currentOp, key),
+                guard let factor = scaleFactor(graph, currentOp, of: key), let (next, nextOp) = graph.privateProducer(of: currentOp, key),
                       isScoresProduct(graph, nextOp)
                 else { continue }
                 removed.append(current)

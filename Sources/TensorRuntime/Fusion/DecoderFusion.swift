@@ -25,7 +25,7 @@ enum DecoderFusion {
     /// The private producer of `op`'s `x` of `type` whose constant `key` is `value`.
     private static func step(_ graph: FusionGraph, _ op: GraphOperation, _ type: String, _ key: String, _ value: [Int])
         -> (index: Int, op: GraphOperation)? {
-        guard let (index, producer) = privateProducer(graph, op, "x", type: type), Set(producer.arguments.keys) == ["x", key],
+        guard let (index, producer) = graph.privateProducer(of: op, "x", type: type), Set(producer.arguments.keys) == ["x", key],
               graph.constant(producer, key)?.ints == value
         else { return nil }
         return (index, producer)
@@ -39,12 +39,12 @@ enum DecoderFusion {
     static let repeatHeads = FusionRule("grouped-query head repeat") { graph, index in
         guard let last = graph.operation(at: index), last.type == "transpose", last.outputs.count == 1,
               Set(last.arguments.keys) == ["x", "perm"], graph.constant(last, "perm")?.ints == [1, 0, 2, 3],
-              let (flatIndex, flat) = privateProducer(graph, last, "x", type: "reshape"),
+              let (flatIndex, flat) = graph.privateProducer(of: last, "x", type: "reshape"),
               Set(flat.arguments.keys).subtracting([ShapeOperations.zerosFromEnd]) == ["x", "shape"], let flatShape = graph.constant(flat, "shape")?.ints, flatShape.count == 4,
               flatShape[1] == 1, flatShape[2] == -1,
               let (swapIndex, _) = step(graph, flat, "transpose", "perm", [1, 0, 2, 3, 4]),
               let swap = graph.operation(at: swapIndex),
-              let (splitIndex, split) = privateProducer(graph, swap, "x", type: "reshape"),
+              let (splitIndex, split) = graph.privateProducer(of: swap, "x", type: "reshape"),
               Set(split.arguments.keys).subtracting([ShapeOperations.zerosFromEnd]) == ["x", "shape"], let splitShape = graph.constant(split, "shape")?.ints, splitShape.count == 5,
               splitShape[2] == 1, splitShape[3] == -1
         else { return false }
@@ -67,7 +67,7 @@ enum DecoderFusion {
     static let siluProduct = FusionRule("SwiGLU gate") { graph, index in
         guard let product = graph.operation(at: index), product.type == "mul", product.outputs.count == 1, operands(product) != nil else { return false }
         for (gateKey, otherKey) in [("x", "y"), ("y", "x")] {
-            guard let (siluIndex, silu) = privateProducer(graph, product, gateKey, type: "silu"), Set(silu.arguments.keys) == ["x"],
+            guard let (siluIndex, silu) = graph.privateProducer(of: product, gateKey, type: "silu"), Set(silu.arguments.keys) == ["x"],
                   let x = silu.arguments["x"]?.first, let y = product.arguments[otherKey]?.first
             else { continue }
             graph.replace([siluIndex, index], with: GraphOperation(type: "silu_mul", arguments: ["x": [x], "y": [y]], outputs: product.outputs, blocks: [])
@@ -77,16 +77,7 @@ enum DecoderFusion {
         return false
     }
 
-    /// The operation computing argument `key` of `op`, when `op` is its only reader.
-    private static func privateProducer(_ graph: FusionGraph, _ op: GraphOperation, _ key: String, type: String)
-        -> (index: Int, op: GraphOperation)? {
-        guard let name = graph.computed(op, key), graph.isPrivate(name), let index = graph.producer(of: name),
-              let producer = graph.operation(at: index), producer.type == type, producer.outputs.count == 1, producer.blocks.isEmpty
-        else { return nil }
-        return (index, producer)
-    }
-
-    /// Of a binary operation's `x` and `y`: the computed one that is not `other`'s, and the other argument.
+    /// A binary operation's `x` and `y`, when it has exactly those arguments.
     private static func operands(_ op: GraphOperation) -> (x: GraphArgument, y: GraphArgument)? {
         guard Set(op.arguments.keys) == ["x", "y"], let x = op.arguments["x"]?.first, let y = op.arguments["y"]?.first else { return nil }
         return (x, y)
@@ -102,17 +93,17 @@ enum DecoderFusion {
     static let rmsNorm = FusionRule("RMSNorm") { graph, index in
         guard let rsqrt = graph.operation(at: index), rsqrt.type == "rsqrt", rsqrt.outputs.count == 1,
               Set(rsqrt.arguments.keys).isSubset(of: ["x", "epsilon"]),
-              let (addIndex, add) = privateProducer(graph, rsqrt, "x", type: "add"), let addOperands = operands(add)
+              let (addIndex, add) = graph.privateProducer(of: rsqrt, "x", type: "add"), let addOperands = operands(add)
         else { return false }
         // add(mean, ε) in either order.
         let epsilon: Tensor, meanKey: String
         if let constant = graph.constant(addOperands.y), constant.count == 1, constant.type.isFloat { (epsilon, meanKey) = (constant, "x") }
         else if let constant = graph.constant(addOperands.x), constant.count == 1, constant.type.isFloat { (epsilon, meanKey) = (constant, "y") }
         else { return false }
-        guard let (meanIndex, mean) = privateProducer(graph, add, meanKey, type: "reduce_mean"),
+        guard let (meanIndex, mean) = graph.privateProducer(of: add, meanKey, type: "reduce_mean"),
               Set(mean.arguments.keys) == ["x", "axes", "keep_dims"], graph.constant(mean, "axes")?.ints == [-1],
               graph.constant(mean, "keep_dims")?.scalar == 1,
-              let (powIndex, power) = privateProducer(graph, mean, "x", type: "pow"), let powerOperands = operands(power),
+              let (powIndex, power) = graph.privateProducer(of: mean, "x", type: "pow"), let powerOperands = operands(power),
               isScalar(graph.constant(powerOperands.y), 2), case .value(let x) = powerOperands.x, graph.constant(powerOperands.x) == nil,
               let rName = rsqrt.outputs.first?.name, graph.isPrivate(rName), let scaleIndex = graph.readers(of: rName).first,
               let scale = graph.operation(at: scaleIndex), scale.type == "mul", let scaleOperands = operands(scale),
@@ -167,13 +158,13 @@ enum DecoderFusion {
         guard let add = graph.operation(at: index), add.type == "add", add.outputs.count == 1, operands(add) != nil else { return false }
         // One operand is mul(x, cos), the other mul(concat(…), sin); try both orders.
         for (plainKey, rotatedKey) in [("x", "y"), ("y", "x")] {
-            guard let (plainIndex, plain) = privateProducer(graph, add, plainKey, type: "mul"),
-                  let (rotatedIndex, rotated) = privateProducer(graph, add, rotatedKey, type: "mul"),
+            guard let (plainIndex, plain) = graph.privateProducer(of: add, plainKey, type: "mul"),
+                  let (rotatedIndex, rotated) = graph.privateProducer(of: add, rotatedKey, type: "mul"),
                   let plainOperands = operands(plain), let rotatedOperands = operands(rotated)
             else { continue }
             // mul(concat, sin): the concat is private, sin the other operand.
             for (concatKey, sinKey) in [("x", "y"), ("y", "x")] {
-                guard let (concatIndex, concat) = privateProducer(graph, rotated, concatKey, type: "concat"),
+                guard let (concatIndex, concat) = graph.privateProducer(of: rotated, concatKey, type: "concat"),
                       let sin = rotated.arguments[sinKey]?.first, case .value = sin,
                       graph.constant(concat, "axis")?.ints == [-1], (graph.constant(concat, "interleave")?.scalar ?? 0) == 0,
                       Set(concat.arguments.keys).isSubset(of: ["values", "axis", "interleave"]),

@@ -106,6 +106,16 @@ struct FusionGraph {
         graph.readers(of: name).sorted() == indices.sorted() && !graph.outputs.contains(name) && !graph.readByNestedBlocks.contains(name)
     }
 
+    /// The operation computing argument `key` of `op` (of `type`, when given),
+    /// when `op` is its only reader and it has one output and no nested block:
+    /// what a rule may fuse into `op`.
+    func privateProducer(of op: GraphOperation, _ key: String, type: String? = nil) -> (index: Int, op: GraphOperation)? {
+        guard let name = computed(op, key), isPrivate(name), let index = producer(of: name), let producer = operation(at: index),
+              type.map({ producer.type == $0 }) ?? true, producer.outputs.count == 1, producer.blocks.isEmpty
+        else { return nil }
+        return (index, producer)
+    }
+
     /// The only reader of `name` when `isPrivate(name)`.
     func onlyReader(of name: String) -> Int? {
         isPrivate(name) ? readers(of: name).first : nil

@@ -27,9 +27,8 @@ enum ProductFusion {
 
     /// The `linear` or `fused_linear` computing argument `key` of `op`, when `op` is its only reader.
     private static func privateProduct(_ graph: FusionGraph, _ op: GraphOperation, _ key: String) -> (index: Int, op: GraphOperation)? {
-        guard let name = graph.computed(op, key), graph.isPrivate(name), let index = graph.producer(of: name),
-              let producer = graph.operation(at: index), producer.type == "linear" || producer.type == "fused_linear",
-              producer.outputs.count == 1, let weight = graph.constant(producer, "weight"), weight.type.isFloat, weight.shape.count == 2
+        guard let (index, producer) = graph.privateProducer(of: op, key), producer.type == "linear" || producer.type == "fused_linear",
+              let weight = graph.constant(producer, "weight"), weight.type.isFloat, weight.shape.count == 2
         else { return nil }
         return (index, producer)
     }

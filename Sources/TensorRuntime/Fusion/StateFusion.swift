@@ -16,14 +16,6 @@
 enum StateFusion {
     static let rules: [FusionRule] = [sliceUpdate, view]
 
-    /// The operation computing argument `key` of `op`, when `op` is its only reader.
-    private static func privateProducer(_ graph: FusionGraph, _ op: GraphOperation, _ key: String) -> (index: Int, op: GraphOperation)? {
-        guard let name = graph.computed(op, key), graph.isPrivate(name), let index = graph.producer(of: name),
-              let producer = graph.operation(at: index), producer.outputs.count == 1, producer.blocks.isEmpty
-        else { return nil }
-        return (index, producer)
-    }
-
     /// The state an operation reads or writes (`input` of `read_state`/`write_state`, `state` of the others).
     private static func state(of op: GraphOperation) -> String? {
         let key = op.type == "coreml_update_state" || op.type == "update_state_slice" ? "state" : "input"
@@ -39,11 +31,11 @@ enum StateFusion {
               Set(write.arguments.keys) == ["input", "data"], let target = state(of: write)
         else { return false }
         var removed = [index]
-        guard var (current, currentOp) = privateProducer(graph, write, "data") else { return false }
+        guard var (current, currentOp) = graph.privateProducer(of: write, "data") else { return false }
         var roundToHalf = false
         if currentOp.type == "cast" {
             guard graph.constant(currentOp, "dtype")?.strings.first == "fp16", currentOp.outputs[0].type.element == .float16,
-                  let (next, nextOp) = privateProducer(graph, currentOp, "x"), nextOp.outputs[0].type.element.isFloat
+                  let (next, nextOp) = graph.privateProducer(of: currentOp, "x"), nextOp.outputs[0].type.element.isFloat
             else { return false }
             roundToHalf = nextOp.outputs[0].type.element != .float16
             removed.append(current)
