@@ -1,6 +1,7 @@
 import Foundation
 import ModelFeatures
 import ModelSpec
+import TensorRuntime
 
 /// How a decoder's next tokens are chosen.
 public struct GenerationOptions: Sendable, Equatable {
@@ -239,7 +240,7 @@ public final class TextGenerator {
               array.count % vocabulary == 0 else {
             throw .notADecoder(reason: "output \"\(logitsOutput)\" is not logits of shape [1, q, vocabulary]")
         }
-        return array.floats((array.count - vocabulary)..<array.count)
+        return array.widenedFloats((array.count - vocabulary)..<array.count)
     }
 }
 

@@ -1,4 +1,5 @@
 import CVectorMath
+import ModelFeatures
 import CWeightKernels
 
 /// Elements moved between storages (`ElementStorage`): values held narrower
@@ -32,5 +33,23 @@ enum ElementConversion {
     @inline(__always)
     static func storeHalf(_ value: Float, _ halves: UnsafeMutableRawPointer, _ index: Int) {
         halves.storeBytes(of: Float16(value).bitPattern, toByteOffset: index * 2, as: UInt16.self)
+    }
+}
+
+extension MultiArray {
+    /// Elements `range` as floats, halves widened by the CPU's conversion
+    /// instructions (F16C) rather than one at a time in software: a
+    /// decoder's fp16 logits, its whole vocabulary at every step.
+    public func widenedFloats(_ range: Range<Int>) -> [Float] {
+        guard dataType == .float16 else { return floats(range) }
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "elements \(range) of \(count)")
+        return withUnsafeBytes { bytes in
+            [Float](unsafeUninitializedCapacity: range.count) { floats, initialized in
+                if let source = bytes.baseAddress, let target = floats.baseAddress, !range.isEmpty {
+                    ElementConversion.widen(source + range.lowerBound * 2, count: range.count, into: UnsafeMutableRawPointer(target))
+                }
+                initialized = range.count
+            }
+        }
     }
 }

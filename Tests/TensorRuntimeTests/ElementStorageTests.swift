@@ -69,6 +69,18 @@ struct ElementStorageTests {
         #expect(Float16(bitPattern: nan[0]).isNaN)
     }
 
+    @Test("an fp16 array's elements widened in bulk are its elements one at a time, bit for bit, for any range")
+    func widenedFloats() {
+        let sweep: [Double] = (0..<1_000).map { index -> Double in sin(Double(index)) * pow(10, Double(index % 11) - 5) }
+        let values = sweep + [0, -0, 65504, -65504, 1e-7, .infinity, -.infinity]
+        let array = MultiArray(values, shape: [values.count], dataType: .float16)
+        for range in [0..<values.count, 3..<3, 7..<8, 990..<values.count, 1..<1_000] {
+            #expect(array.widenedFloats(range).map(\.bitPattern) == array.floats(range).map(\.bitPattern), "\(range)")
+        }
+        let floats = MultiArray(values, shape: [values.count], dataType: .float32)
+        #expect(floats.widenedFloats(5..<50) == floats.floats(5..<50))
+    }
+
     // MARK: States
 
     @Test("an fp16 state takes two bytes an element: the accumulator's 16, and the decoder's caches")
