@@ -14,13 +14,16 @@ extension TensorState {
     static let stepTotals = Locked<[String: (order: Int, wall: UInt64, cpu: UInt64, runs: Int)]>([:])
     static func record(_ kind: String, _ nanoseconds: UInt64) { totals.withLock { $0[kind, default: 0] += nanoseconds } }
     /// Plans made, and the CPU time of the threads that made them (`MODELC_PROFILE`).
-    static let planTotals = Locked<(count: Int, nanoseconds: UInt64)>((0, 0))
-    static func recordPlan(_ nanoseconds: UInt64) { planTotals.withLock { $0 = ($0.count + 1, $0.nanoseconds + nanoseconds) } }
+    static let planTimes = Locked<[(nanoseconds: UInt64, reused: Int)]>([])
+    /// A plan made in `nanoseconds` of its thread's CPU, `reused` of its operations taken from the last (`PlanMemo`).
+    static func recordPlan(_ nanoseconds: UInt64, reused: Int) { planTimes.withLock { $0.append((nanoseconds, reused)) } }
     static func dumpProfile() {
-        let plans = planTotals.withLock { $0 }
-        if plans.count > 0 {
-            print(String(format: "plans %d cpu_ms %.1f per_plan_ms %.3f", plans.count, Double(plans.nanoseconds) / 1e6,
-                         Double(plans.nanoseconds) / Double(plans.count) / 1e6))
+        let made = planTimes.withLock { $0 }
+        if !made.isEmpty {
+            // The median as well as the mean: a shared machine's plans vary, and the prompt's plan is one of them.
+            let plans = made.map(\.nanoseconds).sorted(), total = plans.reduce(0, +)
+            print(String(format: "plans %d cpu_ms %.1f per_plan_ms %.3f median_plan_ms %.3f reused_operations %d", plans.count, Double(total) / 1e6,
+                         Double(total) / Double(plans.count) / 1e6, Double(plans[plans.count / 2]) / 1e6, made.map(\.reused).reduce(0, +)))
         }
         for (kind, total) in totals.withLock({ $0 }).sorted(by: { $0.value > $1.value }) { print(kind, Double(total) / 1e6) }
         for (step, total) in stepTotals.withLock({ $0 }).sorted(by: { $0.value.order < $1.value.order }) {
