@@ -15,7 +15,9 @@ enum DecoderOperations: OperationFamily {
         "repeat_heads": OperationDefinition(["x", "repeats"]) { context throws(RuntimeError) in try repeatHeads(context) },
         "silu_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in try siluProduct(context) },
         "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) },
-        "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"]) { context throws(RuntimeError) in try rotary(context) },
+        "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"], readAtRunTime: ["x", "cos", "sin"]) { context throws(RuntimeError) in
+            try rotary(context)
+        },
     ]
 
     private static func rmsNorm(_ context: OperationContext) throws(RuntimeError) {

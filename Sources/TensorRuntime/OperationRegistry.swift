@@ -15,14 +15,20 @@ struct OperationDefinition: Sendable {
     var hasEffects = false
     /// How its result relates to the layout of its operands (`ChannelsLastLayout`).
     let layout: LayoutBehavior
+    /// Operands whose elements its plan never reads (only their type and
+    /// shape): its kernel reads them where they lie at run time, so a plan
+    /// of it kept for one constant there serves another of the same shape
+    /// (`PlanMemo`: a decoder's rotary tables, sliced for each step's position).
+    let readAtRunTime: Set<String>
     let plan: @Sendable (OperationContext) throws(RuntimeError) -> Void
 
     init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false, layout: LayoutBehavior = .fixed,
-         plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
+         readAtRunTime: [String] = [], plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
         self.parameters = Set(parameters)
         self.internalParameters = Set(internalParameters)
         self.hasEffects = hasEffects
         self.layout = layout
+        self.readAtRunTime = Set(readAtRunTime)
         self.plan = plan
     }
 }

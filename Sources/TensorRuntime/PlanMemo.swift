@@ -56,6 +56,9 @@ final class PlanMemo: Sendable {
         var shape: [Int]
         var constant: Tensor?
         var stack: MatrixStack?
+        /// A constant the operation reads only at run time (`OperationDefinition.readAtRunTime`): any constant of
+        /// this type and shape will do (`constant` is then `nil`).
+        var anyConstant = false
 
         static let missing = Input(id: Int.min, type: .float32, storage: .float32, shape: [], constant: nil, stack: nil)
     }
@@ -76,10 +79,20 @@ final class PlanMemo: Sendable {
 }
 
 extension Planner {
-    /// What `op` reads, for `PlanMemo`: each argument's value as it is now.
-    func memoInputs(of op: GraphOperation) -> [PlanMemo.Input] {
+    /// What `op` reads, for `PlanMemo`: each argument's value as it is now;
+    /// a constant the operation reads at run time only (`readAtRunTime`) by its type and shape.
+    func memoInputs(of op: GraphOperation, readAtRunTime: Set<String>) -> [PlanMemo.Input] {
         // The same operation's arguments are in the same order at every plan.
-        op.arguments.values.flatMap { $0.map(memoInput) }
+        op.arguments.flatMap { parameter, arguments in
+            arguments.map { argument in
+                var input = memoInput(argument)
+                if input.id >= 0, input.constant != nil, readAtRunTime.contains(parameter) {
+                    input.constant = nil
+                    input.anyConstant = true
+                }
+                return input
+            }
+        }
     }
 
     /// Whether what `op` reads is `recorded` (what `memoInputs(of:)` gave
@@ -104,7 +117,8 @@ extension Planner {
         case .value(let name):
             guard let id = id(named: name) else { return recorded.id == Int.min }
             guard recorded.id == id, recorded.type == values[id].type, recorded.storage == values[id].storage,
-                  recorded.shape == values[id].shape, recorded.constant == values[id].constant else { return false }
+                  recorded.shape == values[id].shape,
+                  recorded.anyConstant ? values[id].constant != nil : recorded.constant == values[id].constant else { return false }
             return recorded.stack == (values[id].constant == nil ? recordedStack(of: values[id]) : nil)
         }
     }

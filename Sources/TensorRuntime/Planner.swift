@@ -280,8 +280,10 @@ final class Planner {
             reused += 1
             return
         }
-        let inputs = memoInputs(of: op)
+        var inputs = memoInputs(of: op, readAtRunTime: definition.readAtRunTime)
         try plan(op, definition)
+        // Folded (no step left): its outputs are constants made from its inputs' elements, which then matter.
+        if steps.count == firstStep, !definition.readAtRunTime.isEmpty { inputs = memoInputs(of: op, readAtRunTime: []) }
         let ids = firstValue..<values.count
         made[index] = PlanMemo.Record(
             type: op.type, threads: threads, firstValue: firstValue, inputs: inputs, values: Array(values[ids]), steps: Array(steps[firstStep...]),

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import TensorRuntime
 
@@ -55,6 +56,44 @@ struct PlanMemoTests {
             let got = try Self.run(memoized, x: x, y: y), want = try Self.run(fresh, x: x, y: y)
             #expect(got == want)
             #expect(got["stretched"] == x.enumerated().map { max(0, $0.element * (Float($0.offset) * 0.5 - 1)) * Float(length) })
+        }
+    }
+
+    /// relu(x) [1, 4] rotated by rows of cos and sin tables [8, 4] gathered at y's length (a decoder's position).
+    static let rotaryFunction: GraphFunction = {
+        let table = { (phase: Double) in GraphArgument.constant(Tensor(floats: (0..<32).map { Float(sin(Double($0) * 0.37 + phase)) }, shape: [8, 4])) }
+        let position: [String: [GraphArgument]] = ["indices": [.value("n")], "axis": [.constant(Tensor(ints: [0], shape: []))]]
+        let block = GraphBlock(operations: [
+            op("relu", "rectified", [1, 4], ["x": [.value("x")]]),
+            GraphOperation(type: "shape", arguments: ["x": [.value("y")]], outputs: [("length", ValueType(element: .int32, shape: [2]))], blocks: []),
+            GraphOperation(type: "slice_by_index", arguments: ["x": [.value("length")], "begin": [.constant(Tensor(ints: [1], shape: [1]))],
+                                                               "end": [.constant(Tensor(ints: [2], shape: [1]))]],
+                           outputs: [("n", ValueType(element: .int32, shape: [1]))], blocks: []),
+            op("gather", "cos", [1, 4], position.merging(["x": [table(1.1)]]) { first, _ in first }),
+            op("gather", "sin", [1, 4], position.merging(["x": [table(0.2)]]) { first, _ in first }),
+            op("rotary_embedding", "rotated", [1, 4], ["x": [.value("rectified")], "cos": [.value("cos")], "sin": [.value("sin")],
+                                                        "half": [.constant(Tensor(ints: [2], shape: []))]]),
+        ], outputs: ["rotated"], constants: [:])
+        return GraphFunction(name: "main", inputs: [ConvolutionThreadingTests.value("x", [1, 4]), ConvolutionThreadingTests.value("y", [1, 3])], block: block)
+    }()
+
+    @Test("an operation reading constants only at run time (a rotary embedding's tables for another position) is taken from the memo and reads the new ones")
+    func runTimeConstants() throws {
+        let memo = PlanMemo()
+        let x: [Float] = [0.5, -2, 1.5, 3]
+        _ = try Planner.plan(Self.rotaryFunction, shapes: ["x": [1, 4], "y": [1, 2]], memo: memo)
+        for length in [3, 6, 3] {
+            let y = [Float](repeating: 1, count: length)
+            let memoized = try Planner.plan(Self.rotaryFunction, shapes: ["x": [1, 4], "y": [1, length]], memo: memo)
+            // relu and the rotary embedding are the same; shape, slice and the gathers fold other constants.
+            #expect(memoized.reusedOperations == 2)
+            let got = try Self.run(memoized, x: x, y: y)["rotated"]
+            let fresh = try Self.run(try Planner.plan(Self.rotaryFunction, shapes: ["x": [1, 4], "y": [1, length]]), x: x, y: y)["rotated"]
+            #expect(got == fresh)
+            let c = (0..<4).map { Float(sin(Double(length * 4 + $0) * 0.37 + 1.1)) }, s = (0..<4).map { Float(sin(Double(length * 4 + $0) * 0.37 + 0.2)) }
+            let r = x.map { max(0, $0) }
+            let want = [r[0] * c[0] + (r[2] * -1) * s[0], r[1] * c[1] + (r[3] * -1) * s[1], r[2] * c[2] + r[0] * s[2], r[3] * c[3] + r[1] * s[3]]
+            #expect(got == want, "position \(length)")
         }
     }
 }
