@@ -310,7 +310,7 @@ final class Planner {
 
     private func plan(_ op: GraphOperation, _ definition: OperationDefinition) throws(RuntimeError) {
         let context = OperationContext(op: op, planner: self)
-        let first = steps.count
+        let first = steps.count, firstValue = values.count
         try definition.plan(context)
         guard context.outputIDs.count == op.outputs.count else {
             throw .invalidParameters(model: "operation \"\(op.reportedName)\" (\(op.reportedType))", detail: "made \(context.outputIDs.count) of \(op.outputs.count) outputs")
@@ -320,7 +320,7 @@ final class Planner {
         if !definition.hasEffects, steps.count == first + 1, let step = steps.last,
            step.reads.allSatisfy({ values[$0].constant != nil }) {
             steps.removeLast()
-            try fold(step)
+            try fold(step, madeFrom: firstValue)
         }
         if releasesMappedPages { releaseMappedPages(of: op) }
     }
@@ -360,7 +360,8 @@ final class Planner {
         }
     }
 
-    private func fold(_ step: PlanStep) throws(RuntimeError) {
+    /// Runs `step` now (its operation made values from `firstValue` on) and makes its outputs constants.
+    private func fold(_ step: PlanStep, madeFrom firstValue: Int) throws(RuntimeError) {
         let table = UnsafeMutablePointer<UnsafeMutableRawPointer>.allocate(capacity: max(values.count, 1))
         defer { table.deallocate() }
         table.initialize(repeating: memory.empty, count: max(values.count, 1))
@@ -374,8 +375,8 @@ final class Planner {
             scratch.append(pointer)
             table[id] = pointer
         }
-        // Views of written values (inside nested blocks) read their root's bytes.
-        for (id, root) in aliasOf.entries where step.writes.contains(root) { table[id] = table[root] + byteOffset(of: id) }
+        // Views of written values (inside nested blocks) read their root's bytes: made by this operation, as its values are.
+        for id in firstValue..<values.count { if let root = aliasOf[id], step.writes.contains(root) { table[id] = table[root] + byteOffset(of: id) } }
         try step.kernel(Buffers(base: table))
         for (id, pointer) in zip(step.writes, scratch) where step.outputs.contains(id) {
             let value = values[id]
@@ -639,15 +640,16 @@ final class Planner {
         // fills by copying), so those pages are neither zeroed nor touched (a 7B decoder's caches: 0.5 GB).
         let states = Set(stateInputs.values)
         let inArena = values.indices.filter { values[$0].constant == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 && !states.contains($0) }
-        var born: [Int: [Int]] = [:], dies: [Int: [Int]] = [:]
+        // Values by the step that makes them (the inputs before the first: index 0) and by their last one, in id order.
+        var born = [[Int]](repeating: [], count: end + 2), dies = [[Int]](repeating: [], count: end + 1)
         for id in inArena {
-            born[firstDefinition[id], default: []].append(id)
-            dies[lastUse[id], default: []].append(id)
+            born[firstDefinition[id] + 1].append(id)
+            dies[lastUse[id]].append(id)
         }
-        for id in born[-1] ?? [] { offsets[id] = allocate(size(id)) }
+        for id in born[0] { offsets[id] = allocate(size(id)) }
         for index in 0..<end {
-            for id in born[index] ?? [] { offsets[id] = allocate(size(id)) }
-            for id in dies[index] ?? [] { if let offset = offsets[id] { release(offset, size(id)) } }
+            for id in born[index + 1] { offsets[id] = allocate(size(id)) }
+            for id in dies[index] { if let offset = offsets[id] { release(offset, size(id)) } }
         }
         let zeroedBytes = top
         for id in stateInputs.values.sorted() where values[id].constant == nil {
@@ -658,9 +660,13 @@ final class Planner {
             if let source = aliasOf[id] { offsets[id] = offsets[source].map { $0 + byteOffset(of: id) } }
         }
         // The constants kernels read get the plan's memory now.
-        var read = Set(steps.flatMap(\.reads)).union(readsInNestedBlocks).union(outputs.values).union(inputs.values)
-        if let classification { read.insert(classification.probabilities) }
-        for id in read where values[id].constant != nil { _ = address(of: id) }
+        var read = [Bool](repeating: false, count: values.count)
+        for step in steps { for id in step.reads { read[id] = true } }
+        for id in readsInNestedBlocks { read[id] = true }
+        for id in outputs.values { read[id] = true }
+        for id in inputs.values { read[id] = true }
+        if let classification { read[classification.probabilities] = true }
+        for id in values.indices where read[id] && values[id].constant != nil { _ = address(of: id) }
         var addresses: [Int: UnsafeMutableRawPointerBox] = [:]
         for (id, pointer) in constantAddresses { addresses[id] = UnsafeMutableRawPointerBox(pointer: pointer) }
         for (id, source) in aliasOf.entries where offsets[source] == nil {
