@@ -222,6 +222,21 @@ struct OperationCoverageTests {
         #expect(message == "operation \"add\" is defined twice: in A.definitions and in B.internalDefinitions")
     }
 
+    /// An operand the memo compares by type and shape only (`readAtRunTime`) must be one the operation
+    /// takes, and one read at run time: never a parameter of an operation with effects (always planned).
+    @Test("operands declared read only at run time are parameters of their operation, and no operation with effects declares any")
+    func runTimeOperandsDeclared() throws {
+        let tables = try OperationRegistry.merged(OperationRegistry.families)
+        var wrong: [String] = []
+        for (name, definition) in tables.fileOperations.merging(tables.internalOperations, uniquingKeysWith: { first, _ in first }) {
+            let known = definition.parameters.union(definition.internalParameters)
+            wrong += definition.readAtRunTime.subtracting(known).sorted().map { "\(name).\($0): not a parameter" }
+            if definition.hasEffects, !definition.readAtRunTime.isEmpty { wrong.append("\(name): has effects") }
+        }
+        #expect(wrong == [])
+        #expect(tables.internalOperations["rotary_embedding"]?.readAtRunTime == ["x", "cos", "sin"])
+    }
+
     /// A family defining `add` again, among its file operations.
     enum DuplicateFamily: OperationFamily {
         static let definitions = ["add": OperationDefinition(["x", "y"]) { _ throws(RuntimeError) in }]
