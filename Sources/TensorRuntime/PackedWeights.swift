@@ -1,16 +1,19 @@
 import CWeightKernels
 import ModelSpec
+import SystemIO
 
 /// A constant matrix kept in the form the weight file stores it: integer
 /// codes of 1–8 bits (MIL's sub-byte packing) with per-block scales and
 /// offsets or a lookup table, or half floats. Products and gathers read it
 /// through `CWeightKernels`, widening a block at a time in registers; every
-/// other reader gets its floats decoded once (`decodedFloats`).
+/// other reader gets its floats decoded (`decodedFloats`; a small matrix's
+/// decoded once and kept, `keptFloats`).
 ///
 /// The codes are either where the weight file is mapped (`file` keeps the
 /// mapping alive) or in an array this object owns.
 ///
-/// `@unchecked Sendable`: immutable after `init`; the mapping is read-only.
+/// `@unchecked Sendable`: immutable after `init` (but for the floats a small
+/// matrix keeps, made once under a lock); the mapping is read-only.
 final class PackedWeights: @unchecked Sendable, Equatable {
     enum Decoding: Equatable {
         /// Each value is its code (the data of a decompression, not yet scaled).
@@ -221,9 +224,42 @@ final class PackedWeights: @unchecked Sendable, Equatable {
 
     /// Every value as a float, row-major: a copy for readers that need one.
     var decodedFloats: [Float] {
-        [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
+        if let kept = keptFloats() { return Array(kept) }
+        return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
             if let base = buffer.baseAddress { decodeRows(0, count: rows, into: base) }
             initialized = count
+        }
+    }
+
+    /// Matrices of at most this many values (256 KB as floats) keep their
+    /// floats once decoded (`keptFloats`): a decoder's rotary tables, sliced
+    /// anew at every step's plan, were decoded whole at every step (a seventh
+    /// of planning a 200M decoder's step). Weights are larger and never kept.
+    static let keptFloatsMaximum = 1 << 16
+
+    /// Floats decoded once, freed with the matrix.
+    private final class KeptFloats: @unchecked Sendable {
+        let buffer: UnsafeMutableBufferPointer<Float>
+
+        init(_ matrix: PackedWeights) {
+            buffer = .allocate(capacity: matrix.count)
+            matrix.decodeRows(0, count: matrix.rows, into: buffer.baseAddress!)
+        }
+
+        deinit { buffer.deallocate() }
+    }
+
+    private let kept = Locked<KeptFloats?>(nil)
+
+    /// Every value as a float, decoded at the first call and kept while this
+    /// matrix lives (read-only), for a matrix of at most `keptFloatsMaximum`
+    /// values; `nil` for a larger one.
+    func keptFloats() -> UnsafeBufferPointer<Float>? {
+        guard count <= Self.keptFloatsMaximum else { return nil }
+        return kept.withLock { kept in
+            let floats = kept ?? KeptFloats(self)
+            kept = floats
+            return UnsafeBufferPointer(floats.buffer)
         }
     }
 

@@ -83,6 +83,8 @@ final class ConstantMemory: @unchecked Sendable {
     private var blocks: [UnsafeMutableRawPointer] = []
     /// Mapped weights kernels read in place: kept mapped while the plan lives.
     private var mapped: [MappedValues] = []
+    /// Small packed constants whose kept floats kernels read in place (`PackedWeights.keptFloats`).
+    private var packed: [PackedWeights] = []
     /// Where a value with no bytes (a string, an empty tensor) points.
     let empty: UnsafeMutableRawPointer = .allocate(byteCount: 64, alignment: 64)
     private(set) var bytes = 0
@@ -94,6 +96,11 @@ final class ConstantMemory: @unchecked Sendable {
         if case .mapped(let values) = tensor.storage, let direct = values.direct?.baseAddress {
             mapped.append(values)
             return UnsafeMutableRawPointer(mutating: direct)
+        }
+        // A small packed float constant is read where its floats are kept (a rotary table, read at every step's plan).
+        if case .packed(let values) = tensor.storage, tensor.type.isFloat, let kept = values.keptFloats()?.baseAddress {
+            packed.append(values)
+            return UnsafeMutableRawPointer(mutating: kept)
         }
         let pointer = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64)
         switch tensor.storage {

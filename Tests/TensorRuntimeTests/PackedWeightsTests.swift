@@ -185,6 +185,23 @@ struct PackedWeightsTests {
         }
     }
 
+    @Test("a small matrix's floats are decoded once and kept (its constant read there by a plan); a larger one's never")
+    func keptFloats() throws {
+        for form in try Self.forms() {
+            let kept = try #require(form.weights.keptFloats(), "\(form)")
+            #expect(Array(kept).map(Double.init) == form.values, "\(form)")
+            #expect(form.weights.keptFloats()?.baseAddress == kept.baseAddress, "\(form): decoded again")
+            let memory = ConstantMemory()
+            let address = memory.store(Tensor(type: .float32, shape: [form.rows, form.columns], storage: .packed(form.weights)))
+            #expect(UnsafeRawPointer(address) == UnsafeRawPointer(kept.baseAddress!), "\(form): copied into the plan's memory")
+        }
+        let rows = PackedWeights.keptFloatsMaximum / 64 + 1
+        let large = try #require(PackedWeights.codes(packed: Self.pack(Self.codes(rows * 64, bits: 4, seed: 3), bits: 4), shape: [rows, 64],
+                                                     bits: 4, isSigned: false))
+        #expect(large.keptFloats() == nil)
+        #expect(large.decodedFloats.count == rows * 64)
+    }
+
     @Test("a vector times every form's rows and columns equals float64's")
     func vectorProducts() throws {
         for form in try Self.forms() {
