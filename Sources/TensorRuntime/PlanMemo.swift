@@ -100,26 +100,38 @@ extension Planner {
     /// field where the values lie: most of a decoder's step is taken from its
     /// last plan, so its inputs are not gathered to be compared.
     func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input]) -> Bool {
-        var position = 0
-        for arguments in op.arguments.values {
-            for argument in arguments {
-                guard position < recorded.count, matches(argument, recorded[position]) else { return false }
-                position += 1
+        // Read in place, each record's input and each value once: copying them cost reference counting, and each
+        // access to the planner's values an exclusivity check.
+        recorded.withUnsafeBufferPointer { recorded in
+            values.withUnsafeBufferPointer { values in
+                var position = 0
+                for arguments in op.arguments.values {
+                    for argument in arguments {
+                        guard position < recorded.count, matches(argument, recorded.baseAddress! + position, values) else { return false }
+                        position += 1
+                    }
+                }
+                return position == recorded.count
             }
         }
-        return position == recorded.count
     }
 
-    private func matches(_ argument: GraphArgument, _ recorded: PlanMemo.Input) -> Bool {
+    private func matches(_ argument: GraphArgument, _ recorded: UnsafePointer<PlanMemo.Input>, _ values: UnsafeBufferPointer<PlanValue>) -> Bool {
         switch argument {
         case .constant(let tensor):
-            return recorded.id == -1 && recorded.constant == tensor
+            return recorded.pointee.id == -1 && recorded.pointee.constant == tensor
         case .value(let name):
-            guard let id = id(named: name) else { return recorded.id == Int.min }
-            guard recorded.id == id, recorded.type == values[id].type, recorded.storage == values[id].storage,
-                  recorded.shape == values[id].shape,
-                  recorded.anyConstant ? values[id].constant != nil : recorded.constant == values[id].constant else { return false }
-            return recorded.stack == (values[id].constant == nil ? recordedStack(of: values[id]) : nil)
+            guard let id = id(named: name) else { return recorded.pointee.id == Int.min }
+            guard recorded.pointee.id == id else { return false }
+            let value = values.baseAddress! + id
+            guard recorded.pointee.type == value.pointee.type, recorded.pointee.storage == value.pointee.storage,
+                  recorded.pointee.shape == value.pointee.shape,
+                  recorded.pointee.anyConstant ? value.pointee.constant != nil : recorded.pointee.constant == value.pointee.constant
+            else { return false }
+            guard value.pointee.constant == nil, recordedStacks[id] != nil || recorded.pointee.stack != nil else {
+                return recorded.pointee.stack == nil
+            }
+            return recorded.pointee.stack == recordedStack(of: value.pointee)
         }
     }
 
