@@ -1,6 +1,6 @@
 import CVectorMath
-import ModelFeatures
 import CWeightKernels
+import ModelFeatures
 
 /// Elements moved between storages (`ElementStorage`): values held narrower
 /// than operations compute them (an fp16 state's halves) widened to floats

@@ -83,16 +83,19 @@ extension Planner {
     /// a constant the operation reads at run time only (`readAtRunTime`) by its type and shape.
     func memoInputs(of op: GraphOperation, readAtRunTime: Set<String>) -> [PlanMemo.Input] {
         // The same operation's arguments are in the same order at every plan.
-        op.arguments.flatMap { parameter, arguments in
-            arguments.map { argument in
+        var inputs: [PlanMemo.Input] = []
+        inputs.reserveCapacity(op.arguments.count)
+        for (parameter, arguments) in op.arguments {
+            for argument in arguments {
                 var input = memoInput(argument)
-                if input.id >= 0, input.constant != nil, readAtRunTime.contains(parameter) {
+                if input.id >= 0, input.constant != nil, !readAtRunTime.isEmpty, readAtRunTime.contains(parameter) {
                     input.constant = nil
                     input.anyConstant = true
                 }
-                return input
+                inputs.append(input)
             }
         }
+        return inputs
     }
 
     /// Whether what `op` reads is `recorded` (what `memoInputs(of:)` gave
