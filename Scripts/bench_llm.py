@@ -40,7 +40,9 @@ The physical limit: a decode step must read every stored weight but the embeddin
 it) and the key/value cache up to its position. The bandwidth is measured in this run by a STREAM-like
 copy of a 1 GiB float64 array with numpy, (bytes read + bytes written) / s, best of 5, once in one
 process (single-threaded) and once in two processes copying at the same time (for rows of 2 threads or
-more the larger of the two); `limit` is modelc's decode tokens/s as a fraction of bandwidth / bytes per token.
+more the larger of the two), before the rows and again after them, the better of the two kept (a shared
+machine disturbed at one moment understated the limit); `limit` is modelc's decode tokens/s as a fraction
+of bandwidth / bytes per token, `cpp_lim` llama.cpp's.
 
 Prints one table per --isas value (modelc's kernels capped by MODELC_MAX_CPU_ISA; onnxruntime as it
 is), headed by the CPU and its ISA extensions, and writes every number to WORK/results.json.
@@ -696,13 +698,10 @@ def measure(args, name, isa, bandwidths):
             for engine, (python, path) in others.items():
                 theirs[engine].append(engine_run(python, engine, path, ids, new, threads))
         decode = median(mine, "decode_tps")
-        # More threads read at least as fast as one.
-        ideal = max(b for n, b in bandwidths.items() if n <= threads) / per_token
         row = {"model": name, "isa": isa, "threads": threads, "stored_bytes": stored, "bytes_per_token": per_token,
                "prompt_tokens": PROMPT, "new_tokens": new, "first_run_wall_s": first["wall_s"],
                "load_s": median(mine, "load_s"), "rss_mb": max(r["rss_mb"] for r in mine),
-               "prefill_tps": median(mine, "prefill_tps"), "decode_tps": decode,
-               "limit_tps": ideal, "limit_fraction": decode / ideal, "runs": mine}
+               "prefill_tps": median(mine, "prefill_tps"), "decode_tps": decode, "runs": mine}
         row["rss_over_stored"] = row["rss_mb"] * (1 << 20) / stored
         for engine, runs in theirs.items():
             row[engine] = {"engine": runs[0]["engine"], "load_s": median(runs, "load_s"),
@@ -714,17 +713,29 @@ def measure(args, name, isa, bandwidths):
             # fp16 against fp32 arithmetic (and onnxruntime's own int4 rounding) part random-weight
             # generations sooner or later; a wrong graph parts them at once.
             row[engine]["same_leading_tokens"] = leading_agreement(mine[0]["tokens"], runs[0]["tokens"])
+        set_limits(row, bandwidths)
         rows.append(row)
         print_row(row, flush=True)
     print("%s: measured in %.0f s" % (name, time.perf_counter() - start), flush=True)
     return rows
 
 
+def set_limits(row, bandwidths):
+    """The row's physical limit (tokens/s) for `bandwidths`, and each engine's decode as a fraction of it."""
+    # More threads read at least as fast as one.
+    ideal = max(b for n, b in bandwidths.items() if n <= row["threads"]) / row["bytes_per_token"]
+    row["limit_tps"] = ideal
+    row["limit_fraction"] = row["decode_tps"] / ideal
+    for engine in ENGINES:
+        if engine in row:
+            row[engine]["limit_fraction"] = row[engine]["decode_tps"] / ideal
+
+
 COLUMNS = [("model", "%-10s"), ("thr", "%3s"), ("stored_MB", "%9s"), ("load_s", "%6s"), ("RSS_MB", "%7s"),
            ("RSS/st", "%6s"), ("prefill", "%8s"), ("decode", "%7s"), ("limit", "%5s"),
            ("ort_pf", "%7s"), ("ort_dec", "%7s"), ("vs_ort", "%6s"), ("paired", "%6s"), ("ort_RSS", "%7s"),
            ("cpp_pf", "%7s"), ("cpp_dec", "%7s"), ("vs_cpp", "%6s"), ("paired", "%6s"), ("cpp_RSS", "%7s"),
-           ("same", "%5s")]
+           ("cpp_lim", "%7s"), ("same", "%5s")]
 HEADER = " ".join(form % title for title, form in COLUMNS)
 
 
@@ -740,7 +751,8 @@ def print_row(row, flush=False):
     cells = [row["model"], str(row["threads"]), "%.0f" % (row["stored_bytes"] / (1 << 20)), "%.2f" % row["load_s"],
              "%.0f" % row["rss_mb"], "%.2f" % row["rss_over_stored"], "%.1f" % row["prefill_tps"],
              "%.2f" % row["decode_tps"], "%.0f%%" % (100 * row["limit_fraction"])]
-    cells += engine("onnxruntime") + engine("llama.cpp") + [same]
+    cpp = row.get("llama.cpp")
+    cells += engine("onnxruntime") + engine("llama.cpp") + ["%.0f%%" % (100 * cpp["limit_fraction"]) if cpp else "-", same]
     print(" ".join(form % cell for (_, form), cell in zip(COLUMNS, cells)), flush=flush)
 
 
@@ -805,6 +817,15 @@ def main():
                                           "status": failure.status, "stderr": failure.stderr[-4000:]})
         results["tables"][isa] = rows
         phases["measure_%s_s" % isa] = time.perf_counter() - start
+        # The copy again after the rows; the better of the two measures the machine.
+        later = {1: copy_bandwidth(1), 2: copy_bandwidth(2)}
+        print("memory bandwidth again after the rows: %.1f GB/s in one process, %.1f GB/s in two (the better of each "
+              "kept for the limits)" % (later[1] / 1e9, later[2] / 1e9), flush=True)
+        results.setdefault("bandwidth_after_bytes_per_s", {})[isa] = later
+        bandwidths = {n: max(bandwidths[n], later[n]) for n in bandwidths}
+        results["bandwidth_bytes_per_s"] = bandwidths
+        for row in rows:
+            set_limits(row, bandwidths)
         print("\n%s, %s; modelc's kernels: %s" % (cpu, ", ".join(f for f, v in flags.items() if v), isa))
         print(HEADER)
         for row in rows:
