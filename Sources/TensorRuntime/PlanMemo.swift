@@ -10,8 +10,9 @@ import SystemIO
 ///
 /// An operation's record is taken only when it is found at the same value
 /// number, with inputs of the same types, shapes and constants (the same
-/// objects, or equal values) and the same matrix stacks, on as many
-/// threads. Operations with effects (states, random numbers) and nested
+/// objects, or equal values; any constant of that type and shape where the
+/// operation reads it only at run time, `OperationDefinition.readAtRunTime`)
+/// and the same matrix stacks, on as many threads. Operations with effects (states, random numbers) and nested
 /// blocks are always planned.
 final class PlanMemo: Sendable {
     /// One operation's part of a plan (shared by reference: a decoder's
@@ -57,7 +58,7 @@ final class PlanMemo: Sendable {
         var constant: Tensor?
         var stack: MatrixStack?
         /// A constant the operation reads only at run time (`OperationDefinition.readAtRunTime`): any constant of
-        /// this type and shape will do (`constant` is then `nil`).
+        /// this type and shape will do.
         var anyConstant = false
 
         static let missing = Input(id: Int.min, type: .float32, storage: .float32, shape: [], constant: nil, stack: nil)
@@ -80,7 +81,7 @@ final class PlanMemo: Sendable {
 
 extension Planner {
     /// What `op` reads, for `PlanMemo`: each argument's value as it is now;
-    /// a constant the operation reads at run time only (`readAtRunTime`) by its type and shape.
+    /// a constant the operation reads at run time only (`readAtRunTime`) to be matched by its type and shape.
     func memoInputs(of op: GraphOperation, readAtRunTime: Set<String>) -> [PlanMemo.Input] {
         // The same operation's arguments are in the same order at every plan.
         var inputs: [PlanMemo.Input] = []
@@ -88,10 +89,7 @@ extension Planner {
         for (parameter, arguments) in op.arguments {
             for argument in arguments {
                 var input = memoInput(argument)
-                if input.id >= 0, input.constant != nil, !readAtRunTime.isEmpty, readAtRunTime.contains(parameter) {
-                    input.constant = nil
-                    input.anyConstant = true
-                }
+                input.anyConstant = input.id >= 0 && input.constant != nil && !readAtRunTime.isEmpty && readAtRunTime.contains(parameter)
                 inputs.append(input)
             }
         }

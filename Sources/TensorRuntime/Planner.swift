@@ -283,7 +283,7 @@ final class Planner {
         var inputs = memoInputs(of: op, readAtRunTime: definition.readAtRunTime)
         try plan(op, definition)
         // Folded (no step left): its outputs are constants made from its inputs' elements, which then matter.
-        if steps.count == firstStep, !definition.readAtRunTime.isEmpty { inputs = memoInputs(of: op, readAtRunTime: []) }
+        if steps.count == firstStep { for position in inputs.indices { inputs[position].anyConstant = false } }
         let ids = firstValue..<values.count
         made[index] = PlanMemo.Record(
             type: op.type, threads: threads, firstValue: firstValue, inputs: inputs, values: Array(values[ids]), steps: Array(steps[firstStep...]),

@@ -8,8 +8,7 @@
 /// - the rotary embedding in the half-split convention,
 ///   `x · cos + concat(−x[…, h:], x[…, :h]) · sin`, written as two
 ///   `slice_by_index`, a `mul` by −1, a `concat`, two `mul` and an `add`
-///   (seven), becomes one `rotary_embedding`.
-///
+///   (seven), becomes one `rotary_embedding`;
 /// - the SwiGLU gate, `mul(silu(x), y)`, becomes one `silu_mul`;
 /// - a grouped-query decoder's key/value heads repeated for its query heads
 ///   (`repeat_interleave` over the heads of `[1, kv, S, d]`, which `ct.convert`
@@ -83,6 +82,13 @@ enum DecoderFusion {
         return (x, y)
     }
 
+    /// The operand of a binary operation's `operands` beside the one reading value `name`; `nil` when neither reads it.
+    private static func operand(besides name: String, of operands: (x: GraphArgument, y: GraphArgument)) -> GraphArgument? {
+        if case .value(let read) = operands.x, read == name { return operands.y }
+        if case .value(let read) = operands.y, read == name { return operands.x }
+        return nil
+    }
+
     private static func isScalar(_ tensor: Tensor?, _ value: Double) -> Bool {
         guard let tensor, tensor.type.isFloat, tensor.count == 1 else { return false }
         return tensor.scalar == value
@@ -110,9 +116,7 @@ enum DecoderFusion {
               scale.outputs.count == 1
         else { return false }
         // mul(x, r) in either order, reading the same x the square read.
-        let otherOperand: GraphArgument
-        if case .value(let name) = scaleOperands.y, name == rName { otherOperand = scaleOperands.x } else { otherOperand = scaleOperands.y }
-        guard case .value(let scaled) = otherOperand, scaled == x else { return false }
+        guard case .value(let scaled)? = operand(besides: rName, of: scaleOperands), scaled == x else { return false }
         var arguments: [String: [GraphArgument]] = ["x": [.value(x)], "epsilon": [.constant(epsilon)]]
         if let e = graph.constant(rsqrt, "epsilon") { arguments["rsqrt_epsilon"] = [.constant(e)] }
         var removed = [powIndex, meanIndex, addIndex, index, scaleIndex]
@@ -120,9 +124,8 @@ enum DecoderFusion {
         // Then mul(·, weight) by a constant vector along the last axis, in either order.
         let scaledName = scale.outputs[0].name
         if graph.isPrivate(scaledName), let weightIndex = graph.readers(of: scaledName).first, let weighting = graph.operation(at: weightIndex),
-           weighting.type == "mul", weighting.outputs.count == 1, let weightOperands = operands(weighting) {
-            let weightArgument: GraphArgument
-            if case .value(let name) = weightOperands.x, name == scaledName { weightArgument = weightOperands.y } else { weightArgument = weightOperands.x }
+           weighting.type == "mul", weighting.outputs.count == 1, let weightOperands = operands(weighting),
+           let weightArgument = operand(besides: scaledName, of: weightOperands) {
             if let weight = graph.constant(weightArgument), weight.type.isFloat, weight.shape.dropLast().allSatisfy({ $0 == 1 }) {
                 arguments["weight"] = [.constant(weight)]
                 removed.append(weightIndex)
@@ -188,10 +191,7 @@ enum DecoderFusion {
                       let highBounds = lastAxisSlice(graph, high), highBounds.begin == half, highBounds.end == nil
                 else { continue }
                 // mul(x, cos) in either order, with the same x.
-                let cos: GraphArgument
-                if case .value(let name) = plainOperands.x, name == x { cos = plainOperands.y }
-                else if case .value(let name) = plainOperands.y, name == x { cos = plainOperands.x }
-                else { continue }
+                guard let cos = operand(besides: x, of: plainOperands) else { continue }
                 let arguments: [String: [GraphArgument]] = [
                     "x": [.value(x)], "cos": [cos], "sin": [sin], "half": [.constant(Tensor(ints: [Int32(half)], shape: []))],
                 ]
