@@ -112,7 +112,8 @@ let package = Package(
         .target(name: "CWinograd", dependencies: ["CCPUFeatures", "COpenBLAS"], cSettings: [.unsafeFlags(["-O2"])]),
         // Products and decoding over weights kept as stored (int4/int8 codes with scales, tables, halves): AVX2 / AVX-512.
         .target(name: "CWeightKernels", dependencies: ["CCPUFeatures"], cSettings: [.unsafeFlags(["-O2"])]),
-        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWeightKernels", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"]),
+        .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWeightKernels", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"],
+                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
         .target(name: "ImageDecoding", dependencies: ["CJPEG", "CVips", "ModelFeatures", "SystemIO"]),
         // Opens a model, prepares its engines (pipelines included) and runs predictions.

@@ -131,9 +131,23 @@ enum AttentionOperations: OperationFamily {
 
     /// The element offset (in matrices) of each batch index for broadcast strides.
     private static func offsets(_ batch: [Int], _ strides: [Int]) -> [Int] {
-        var result: [Int] = []
-        Shapes.forEachIndex(batch) { index in result.append(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 }) }
-        return result.isEmpty ? [0] : result
+        // Row-major over the batch, each axis's offset stepped by its stride (planned at every decoder step).
+        let count = batch.reduce(1, *)
+        guard count > 0 else { return [0] }
+        var result = [Int](repeating: 0, count: count), index = [Int](repeating: 0, count: batch.count), offset = 0
+        for position in 0..<count {
+            result[position] = offset
+            var axis = batch.count - 1
+            while axis >= 0 {
+                index[axis] += 1
+                offset += strides[axis]
+                if index[axis] < batch[axis] { break }
+                offset -= strides[axis] * index[axis]
+                index[axis] = 0
+                axis -= 1
+            }
+        }
+        return result
     }
 
     /// Where the mask's element for (batch, row, column) is: a batch's first

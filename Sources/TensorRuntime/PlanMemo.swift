@@ -64,7 +64,22 @@ final class PlanMemo: Sendable {
         static let missing = Input(id: Int.min, type: .float32, storage: .float32, shape: [], constant: nil, stack: nil)
     }
 
+    /// What a function's plan starts with after its inputs (ids from
+    /// `firstID`): its block's constants as values, and every name so far.
+    struct Start: Sendable {
+        let firstID: Int
+        let values: [PlanValue]
+        let names: [String: Int]
+    }
+
     private let records = Locked<[String: [Record?]]>([:])
+    private let starts = Locked<[String: Start]>([:])
+
+    /// The start of `function`'s plans, once one was made.
+    func start(of function: String) -> Start? { starts.withLock { $0[function] } }
+
+    /// Keeps `start` as `function`'s.
+    func keep(_ start: Start, of function: String) { starts.withLock { $0[function] = start } }
 
     /// The records of `function`'s last plan, by the operations' places in
     /// its block (`count` of them).

@@ -98,6 +98,7 @@ final class Planner {
             inputs[input.name] = id
             if input.type.isState { planner.stateInputs[input.name] = id }
         }
+        planner.addConstants(of: function, memo: memo)
         try planner.run(function.block, staging: staging)
         if let stop = planner.stop { return planner.staged(function, at: stop, inputs: inputs) }
         var outputs: [String: Int] = [:]
@@ -174,10 +175,28 @@ final class Planner {
         try plan(op)
     }
 
-    private func run(_ block: GraphBlock, staging: Bool) throws(RuntimeError) {
+    /// Adds the constants of `function`'s block as values, after its inputs:
+    /// from `memo` where it holds them (the same values and names at every
+    /// plan — a decoder's 200M program has thousands, each a name to hash),
+    /// else one by one, kept there for the next plan.
+    private func addConstants(of function: GraphFunction, memo: PlanMemo?) {
+        let block = function.block
+        if let start = memo?.start(of: function.name), start.firstID == values.count, start.values.count == block.constants.count {
+            values.append(contentsOf: start.values)
+            names = start.names
+            return
+        }
+        let firstID = values.count
         for (name, constant) in block.constants where names[name] == nil {
             names[name] = add(type: constant.type, shape: constant.shape, constant: constant)
         }
+        // Kept only where every constant has a value of its own (a name both an input and a constant keeps the input).
+        if values.count - firstID == block.constants.count {
+            memo?.keep(PlanMemo.Start(firstID: firstID, values: Array(values[firstID...]), names: names), of: function.name)
+        }
+    }
+
+    private func run(_ block: GraphBlock, staging: Bool) throws(RuntimeError) {
         for (index, op) in block.operations.enumerated() {
             if op.type == "classify" {
                 try classify(op)
@@ -265,19 +284,20 @@ final class Planner {
     /// Plans `op`, operation `index` of the function's block when given:
     /// from its record of the last plan where that fits (`PlanMemo`).
     private func plan(_ op: GraphOperation, index: Int? = nil) throws(RuntimeError) {
+        let firstValue = values.count, firstStep = steps.count
+        // Only operations without effects or nested blocks have records (so the registry is not asked again).
+        if memoizes, let index, nesting == 0, let record = previous[index], record.type == op.type, record.threads == threads,
+           record.firstValue == firstValue, memoInputs(of: op, match: record.inputs) {
+            replay(record, of: op)
+            made[index] = record
+            reused += 1
+            return
+        }
         guard let definition = OperationRegistry.definition(op.type) else {
             throw .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: "modelc does not run this ML program operation yet")
         }
         guard memoizes, let index, nesting == 0, !definition.hasEffects, op.blocks.isEmpty else {
             try plan(op, definition)
-            return
-        }
-        let firstValue = values.count, firstStep = steps.count
-        if let record = previous[index], record.type == op.type, record.threads == threads, record.firstValue == firstValue,
-           memoInputs(of: op, match: record.inputs) {
-            replay(record, of: op)
-            made[index] = record
-            reused += 1
             return
         }
         var inputs = memoInputs(of: op, readAtRunTime: definition.readAtRunTime)
@@ -581,15 +601,43 @@ final class Planner {
     /// lie (`MatrixStack`).
     private func removeUnreadCopies(outputs: [String: Int]) {
         guard steps.contains(where: \.unreadRemovable) else { return }
-        var needed = Set(outputs.values.map(aliasRoot)).union(readsInNestedBlocks.map(aliasRoot))
-        if let classification { needed.insert(aliasRoot(classification.probabilities)) }
+        // By root id: a decoder's step plan walks every step here, and hashing the ids showed.
+        var needed = [Bool](repeating: false, count: values.count)
+        for id in outputs.values { needed[aliasRoot(id)] = true }
+        for id in readsInNestedBlocks { needed[aliasRoot(id)] = true }
+        if let classification { needed[aliasRoot(classification.probabilities)] = true }
         var kept: [PlanStep] = []
+        kept.reserveCapacity(steps.count)
         for step in steps.reversed() {
-            if step.unreadRemovable, !step.writes.contains(where: { needed.contains(aliasRoot($0)) }) { continue }
-            needed.formUnion(step.reads.map(aliasRoot))
+            if step.unreadRemovable, !step.writes.contains(where: { needed[aliasRoot($0)] }) { continue }
+            for id in step.reads { needed[aliasRoot(id)] = true }
             kept.append(step)
         }
         steps = kept.reversed()
+    }
+
+    /// Value ids in groups (a step's values born or dying), each group in
+    /// the order given: two flat arrays, where an array per group cost an
+    /// allocation each at every plan (a decoder plans every step).
+    private struct Groups {
+        private var starts: [Int]
+        private var ids: [Int]
+
+        /// `ids` in groups `0 ..< groups`, by `group` (a counting sort).
+        init(_ ids: [Int], groups: Int, by group: (Int) -> Int) {
+            starts = [Int](repeating: 0, count: groups + 1)
+            for id in ids { starts[group(id) + 1] += 1 }
+            for index in 0..<groups { starts[index + 1] += starts[index] }
+            var next = starts
+            self.ids = [Int](repeating: 0, count: ids.count)
+            for id in ids {
+                let index = group(id)
+                self.ids[next[index]] = id
+                next[index] += 1
+            }
+        }
+
+        subscript(group: Int) -> ArraySlice<Int> { ids[starts[group]..<starts[group + 1]] }
     }
 
     private func finish(inputs: [String: Int], outputs: [String: Int]) -> TensorPlan {
@@ -640,12 +688,8 @@ final class Planner {
         // fills by copying), so those pages are neither zeroed nor touched (a 7B decoder's caches: 0.5 GB).
         let states = Set(stateInputs.values)
         let inArena = values.indices.filter { values[$0].constant == nil && aliasOf[$0] == nil && lastUse[$0] >= 0 && !states.contains($0) }
-        // Values by the step that makes them (the inputs before the first: index 0) and by their last one, in id order.
-        var born = [[Int]](repeating: [], count: end + 2), dies = [[Int]](repeating: [], count: end + 1)
-        for id in inArena {
-            born[firstDefinition[id] + 1].append(id)
-            dies[lastUse[id]].append(id)
-        }
+        // Values by the step that makes them (the inputs before the first: group 0) and by their last one, in id order.
+        let born = Groups(inArena, groups: end + 2) { firstDefinition[$0] + 1 }, dies = Groups(inArena, groups: end + 1) { lastUse[$0] }
         for id in born[0] { offsets[id] = allocate(size(id)) }
         for index in 0..<end {
             for id in born[index + 1] { offsets[id] = allocate(size(id)) }

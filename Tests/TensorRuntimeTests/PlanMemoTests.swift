@@ -96,4 +96,33 @@ struct PlanMemoTests {
             #expect(got == want, "position \(length)")
         }
     }
+
+    /// `function` with its scale a named constant of the block; with `shadowing`, also a constant named like the input y.
+    static func constantsFunction(shadowing: Bool) -> GraphFunction {
+        var block = Self.function.block
+        block.operations[0] = op("mul", "scaled", [1, 8], ["x": [.value("x")], "y": [.value("scale")]])
+        block.constants = ["scale": Tensor(floats: (0..<8).map { Float($0) * 0.5 - 1 }, shape: [8])]
+        if shadowing { block.constants["y"] = Tensor(floats: [9], shape: [1]) }
+        return GraphFunction(name: "main", inputs: Self.function.inputs, block: block)
+    }
+
+    @Test("the block's constants are taken from the memo at the same ids, unless a name is both an input and a constant (then added again)")
+    func constantsFromTheMemo() throws {
+        let x = (0..<8).map { Float($0) - 3 }
+        for shadowing in [false, true] {
+            let function = Self.constantsFunction(shadowing: shadowing), memo = PlanMemo()
+            let first = try Planner.plan(function, shapes: ["x": [1, 8], "y": [1, 3]], memo: memo)
+            #expect((memo.start(of: "main") != nil) == !shadowing)
+            for length in [5, 2] {
+                let y = (0..<length).map { Float($0) + 0.25 }
+                let memoized = try Planner.plan(function, shapes: ["x": [1, 8], "y": [1, length]], memo: memo)
+                #expect(memoized.values.count == first.values.count)
+                #expect(memoized.reusedOperations == 2)
+                let fresh = try Planner.plan(function, shapes: ["x": [1, 8], "y": [1, length]])
+                let got = try Self.run(memoized, x: x, y: y)
+                #expect(got == (try Self.run(fresh, x: x, y: y)))
+                #expect(got["stretched"] == x.enumerated().map { max(0, $0.element * (Float($0.offset) * 0.5 - 1)) * Float(length) })
+            }
+        }
+    }
 }
