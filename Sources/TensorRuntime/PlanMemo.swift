@@ -72,7 +72,23 @@ final class PlanMemo: Sendable {
         let names: [String: Int]
     }
 
-    private let records = Locked<[String: [Record?]]>([:])
+    /// Where planning an operation left the numbering of values: how many
+    /// there were after it, and the ids its outputs' names were bound to. While
+    /// every operation so far left the same as at the last plan, each name
+    /// stands for the same id as it did then, and a record's inputs are
+    /// compared by id without looking their names up.
+    struct Binding: Equatable, Sendable {
+        var end: Int
+        var outputs: [Int]
+    }
+
+    /// A function's last plan, by the operations' places in its block.
+    struct Last: Sendable {
+        var records: [Record?]
+        var bindings: [Binding?]
+    }
+
+    private let records = Locked<[String: Last]>([:])
     private let starts = Locked<[String: Start]>([:])
 
     /// The start of `function`'s plans, once one was made.
@@ -81,15 +97,16 @@ final class PlanMemo: Sendable {
     /// Keeps `start` as `function`'s.
     func keep(_ start: Start, of function: String) { starts.withLock { $0[function] = start } }
 
-    /// The records of `function`'s last plan, by the operations' places in
-    /// its block (`count` of them).
-    func records(of function: String, count: Int) -> [Record?] {
-        records.withLock { $0[function].flatMap { $0.count == count ? $0 : nil } } ?? Array(repeating: nil, count: count)
+    /// The records and bindings of `function`'s last plan, by the operations'
+    /// places in its block (`count` of them).
+    func last(of function: String, count: Int) -> Last {
+        records.withLock { $0[function].flatMap { $0.records.count == count ? $0 : nil } }
+            ?? Last(records: Array(repeating: nil, count: count), bindings: Array(repeating: nil, count: count))
     }
 
-    /// Keeps `made` as `function`'s records.
-    func keep(_ made: [Record?], of function: String) {
-        guard made.contains(where: { $0 != nil }) else { return }
+    /// Keeps `made` as `function`'s last plan.
+    func keep(_ made: Last, of function: String) {
+        guard made.records.contains(where: { $0 != nil }) else { return }
         records.withLock { $0[function] = made }
     }
 }
@@ -115,7 +132,7 @@ extension Planner {
     /// when it was planned), compared argument by argument and field by
     /// field where the values lie: most of a decoder's step is taken from its
     /// last plan, so its inputs are not gathered to be compared.
-    func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input]) -> Bool {
+    func memoInputs(of op: GraphOperation, match recorded: [PlanMemo.Input], numberingKept: Bool) -> Bool {
         // Read in place, each record's input and each value once: copying them cost reference counting, and each
         // access to the planner's values an exclusivity check.
         recorded.withUnsafeBufferPointer { recorded in
@@ -123,7 +140,8 @@ extension Planner {
                 var position = 0
                 for arguments in op.arguments.values {
                     for argument in arguments {
-                        guard position < recorded.count, matches(argument, recorded.baseAddress! + position, values) else { return false }
+                        guard position < recorded.count, matches(argument, recorded.baseAddress! + position, values, numberingKept: numberingKept)
+                        else { return false }
                         position += 1
                     }
                 }
@@ -132,13 +150,22 @@ extension Planner {
         }
     }
 
-    private func matches(_ argument: GraphArgument, _ recorded: UnsafePointer<PlanMemo.Input>, _ values: UnsafeBufferPointer<PlanValue>) -> Bool {
+    /// `numberingKept`: every name stands for the id it did at the last plan (`PlanMemo.Binding`), so the recorded id is the name's.
+    private func matches(_ argument: GraphArgument, _ recorded: UnsafePointer<PlanMemo.Input>, _ values: UnsafeBufferPointer<PlanValue>,
+                         numberingKept: Bool) -> Bool {
         switch argument {
         case .constant(let tensor):
             return recorded.pointee.id == -1 && recorded.pointee.constant == tensor
         case .value(let name):
-            guard let id = id(named: name) else { return recorded.pointee.id == Int.min }
-            guard recorded.pointee.id == id else { return false }
+            let id: Int
+            if numberingKept {
+                guard recorded.pointee.id >= 0 else { return recorded.pointee.id == Int.min }
+                id = recorded.pointee.id
+            } else {
+                guard let named = self.id(named: name) else { return recorded.pointee.id == Int.min }
+                guard recorded.pointee.id == named else { return false }
+                id = named
+            }
             let value = values.baseAddress! + id
             guard recorded.pointee.type == value.pointee.type, recorded.pointee.storage == value.pointee.storage,
                   recorded.pointee.shape == value.pointee.shape,

@@ -43,8 +43,10 @@ final class Planner {
     private let releasesMappedPages: Bool
 
     /// The operations' records of the function's last plan (`PlanMemo`), and this plan's.
-    private var previous: [PlanMemo.Record?] = []
-    private var made: [PlanMemo.Record?] = []
+    private var previous = PlanMemo.Last(records: [], bindings: [])
+    private var made = PlanMemo.Last(records: [], bindings: [])
+    /// Whether every name stands for the id it did at the function's last plan (`PlanMemo.Binding`).
+    private var numberingKept = false
     private var memoizes = false
     /// Operations taken from the memo rather than planned.
     private var reused = 0
@@ -76,8 +78,8 @@ final class Planner {
         if let memo {
             planner.memoizes = true
             let count = function.block.operations.count
-            planner.previous = memo.records(of: function.name, count: count)
-            planner.made = Array(repeating: nil, count: count)
+            planner.previous = memo.last(of: function.name, count: count)
+            planner.made = PlanMemo.Last(records: Array(repeating: nil, count: count), bindings: Array(repeating: nil, count: count))
         }
         defer { if planner.memoizes { memo?.keep(planner.made, of: function.name) } }
         let expected = function.inputs.count + function.block.operations.count * 2
@@ -184,6 +186,8 @@ final class Planner {
         if let start = memo?.start(of: function.name), start.firstID == values.count, start.values.count == block.constants.count {
             values.append(contentsOf: start.values)
             names = start.names
+            // The inputs' ids are their places, the constants' the start's: as at the last plan.
+            numberingKept = true
             return
         }
         let firstID = values.count
@@ -200,6 +204,7 @@ final class Planner {
         for (index, op) in block.operations.enumerated() {
             if op.type == "classify" {
                 try classify(op)
+                numberingKept = false
                 continue
             }
             guard staging else {
@@ -286,17 +291,29 @@ final class Planner {
     private func plan(_ op: GraphOperation, index: Int? = nil) throws(RuntimeError) {
         let firstValue = values.count, firstStep = steps.count
         // Only operations without effects or nested blocks have records (so the registry is not asked again).
-        if memoizes, let index, nesting == 0, let record = previous[index], record.type == op.type, record.threads == threads,
-           record.firstValue == firstValue, memoInputs(of: op, match: record.inputs) {
+        if memoizes, let index, nesting == 0, let record = previous.records[index], record.type == op.type, record.threads == threads,
+           record.firstValue == firstValue, memoInputs(of: op, match: record.inputs, numberingKept: numberingKept) {
             replay(record, of: op)
-            made[index] = record
+            made.records[index] = record
+            made.bindings[index] = PlanMemo.Binding(end: values.count, outputs: record.outputs)
+            numberingKept = numberingKept && made.bindings[index] == previous.bindings[index]
             reused += 1
             return
         }
         guard let definition = OperationRegistry.definition(op.type) else {
             throw .unsupportedLayer(layer: op.reportedName, kind: op.reportedType, reason: "modelc does not run this ML program operation yet")
         }
-        guard memoizes, let index, nesting == 0, !definition.hasEffects, op.blocks.isEmpty else {
+        guard memoizes, let index, nesting == 0 else {
+            try plan(op, definition)
+            return
+        }
+        defer {
+            // Nested blocks bind names of their own: the numbering is not followed through them.
+            let binding = PlanMemo.Binding(end: values.count, outputs: op.outputs.map { names[$0.name] ?? -1 })
+            made.bindings[index] = binding
+            numberingKept = numberingKept && op.blocks.isEmpty && binding == previous.bindings[index]
+        }
+        guard !definition.hasEffects, op.blocks.isEmpty else {
             try plan(op, definition)
             return
         }
@@ -305,7 +322,7 @@ final class Planner {
         // Folded (no step left): its outputs are constants made from its inputs' elements, which then matter.
         if steps.count == firstStep { for position in inputs.indices { inputs[position].anyConstant = false } }
         let ids = firstValue..<values.count
-        made[index] = PlanMemo.Record(
+        made.records[index] = PlanMemo.Record(
             type: op.type, threads: threads, firstValue: firstValue, inputs: inputs, values: Array(values[ids]), steps: Array(steps[firstStep...]),
             outputs: op.outputs.compactMap { names[$0.name] },
             aliases: ids.compactMap { id in aliasOf[id].map { (id, $0, aliasParent[id] ?? $0, aliasOffset[id]) } },
