@@ -94,10 +94,16 @@ final class OperationContext {
     /// computed from constants and shapes).
     func constant(_ key: String) throws(RuntimeError) -> Tensor? {
         guard let argument = op.arguments[key]?.first else { return nil }
-        // A constant given in place is itself: no plan value is made for it (a slice reads five at every plan).
-        if case .constant(let tensor) = argument { return tensor }
-        guard let constant = try resolve(argument).constant else { throw runTimeValueNeeded(key) }
-        return constant
+        // A constant given in place is itself: no plan value is made for it; a value's constant is read where the
+        // value lies, not copied and widened (a slice reads six parameters, at every decoder step's plan).
+        switch argument {
+        case .constant(let tensor):
+            return tensor
+        case .value(let name):
+            guard let id = planner.id(named: name) else { throw invalid("reads \"\(name)\", which nothing computes before it") }
+            guard let constant = planner.values[id].constant else { throw runTimeValueNeeded(key) }
+            return constant
+        }
     }
 
     /// The error for a parameter (`key`) that decides shapes but is computed
