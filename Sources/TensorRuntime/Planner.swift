@@ -179,7 +179,7 @@ final class Planner {
 
     /// Adds the constants of `function`'s block as values, after its inputs:
     /// from `memo` where it holds them (the same values and names at every
-    /// plan — a decoder's 200M program has thousands, each a name to hash),
+    /// plan — a 200M decoder's program has about a thousand, each a name to hash),
     /// else one by one, kept there for the next plan.
     private func addConstants(of function: GraphFunction, memo: PlanMemo?) {
         let block = function.block
