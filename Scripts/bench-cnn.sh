@@ -22,10 +22,9 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "bench-cnn: $venv is missing; run make bench (or make zoo) first" >&2
     exit 1
 fi
-bin=$(swift build -c release --show-bin-path)
-if [ ! -x "$bin/ModelcBenchmarks" ]; then
-    swift build -c release --product ModelcBenchmarks
-fi
+# Built every time (a no-op when nothing changed): a binary left from before a change would be measured otherwise.
+Scripts/swift.sh build -c release --product ModelcBenchmarks
+bin=$(Scripts/swift.sh build -c release --show-bin-path)
 mkdir -p "$work"
 # shellcheck disable=SC2086
 nice "$venv/bin/python" Scripts/bench_cnn.py build "$work" ${BENCH_CNN_MODELS:-}

@@ -16,10 +16,9 @@ cd "$(dirname "$0")/.."
 venv=${VENV:-.venv}
 work=.build/bench-overhead
 runs=${BENCH_OVERHEAD_RUNS:-500}
-bin=$(swift build -c release --show-bin-path)
-if [ ! -x "$bin/ModelcBenchmarks" ]; then
-    swift build -c release --product ModelcBenchmarks
-fi
+# Built every time (a no-op when nothing changed): a binary left from before a change would be measured otherwise.
+Scripts/swift.sh build -c release --product ModelcBenchmarks
+bin=$(Scripts/swift.sh build -c release --show-bin-path)
 if [ ! -e "$work/micro_program.json" ]; then
     nice "$venv/bin/python" Scripts/bench_overhead.py build "$work"
 fi

@@ -22,10 +22,9 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "bench-transformers: $venv is missing; run make bench (or make zoo) first" >&2
     exit 1
 fi
-bin=$(swift build -c release --show-bin-path)
-if [ ! -x "$bin/ModelcBenchmarks" ]; then
-    swift build -c release --product ModelcBenchmarks
-fi
+# Built every time (a no-op when nothing changed): a binary left from before a change would be measured otherwise.
+Scripts/swift.sh build -c release --product ModelcBenchmarks
+bin=$(Scripts/swift.sh build -c release --show-bin-path)
 mkdir -p "$work"
 nice "$venv/bin/python" Scripts/bench_transformers.py build "$work"
 "$venv/bin/python" Scripts/bench_transformers.py run "$work" "$bin/ModelcBenchmarks" "$runs" "$rounds"
