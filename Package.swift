@@ -112,6 +112,9 @@ let package = Package(
         .target(name: "CWinograd", dependencies: ["CCPUFeatures", "COpenBLAS"], cSettings: [.unsafeFlags(["-O2"])]),
         // Products and decoding over weights kept as stored (int4/int8 codes with scales, tables, halves): AVX2 / AVX-512.
         .target(name: "CWeightKernels", dependencies: ["CCPUFeatures"], cSettings: [.unsafeFlags(["-O2"])]),
+        // The tensor engine (graph, plan, kernels). Release builds leave out Swift's run-time exclusivity checks: a
+        // decoder plans every step, and they were 15 % of a plan's instructions (docs/runtime.md); the compiler's
+        // static checks stay, and debug and ThreadSanitizer builds keep the run-time ones.
         .target(name: "TensorRuntime", dependencies: ["CDNNL", "COpenBLAS", "CVectorMath", "CWeightKernels", "CWinograd", "CoreMLSchema", "ModelFeatures", "ModelSpec", "SystemIO"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // Decodes image files (libvips) and fits them to a size as Vision does.
