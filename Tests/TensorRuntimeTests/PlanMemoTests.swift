@@ -125,4 +125,31 @@ struct PlanMemoTests {
             }
         }
     }
+
+    /// `function` behind a `cond` on a constant (both branches rectify x): an operation with nested blocks is always
+    /// planned and binds names of its own, so the memo matches what follows it by name again.
+    static let branchedFunction: GraphFunction = {
+        var block = Self.function.block
+        let branch = { (name: String) in GraphBlock(operations: [op("relu", name, [1, 8], ["x": [.value("x")]])], outputs: [name], constants: [:]) }
+        let cond = GraphOperation(type: "cond", arguments: ["pred": [.constant(Tensor(ints: [1], shape: []))]],
+                                  outputs: [ConvolutionThreadingTests.value("branched", [1, 8])], blocks: [branch("taken"), branch("other")])
+        block.operations[0] = op("mul", "scaled", [1, 8], ["x": [.value("branched")], "y": block.operations[0].arguments["y"]!])
+        block.operations.insert(cond, at: 0)
+        return GraphFunction(name: "main", inputs: Self.function.inputs, block: block)
+    }()
+
+    @Test("after an operation with nested blocks the memo matches the operations that follow by name, and takes the unchanged ones")
+    func afterNestedBlocks() throws {
+        let memo = PlanMemo(), x = (0..<8).map { Float($0) - 3 }
+        _ = try Planner.plan(Self.branchedFunction, shapes: ["x": [1, 8], "y": [1, 3]], memo: memo)
+        for length in [6, 2] {
+            let y = (0..<length).map { Float($0) + 0.25 }
+            let memoized = try Planner.plan(Self.branchedFunction, shapes: ["x": [1, 8], "y": [1, length]], memo: memo)
+            // The cond is planned again; scaled and rectified are taken.
+            #expect(memoized.reusedOperations == 2)
+            let got = try Self.run(memoized, x: x, y: y)
+            #expect(got == (try Self.run(try Planner.plan(Self.branchedFunction, shapes: ["x": [1, 8], "y": [1, length]]), x: x, y: y)))
+            #expect(got["stretched"] == x.enumerated().map { max(0, max(0, $0.element) * (Float($0.offset) * 0.5 - 1)) * Float(length) })
+        }
+    }
 }
