@@ -50,6 +50,9 @@ final class Planner {
     private var memoizes = false
     /// Operations taken from the memo rather than planned.
     private var reused = 0
+    /// The types of the operations planned anew while the memo held a last plan (`TensorPlan.plannedAnew`).
+    private var plannedAnew: [String] = []
+    private var hasLastPlan = false
 
     init(threads: Int = 1, releasesMappedPages: Bool = true) {
         self.threads = max(1, threads)
@@ -79,6 +82,7 @@ final class Planner {
             planner.memoizes = true
             let count = function.block.operations.count
             planner.previous = memo.last(of: function.name, count: count)
+            planner.hasLastPlan = planner.previous.records.contains { $0 != nil }
             planner.made = PlanMemo.Last(records: Array(repeating: nil, count: count), bindings: Array(repeating: nil, count: count))
         }
         defer { if planner.memoizes { memo?.keep(planner.made, of: function.name) } }
@@ -112,6 +116,7 @@ final class Planner {
         }
         var plan = planner.finish(inputs: inputs, outputs: outputs)
         plan.reusedOperations = planner.reused
+        plan.plannedAnew = planner.plannedAnew
         return plan
     }
 
@@ -307,6 +312,7 @@ final class Planner {
             try plan(op, definition)
             return
         }
+        if hasLastPlan { plannedAnew.append(op.type) }
         defer {
             // Nested blocks bind names of their own: the numbering is not followed through them.
             let binding = PlanMemo.Binding(end: values.count, outputs: op.outputs.map { names[$0.name] ?? -1 })

@@ -618,7 +618,7 @@ public final class TensorEngine: PredictionEngine {
                 let started = TensorState.profiling ? TensorState.threadNanoseconds() : 0
                 let plan = try Planner.plan(lastRow?.function ?? function, shapes: shapes, threads: threads,
                                             releasingMappedPages: first, memo: memo)
-                if TensorState.profiling { TensorState.recordPlan(TensorState.threadNanoseconds() - started, reused: plan.reusedOperations) }
+                if TensorState.profiling { TensorState.recordPlan(TensorState.threadNanoseconds() - started, reused: plan.reusedOperations, anew: plan.plannedAnew) }
                 result = .success(plans.withLock { cache in
                     cache.inFlight[key] = nil
                     return cache.keep(PlanEntry(plan: plan), for: key)

@@ -155,6 +155,9 @@ struct TensorPlan: Sendable {
     var continuation: PlanContinuation?
     /// How many operations were taken as the function's last plan planned them (`PlanMemo`).
     var reusedOperations = 0
+    /// The types of the top-level operations planned anew where a last plan was there to take them from, in
+    /// order: a decoder's step, what follows the mask's length (`MODELC_PROFILE` prints them).
+    var plannedAnew: [String] = []
 
     struct Classification: Sendable {
         var probabilities: Int

@@ -15,8 +15,14 @@ extension TensorState {
     static func record(_ kind: String, _ nanoseconds: UInt64) { totals.withLock { $0[kind, default: 0] += nanoseconds } }
     /// Plans made, and the CPU time of the threads that made them (`MODELC_PROFILE`).
     static let planTimes = Locked<[(nanoseconds: UInt64, reused: Int)]>([])
-    /// A plan made in `nanoseconds` of its thread's CPU, `reused` of its operations taken from the last (`PlanMemo`).
-    static func recordPlan(_ nanoseconds: UInt64, reused: Int) { planTimes.withLock { $0.append((nanoseconds, reused)) } }
+    /// The types of the operations the last plan made with a last plan to take from planned anew.
+    static let lastPlannedAnew = Locked<[String]>([])
+    /// A plan made in `nanoseconds` of its thread's CPU, `reused` of its operations taken from the last (`PlanMemo`),
+    /// those of types `anew` planned again.
+    static func recordPlan(_ nanoseconds: UInt64, reused: Int, anew: [String]) {
+        planTimes.withLock { $0.append((nanoseconds, reused)) }
+        if !anew.isEmpty { lastPlannedAnew.withLock { $0 = anew } }
+    }
     static func dumpProfile() {
         let made = planTimes.withLock { $0 }
         if !made.isEmpty {
@@ -24,6 +30,12 @@ extension TensorState {
             let plans = made.map(\.nanoseconds).sorted(), total = plans.reduce(0, +)
             print(String(format: "plans %d cpu_ms %.1f per_plan_ms %.3f median_plan_ms %.3f reused_operations %d", plans.count, Double(total) / 1e6,
                          Double(total) / Double(plans.count) / 1e6, Double(plans[plans.count / 2]) / 1e6, made.map(\.reused).reduce(0, +)))
+        }
+        // What a decoder's step plans anew (what follows the mask's length), by type.
+        let anew = lastPlannedAnew.withLock { $0 }
+        if !anew.isEmpty {
+            let counts = Dictionary(anew.map { ($0, 1) }, uniquingKeysWith: +).sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+            print("planned_anew", anew.count, counts.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         for (kind, total) in totals.withLock({ $0 }).sorted(by: { $0.value > $1.value }) { print(kind, Double(total) / 1e6) }
         for (step, total) in stepTotals.withLock({ $0 }).sorted(by: { $0.value.order < $1.value.order }) {
