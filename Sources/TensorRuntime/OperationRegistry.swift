@@ -13,6 +13,10 @@ struct OperationDefinition: Sendable {
     let internalParameters: Set<String>
     /// Whether running it has an effect beyond its outputs (states): never folded.
     var hasEffects = false
+    /// Whether the plan memo may take its part of the function's last plan where it reads the same inputs: every
+    /// operation without effects, and one whose effect leaves its plan a function of its inputs alone (a view of a
+    /// state); never random numbers or control flow.
+    let replayable: Bool
     /// How its result relates to the layout of its operands (`ChannelsLastLayout`).
     let layout: LayoutBehavior
     /// Operands whose elements its plan never reads (only their type and
@@ -22,11 +26,12 @@ struct OperationDefinition: Sendable {
     let readAtRunTime: Set<String>
     let plan: @Sendable (OperationContext) throws(RuntimeError) -> Void
 
-    init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false, layout: LayoutBehavior = .fixed,
-         readAtRunTime: [String] = [], plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
+    init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false, replayable: Bool? = nil,
+         layout: LayoutBehavior = .fixed, readAtRunTime: [String] = [], plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
         self.parameters = Set(parameters)
         self.internalParameters = Set(internalParameters)
         self.hasEffects = hasEffects
+        self.replayable = replayable ?? !hasEffects
         self.layout = layout
         self.readAtRunTime = Set(readAtRunTime)
         self.plan = plan

@@ -295,7 +295,7 @@ final class Planner {
     /// from its record of the last plan where that fits (`PlanMemo`).
     private func plan(_ op: GraphOperation, index: Int? = nil) throws(RuntimeError) {
         let firstValue = values.count, firstStep = steps.count
-        // Only operations without effects or nested blocks have records (so the registry is not asked again).
+        // Only replayable operations without nested blocks have records (so the registry is not asked again).
         if memoizes, let index, nesting == 0, let record = previous.records[index], record.type == op.type, record.threads == threads,
            record.firstValue == firstValue, memoInputs(of: op, match: record.inputs, numberingKept: numberingKept) {
             replay(record, of: op)
@@ -319,7 +319,7 @@ final class Planner {
             made.bindings[index] = binding
             numberingKept = numberingKept && op.blocks.isEmpty && binding == previous.bindings[index]
         }
-        guard !definition.hasEffects, op.blocks.isEmpty else {
+        guard definition.replayable, op.blocks.isEmpty else {
             try plan(op, definition)
             return
         }

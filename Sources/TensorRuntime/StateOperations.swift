@@ -25,8 +25,9 @@ enum StateOperations: OperationFamily {
 
     /// Operations only the engine's passes make (a program file naming one is refused).
     static let internalDefinitions: [String: OperationDefinition] = [
-        // A read_state after which nothing writes the state (Fusion/StateFusion.swift): its bytes, no copy.
-        "read_state_view": OperationDefinition(["input"], hasEffects: true) { context throws(RuntimeError) in
+        // A read_state after which nothing writes the state (Fusion/StateFusion.swift): its bytes, no copy. Its plan
+        // is an alias of the state's value, the same at every plan: the memo takes it (a decoder's step, 2 a layer).
+        "read_state_view": OperationDefinition(["input"], hasEffects: true, replayable: true) { context throws(RuntimeError) in
             let state = try context.storedInput("input")
             try context.alias(state, shape: state.shape)
         },
