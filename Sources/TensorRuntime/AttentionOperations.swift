@@ -69,7 +69,7 @@ enum AttentionOperations: OperationFamily {
                 throw context.invalid("mask \(mask.shape) does not broadcast to the scores' shape \(batch + [l, s])")
             }
             let strides = Shapes.broadcastStrides(mask.shape, to: combined)
-            maskLayout = MaskLayout(offsets: offsets(batch, Array(strides.dropLast(2))), row: strides[strides.count - 2],
+            maskLayout = MaskLayout(offsets: Shapes.offsets(batch, strides: Array(strides.dropLast(2))), row: strides[strides.count - 2],
                                     column: strides[strides.count - 1], isBool: !mask.isFloat)
         }
         let out = try context.output(batch + [l, ev])
@@ -101,9 +101,9 @@ enum AttentionOperations: OperationFamily {
         let scratch = context.scratch(.float32, shape: [workers * perWorker])
         let geometry = Geometry(l: l, s: s, e: e, ev: ev, block: block, blocksPerBatch: blocksPerBatch, scale: scale,
                                 keyTransposed: keyTransposed,
-                                query: offsets(batch, Shapes.broadcastStrides(qBatch, to: batch)).map { q.offsets[$0] },
-                                key: offsets(batch, Shapes.broadcastStrides(kBatch, to: batch)).map { k.offsets[$0] },
-                                value: offsets(batch, Shapes.broadcastStrides(vBatch, to: batch)).map { v.offsets[$0] },
+                                query: Shapes.offsets(batch, strides: Shapes.broadcastStrides(qBatch, to: batch)).map { q.offsets[$0] },
+                                key: Shapes.offsets(batch, strides: Shapes.broadcastStrides(kBatch, to: batch)).map { k.offsets[$0] },
+                                value: Shapes.offsets(batch, strides: Shapes.broadcastStrides(vBatch, to: batch)).map { v.offsets[$0] },
                                 mask: maskLayout, zeroFullyMaskedRows: zeroFullyMaskedRows,
                                 keyHalves: k.source.isNarrow, valueHalves: v.source.isNarrow, widenedAt: scoresPerWorker)
         // One query row (a decoder's step): the products are vector products, which need no oneDNN primitives
@@ -127,27 +127,6 @@ enum AttentionOperations: OperationFamily {
             }
             if failed.withLock({ $0 }) { throw failure }
         }
-    }
-
-    /// The element offset (in matrices) of each batch index for broadcast strides.
-    private static func offsets(_ batch: [Int], _ strides: [Int]) -> [Int] {
-        // Row-major over the batch, each axis's offset stepped by its stride (planned at every decoder step).
-        let count = batch.reduce(1, *)
-        guard count > 0 else { return [0] }
-        var result = [Int](repeating: 0, count: count), index = [Int](repeating: 0, count: batch.count), offset = 0
-        for position in 0..<count {
-            result[position] = offset
-            var axis = batch.count - 1
-            while axis >= 0 {
-                index[axis] += 1
-                offset += strides[axis]
-                if index[axis] < batch[axis] { break }
-                offset -= strides[axis] * index[axis]
-                index[axis] = 0
-                axis -= 1
-            }
-        }
-        return result
     }
 
     /// Where the mask's element for (batch, row, column) is: a batch's first

@@ -62,6 +62,18 @@ enum Shapes {
         }
     }
 
+    /// The offset of every multi-index of `shape`, row-major, for `strides`
+    /// (0 along a broadcast axis); `[0]` for a shape with no elements.
+    static func offsets(_ shape: [Int], strides: [Int]) -> [Int] {
+        var result: [Int] = []
+        result.reserveCapacity(shape.reduce(1, *))
+        let step = strides.last ?? 0
+        walk(shape, [strides]) { _, offsets, run in
+            for k in 0..<run { result.append(offsets[0] + k * step) }
+        }
+        return result.isEmpty ? [0] : result
+    }
+
     /// Calls `body` with every multi-index of `shape`, row-major.
     static func forEachIndex(_ shape: [Int], _ body: ([Int]) -> Void) {
         let count = shape.reduce(1, *)

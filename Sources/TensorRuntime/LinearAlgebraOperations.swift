@@ -112,7 +112,7 @@ enum LinearAlgebraOperations: OperationFamily {
         defer { if activation != nil || residual != nil { addAfter(context, out: out, shape: shape, activation: activation, residual: residual) } }
         let batches = batch.reduce(1, *)
         let xStrides = Shapes.broadcastStrides(xBatch, to: batch), yStrides = Shapes.broadcastStrides(yBatch, to: batch)
-        let xOffsets = offsets(batch, xStrides), yOffsets = offsets(batch, yStrides)
+        let xOffsets = Shapes.offsets(batch, strides: xStrides), yOffsets = Shapes.offsets(batch, strides: yStrides)
         let a = x.id, b = y.id, biasID = bias?.id, biasCount = bias?.count ?? 0
         // Work for several threads: the products of a batch, or row blocks of one large product.
         let workers = min(context.threads, batches > 1 ? batches : (tx ? 1 : max(1, m / 16)))
@@ -489,13 +489,6 @@ enum LinearAlgebraOperations: OperationFamily {
                 for k in 0..<n { target[o + k] += addend[offsets[0] + k * step] }
             }
         }
-    }
-
-    /// The element offset (in matrices) of each batch index for broadcast strides.
-    private static func offsets(_ batch: [Int], _ strides: [Int]) -> [Int] {
-        var result: [Int] = []
-        Shapes.forEachIndex(batch) { index in result.append(zip(index, strides).reduce(0) { $0 + $1.0 * $1.1 }) }
-        return result.isEmpty ? [0] : result
     }
 
     /// Two-operand einsum: operands transposed so that batch, free and

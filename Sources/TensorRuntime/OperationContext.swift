@@ -37,10 +37,14 @@ final class OperationContext {
     private func stored(_ argument: GraphArgument) throws(RuntimeError) -> PlanValue {
         switch argument {
         case .constant(let tensor): return planner.constantValue(tensor)
-        case .value(let name):
-            guard let value = planner.value(named: name) else { throw invalid("reads \"\(name)\", which nothing computes before it") }
-            return value
+        case .value(let name): return planner.values[try id(of: name)]
         }
+    }
+
+    /// The id of the value `name` stands for; an error naming it where nothing computed it.
+    private func id(of name: String) throws(RuntimeError) -> Int {
+        guard let id = planner.id(named: name) else { throw invalid("reads \"\(name)\", which nothing computes before it") }
+        return id
     }
 
     /// Threads a kernel may use within one prediction.
@@ -100,8 +104,7 @@ final class OperationContext {
         case .constant(let tensor):
             return tensor
         case .value(let name):
-            guard let id = planner.id(named: name) else { throw invalid("reads \"\(name)\", which nothing computes before it") }
-            guard let constant = planner.values[id].constant else { throw runTimeValueNeeded(key) }
+            guard let constant = planner.values[try id(of: name)].constant else { throw runTimeValueNeeded(key) }
             return constant
         }
     }

@@ -12,8 +12,9 @@ import SystemIO
 /// number, with inputs of the same types, shapes and constants (the same
 /// objects, or equal values; any constant of that type and shape where the
 /// operation reads it only at run time, `OperationDefinition.readAtRunTime`)
-/// and the same matrix stacks, on as many threads. Operations with effects (states, random numbers) and nested
-/// blocks are always planned, but for those whose plan is a function of their inputs alone
+/// and the same matrix stacks, on as many threads. Operations with effects
+/// (states, random numbers) and nested blocks are always planned, but for
+/// those whose plan is a function of their inputs alone
 /// (`OperationDefinition.replayable`: a view of a state).
 final class PlanMemo: Sendable {
     /// One operation's part of a plan (shared by reference: a decoder's

@@ -298,10 +298,10 @@ final class Planner {
         // Only replayable operations without nested blocks have records (so the registry is not asked again).
         if memoizes, let index, nesting == 0, let record = previous.records[index], record.type == op.type, record.threads == threads,
            record.firstValue == firstValue, memoInputs(of: op, match: record.inputs, numberingKept: numberingKept) {
+            // A record binds its outputs as it did where it was made: the numbering stays as it was.
             replay(record, of: op)
             made.records[index] = record
             made.bindings[index] = PlanMemo.Binding(end: values.count, outputs: record.outputs)
-            numberingKept = numberingKept && made.bindings[index] == previous.bindings[index]
             reused += 1
             return
         }
