@@ -140,6 +140,8 @@ import Testing
             #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
             // The one worker is held until released: both generations wait in the queue.
             let gate = DispatchSemaphore(value: 0)
+            // A test cut short (by its time limit) still frees the worker: the service's shutdown waits for it.
+            defer { gate.signal() }
             _ = service.scheduler.enqueue(path: "held") { _ in gate.wait() }
             while service.scheduler.inFlight == 0 { try await Task.sleep(for: .milliseconds(1)) }
             for path in [Self.stream, Self.generate] {
@@ -296,6 +298,8 @@ import Testing
             let body = #"{"input_ids":[50],"max_tokens":1}"#
             // The one worker is held by a task until released; one more fills the queue.
             let gate = DispatchSemaphore(value: 0)
+            // A test cut short (by its time limit) still frees the worker: the service's shutdown waits for it.
+            defer { gate.signal() }
             _ = service.scheduler.enqueue(path: "held") { _ in gate.wait() }
             while service.scheduler.inFlight == 0 { try await Task.sleep(for: .milliseconds(1)) }
             _ = service.scheduler.enqueue(path: "queued") { _ in }
