@@ -5,9 +5,12 @@
 // 1/256 of that: about 15 bits, some thirty times finer than the fp16
 // rounding the program itself makes). The codes are multiplied with h and l
 // by integer dot-product instructions (`vpdpbusd` on AVX-512 VNNI,
-// `vpmaddubsw` then `vpmaddwd` on AVX-512 BW and AVX2 for 4-bit codes), 64 or
-// 32 codes per instruction, where the float loops widen and multiply 16 at a
-// time. Only fp16 programs' weights ask for it (`quantize_inputs`);
+// `vpmaddubsw` then `vpmaddwd` on AVX-512 BW), 64 codes per instruction, where
+// the float loops widen and multiply 16 at a time. AVX2 has no instruction
+// that multiplies and adds 8-bit pairs into 32 bits (two per part made four
+// multiplies per 32 codes, the step's bound there): it takes n whole, as
+// 16-bit integers, against the codes widened to 16 bits, two `vpmaddwd` per
+// 32 codes. Only fp16 programs' weights ask for it (`quantize_inputs`);
 // docs/runtime.md has the measurements.
 //
 // The codes are read as unsigned u (signed codes: u = q + 2^(bits−1), by
@@ -33,6 +36,10 @@
 typedef struct {
     int8_t *high;
     int8_t *low;
+    /// AVX2: n = 256 h + l whole, per block of 32 inputs its 16 even-numbered then its 16 odd-numbered (in `high`'s memory).
+    int16_t *whole;
+    /// AVX2: per block of 32 inputs, the weight scale of the row being multiplied times the input's step.
+    float *factors;
     /// Per block of 32 inputs: d = max|x| / (127 · 256), and d · Σ n (the block's sum as rounded).
     float *step;
     float *sum;
@@ -63,31 +70,32 @@ AVX512 static inline __m512 group_factors(const integer_input *input, const floa
     return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair));
 }
 
-/// AVX2: one group is one block of 32 inputs.
+/// AVX2: one group is one block of 32 inputs, n = 256 h + l kept whole as 16-bit integers (|n| ≤ 127 · 256 + 128).
 AVX2 static int round_input_avx2(const float *x, long columns, integer_input *input) {
-    // Within each 128-bit lane: the even-numbered bytes, then the odd-numbered.
-    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
-                                           0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    // Within each 128-bit lane of 8 integers: the even-numbered, then the odd-numbered.
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     for (long b = 0; b < columns / 32; b++) {
         __m256 values[4];
         float biggest;
         if (!block32_avx2(x + b * 32, values, &biggest)) return 0;
         const __m256 scale = _mm256_set1_ps(block_scale(biggest)), fraction = _mm256_set1_ps(256);
-        __m256i high[4], low[4], total = _mm256_setzero_si256();
+        __m256i whole[4], total = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
             __m256 scaled = _mm256_mul_ps(values[i], scale);
-            high[i] = _mm256_cvtps_epi32(scaled);
-            low[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(scaled, _mm256_cvtepi32_ps(high[i])), fraction));
-            total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_slli_epi32(high[i], 8), low[i]));
+            __m256i high = _mm256_cvtps_epi32(scaled);
+            __m256i low = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(scaled, _mm256_cvtepi32_ps(high)), fraction));
+            whole[i] = _mm256_add_epi32(_mm256_slli_epi32(high, 8), low);
+            total = _mm256_add_epi32(total, whole[i]);
         }
-        // Bytes with saturation (a remainder of exactly 128 becomes 127), in order, then evens before odds.
-        __m256i h = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(high[0], high[1]), _mm256_packs_epi32(high[2], high[3])), order);
-        __m256i l = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(low[0], low[1]), _mm256_packs_epi32(low[2], low[3])), order);
-        h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(h, split), 0xD8);
-        l = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(l, split), 0xD8);
-        _mm256_storeu_si256((__m256i *)(input->high + b * 32), h);
-        _mm256_storeu_si256((__m256i *)(input->low + b * 32), l);
+        // In order (packing interleaves the lanes; the quads put them back), then evens before odds within each
+        // lane, then the quads gathered: inputs 0–15 as [evens | odds], and 16–31 the same.
+        __m256i first = _mm256_permute4x64_epi64(_mm256_packs_epi32(whole[0], whole[1]), 0xD8);
+        __m256i second = _mm256_permute4x64_epi64(_mm256_packs_epi32(whole[2], whole[3]), 0xD8);
+        first = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(first, split), 0xD8);
+        second = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(second, split), 0xD8);
+        _mm256_storeu_si256((__m256i *)(input->whole + b * 32), _mm256_permute2x128_si256(first, second, 0x20));
+        _mm256_storeu_si256((__m256i *)(input->whole + b * 32 + 16), _mm256_permute2x128_si256(first, second, 0x31));
         __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
         t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
         t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
@@ -180,34 +188,50 @@ AVX2 static float correction(const modelc_packed_matrix *m, const integer_input 
     return total;
 }
 
-/// AVX2: 32 codes (one input block) per step.
-AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, integer_input *input, float *y, long first_row, long row_count) {
-    const long columns = m->columns, per_row = columns / m->block_columns;
-    const __m128i nibble = _mm_set1_epi8(0x0F), flip = _mm_set1_epi8(m->is_signed ? (char)0x88 : 0);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (long r = first_row; r < first_row + row_count; r++) {
-        const uint8_t *bytes = m->codes + r * columns / 2;
-        const long row_block = (r / m->block_rows) * per_row;
-        const float *scales = row_scales(m, input, row_block), *offsets = m->offset ? m->offset + row_block : NULL;
-        __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
-        for (long b = 0; b < columns / 32; b++) {
-            __m128i raw = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(bytes + b * 16)), flip);
-            __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), nibble), _mm_and_si128(raw, nibble));
-            __m256i high = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)(input->high + b * 32))), ones);
-            __m256i low = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)(input->low + b * 32))), ones);
-            __m256 products = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(high, 8), low));
-            __m256 factor = _mm256_set1_ps(scales[input->weight_block[b]] * input->step[b]);
-            if (b & 1) odd = _mm256_fmadd_ps(products, factor, odd);
-            else even = _mm256_fmadd_ps(products, factor, even);
-        }
-        y[r - first_row] = sum8(_mm256_add_ps(even, odd)) - correction(m, input, scales, offsets);
-    }
-}
-
 /// How far ahead of the codes being multiplied a row's loop asks for its
 /// bytes: the hardware prefetchers stop at each 4 KiB page, the loop does
 /// not (a 4096 × 11008 int4 product on one thread, 945 → 830 µs).
 #define PREFETCH_AHEAD 8192
+
+/// AVX2: 32 codes (one input block) per step, two steps at a time on two sums. A block's 16 bytes widened to
+/// 16 bits hold an even-numbered code in each low nibble and the next in the high one: the codes of even and of odd
+/// columns, against the input's 16 evens and 16 odds (`whole`).
+AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, integer_input *input, float *y, long first_row, long row_count) {
+    const long columns = m->columns, per_row = columns / m->block_columns, blocks = columns / 32, per_block = m->block_columns / 32;
+    const __m256i nibble = _mm256_set1_epi16(0x0F);
+    const __m128i flip = _mm_set1_epi8(m->is_signed ? (char)0x88 : 0);
+    const int16_t *whole = input->whole;
+    for (long r = first_row; r < first_row + row_count; r++) {
+        const uint8_t *bytes = m->codes + r * columns / 2;
+        const long row_block = (r / m->block_rows) * per_row;
+        const float *scales = row_scales(m, input, row_block), *offsets = m->offset ? m->offset + row_block : NULL;
+        // Each block's factor, the weight scale times the input step, once per row.
+        float *factors = input->factors;
+        long b = 0;
+        if (per_block == 1) {
+            for (; b + 8 <= blocks; b += 8) _mm256_storeu_ps(factors + b, _mm256_mul_ps(_mm256_loadu_ps(scales + b), _mm256_loadu_ps(input->step + b)));
+        }
+        for (; b < blocks; b++) factors[b] = scales[b / per_block] * input->step[b];
+        __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+#define MODELC_BLOCK_PRODUCT(b, sum)                                                                                              \
+        do {                                                                                                                      \
+            __m256i codes = _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(bytes + (b) * 16)), flip));   \
+            __m256i products = _mm256_add_epi32(                                                                                  \
+                _mm256_madd_epi16(_mm256_and_si256(codes, nibble), _mm256_loadu_si256((const __m256i *)(whole + (b) * 32))),      \
+                _mm256_madd_epi16(_mm256_srli_epi16(codes, 4), _mm256_loadu_si256((const __m256i *)(whole + (b) * 32 + 16))));    \
+            sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products), _mm256_broadcast_ss(factors + (b)), sum);                         \
+        } while (0)
+        for (b = 0; b + 2 <= blocks; b += 2) {
+            if ((b & 3) == 0) _mm_prefetch((const char *)(bytes + b * 16) + PREFETCH_AHEAD, _MM_HINT_T0);
+            MODELC_BLOCK_PRODUCT(b, even);
+            MODELC_BLOCK_PRODUCT(b + 1, odd);
+        }
+        if (b < blocks) MODELC_BLOCK_PRODUCT(b, even);
+#undef MODELC_BLOCK_PRODUCT
+        y[r - first_row] = sum8(_mm256_add_ps(even, odd)) - correction(m, input, scales, offsets);
+    }
+}
+
 
 /// The 64 codes of 32 bytes at `bytes` (read once, into both halves of the
 /// register) as unsigned bytes: the low nibbles, then the high nibbles, each
@@ -334,16 +358,17 @@ int modelc_packed_dot_rows_integer(const modelc_packed_matrix *m, const float *x
     const int level = modelc_cpu_level();
     const long group = level >= 3 ? 64 : 32, groups = (m->columns + group - 1) / group, blocks = groups * group / 32;
     const long weight_blocks = m->columns / m->block_columns, per_block = m->block_columns / 32;
-    // One allocation: the integers (64-byte aligned), then per input block its step, sum and weight block, then per weight block
-    // of a row the sums and the widened scales.
+    // One allocation: the integers (64-byte aligned; AVX2's 16-bit ones take both halves), then per input block its step, sum,
+    // weight block and factor, then per weight block of a row the sums and the widened scales.
     void *memory = NULL;
-    size_t bytes = (size_t)(2 * groups * group) + (size_t)blocks * (2 * sizeof(float) + sizeof(int32_t)) + (size_t)weight_blocks * 2 * sizeof(float);
+    size_t bytes = (size_t)(2 * groups * group) + (size_t)blocks * (3 * sizeof(float) + sizeof(int32_t)) + (size_t)weight_blocks * 2 * sizeof(float);
     if (posix_memalign(&memory, 64, bytes) != 0) return 0;
-    integer_input input = {.high = memory, .low = (int8_t *)memory + groups * group, .group = group, .groups = groups};
+    integer_input input = {.high = memory, .low = (int8_t *)memory + groups * group, .whole = memory, .group = group, .groups = groups};
     input.step = (float *)((int8_t *)memory + 2 * groups * group);
     input.sum = input.step + blocks;
     input.weight_block = (int32_t *)(input.sum + blocks);
-    input.weight_sum = (float *)(input.weight_block + blocks);
+    input.factors = (float *)(input.weight_block + blocks);
+    input.weight_sum = input.factors + blocks;
     input.row_scales = input.weight_sum + weight_blocks;
     input.scales_from = -1;
     int rounded = level >= 3 ? round_input_avx512(x, m->columns, &input, m->bits == 4) : round_input_avx2(x, m->columns, &input);
