@@ -15,7 +15,7 @@ struct OperationDefinition: Sendable {
     var hasEffects = false
     /// Whether the plan memo may take its part of the function's last plan where it reads the same inputs: every
     /// operation without effects, and one whose effect leaves its plan a function of its inputs alone (a view of a
-    /// state); never random numbers or control flow.
+    /// state, a write into one at a place read at run time); never random numbers or control flow.
     let replayable: Bool
     /// How its result relates to the layout of its operands (`ChannelsLastLayout`).
     let layout: LayoutBehavior

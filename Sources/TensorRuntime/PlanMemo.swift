@@ -15,7 +15,8 @@ import SystemIO
 /// and the same matrix stacks, on as many threads. Operations with effects
 /// (states, random numbers) and nested blocks are always planned, but for
 /// those whose plan is a function of their inputs alone
-/// (`OperationDefinition.replayable`: a view of a state).
+/// (`OperationDefinition.replayable`: a view of a state, a cache write whose
+/// offset is read at run time).
 final class PlanMemo: Sendable {
     /// One operation's part of a plan (shared by reference: a decoder's
     /// step takes most of its records from the step before).

@@ -32,9 +32,12 @@ enum StateOperations: OperationFamily {
             try context.alias(state, shape: state.shape)
         },
         // read_state → slice_update → write_state of one state (Fusion/StateFusion.swift): the update
-        // written into the state where it lives, rounded to fp16 when the program's cast back did that.
+        // written into the state where it lives, rounded to fp16 when the program's cast back did that. Where it
+        // writes (begin, end) is read at run time, so its plan is a function of its inputs' types and shapes: the
+        // memo takes it (a decoder's step writes its position's keys and values, 2 a layer, at another offset each).
         "update_state_slice": OperationDefinition(["state", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask",
-                                                   "round_to_half"], hasEffects: true) { context throws(RuntimeError) in
+                                                   "round_to_half"], hasEffects: true, replayable: true,
+                                                  readAtRunTime: ["begin", "end"]) { context throws(RuntimeError) in
             try updateSlice(context)
         },
     ]
@@ -51,9 +54,10 @@ enum StateOperations: OperationFamily {
     }
 
     /// Writes `update` into the slice of state `state` that begin, end,
-    /// stride and the masks select (`slice_update`'s parameters), in place;
-    /// a begin or end computed at run time (a cache position given as an
-    /// input) is read per prediction.
+    /// stride and the masks select (`slice_update`'s parameters), in place.
+    /// Begin and end are read per prediction, constants (folded from a
+    /// mask's shape) as computed ones (a cache position given as an input):
+    /// a slice they select that does not hold the update fails the prediction, naming the operation.
     private static func updateSlice(_ context: OperationContext) throws(RuntimeError) {
         let state = try context.storedInput("state"), update = try context.input("update")
         let begin = try context.input("begin"), end = try context.input("end")
@@ -83,12 +87,6 @@ enum StateOperations: OperationFamily {
                 }
                 next += n
             }
-        }
-        if begin.constant != nil, end.constant != nil {
-            let slice = try ShapeOperations.slice(context, state)
-            guard update.count == slice.shape.reduce(1, *) else { throw context.invalid("update \(update.shape) for a slice of \(slice.shape)") }
-            context.run(reads: [update], writes: [to]) { buffers in write(buffers, offset: slice.offset, strides: slice.strides, shape: slice.shape) }
-            return
         }
         let slice = try ShapeOperations.RunTimeSlice(context, shape: state.shape, begin: begin, end: end)
         let count = update.count

@@ -42,7 +42,7 @@ struct DecoderFusionTests {
     }
 
     /// What the next session's plans for every length (docs/runtime.md) rest on, and what keeps a step's plan short.
-    @Test("a step plans anew only what follows the mask's length: attention, its cache views and head repeats, the cache updates, the rotary tables' rows and the shape arithmetic folded from the mask")
+    @Test("a step plans anew only what follows the mask's length: attention, its cache views and head repeats, the rotary tables' rows and the shape arithmetic folded from the mask")
     func stepPlansAnew() async throws {
         var function = try await AttentionFusionTests.graph(Self.path)
         function.block = FusionPass.run(function.block)
@@ -53,10 +53,10 @@ struct DecoderFusionTests {
         }
         let plan = try #require(last)
         let anew = Dictionary(plan.plannedAnew.map { ($0, 1) }, uniquingKeysWith: +)
-        // Two layers: per layer one attention, two cache views (keys, values) and their head repeats and two cache
-        // updates; the rotary tables' rows (cos, sin) and the arithmetic from the mask's shape once. The state reads
-        // (views of the caches) are taken.
-        #expect(anew == ["scaled_dot_product_attention": 2, "slice_by_index": 4 + 2, "repeat_heads": 4, "update_state_slice": 4,
+        // Two layers: per layer one attention, two cache views (keys, values) and their head repeats; the rotary
+        // tables' rows (cos, sin) and the arithmetic from the mask's shape once. The state reads (views of the
+        // caches) and the cache updates (their offsets read at run time) are taken.
+        #expect(anew == ["scaled_dot_product_attention": 2, "slice_by_index": 4 + 2, "repeat_heads": 4,
                          "shape": 1, "cast": 2, "gather": 1, "sub": 1, "expand_dims": 2, "concat": 6],
                 "\(anew.sorted { $0.key < $1.key })")
         #expect(plan.reusedOperations + plan.plannedAnew.count == function.block.operations.count)

@@ -224,8 +224,9 @@ struct OperationCoverageTests {
 
     /// An operand the memo compares by type and shape only (`readAtRunTime`) must be one the operation
     /// takes, and one read at run time: never a parameter of an operation the memo does not take (always
-    /// planned). Of the operations with effects, the memo takes only views of a state (`replayable`).
-    @Test("operands declared read only at run time are parameters of an operation the memo takes; of those with effects it takes state views only")
+    /// planned). Of the operations with effects, the memo takes only views of a state and writes into one
+    /// whose place is read at run time (`replayable`).
+    @Test("operands declared read only at run time are parameters of an operation the memo takes; of those with effects it takes state views and slice writes only")
     func runTimeOperandsDeclared() throws {
         let tables = try OperationRegistry.merged(OperationRegistry.families)
         let all = tables.fileOperations.merging(tables.internalOperations, uniquingKeysWith: { first, _ in first })
@@ -237,7 +238,8 @@ struct OperationCoverageTests {
         }
         #expect(wrong == [])
         #expect(tables.internalOperations["rotary_embedding"]?.readAtRunTime == ["x", "cos", "sin"])
-        #expect(all.filter { $0.value.hasEffects && $0.value.replayable }.keys.sorted() == ["read_state_view"])
+        #expect(all.filter { $0.value.hasEffects && $0.value.replayable }.keys.sorted() == ["read_state_view", "update_state_slice"])
+        #expect(tables.internalOperations["update_state_slice"]?.readAtRunTime == ["begin", "end"])
         #expect(all.filter { !$0.value.hasEffects && !$0.value.replayable }.isEmpty)
     }
 

@@ -142,6 +142,58 @@ struct StateFusionTests {
         #expect(fused.1 == [0, 1.1, 0, 0, 0, -1.2, 0, 0])
     }
 
+    /// A decoder's step: the cache update's position is a constant folded from the mask's shape, another at each
+    /// step. The plan memo takes the update as the last plan made it (its position is read at run time), and it
+    /// writes where this plan's constant says.
+    @Test("a cache update at a constant position is taken from the last plan and writes at this plan's position; a position selecting the wrong size fails naming the update")
+    func constantPositionFromTheMemo() throws {
+        let memo = PlanMemo()
+        // The position from the shape of an input "m" [1, end], as a decoder's from its mask: begin [0, end - width], end [2, end].
+        let integers = ValueType(element: .int32, shape: [2])
+        let arithmetic = [
+            GraphOperation(type: "shape", arguments: ["x": [.value("m")]], outputs: [("sh", integers)], blocks: []),
+            GraphOperation(type: "sub", arguments: ["x": [.value("sh")], "y": [.value("w")]], outputs: [("b", integers)], blocks: []),
+            GraphOperation(type: "mul", arguments: ["x": [.value("sh")], "y": [.constant(Tensor(ints: [2, 1], shape: [2]))]],
+                           outputs: [("e", integers)], blocks: []),
+        ]
+        var block = FusionPass.run(Self.block(begin: .value("b"), end: .value("e")))
+        block.operations.insert(contentsOf: arithmetic, at: 0)
+        func run(column: Int32, width: Int32 = 1, memo: PlanMemo?) throws -> (outputs: [Float], reused: Int) {
+            var block = block
+            block.constants["w"] = Tensor(ints: [1, width], shape: [2])
+            let function = GraphFunction(name: width == 1 ? "main" : "wide", inputs: [("s", ValueType(element: .float32, shape: [2, 4], isState: true)),
+                                                               ("u", ValueType(element: .float32, shape: [2, 1])),
+                                                               ("m", ValueType(element: .float32, shape: nil))], block: block)
+            let plan = try Planner.plan(function, shapes: ["u": [2, 1], "m": [1, Int(column + width)]], memo: memo)
+            let state = TensorState(plan: plan)
+            let u = try #require(plan.inputs["u"]), o = try #require(plan.outputs["o"])
+            state.buffers.floats(u)[0] = Float(column) + 0.5
+            state.buffers.floats(u)[1] = -Float(column)
+            try state.run()
+            return (Array(UnsafeBufferPointer(start: state.buffers.floats(o), count: 8)), plan.reusedOperations)
+        }
+        #expect(try run(column: 1, memo: memo).reused == 0)
+        for column: Int32 in [3, 0, 2] {
+            let taken = try run(column: column, memo: memo), fresh = try run(column: column, memo: nil)
+            // Both operations (the update and the view after it) from the memo, and what a fresh plan computes.
+            #expect(taken.reused == 2 && fresh.reused == 0)
+            #expect(taken.outputs == fresh.outputs)
+            var expected = [Float](repeating: 0, count: 8)
+            expected[Int(column)] = Float(column) + 0.5
+            expected[4 + Int(column)] = -Float(column)
+            #expect(taken.outputs == expected, "column \(column)")
+        }
+        // Two columns for an update of one: refused when the step runs, naming the update.
+        let wide = PlanMemo()
+        _ = try? run(column: 0, width: 2, memo: wide)
+        do {
+            _ = try run(column: 1, width: 2, memo: wide)
+            Issue.record("a slice of 4 values took an update of 2")
+        } catch {
+            #expect("\(error)".contains("the update has 2 values"), "\(error)")
+        }
+    }
+
     @Test("a slice position given as an input is found per prediction, not by staging the plan")
     func runTimePosition() throws {
         let integers = ValueType(element: .int32, shape: [2])
