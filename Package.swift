@@ -169,7 +169,7 @@ let package = Package(
         .testTarget(name: "CoreMLCompatTests", dependencies: ["CoreMLCompat", "ImageRequests", "ImageDecoding", "ModelFeatures", "ModelRuntime", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelTrainingTests", dependencies: ["ModelTraining", "ModelCompiler", "CVips", "ImageDecoding", "ModelFeatures", "ModelRuntime", "ModelSpec", "ModelValidation", "SystemIO", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelcCTests", dependencies: ["ModelcC", "FixtureSupport"], swiftSettings: testCodeSettings),
-        .testTarget(name: "ModelServingTests", dependencies: ["ModelServing", "InferenceMessages", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "FixtureSupport"], swiftSettings: testCodeSettings),
+        .testTarget(name: "ModelServingTests", dependencies: ["ModelServing", "InferenceMessages", "ModelCompiler", "ModelFeatures", "ModelLoader", "ModelRuntime", "ModelSpec", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "ModelPicturesTests", dependencies: ["ModelPictures", "ModelSpec", "CoreMLSchema", "ModelTraining", "FixtureSupport"], swiftSettings: testCodeSettings),
         .testTarget(name: "modelcTests", dependencies: ["FixtureSupport", "ImageDecoding", "SystemIO"], exclude: ["Expected"], swiftSettings: testCodeSettings),
     ],

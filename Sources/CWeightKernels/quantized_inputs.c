@@ -249,7 +249,6 @@ AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, integer_input *inp
     }
 }
 
-
 /// The 64 codes of 32 bytes at `bytes` (read once, into both halves of the
 /// register) as unsigned bytes: the low nibbles, then the high nibbles, each
 /// flipped by `flip` (8 for signed codes: u = q + 8).

@@ -1,6 +1,7 @@
 import Dispatch
 import FixtureSupport
 import Foundation
+import ModelCompiler
 import SystemIO
 import Testing
 @testable import ModelServing
@@ -14,11 +15,20 @@ import Testing
     static let generate = "/v2/models/LlamaDecoderInt8/generate"
     static let stream = "/v2/models/LlamaDecoderInt8/generate_stream"
 
+    /// The decoder fixture compiled once for the whole suite: each service is given the bundle, not the source.
+    /// Every service compiling its own copy made the suite's dozen services compile at once, which on a slow
+    /// 2-core machine under ThreadSanitizer outlasted the requests' 30 s timeout (source models compiled on a
+    /// server's first request: InferenceServiceTests' `MLProgram.mlpackage`, the sequences' `StatefulProgram.mlpackage`).
+    static let compiledDecoder: Result<String, CompileError> = Result { () throws(CompileError) -> String in
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-generate-tests-\(getpid())").path
+        return try ModelCompilation.compiledBundle(for: Fixtures.path("Models/LlamaDecoderInt8.mlpackage"), cacheDirectory: cache)
+    }
+
     static func withService(_ configure: (inout ServerOptions) -> Void = { _ in },
                             _ body: (InferenceService) async throws -> Void) async throws {
+        let bundle = try compiledDecoder.get()
         try await InferenceServiceTests.withService(configure) { service, directory in
-            try FileManager.default.copyItem(atPath: Fixtures.path("Models/LlamaDecoderInt8.mlpackage"),
-                                             toPath: directory + "/LlamaDecoderInt8.mlpackage")
+            try FileManager.default.copyItem(atPath: bundle, toPath: directory + "/LlamaDecoderInt8.mlmodelc")
             try await body(service)
         }
     }
