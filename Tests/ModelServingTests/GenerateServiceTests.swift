@@ -20,9 +20,11 @@ import Testing
     /// 2-core machine under ThreadSanitizer outlasted the requests' 30 s timeout (source models compiled on a
     /// server's first request: InferenceServiceTests' `MLProgram.mlpackage`, the sequences' `StatefulProgram.mlpackage`).
     static let compiledDecoder: Result<String, CompileError> = Result { () throws(CompileError) -> String in
-        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-generate-tests-\(getpid())").path
-        return try ModelCompilation.compiledBundle(for: Fixtures.path("Models/LlamaDecoderInt8.mlpackage"), cacheDirectory: cache)
+        // This process's own cache, removed when it exits.
+        atexit { try? FileManager.default.removeItem(atPath: GenerateServiceTests.compileCache) }
+        return try ModelCompilation.compiledBundle(for: Fixtures.path("Models/LlamaDecoderInt8.mlpackage"), cacheDirectory: compileCache)
     }
+    static let compileCache = FileManager.default.temporaryDirectory.appendingPathComponent("modelc-generate-tests-\(getpid())").path
 
     static func withService(_ configure: (inout ServerOptions) -> Void = { _ in },
                             _ body: (InferenceService) async throws -> Void) async throws {
