@@ -204,7 +204,7 @@ AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, integer_input *inp
     // A decoder's weights (half-float scales per block of 32 of one row, no offsets): each row's scales widened, its
     // factors and its bias correction made in one pass over them, the correction summed with the products at the end.
     const int halves_per_block = per_block == 1 && m->scale == NULL && m->scale_halves != NULL && m->offset == NULL && blocks % 8 == 0;
-    const __m256 bias = _mm256_set1_ps(m->is_signed ? 8 : 0);
+    const __m256 minus_bias = _mm256_set1_ps(m->is_signed ? -8 : 0);
     for (long r = first_row; r < first_row + row_count; r++) {
         const uint8_t *bytes = m->codes + r * columns / 2;
         const long row_block = (m->block_rows == 1 ? r : r / m->block_rows) * per_row;
@@ -220,7 +220,7 @@ AVX2 static void dot_rows_avx2(const modelc_packed_matrix *m, integer_input *inp
                 _mm256_storeu_ps(factors + b, _mm256_mul_ps(scale, _mm256_loadu_ps(input->step + b)));
                 correction = _mm256_fmadd_ps(scale, _mm256_loadu_ps(input->weight_sum + b), correction);
             }
-            even = _mm256_mul_ps(correction, _mm256_sub_ps(_mm256_setzero_ps(), bias));
+            even = _mm256_mul_ps(correction, minus_bias);
         } else {
             // Each block's factor, the weight scale times the input step, once per row.
             scales = row_scales(m, input, row_block);

@@ -398,9 +398,10 @@ enum ShapeOperations: OperationFamily {
         }
     }
 
-    /// A `slice_update`-style slice whose `begin` and `end` are computed at
-    /// run time: the stride and masks checked when the plan is made, the
-    /// selection found at prediction.
+    /// A `slice_update`-style slice whose `begin` and `end` are read at run
+    /// time (computed from the inputs, or constants a plan taken from the
+    /// memo must not fix: a decoder's cache update): the stride and masks
+    /// checked when the plan is made, the selection found at prediction.
     struct RunTimeSlice: Sendable {
         let shape: [Int], stride: [Int], beginMask: [Bool], endMask: [Bool], squeezeMask: [Bool]
         let begin: Int, end: Int, name: String
