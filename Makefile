@@ -310,7 +310,7 @@ $(ZOO_VENV)/.conformance: $(ZOO_VENV)/.installed python/requirements-test.txt Sc
 	touch $@
 
 conformance: python-lib $(ZOO_VENV)/.conformance
-	MODELC_LIBRARY=$$($(SWIFT) build --show-bin-path)/libModelcC.so SAMPLE=$(SAMPLE) \
+	MODELC_LIBRARY=$$($(SWIFT) build $(LIBRARY_BUILD) --show-bin-path)/libModelcC.so SAMPLE=$(SAMPLE) \
 	    $(ZOO_VENV)/bin/python Scripts/conformance.py
 
 # libFuzzer with AddressSanitizer over reading and validating models, bounded
