@@ -34,7 +34,7 @@ import numpy as np
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import get_new_symbol
+from coremltools.converters.mil.mil import get_new_symbol, types
 from coremltools.models import datatypes
 from coremltools.models.neural_network import NeuralNetworkBuilder
 
@@ -970,6 +970,88 @@ def nn_loop_break_continue(writer):
                  tolerance=TOLERANCE)
 
 
+def nn_gather_nd_stacked_indices(writer):
+    """Found by the converter tests at SAMPLE=0.1 with NumPy 2.3 (TestEinsum::test_binary_einsum,
+    jiii,ijjk->jk, dynamic, neural network): the converter takes an einsum's diagonal with a gatherND
+    whose indices are a stack of ranges computed from the input's shape. The indices' last dimension K
+    (the stack's two inputs) was not known at load, the lowering took K = 1 and gave the result rank 4;
+    it computes rank 3, and the prediction was refused. A stack along its last axis has as many
+    columns as it has inputs."""
+    b = nn([("x", (3, 3, 4, 2))], ["y"])
+    b.add_get_shape("shape", "x", "shape")
+    b.add_slice_static("first", "shape", "n", begin_ids=[0], end_ids=[1], strides=[1],
+                       begin_masks=[False], end_masks=[False])
+    b.add_range_dynamic("range", ["n"], "r", start=0, step=1)
+    b.add_stack("stack", ["r", "r"], "indices", axis=1)
+    b.add_gather_nd("diagonal", ["x", "indices"], "y")
+    spec = finish(b)
+    rng = np.random.default_rng(2537)
+    cases = []
+    for _ in range(2):
+        x = f32(rng.standard_normal((3, 3, 4, 2)))
+        cases.append({"inputs": {"x": x}, "outputs": {"y": np.stack([x[i, i] for i in range(3)])}})
+    writer.write("nn_gather_nd_stacked_indices", spec, NUMPY, cases,
+                 "converter tests: gatherND of a (3, 3, 4, 2) blob by the indices stack([range(3), range(3)], axis 1) "
+                 "gives the diagonal (3, 4, 2), rank 3",
+                 "NeuralNetwork.proto's gatherND: indices (..., K) select x[i_1, ..., i_K]; output "
+                 "indices.shape[:-1] + x.shape[K:]. NumPy float64.", tolerance=TOLERANCE)
+
+
+def program_lstm_initial_state_rows(writer):
+    """Found by the converter tests at SAMPLE=0.1 with NumPy 2.3 (TestLSTMWithPackedSequence, ML
+    programs and neural networks): coremltools converts a packed sequence's LSTM with zero initial
+    states of shape (longest sequence, H) made at run time, not (batch, H); modelc refused the
+    state ("initial states need 3 × 6 values") where Core ML runs the model. An initial state of
+    more rows than the batch is read by its first rows."""
+    hidden, inputs, batch, steps = 6, 4, 3, 10
+    rng = np.random.default_rng(2538)
+    w_ih = rng.standard_normal((4 * hidden, inputs)).astype(np.float32) * 0.5
+    w_hh = rng.standard_normal((4 * hidden, hidden)).astype(np.float32) * 0.5
+    bias = rng.standard_normal(4 * hidden).astype(np.float32) * 0.1
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(steps, batch, inputs)), mb.TensorSpec(shape=(batch,), dtype=types.int32)],
+                opset_version=ct.target.iOS15)
+    def prog(x, lengths):
+        longest = mb.slice_by_index(x=lengths, begin=[0], end=[1])
+        shape = mb.concat(values=(np.array([1], dtype=np.int32), longest, np.array([hidden], dtype=np.int32)), axis=0)
+        zeros = mb.squeeze(x=mb.fill(shape=shape, value=0.0), axes=[0])
+        y, _, _ = mb.lstm(x=x, initial_h=zeros, initial_c=zeros, weight_ih=w_ih, weight_hh=w_hh, bias=bias,
+                          direction="forward", output_sequence=True, recurrent_activation="sigmoid",
+                          cell_activation="tanh", activation="tanh")
+        return mb.identity(x=y, name="y")
+
+    model = npar.finish_program(prog, ct.target.iOS15)
+
+    def reference(x):
+        # MIL's gate order: input, forget, output, cell.
+        wi, wf, wo, wg = np.split(w_ih.astype(np.float64), 4)
+        ui, uf, uo, ug = np.split(w_hh.astype(np.float64), 4)
+        bi, bf, bo, bg = np.split(bias.astype(np.float64), 4)
+        h = np.zeros((batch, hidden))
+        c = np.zeros((batch, hidden))
+        outputs = []
+        for t in range(steps):
+            xt = x[t]
+            i = 1 / (1 + np.exp(-(xt @ wi.T + h @ ui.T + bi)))
+            f = 1 / (1 + np.exp(-(xt @ wf.T + h @ uf.T + bf)))
+            o = 1 / (1 + np.exp(-(xt @ wo.T + h @ uo.T + bo)))
+            g = np.tanh(xt @ wg.T + h @ ug.T + bg)
+            c = f * c + i * g
+            h = o * np.tanh(c)
+            outputs.append(h)
+        return np.stack(outputs)
+
+    cases = []
+    for lengths in ([10, 5, 1], [7, 7, 2]):
+        x = f32(rng.standard_normal((steps, batch, inputs)))
+        cases.append({"inputs": {"x": x, "lengths": np.array(lengths, dtype=np.int32)}, "outputs": {"y": reference(x)}})
+    writer.write_package("program_lstm_initial_state_rows", model, NUMPY, cases,
+                         "converter tests: an LSTM of batch 3 whose zero initial states have (lengths[0], 6) rows "
+                         "(10 and 7) runs from zero states",
+                         "MIL lstm (iOS15): gates input, forget, output (sigmoid), cell (tanh); c = f c + i g, "
+                         "h = o tanh(c). NumPy float64.", tolerance=TOLERANCE)
+
+
 def nn_batchnorm_batch(writer):
     rng = np.random.default_rng(2512)
     c = 4
@@ -1221,6 +1303,8 @@ def generate(out_dir):
     nn_rank5_sequence_length(writer)
     nn_image_input_nhwc_transpose(writer)
     nn_loop_break_continue(writer)
+    nn_gather_nd_stacked_indices(writer)
+    program_lstm_initial_state_rows(writer)
     unsupported_models(writer)
     write_readme(writer)
     return writer.entries

@@ -32,7 +32,7 @@ struct ConformanceRegressionTests {
             "nn_non_maximum_suppression", "nn_non_maximum_suppression_inputs", "nn_scatter_rank2_indices",
             "nn_tile_short_reps", "nn_slice_by_size_input_begin", "nn_rank_kept_by_converter_layers",
             "nn_rank5_sequence_length", "nn_image_input_nhwc_transpose", "nn_loop_break_continue",
-            "nn_non_maximum_suppression_inverted_boxes",
+            "nn_non_maximum_suppression_inverted_boxes", "nn_gather_nd_stacked_indices", "program_lstm_initial_state_rows",
         ]
         #expect(Set(ParityFile.all(in: "Regressions").map { String($0.name.dropFirst("Regressions/".count)) }) == covered)
     }
@@ -198,6 +198,25 @@ struct ConformanceRegressionTests {
     @Test("issue 37: make_image_input's NHWC transpose after an image input")
     func imageInputNHWCTranspose() throws {
         try check("nn_image_input_nhwc_transpose")
+    }
+
+    /// Found by the converter tests with NumPy 2.3 (TestEinsum, a diagonal
+    /// taken with dynamic shapes): a gatherND whose indices are a stack of
+    /// ranges computed from the input's shape. The indices' last dimension
+    /// was not known at load, so the result's rank was taken as 4 and the
+    /// prediction refused; a stack along its last axis has a column per input.
+    @Test("gatherND by a stack of ranges: the indices' last dimension from the stack")
+    func gatherNDStackedIndices() throws {
+        try check("nn_gather_nd_stacked_indices")
+    }
+
+    /// Found by the converter tests with NumPy 2.3 (TestLSTMWithPackedSequence):
+    /// coremltools gives a packed sequence's LSTM zero initial states with a row
+    /// per step of the longest sequence, not per batch item; Core ML runs it,
+    /// modelc refused it. The first rows are read.
+    @Test("an LSTM whose initial states have more rows than its batch")
+    func lstmInitialStateRows() throws {
+        try check("program_lstm_initial_state_rows")
     }
 
     /// Found running test_numpy_nn_layers in full (issue 37's audit:

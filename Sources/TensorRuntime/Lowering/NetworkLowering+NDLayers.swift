@@ -206,8 +206,16 @@ extension NetworkLowering {
                 b.op("split", arguments, outputs: b.outputs, elements: b.outputs.map { _ in .float32 }, ranks: b.outputs.map { _ in r })
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_STACK.rawValue: { b, l throws(RuntimeError) in
-                let r = (b.inputs.map { b.rank($0) }.max() ?? 0) + 1
-                b.op("stack", ["values": .values(b.inputs), "axis": .int(Int(l.stack?.pointee.axis ?? 0))], into: try b.output(), rank: r)
+                let r = (b.inputs.map { b.rank($0) }.max() ?? 0) + 1, axis = Int(l.stack?.pointee.axis ?? 0)
+                let lasts = Set(b.inputs.map { b.lastDimensions[$0] })
+                let output = b.op("stack", ["values": .values(b.inputs), "axis": .int(axis)], into: try b.output(), rank: r)
+                // The last dimension, for a gatherND reading the result as indices: along the last axis, one
+                // column per input; along another, the inputs' own last dimension where it is known.
+                if axis == -1 || axis == r - 1 {
+                    b.lastDimensions[output] = b.inputs.count
+                } else if lasts.count == 1, let last = lasts.first ?? nil {
+                    b.lastDimensions[output] = last
+                }
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE.rawValue: { b, l throws(RuntimeError) in
                 // As np.tile (test_tile_cpu): fewer repetitions than axes repeat the last axes, the
