@@ -611,6 +611,9 @@ public final class TensorEngine: PredictionEngine {
         case .ready(let entry):
             return entry
         case .wait(let making):
+            // A prediction that came before its plan, made ahead on another core, was done (`MODELC_PROFILE`: "plan_wait").
+            let started = TensorState.profiling ? DispatchTime.now().uptimeNanoseconds : 0
+            defer { if TensorState.profiling { TensorState.record("plan_wait", DispatchTime.now().uptimeNanoseconds - started) } }
             return try making.result().get()
         case .make(let making, let first):
             let result: Result<PlanEntry, RuntimeError>
