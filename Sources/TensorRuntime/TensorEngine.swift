@@ -611,7 +611,8 @@ public final class TensorEngine: PredictionEngine {
         case .ready(let entry):
             return entry
         case .wait(let making):
-            // A prediction that came before its plan, made ahead on another core, was done (`MODELC_PROFILE`: "plan_wait").
+            // A prediction waiting for its plan, which another thread is making (a decoder's step planned ahead;
+            // `MODELC_PROFILE`'s "plan_wait").
             let started = TensorState.profiling ? DispatchTime.now().uptimeNanoseconds : 0
             defer { if TensorState.profiling { TensorState.record("plan_wait", DispatchTime.now().uptimeNanoseconds - started) } }
             return try making.result().get()
