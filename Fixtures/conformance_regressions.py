@@ -1250,15 +1250,20 @@ def write_readme(writer):
     # from its heading to the end, so this one is written after it, and replaced here).
     path = os.path.join(os.path.dirname(writer.dir), "README.md")
     text = npar.read_bytes(path).decode() if os.path.exists(path) else "# Parity fixtures\n"
+    # This section only: the sections after it (model_references.py's) are kept where they are.
+    after = ""
     if README_HEADING in text:
-        text = text[:text.index(README_HEADING)].rstrip("\n") + "\n"
+        start = text.index(README_HEADING)
+        following = text.find("\n## ", start + len(README_HEADING))
+        after = text[following:] if following >= 0 else ""
+        text = text[:start].rstrip("\n") + "\n"
     section = ["", README_HEADING, "",
                "Made by `Fixtures/conformance_regressions.py` (also run by `Fixtures/generate.py`), "
                "in `Regressions/`: the smallest model for each defect that coremltools' own "
                "operation tests found, in the same JSON format, where every output must have "
                "exactly the reference's shape; `Regressions/Unsupported/` holds valid networks "
                "modelc refuses as unsupported (exit 94). See `Regressions/README.md`."]
-    npar.write_bytes(path, (text + "\n".join(section) + "\n").encode())
+    npar.write_bytes(path, (text + "\n".join(section) + "\n" + after).encode())
 
 
 def generate(out_dir):
