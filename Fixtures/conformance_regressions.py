@@ -41,6 +41,7 @@ from coremltools.models.neural_network import NeuralNetworkBuilder
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import network_parity as npar  # noqa: E402
+from network_lowering import lstm_reference  # noqa: E402
 
 SUBDIR = os.path.join("Parity", "Regressions")
 NUMPY = npar.NUMPY
@@ -1023,23 +1024,10 @@ def program_lstm_initial_state_rows(writer):
     model = npar.finish_program(prog, ct.target.iOS15)
 
     def reference(x):
-        # MIL's gate order: input, forget, output, cell.
-        wi, wf, wo, wg = np.split(w_ih.astype(np.float64), 4)
-        ui, uf, uo, ug = np.split(w_hh.astype(np.float64), 4)
-        bi, bf, bo, bg = np.split(bias.astype(np.float64), 4)
-        h = np.zeros((batch, hidden))
-        c = np.zeros((batch, hidden))
-        outputs = []
-        for t in range(steps):
-            xt = x[t]
-            i = 1 / (1 + np.exp(-(xt @ wi.T + h @ ui.T + bi)))
-            f = 1 / (1 + np.exp(-(xt @ wf.T + h @ uf.T + bf)))
-            o = 1 / (1 + np.exp(-(xt @ wo.T + h @ uo.T + bo)))
-            g = np.tanh(xt @ wg.T + h @ ug.T + bg)
-            c = f * c + i * g
-            h = o * np.tanh(c)
-            outputs.append(h)
-        return np.stack(outputs)
+        # MIL's gate order (input, forget, output, cell) is NeuralNetwork.proto's (i, f, o, z).
+        zeros = np.zeros((batch, hidden))
+        gates = [np.split(w.astype(np.float64), 4) for w in (w_ih, w_hh, bias)]
+        return lstm_reference(x, zeros, zeros, *gates)[0]
 
     cases = []
     for lengths in ([10, 5, 1], [7, 7, 2]):

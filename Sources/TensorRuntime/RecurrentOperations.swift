@@ -85,8 +85,10 @@ enum RecurrentOperations: OperationFamily {
         let initialC = kind == .lstm ? try context.input("initial_c") : nil
         // An initial state of more rows than the batch is read by its first rows: coremltools converts a packed
         // sequence's LSTM with zero states of (longest sequence, H) rows, made at run time, which Core ML runs.
-        func fits(_ state: PlanValue) -> Bool { state.count >= batch * hidden * count && state.shape.last == hidden * count }
-        guard initialH.count == batch * hidden * count || fits(initialH), initialC.map({ $0.count == batch * hidden * count || fits($0) }) ?? true else {
+        func fits(_ state: PlanValue) -> Bool {
+            state.count == batch * hidden * count || (state.count > batch * hidden * count && state.shape.last == hidden * count)
+        }
+        guard fits(initialH), initialC.map(fits) ?? true else {
             throw context.invalid("initial states need \(batch) × \(hidden * count) values")
         }
         let recurrentActivation = try activation(context, "recurrent_activation", "sigmoid")

@@ -37,6 +37,11 @@ import Testing
         }
     }
 
+    /// Loads the decoder through the repository API (its status): a test's timing then starts with the model ready.
+    static func load(_ service: InferenceService) async -> Int {
+        await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status
+    }
+
     static func call(_ service: InferenceService, _ path: String, _ json: String, headers: [String: String] = [:]) async -> HTTPResponse {
         await InferenceServiceTests.call(service, InferenceServiceTests.post(path, json, headers: headers))
     }
@@ -151,7 +156,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1))) func aClientLeavingWhileItsGenerationIsQueuedWithdrawsIt() async throws {
         try await Self.withService({ $0.threads = 1 }) { service in
-            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            #expect(await Self.load(service) == 200)
             // The one worker is held until released: both generations wait in the queue.
             let gate = DispatchSemaphore(value: 0)
             // A test cut short (by its time limit) still frees the worker: the service's shutdown waits for it.
@@ -181,7 +186,7 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aClientLeavingAGenerateCallStopsItsGeneration() async throws {
         try await Self.withService({ $0.threads = 1; $0.tokenDelayMilliseconds = 100 }) { service in
             // Loaded first: the client is to leave mid-generation, not while the model compiles (slow in a loaded suite).
-            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            #expect(await Self.load(service) == 200)
             let departure = Departure()
             var request = InferenceServiceTests.post(Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#)
             request.clientGone = { departure.hasLeft }
@@ -240,7 +245,7 @@ import Testing
         // there: the first token waits for the prompt's plans, made while other suites run on the same two cores).
         try await Self.withService({ $0.timeoutMilliseconds = 5000; $0.tokenDelayMilliseconds = 300 }) { service in
             // Loaded first: the deadline is to pass mid-stream, not while the model compiles (slow under ThreadSanitizer).
-            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            #expect(await Self.load(service) == 200)
             // The prompt's plans made once before (kept by the model), so that the first token comes well within the
             // deadline however loaded the machine: this request may itself time out, and it does not matter.
             let warmUp = await Self.call(service, Self.generate, #"{"input_ids":\#(Self.prompt),"max_tokens":2}"#)
@@ -262,7 +267,7 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aStreamUnderWayAtTheDrainEndsByTheDrainsEnd() async throws {
         // Loaded first: what is tested is the drain, not the load.
         try await Self.withService({ $0.tokenDelayMilliseconds = 50 }) { service in
-            #expect(await InferenceServiceTests.call(service, InferenceServiceTests.post("/v2/repository/models/LlamaDecoderInt8/load", "")).status == 200)
+            #expect(await Self.load(service) == 200)
             let (response, events, seconds) = await Self.streamed(service, #"{"input_ids":\#(Self.prompt),"max_tokens":27}"#) {
                 $0.beginDraining(until: .now() + .milliseconds(300))
             }
