@@ -51,7 +51,8 @@ enum ActivationOperations: OperationFamily {
         all["softplus_parametric"] = OperationDefinition(["x", "alpha", "beta"]) { context throws(RuntimeError) in
             try perChannel(context, parameters: ["alpha", "beta"]) { x, p in p[0] * log1p(exp(p[1] * x)) }
         }
-        return all
+        // Every activation keeps its operand's shape and type.
+        return all.mapValues { $0.withFacts(FactsRules.same()) }
     }()
 
     /// Plans `activation` of a float tensor on oneDNN's vectorised, threaded

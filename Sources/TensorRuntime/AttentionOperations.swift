@@ -29,7 +29,7 @@ enum AttentionOperations: OperationFamily {
             let query = try context.input("query")
             try plan(context, query: query, key: try context.storedInput("key"), keyTransposed: false, value: try context.storedInput("value"),
                      scale: 1 / Float(query.shape.last ?? 1).squareRoot(), mask: try context.optional("attn_mask"), zeroFullyMaskedRows: true)
-        },
+        }.withFacts(attentionFacts),
     ]
 
     /// Operations only the engine's passes make (a program file naming one is refused).
@@ -39,7 +39,7 @@ enum AttentionOperations: OperationFamily {
             try plan(context, query: try context.input("query"), key: try context.storedInput("key"),
                      keyTransposed: !(try context.bool("transpose_key", false)), value: try context.storedInput("value"),
                      scale: try context.float("scale", 1), mask: try context.optional("mask"), zeroFullyMaskedRows: false)
-        },
+        }.withFacts(attentionFacts),
     ]
 
     /// Plans attention of `query` `[…, L, E]` against `key` (`[…, S, E]`, or
@@ -280,5 +280,16 @@ enum AttentionOperations: OperationFamily {
                 }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension AttentionOperations {
+    /// Attention: the query's dimensions with the last one the value's.
+    static let attentionFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let query = try context.input("query"), value = try context.input("value")
+        guard let shape = query.shape, !shape.isEmpty else { return [.unknownRank(query.element)] }
+        return [ValueType(query.element, shape: shape.dropLast() + [value.dimension(-1)])]
     }
 }

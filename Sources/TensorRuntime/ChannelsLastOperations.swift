@@ -12,16 +12,16 @@ enum ChannelsLastOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
         "spatial_mean": OperationDefinition(["x"]) { context throws(RuntimeError) in
             try spatialMean(context)
-        },
+        }.withFacts(spatialMeanFacts),
         "channel_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in
             try channelProduct(context)
-        },
+        }.withFacts(FactsRules.same()),
         "channel_blocks": OperationDefinition(["x", "to_blocks", "width"]) { context throws(RuntimeError) in
             try channelBlocks(context)
-        },
+        }.withFacts(channelBlocksFacts),
         "channel_affine": OperationDefinition(["x", "scale", "shift", "activations", "alphas", "betas", "residuals", "channels_last"]) { context throws(RuntimeError) in
             try channelAffine(context)
-        },
+        }.withFacts(FactsRules.same()),
     ]
 
     /// `x * scale[c] + shift[c]` per channel `c` (axis 1, or the last axis
@@ -213,5 +213,30 @@ enum ChannelsLastOperations: OperationFamily {
                 }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension ChannelsLastOperations {
+    /// `spatial_mean` of a channels-last image: `[N, 1, …, 1, C]`.
+    static let spatialMeanFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let shape = x.shape, shape.count >= 2 else { return [.unknownRank(x.element)] }
+        return [ValueType(x.element, shape: [shape[0]] + Array(repeating: 1, count: shape.count - 2) + [shape[shape.count - 1]])]
+    }
+
+    /// `channel_blocks`: `[N, H, W, C]` to `[N, C / width, H, W, width]`, or back.
+    static let channelBlocksFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let shape = x.shape else { return [.unknownRank(x.element)] }
+        if context.bool("to_blocks", false) {
+            guard shape.count == 4 else { throw context.invalid("x has rank \(shape.count); 4 is required") }
+            let width = context.int("width", 8)
+            return [ValueType(x.element, shape: [shape[0], shape[3].map { $0 / width }, shape[1], shape[2], width])]
+        }
+        guard shape.count == 5 else { throw context.invalid("x has rank \(shape.count); 5 is required") }
+        let channels: Int? = if let blocks = shape[1], let width = shape[4] { blocks * width } else { nil }
+        return [ValueType(x.element, shape: [shape[0], shape[2], shape[3], channels])]
     }
 }

@@ -8,25 +8,25 @@ enum ConstexprOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "constexpr_cast": OperationDefinition(["source_val", "output_dtype"]) { context throws(RuntimeError) in
             context.output(constant: try required(context, "source_val"))
-        },
+        }.withFacts(castFacts),
         "constexpr_affine_dequantize": OperationDefinition(["quantized_data", "zero_point", "scale", "axis"]) { context throws(RuntimeError) in
             try affine(context)
-        },
+        }.withFacts(FactsRules.same("quantized_data", typeFrom: "scale")),
         "constexpr_lut_to_dense": OperationDefinition(["indices", "lut", "shape", "vector_axis"]) { context throws(RuntimeError) in
             try lookupTable(context)
-        },
+        }.withFacts(lutFacts),
         "constexpr_sparse_to_dense": OperationDefinition(["nonzero_data", "mask", "shape"]) { context throws(RuntimeError) in
             try sparse(context)
-        },
+        }.withFacts(sparseFacts),
         "constexpr_blockwise_shift_scale": OperationDefinition(["data", "scale", "offset"]) { context throws(RuntimeError) in
             try blockwise(context)
-        },
+        }.withFacts(FactsRules.same("data", typeFrom: "scale")),
         "constexpr_lut_to_sparse": OperationDefinition(["indices_mask", "indices_nonzero_data", "lut", "vector_axis"]) { context throws(RuntimeError) in
             try sparseOutputs(context, lookup: true)
-        },
+        }.withFacts(sparsePairFacts(mask: "indices_mask", typeFrom: "lut")),
         "constexpr_sparse_blockwise_shift_scale": OperationDefinition(["data_mask", "nonzero_data", "scale", "offset"]) { context throws(RuntimeError) in
             try sparseOutputs(context, lookup: false)
-        },
+        }.withFacts(sparsePairFacts(mask: "data_mask", typeFrom: "scale")),
     ]
 
     private static func required(_ context: OperationContext, _ key: String) throws(RuntimeError) -> Tensor {
@@ -238,5 +238,42 @@ enum ConstexprOperations: OperationFamily {
             result.append(block)
         }
         return result
+    }
+}
+
+// MARK: Facts
+
+extension ConstexprOperations {
+    static let castFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let source = try context.input("source_val")
+        return [source.with(ElementType(milName: context.string("output_dtype", "fp32")) ?? source.element)]
+    }
+
+    /// `constexpr_lut_to_dense`: the `shape` parameter's dimensions (iOS16),
+    /// else the indices' with the vector axis scaled by the table's vector
+    /// length (iOS18); the table's type.
+    static let lutFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let lut = try context.input("lut"), indices = try context.input("indices")
+        if context.has("shape") { return [ValueType(lut.element, shape: context.ints("shape"))] }
+        guard var shape = indices.shape else { return [.unknownRank(lut.element)] }
+        if context.has("vector_axis"), let lutShape = lut.shape, let vector = lutShape.last ?? nil, vector > 1 {
+            let axis = try context.axis(context.int("vector_axis", 0), rank: shape.count, key: "vector_axis")
+            shape[axis] = shape[axis].map { $0 * vector }
+        }
+        return [ValueType(lut.element, shape: shape)]
+    }
+
+    /// `constexpr_sparse_to_dense`: the `shape` parameter's dimensions (iOS16), else the mask's; the data's type.
+    static let sparseFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let data = try context.input("nonzero_data")
+        if context.has("shape") { return [ValueType(data.element, shape: context.ints("shape"))] }
+        return [ValueType(data.element, shape: try context.input("mask").shape)]
+    }
+
+    /// The sparse forms (iOS18): the mask as it is, and a vector of the values it keeps, of `typeFrom`'s type.
+    static func sparsePairFacts(mask: String, typeFrom: String) -> OperationDefinition.FactsRule {
+        { context throws(RuntimeError) in
+            [try context.input(mask), ValueType(try context.input(typeFrom).element, rank: 1)]
+        }
     }
 }

@@ -20,30 +20,30 @@ enum ConvolutionOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "conv": OperationDefinition(convolutionParameters) { context throws(RuntimeError) in
             try convolution(context)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         "conv_transpose": OperationDefinition(["x", "weight", "bias", "strides", "pad_type", "pad", "dilations", "groups", "output_shape"]) { context throws(RuntimeError) in
             try transposedConvolution(context)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         "max_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"], internal: ["channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .max)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "avg_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"],
                                      internal: ["channels_last"]) { context throws(RuntimeError) in
             try pool(context, mode: .average)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "l2_pool": OperationDefinition(["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"]) { context throws(RuntimeError) in
             try pool(context, mode: .l2)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
     ]
 
     /// Operations only the engine's passes make (a program file naming one is refused).
     static let internalDefinitions: [String: OperationDefinition] = [
         "fused_conv": OperationDefinition(convolutionParameters + ["activations", "alphas", "betas", "residuals", "channels_last", "channel_blocked"]) { context throws(RuntimeError) in
             try convolution(context)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         "layout_transpose": OperationDefinition(["x", "channels_last"]) { context throws(RuntimeError) in
             try layoutTranspose(context)
-        },
+        }.withFacts(layoutTransposeFacts),
     ]
 
     /// Padding before each spatial axis and the output sizes, as coremltools computes them.
@@ -997,5 +997,19 @@ enum ConvolutionOperations: OperationFamily {
             let from = buffers.raw(source), to = buffers.raw(destination)
             try primitive.run(scratchpad: scratch.map { buffers.raw($0.id) }) { $0 == 0 ? from : to }
         }
+    }
+}
+
+// MARK: Facts
+
+extension ConvolutionOperations {
+    /// `layout_transpose`: `[N, C, spatial…]` to `[N, spatial…, C]` (`channels_last`), or back.
+    static let layoutTransposeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let shape = x.shape, shape.count >= 2 else { return [.unknownRank(x.element)] }
+        if context.bool("channels_last", true) {
+            return [ValueType(x.element, shape: [shape[0]] + Array(shape[2...]) + [shape[1]])]
+        }
+        return [ValueType(x.element, shape: [shape[0], shape[shape.count - 1]] + Array(shape[1..<(shape.count - 1)]))]
     }
 }

@@ -12,12 +12,12 @@ import ModelFeatures
 /// where the heads lie).
 enum DecoderOperations: OperationFamily {
     static let internalDefinitions: [String: OperationDefinition] = [
-        "repeat_heads": OperationDefinition(["x", "repeats"]) { context throws(RuntimeError) in try repeatHeads(context) },
-        "silu_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in try siluProduct(context) },
-        "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) },
+        "repeat_heads": OperationDefinition(["x", "repeats"]) { context throws(RuntimeError) in try repeatHeads(context) }.withFacts(repeatHeadsFacts),
+        "silu_mul": OperationDefinition(["x", "y"]) { context throws(RuntimeError) in try siluProduct(context) }.withFacts(FactsRules.same()),
+        "rms_norm": OperationDefinition(["x", "epsilon", "rsqrt_epsilon", "weight"]) { context throws(RuntimeError) in try rmsNorm(context) }.withFacts(FactsRules.same()),
         "rotary_embedding": OperationDefinition(["x", "cos", "sin", "half"], readAtRunTime: ["x", "cos", "sin"]) { context throws(RuntimeError) in
             try rotary(context)
-        },
+        }.withFacts(FactsRules.same()),
     ]
 
     private static func rmsNorm(_ context: OperationContext) throws(RuntimeError) {
@@ -136,5 +136,17 @@ enum DecoderOperations: OperationFamily {
                 for i in moved..<width { result[i] = line[i] * cosine[i * cosStep] + line[i - moved] * sine[i * sinStep] }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension DecoderOperations {
+    /// `repeat_heads`: `[1, heads × repeats, positions, width]`.
+    static let repeatHeadsFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let shape = x.shape, shape.count == 4 else { return [.unknownRank(x.element)] }
+        let repeats = context.int("repeats", 1)
+        return [ValueType(x.element, shape: [shape[0], shape[1].map { $0 * repeats }, shape[2], shape[3]])]
     }
 }

@@ -14,7 +14,7 @@ enum DetectionOperations: OperationFamily {
         "non_maximum_suppression": OperationDefinition(["boxes", "scores", "iou_threshold", "score_threshold", "max_boxes",
                                                         "per_class_suppression"]) { context throws(RuntimeError) in
             try suppression(context)
-        },
+        }.withFacts(suppressionFacts),
     ]
 
     private static func suppression(_ context: OperationContext) throws(RuntimeError) {
@@ -87,5 +87,25 @@ enum DetectionOperations: OperationFamily {
         let width = max(0, min(a.right, c.right) - max(a.left, c.left)), height = max(0, min(a.bottom, c.bottom) - max(a.top, c.top))
         let intersection = width * height
         return intersection / (a.area + c.area - intersection)
+    }
+}
+
+// MARK: Facts
+
+extension DetectionOperations {
+    /// `non_maximum_suppression`, `n` the kept boxes' count (`max_boxes`):
+    /// with four outputs (iOS15) boxes `[B, n, 4]`, scores `[B, n, C]`, int32
+    /// indices `[B, n]` and counts `[B]`; with three (iOS17, boxes last)
+    /// `[B, 4, n]`, `[B, C, n]` and `[B, n]`.
+    static let suppressionFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let boxes = try context.input("boxes"), scores = try context.input("scores")
+        let batch = boxes.dimension(0) ?? scores.dimension(0)
+        let kept = context.has("max_boxes") ? context.constant("max_boxes")?.scalar.map { Int($0) } : 1
+        guard context.op.outputs.count == 4 else {
+            return [ValueType(boxes.element, shape: [batch, 4, kept]), ValueType(scores.element, shape: [batch, scores.dimension(1), kept]),
+                    ValueType(.int32, shape: [batch, kept])]
+        }
+        return [ValueType(boxes.element, shape: [batch, kept, 4]), ValueType(scores.element, shape: [batch, kept, scores.dimension(-1)]),
+                ValueType(.int32, shape: [batch, kept]), ValueType(.int32, shape: [batch])]
     }
 }

@@ -11,24 +11,35 @@ enum ElementwiseOperations: OperationFamily {
                 let epsilon = try context.float("epsilon", defaultEpsilon[name] ?? 0)
                 let alpha = try context.float("alpha", 0), beta = try context.float("beta", 0)
                 try unary(context, integer: integerUnary[name]) { function($0, epsilon, alpha, beta) }
-            }
+            }.withFacts(FactsRules.same())
         }
         all["logical_not"] = OperationDefinition(["x"]) { context throws(RuntimeError) in
             try unary(context, integer: { $0 == 0 ? 1 : 0 }) { $0 == 0 ? 1 : 0 }
-        }
+        }.withFacts(FactsRules.same(element: .bool))
         all["identity"] = OperationDefinition(["x"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             try context.alias(x, shape: x.shape)
-        }
+        }.withFacts(FactsRules.same())
         all["cast"] = OperationDefinition(["x", "dtype"]) { context throws(RuntimeError) in try cast(context) }
+            .withFacts { context throws(RuntimeError) in
+                let name = context.string("dtype", "fp32")
+                guard let type = ElementType(milName: name), type != .string else { throw context.invalid("dtype \"\(name)\" is not supported") }
+                return [try context.input().with(type)]
+            }
         for (name, operation) in binaryFloat {
             all[name] = OperationDefinition(["x", "y"], layout: .elementwise) { context throws(RuntimeError) in
                 try binary(context, float: operation, integer: binaryInteger[name], specialised: ElementwiseKernels.binary[name])
-            }
+            }.withFacts(FactsRules.broadcast(element: boolResults.contains(name) ? .bool : nil))
         }
         all["select"] = OperationDefinition(["cond", "a", "b"]) { context throws(RuntimeError) in try select(context) }
+            .withFacts(FactsRules.broadcast(["cond", "a", "b"], typeFrom: "a"))
         return all
     }()
+
+    /// The binary operations whose results are bool: comparisons and logical operations.
+    static let boolResults: Set<String> = [
+        "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
+    ]
 
     // MARK: Unary
 

@@ -7,7 +7,7 @@ enum IndexingOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "gather": OperationDefinition(["x", "indices", "axis", "batch_dims", "validate_indices"]) { context throws(RuntimeError) in
             try gather(context)
-        },
+        }.withFacts(gatherFacts),
         "gather_along_axis": OperationDefinition(["x", "indices", "axis", "validate_indices"]) { context throws(RuntimeError) in
             let x = try context.input(), indices = try context.input("indices")
             let axis = try context.axis(try context.int("axis", 0), rank: x.rank)
@@ -30,7 +30,7 @@ enum IndexingOperations: OperationFamily {
                     }
                 }
             }
-        },
+        }.withFacts(gatherAlongAxisFacts),
         "gather_nd": OperationDefinition(["x", "indices", "batch_dims", "validate_indices"]) { context throws(RuntimeError) in
             let x = try context.input(), indices = try context.input("indices")
             let batchDims = try context.int("batch_dims", 0)
@@ -53,16 +53,16 @@ enum IndexingOperations: OperationFamily {
                     (target + lookup * inner).update(from: source + offset, count: inner)
                 }
             }
-        },
+        }.withFacts(gatherNDFacts),
         "scatter": OperationDefinition(["data", "indices", "updates", "axis", "mode", "validate_indices"]) { context throws(RuntimeError) in
             try scatter(context, alongAxis: false)
-        },
+        }.withFacts(FactsRules.same("data")),
         "scatter_along_axis": OperationDefinition(["data", "indices", "updates", "axis", "mode", "validate_indices"]) { context throws(RuntimeError) in
             try scatter(context, alongAxis: true)
-        },
+        }.withFacts(FactsRules.same("data")),
         "scatter_nd": OperationDefinition(["data", "indices", "updates", "mode", "validate_indices"]) { context throws(RuntimeError) in
             try scatterND(context)
-        },
+        }.withFacts(FactsRules.same("data")),
         "one_hot": OperationDefinition(["indices", "one_hot_vector_size", "axis", "on_value", "off_value"]) { context throws(RuntimeError) in
             let indices = try context.input("indices")
             let size = try context.int("one_hot_vector_size", 0)
@@ -89,7 +89,7 @@ enum IndexingOperations: OperationFamily {
                     }
                 }
             }
-        },
+        }.withFacts(oneHotFacts),
     ]
 
     /// An index in `0..<size` from a possibly negative one.
@@ -261,5 +261,44 @@ enum IndexingOperations: OperationFamily {
                 }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension IndexingOperations {
+    /// `gather`: `x`'s dimensions before `axis`, the indices' after the batch ones, `x`'s after `axis`.
+    static let gatherFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input(), indices = try context.input("indices")
+        guard let dims = x.shape, let indexDims = indices.shape else { return [.unknownRank(x.element)] }
+        let axis = try context.axis(context.int("axis", 0), rank: dims.count)
+        let batch = context.int("batch_dims", 0)
+        guard batch >= 0, batch <= min(axis, indexDims.count) else { throw context.invalid("batch_dims \(batch) for axis \(axis)") }
+        return [ValueType(x.element, shape: Array(dims[..<axis]) + Array(indexDims[batch...]) + Array(dims[(axis + 1)...]))]
+    }
+
+    /// `gather_nd`: the indices' leading dimensions, then `x`'s past the
+    /// batch ones and the ones each index row names (the rank needs the rows' length).
+    static let gatherNDFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input(), indices = try context.input("indices")
+        guard let dims = x.shape, let indexDims = indices.shape, let depth = indexDims.last ?? nil else { return [.unknownRank(x.element)] }
+        let batch = context.int("batch_dims", 0)
+        guard batch + depth <= dims.count else { throw context.invalid("index rows of \(depth) into a rank-\(dims.count) tensor") }
+        return [ValueType(x.element, shape: Array(indexDims.dropLast()) + Array(dims[(batch + depth)...]))]
+    }
+
+    /// `one_hot`: the indices' dimensions with the vector's inserted at `axis`; the on value's type.
+    static let oneHotFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let indices = try context.input("indices")
+        let element = try context.optional("on_value")?.element ?? .float32
+        guard var dims = indices.shape else { return [.unknownRank(element)] }
+        let axis = try context.axis(context.int("axis", -1), rank: dims.count + 1)
+        dims.insert(context.constant("one_hot_vector_size")?.scalar.map { Int($0) }, at: axis)
+        return [ValueType(element, shape: dims)]
+    }
+
+    /// `gather_along_axis`: the indices' shape, `x`'s type.
+    static let gatherAlongAxisFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        [try context.input("indices").with(try context.input().element)]
     }
 }

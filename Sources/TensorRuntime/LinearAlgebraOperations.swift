@@ -11,13 +11,13 @@ enum LinearAlgebraOperations: OperationFamily {
         "matmul": OperationDefinition(["x", "y", "transpose_x", "transpose_y"]) { context throws(RuntimeError) in
             try matmul(context, x: try context.input("x"), y: try context.input("y"),
                        transposeX: try context.bool("transpose_x", false), transposeY: try context.bool("transpose_y", false), bias: nil)
-        },
+        }.withFacts(matmulFacts),
         "linear": OperationDefinition(["x", "weight", "bias"]) { context throws(RuntimeError) in
             let x = try context.input(), weight = try context.input("weight")
             guard weight.rank == 2 else { throw context.invalid("weight has rank \(weight.rank), 2 is required") }
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: true, bias: try context.optional("bias"))
-        },
-        "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) },
+        }.withFacts(linearFacts),
+        "einsum": OperationDefinition(["values", "equation"]) { context throws(RuntimeError) in try einsum(context) }.withFacts(einsumFacts),
     ]
 
     /// Operations only the engine's passes make (a program file naming one is refused).
@@ -39,7 +39,7 @@ enum LinearAlgebraOperations: OperationFamily {
             }
             try matmul(context, x: x, y: weight, transposeX: false, transposeY: layout == "out_in", bias: try context.optional("bias"),
                        activation: activation, residual: try context.optional("residual"))
-        },
+        }.withFacts(linearFacts),
     ]
 
     /// Runs OpenBLAS on the calling thread only (set once per process).
@@ -635,4 +635,52 @@ struct SharedPointers: @unchecked Sendable {
     let left: UnsafeMutablePointer<Float>
     let right: UnsafeMutablePointer<Float>
     let target: UnsafeMutablePointer<Float>
+}
+
+// MARK: Facts
+
+extension LinearAlgebraOperations {
+    /// `matmul`: the batch dimensions broadcast, then rows of `x` by columns
+    /// of `y` (after their transposes); a vector operand's dimension dropped.
+    static let matmulFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input(), y = try context.input("y")
+        guard var xDims = x.shape, var yDims = y.shape, !xDims.isEmpty, !yDims.isEmpty else { return [.unknownRank(x.element)] }
+        let xVector = xDims.count == 1, yVector = yDims.count == 1
+        if xVector { xDims.insert(1, at: 0) }
+        if yVector { yDims.append(1) }
+        if context.bool("transpose_x", false), !xVector { xDims.swapAt(xDims.count - 1, xDims.count - 2) }
+        if context.bool("transpose_y", false), !yVector { yDims.swapAt(yDims.count - 1, yDims.count - 2) }
+        var dims = ValueType.broadcast([Array(xDims.dropLast(2)), Array(yDims.dropLast(2))])
+        if !xVector { dims.append(xDims[xDims.count - 2]) }
+        if !yVector { dims.append(yDims[yDims.count - 1]) }
+        return [ValueType(x.element, shape: dims)]
+    }
+
+    /// `linear` (and its fusion): `x`'s dimensions with the last one the weight's rows.
+    static let linearFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input(), weight = try context.input("weight")
+        guard let dims = x.shape, !dims.isEmpty else { return [.unknownRank(x.element)] }
+        let columns = context.string("weight_layout", "out_in") == "in_out" ? weight.dimension(1) : weight.dimension(0)
+        return [ValueType(x.element, shape: dims.dropLast() + [columns])]
+    }
+}
+
+extension LinearAlgebraOperations {
+    /// `einsum`: one dimension per subscript after `->`, each its operands' for that subscript (1s broadcast).
+    static let einsumFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let values = try context.list("values")
+        let element = values.first?.element ?? .float32
+        let equation = context.string("equation", "").replacingOccurrences(of: " ", with: "")
+        let sides = equation.components(separatedBy: "->")
+        // An ellipsis stands for dimensions the subscripts do not name: the rank is not followed through it.
+        guard sides.count == 2, !equation.contains(".") else { return [.unknownRank(element)] }
+        let operands = sides[0].components(separatedBy: ",")
+        var sizes: [Character: Int] = [:]
+        for (subscripts, value) in zip(operands, values) {
+            guard let shape = value.shape, shape.count == subscripts.count else { continue }
+            // A subscript of size 1 in one operand broadcasts to its size in another.
+            for (letter, size) in zip(subscripts, shape) where size != nil && (sizes[letter] ?? 1) == 1 { sizes[letter] = size }
+        }
+        return [ValueType(element, shape: sides[1].map { sizes[$0] })]
+    }
 }

@@ -31,14 +31,14 @@ enum NormalizationOperations: OperationFamily {
             try normalize(context, x, over: axes, epsilon: try context.float("epsilon", 1e-5),
                           scale: try parameter(context, "gamma", count: normalized), shift: try parameter(context, "beta", count: normalized),
                           perInner: true)
-        },
+        }.withFacts(FactsRules.same()),
         "instance_norm": OperationDefinition(["x", "gamma", "beta", "epsilon"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
             try normalize(context, x, over: Set(2..<x.rank), epsilon: try context.float("epsilon", 1e-5),
                           scale: try parameter(context, "gamma", count: x.shape[1]), shift: try parameter(context, "beta", count: x.shape[1]),
                           perInner: false)
-        },
+        }.withFacts(FactsRules.same()),
         "batch_norm": OperationDefinition(["x", "mean", "variance", "gamma", "beta", "epsilon"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 2 else { throw context.invalid("x has rank \(x.rank); at least 2 is required") }
@@ -59,7 +59,7 @@ enum NormalizationOperations: OperationFamily {
                     target[index] = source[index] * scale[c] + shift[c]
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
         "l2_norm": OperationDefinition(["x", "epsilon"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
@@ -75,7 +75,7 @@ enum NormalizationOperations: OperationFamily {
                     for i in 0..<inner { target[o * inner + i] = Float(Double(source[o * inner + i]) * inverse) }
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
         "local_response_norm": OperationDefinition(["x", "size", "alpha", "beta", "k"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
@@ -101,7 +101,7 @@ enum NormalizationOperations: OperationFamily {
                     }
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
     ]
 
     /// A constant parameter of `count` values (a scalar repeats), or `nil` when not given.

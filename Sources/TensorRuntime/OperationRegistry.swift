@@ -25,6 +25,9 @@ struct OperationDefinition: Sendable {
     /// (`PlanMemo`: a decoder's rotary tables, sliced for each step's position).
     let readAtRunTime: Set<String>
     let plan: @Sendable (OperationContext) throws(RuntimeError) -> Void
+    /// Its outputs' facts (element type, rank, dimensions known at load) from
+    /// its operands', without planning (`withFacts`; `FactsRules`).
+    var outputFacts: FactsRule?
 
     init(_ parameters: [String], internal internalParameters: [String] = [], hasEffects: Bool = false, replayable: Bool? = nil,
          layout: LayoutBehavior = .fixed, readAtRunTime: [String] = [], plan: @escaping @Sendable (OperationContext) throws(RuntimeError) -> Void) {
@@ -118,6 +121,19 @@ enum OperationRegistry {
     /// The operation the planner plans for `name`, a file's or an internal one.
     static func definition(_ name: String) -> OperationDefinition? {
         tables.fileOperations[name] ?? tables.internalOperations[name]
+    }
+
+    /// The facts of `op`'s outputs from its operands' facts (`known`, by
+    /// name) and the program's named constants, without planning; `nil`
+    /// where its definition has no rule. Where a parameter deciding them is
+    /// computed at run time, nothing is known but the declared element types.
+    static func outputFacts(of op: GraphOperation, known: @escaping (String) -> ValueType?,
+                            constants: @escaping (String) -> Tensor? = { _ in nil }) throws(RuntimeError) -> [ValueType]? {
+        guard let rule = definition(op.type)?.outputFacts else { return nil }
+        let context = FactsContext(op: op, known: known, constants: constants)
+        let facts = try rule(context)
+        guard !context.unresolved else { return op.outputs.map { .unknownRank($0.type.element) } }
+        return facts
     }
 
     /// The families' operations in the two registries.

@@ -13,21 +13,21 @@ enum RandomOperations: OperationFamily {
         "random_uniform": OperationDefinition(["shape", "low", "high", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let low = try context.float("low", 0), high = try context.float("high", 1)
             try sample(context, certain: low == high) { generator in low + (high - low) * generator.unit() }
-        },
+        }.withFacts(ShapeOperations.fillFacts),
         "random_normal": OperationDefinition(["shape", "mean", "stddev", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let mean = try context.float("mean", 0), deviation = try context.float("stddev", 1)
             try sample(context, certain: deviation == 0) { generator in
                 let u = max(generator.unit(), .leastNonzeroMagnitude), v = generator.unit()
                 return mean + deviation * (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
             }
-        },
+        }.withFacts(ShapeOperations.fillFacts),
         "random_bernoulli": OperationDefinition(["shape", "prob", "seed"], hasEffects: true) { context throws(RuntimeError) in
             let probability = try context.float("prob", 0.5)
             try sample(context, certain: probability == 0 || probability == 1) { generator in generator.unit() < probability ? 1 : 0 }
-        },
+        }.withFacts(ShapeOperations.fillFacts),
         "random_categorical": OperationDefinition(["x", "mode", "size", "seed"], hasEffects: true) { context throws(RuntimeError) in
             try categorical(context)
-        },
+        }.withFacts(categoricalFacts),
     ]
 
     /// A SplitMix64 stream.
@@ -100,5 +100,16 @@ enum RandomOperations: OperationFamily {
                 }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension RandomOperations {
+    /// `random_categorical`: `x`'s dimensions with the last one the samples' count.
+    static let categoricalFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape, !dims.isEmpty else { return [.unknownRank(x.element)] }
+        return [ValueType(x.element, shape: dims.dropLast() + [context.int("size", 1)])]
     }
 }

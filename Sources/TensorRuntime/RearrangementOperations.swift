@@ -9,19 +9,19 @@ enum RearrangementOperations: OperationFamily {
         // [n, C·b², H, W] → [n, C, H·b, W·b]; depth index (i·b + j)·C + c (TensorFlow's DCR order).
         "depth_to_space": OperationDefinition(["x", "block_size"]) { context throws(RuntimeError) in
             try blocks(context, depthFirst: true, toSpace: true, key: "block_size")
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         "space_to_depth": OperationDefinition(["x", "block_size"]) { context throws(RuntimeError) in
             try blocks(context, depthFirst: true, toSpace: false, key: "block_size")
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         // [n, C·r², H, W] → [n, C, H·r, W·r]; depth index c·r² + i·r + j (PyTorch's order).
         "pixel_shuffle": OperationDefinition(["x", "upscale_factor"]) { context throws(RuntimeError) in
             try blocks(context, depthFirst: false, toSpace: true, key: "upscale_factor")
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
         "pixel_unshuffle": OperationDefinition(["x", "downscale_factor"]) { context throws(RuntimeError) in
             try blocks(context, depthFirst: false, toSpace: false, key: "downscale_factor")
-        },
-        "space_to_batch": OperationDefinition(["x", "block_shape", "paddings"]) { context throws(RuntimeError) in try spaceToBatch(context) },
-        "batch_to_space": OperationDefinition(["x", "block_shape", "crops"]) { context throws(RuntimeError) in try batchToSpace(context) },
+        }.withFacts(FactsRules.sameRank(keeping: [0])),
+        "space_to_batch": OperationDefinition(["x", "block_shape", "paddings"]) { context throws(RuntimeError) in try spaceToBatch(context) }.withFacts(FactsRules.sameRank()),
+        "batch_to_space": OperationDefinition(["x", "block_shape", "crops"]) { context throws(RuntimeError) in try batchToSpace(context) }.withFacts(FactsRules.sameRank()),
         "sliding_windows": OperationDefinition(["x", "axis", "size", "stride"]) { context throws(RuntimeError) in
             let x = try context.input()
             let axis = try context.axis(try context.int("axis", 0), rank: x.rank)
@@ -32,7 +32,7 @@ enum RearrangementOperations: OperationFamily {
             var strides = Shapes.strides(x.shape)
             strides.insert(strides[axis] * stride, at: axis)
             try ShapeOperations.copy(context, x, offset: 0, strides: strides, shape: shape)
-        },
+        }.withFacts(slidingWindowsFacts),
         "slice_update": OperationDefinition(["x", "update", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"]) { context throws(RuntimeError) in
             let x = try context.input(), update = try context.input("update")
             let begin = try context.input("begin"), end = try context.input("end")
@@ -53,7 +53,7 @@ enum RearrangementOperations: OperationFamily {
                     next += n
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
         "reverse_sequence": OperationDefinition(["x", "lengths", "seq_axis", "batch_axis"]) { context throws(RuntimeError) in
             let x = try context.input(), lengths = try context.input("lengths")
             let sequenceAxis = try context.axis(try context.int("seq_axis", 0), rank: x.rank)
@@ -74,7 +74,7 @@ enum RearrangementOperations: OperationFamily {
                     target[index] = source[index + (reversed - s) * strides[sequenceAxis]]
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
         "crop": OperationDefinition(["x", "crop_height", "crop_width"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
@@ -89,13 +89,13 @@ enum RearrangementOperations: OperationFamily {
             shape[x.rank - 1] -= width[0] + width[1]
             let strides = Shapes.strides(x.shape)
             try ShapeOperations.copy(context, x, offset: height[0] * strides[x.rank - 2] + width[0], strides: strides, shape: shape)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "quantize": OperationDefinition(["input", "zero_point", "scale", "axis", "output_dtype"]) { context throws(RuntimeError) in
             try quantization(context, quantize: true)
-        },
+        }.withFacts(quantizeFacts),
         "dequantize": OperationDefinition(["input", "zero_point", "scale", "axis"]) { context throws(RuntimeError) in
             try quantization(context, quantize: false)
-        },
+        }.withFacts(FactsRules.same("input", element: .float32)),
     ]
 
     /// `slice_update` with `begin`/`end` computed at run time: the slice is
@@ -230,5 +230,29 @@ enum RearrangementOperations: OperationFamily {
                 }
             }
         }
+    }
+}
+
+// MARK: Facts
+
+extension RearrangementOperations {
+    /// `sliding_windows`: `axis` replaced by the windows' count and size.
+    static let slidingWindowsFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard var dims = x.shape else { return [.unknownRank(x.element)] }
+        let axis = try context.axis(context.int("axis", 0), rank: dims.count)
+        let size = context.constant("size")?.scalar.map { Int($0) }, stride = context.int("stride", 1)
+        let windows: Int? = if let size, let count = dims[axis], stride > 0 { (count - size) / stride + 1 } else { nil }
+        dims[axis] = windows
+        dims.insert(size, at: axis + 1)
+        return [ValueType(x.element, shape: dims)]
+    }
+}
+
+extension RearrangementOperations {
+    /// `quantize`: the input's shape in `output_dtype` (uint8 or int8).
+    static let quantizeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let input = try context.input("input")
+        return [input.with(ElementType(milName: context.string("output_dtype", "uint8")) ?? .uint8)]
     }
 }

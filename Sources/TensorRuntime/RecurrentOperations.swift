@@ -12,16 +12,16 @@ enum RecurrentOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
         "rnn": OperationDefinition(["x", "initial_h", "weight_ih", "weight_hh", "bias", "direction", "output_sequence", "activation"]) { context throws(RuntimeError) in
             try recurrent(context, kind: .rnn)
-        },
+        }.withFacts(FactsRules.ranks([3, 2], typeFrom: "x")),
         "gru": OperationDefinition(["x", "initial_h", "weight_ih", "weight_hh", "bias", "direction", "output_sequence", "recurrent_activation",
                                     "activation", "reset_after", "input_bias"]) { context throws(RuntimeError) in
             try recurrent(context, kind: .gru)
-        },
+        }.withFacts(FactsRules.ranks([3, 2], typeFrom: "x")),
         "lstm": OperationDefinition(["x", "initial_h", "initial_c", "weight_ih", "weight_hh", "bias", "peephole", "weight_ih_back",
                                      "weight_hh_back", "bias_back", "peephole_back", "direction", "output_sequence",
                                      "recurrent_activation", "cell_activation", "activation", "clip"]) { context throws(RuntimeError) in
             try recurrent(context, kind: .lstm)
-        },
+        }.withFacts(FactsRules.ranks([3, 2, 2], typeFrom: "x")),
     ]
 
     enum Kind: Sendable { case rnn, gru, lstm }

@@ -9,19 +9,35 @@ enum ReductionOperations: OperationFamily {
         for mode in ["sum", "mean", "prod", "max", "min", "l1_norm", "l2_norm", "sum_square", "log_sum", "log_sum_exp"] {
             all["reduce_" + mode] = OperationDefinition(["x", "axes", "keep_dims"], layout: .reducesAxes) { context throws(RuntimeError) in
                 try reduce(context, mode: mode)
-            }
+            }.withFacts(FactsRules.reduction())
         }
         for mode in ["argmax", "argmin"] {
             all["reduce_" + mode] = OperationDefinition(["x", "axis", "keep_dims", "output_dtype"]) { context throws(RuntimeError) in
                 try reduce(context, mode: mode)
+            }.withFacts { context throws(RuntimeError) in
+                let type = ElementType(milName: context.string("output_dtype", "int32")) ?? .int32
+                return try FactsRules.reduction(element: type)(context.defaulting("axis", to: -1))
             }
         }
         all["softmax"] = OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in try softmax(context) }
+            .withFacts(FactsRules.same())
         all["cumsum"] = OperationDefinition(["x", "axis", "exclusive", "reverse"]) { context throws(RuntimeError) in try cumsum(context) }
+            .withFacts(FactsRules.same())
         all["topk"] = OperationDefinition(["x", "k", "axis", "ascending", "sort", "return_indices", "output_indices_dtype"]) { context throws(RuntimeError) in
             try sortAlong(context, top: true)
+        }.withFacts { context throws(RuntimeError) in
+            let x = try context.input()
+            var values = x
+            if var dims = x.shape {
+                let axis = try context.axis(context.int("axis", -1), rank: dims.count)
+                dims[axis] = context.has("k") ? context.constant("k").flatMap(\.scalar).map { Int($0) } : 1
+                values.shape = dims
+            }
+            guard context.bool("return_indices", true) else { return [values] }
+            return [values, values.with(ElementType(milName: context.string("output_indices_dtype", "int32")) ?? .int32)]
         }
         all["argsort"] = OperationDefinition(["x", "axis", "ascending"]) { context throws(RuntimeError) in try sortAlong(context, top: false) }
+            .withFacts(FactsRules.same(element: .int32))
         return all
     }()
 

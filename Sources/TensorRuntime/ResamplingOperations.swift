@@ -16,7 +16,7 @@ enum ResamplingOperations: OperationFamily {
                 let plane = index.dropLast(2).enumerated().reduce(0) { $0 * x.shape[$1.offset] + $1.element }
                 return (plane * rows + r) * columns + c
             }
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "upsample_bilinear": OperationDefinition(["x", "scale_factor_height", "scale_factor_width", "align_corners", "half_pixel_centers"]) { context throws(RuntimeError) in
             let x = try context.input()
             let (height, width, _, _) = try sizes(context, x)
@@ -35,7 +35,7 @@ enum ResamplingOperations: OperationFamily {
                 }
             }
             try bilinear(context, x, ys: grid(x.shape[x.rank - 2], height), xs: grid(x.shape[x.rank - 1], width))
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "resize_bilinear": OperationDefinition(["x", "target_size_height", "target_size_width", "sampling_mode"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
@@ -48,11 +48,11 @@ enum ResamplingOperations: OperationFamily {
                 throw context.unsupported("sampling_mode \(mode) is not one MIL defines")
             }
             try bilinear(context, x, ys: grid(mode, x.shape[x.rank - 2], height), xs: grid(mode, x.shape[x.rank - 1], width))
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         // iOS 17: the last `resized_dims` axes take their sizes from `shape` (0 keeps x's), with resize_bilinear's sampling modes.
         "resize": OperationDefinition(["x", "shape", "resized_dims", "interpolation_mode", "sampling_mode"]) { context throws(RuntimeError) in
             try resize(context)
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [])),
         "resize_nearest_neighbor": OperationDefinition(["x", "target_size_height", "target_size_width"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 3 else { throw context.invalid("x has rank \(x.rank); at least 3 is required") }
@@ -67,7 +67,7 @@ enum ResamplingOperations: OperationFamily {
                 let plane = index.dropLast(2).enumerated().reduce(0) { $0 * x.shape[$1.offset] + $1.element }
                 return (plane * rows + r) * columns + c
             }
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
     ]
 
     /// Where each of `output` samples reads an axis of `input` elements, for a

@@ -31,7 +31,7 @@ enum SamplingOperations: OperationFamily {
                     }
                 }
             }
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "affine": OperationDefinition(["x", "transform_matrix", "output_height", "output_width", "sampling_mode", "padding_mode", "padding_value", "coordinates_mode", "align_corners"]) { context throws(RuntimeError) in
             let x = try context.input(), matrix = try context.input("transform_matrix")
             guard x.rank == 4, matrix.rank == 2, matrix.shape[1] == 6, matrix.shape[0] == 1 || matrix.shape[0] == x.shape[0] else {
@@ -64,11 +64,11 @@ enum SamplingOperations: OperationFamily {
                     }
                 }
             }
-        },
+        }.withFacts(FactsRules.sameRank(keeping: [0, 1])),
         "crop_resize": OperationDefinition(["x", "roi", "boxes", "box_indices", "target_height", "target_width", "normalized_coordinates",
                                             "spatial_scale", "box_coordinate_mode", "sampling_mode", "pad_value"]) { context throws(RuntimeError) in
             try cropResize(context)
-        },
+        }.withFacts(cropResizeFacts),
     ]
 
     /// How `resample` and `affine` read the image at a position.
@@ -241,5 +241,21 @@ enum SamplingOperations: OperationFamily {
             let low = min(Int(point.rounded(.down)), size - 1), high = min(low + 1, size - 1)
             return (low, high, point - Double(low))
         }
+    }
+}
+
+// MARK: Facts
+
+extension SamplingOperations {
+    /// `crop_resize`: `[N, B, C, height, width]` for the `roi` form (iOS15),
+    /// `[N, C, height, width]` for the `boxes` form (iOS17), `N` the boxes.
+    static let cropResizeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        let size = [context.int("target_height", 1), context.int("target_width", 1)]
+        if let boxes = try context.optional("boxes") {
+            return [ValueType(x.element, shape: [boxes.dimension(0), x.dimension(1)] + size)]
+        }
+        let roi = try context.input("roi")
+        return [ValueType(x.element, shape: [roi.dimension(0), x.dimension(0), x.dimension(1)] + size)]
     }
 }

@@ -9,10 +9,10 @@ import ModelFeatures
 /// into floats.
 enum ShapeOperations: OperationFamily {
     static let definitions: [String: OperationDefinition] = [
-        "reshape": OperationDefinition(["x", "shape", zerosFromEnd]) { context throws(RuntimeError) in try reshape(context) },
+        "reshape": OperationDefinition(["x", "shape", zerosFromEnd]) { context throws(RuntimeError) in try reshape(context) }.withFacts(reshapeFacts),
         "reshape_like": OperationDefinition(["x", "ref_tensors", "begins", "ends", "end_masks"]) { context throws(RuntimeError) in
             try reshapeLike(context)
-        },
+        }.withFacts(reshapeLikeFacts),
         "expand_dims": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             let axes = try context.ints("axes") ?? [0]
@@ -22,7 +22,7 @@ enum ShapeOperations: OperationFamily {
             var shape = x.shape
             for axis in resolved.sorted() { shape.insert(1, at: min(axis, shape.count)) }
             try context.alias(x, shape: shape)
-        },
+        }.withFacts(expandDimsFacts),
         "squeeze": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             var drop = Set<Int>()
@@ -36,14 +36,14 @@ enum ShapeOperations: OperationFamily {
                 drop = Set(x.shape.indices.filter { x.shape[$0] == 1 })
             }
             try context.alias(x, shape: x.shape.indices.filter { !drop.contains($0) }.map { x.shape[$0] })
-        },
+        }.withFacts(squeezeFacts),
         "flatten2d": OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             let axis = try context.int("axis", 1)
             let split = axis < 0 ? axis + x.rank : axis
             guard split >= 0, split <= x.rank else { throw context.invalid("axis \(axis) of a rank-\(x.rank) tensor") }
             try context.alias(x, shape: [x.shape[..<split].reduce(1, *), x.shape[split...].reduce(1, *)])
-        },
+        }.withFacts(flattenFacts),
         "transpose": OperationDefinition(["x", "perm"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             let given = try context.ints("perm") ?? Array(x.shape.indices.reversed())
@@ -52,7 +52,7 @@ enum ShapeOperations: OperationFamily {
             guard perm.count == x.rank, Set(perm).count == x.rank else { throw context.invalid("perm \(given) is not a permutation of \(x.rank) axes") }
             let strides = Shapes.strides(x.shape)
             try copy(context, x, offset: 0, strides: perm.map { strides[$0] }, shape: perm.map { x.shape[$0] })
-        },
+        }.withFacts(transposeFacts),
         "reverse": OperationDefinition(["x", "axes"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             var strides = Shapes.strides(x.shape)
@@ -64,10 +64,10 @@ enum ShapeOperations: OperationFamily {
                 strides[resolved] = -strides[resolved]
             }
             try copy(context, x, offset: offset, strides: strides, shape: x.shape)
-        },
+        }.withFacts(FactsRules.same()),
         "slice_by_index": OperationDefinition(["x", "begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"]) { context throws(RuntimeError) in
             try sliceByIndex(context)
-        },
+        }.withFacts(sliceByIndexFacts),
         "slice_by_size": OperationDefinition(["x", "begin", "size"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             guard let size = try context.ints("size"), size.count == x.rank else { throw context.invalid("size needs \(x.rank) values") }
@@ -90,8 +90,8 @@ enum ShapeOperations: OperationFamily {
                 shape.append(length)
             }
             try copy(context, x, offset: offset, strides: strides, shape: shape)
-        },
-        "concat": OperationDefinition(["values", "axis", "interleave"]) { context throws(RuntimeError) in try concat(context) },
+        }.withFacts(sliceBySizeFacts),
+        "concat": OperationDefinition(["values", "axis", "interleave"]) { context throws(RuntimeError) in try concat(context) }.withFacts(concatFacts),
         "stack": OperationDefinition(["values", "axis"]) { context throws(RuntimeError) in
             let values = try context.list("values")
             guard let first = values.first, values.allSatisfy({ $0.shape == first.shape }) else {
@@ -101,27 +101,27 @@ enum ShapeOperations: OperationFamily {
             var shape = first.shape
             shape.insert(values.count, at: axis)
             try stack(context, values, outer: first.shape[..<axis].reduce(1, *), inner: first.shape[axis...].reduce(1, *), shape: shape)
-        },
-        "split": OperationDefinition(["x", "num_splits", "split_sizes", "axis"]) { context throws(RuntimeError) in try split(context) },
+        }.withFacts(stackFacts),
+        "split": OperationDefinition(["x", "num_splits", "split_sizes", "axis"]) { context throws(RuntimeError) in try split(context) }.withFacts(splitFacts),
         "tile": OperationDefinition(["x", "reps"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             guard let reps = try context.ints("reps"), reps.count == x.rank, reps.allSatisfy({ $0 >= 0 }) else {
                 throw context.invalid("reps needs \(x.rank) non-negative values")
             }
             try tile(context, x, reps: reps)
-        },
-        "pad": OperationDefinition(["x", "pad", "mode", "constant_val"]) { context throws(RuntimeError) in try pad(context) },
+        }.withFacts(tileFacts),
+        "pad": OperationDefinition(["x", "pad", "mode", "constant_val"]) { context throws(RuntimeError) in try pad(context) }.withFacts(padFacts),
         "shape": OperationDefinition(["x"]) { context throws(RuntimeError) in
             let x = try context.input()
             context.output(constant: Tensor(ints: x.shape.map { Int32($0) }, shape: [x.rank]))
-        },
+        }.withFacts(shapeFacts),
         "fill": OperationDefinition(["shape", "value"]) { context throws(RuntimeError) in
             guard let shape = try context.ints("shape") else { throw context.invalid("no shape") }
             try fill(context, shape: shape)
-        },
+        }.withFacts(fillFacts),
         "fill_like": OperationDefinition(["ref_tensor", "value"]) { context throws(RuntimeError) in
             try fill(context, shape: try context.input("ref_tensor").shape)
-        },
+        }.withFacts(fillLikeFacts),
         "range_1d": OperationDefinition(["start", "end", "step"]) { context throws(RuntimeError) in
             guard let start = try context.constant("start")?.scalar, let end = try context.constant("end")?.scalar,
                   let step = try context.constant("step")?.scalar, step != 0 else {
@@ -131,7 +131,7 @@ enum ShapeOperations: OperationFamily {
             let values = (0..<count).map { start + Double($0) * step }
             context.output(constant: context.outputType().isFloat ? Tensor(floats: values.map(Float.init), shape: [count])
                 : Tensor(ints: values.map { Int32(clamping: Int($0)) }, shape: [count]))
-        },
+        }.withFacts(rangeFacts),
         // How many elements are non-zero decides the shape: planned once x is known (at run time, a stage of its own).
         "non_zero": OperationDefinition(["x"]) { context throws(RuntimeError) in
             guard let x = try context.constant("x") else { throw context.invalid("input x is missing") }
@@ -141,7 +141,7 @@ enum ShapeOperations: OperationFamily {
                 for axis in x.shape.indices { indices.append(Int32(position / strides[axis] % x.shape[axis])) }
             }
             context.output(constant: Tensor(ints: indices, shape: [indices.count / max(x.shape.count, 1), x.shape.count]))
-        },
+        }.withFacts(nonZeroFacts),
         "band_part": OperationDefinition(["x", "lower", "upper"]) { context throws(RuntimeError) in
             let x = try context.input()
             guard x.rank >= 2 else { throw context.invalid("x has rank \(x.rank); band_part needs 2 or more") }
@@ -156,7 +156,7 @@ enum ShapeOperations: OperationFamily {
                     target[index] = keep ? source[index] : 0
                 }
             }
-        },
+        }.withFacts(FactsRules.same()),
     ]
 
     /// Operations only the engine's passes make (a program file naming one is refused).
@@ -166,7 +166,7 @@ enum ShapeOperations: OperationFamily {
         "at_least_rank1": OperationDefinition(["x"]) { context throws(RuntimeError) in
             let x = try context.storedInput()
             try context.alias(x, shape: x.rank == 0 ? [1] : x.shape)
-        },
+        }.withFacts(atLeastRank1Facts),
     ]
 
     // MARK: Kernels shared by the operations
@@ -624,5 +624,239 @@ enum ShapeOperations: OperationFamily {
             let target = buffers.ints(out)
             for index in 0..<count { target[index] = bits }
         }
+    }
+}
+
+// MARK: Facts
+
+extension ShapeOperations {
+    /// `reshape`: the shape's dimensions where it is a constant (0 copies, -1
+    /// found from the others), else its length's rank with none known.
+    static let reshapeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let requested = context.ints("shape") else {
+            let length = try context.input("shape").dimension(0)
+            return [length.map { ValueType(x.element, rank: $0) } ?? .unknownRank(x.element)]
+        }
+        let fromEnd = context.bool(zerosFromEnd, false)
+        var dims: [Int?] = requested.enumerated().map { axis, size in
+            guard size == 0 else { return size }
+            let source = fromEnd ? (x.rank ?? 0) - (requested.count - axis) : axis
+            return x.shape.flatMap { $0.indices.contains(source) ? $0[source] : nil }
+        }
+        if let unknown = dims.firstIndex(of: -1) {
+            let others = dims.enumerated().filter { $0.offset != unknown }.map(\.element)
+            let count = x.shape.flatMap { dims in dims.allSatisfy { $0 != nil } ? dims.reduce(1) { $0 * $1! } : nil }
+            if let count, others.allSatisfy({ $0 != nil }) {
+                let known = others.reduce(1) { $0 * $1! }
+                dims[unknown] = known > 0 ? count / known : nil
+            } else {
+                dims[unknown] = nil
+            }
+        }
+        return [ValueType(x.element, shape: dims)]
+    }
+
+    static let expandDimsFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard var dims = x.shape, let axes = context.ints("axes") ?? (context.has("axes") ? nil : [0]) else {
+            return [.unknownRank(x.element)]
+        }
+        let rank = dims.count + axes.count
+        var resolved: [Int] = []
+        for axis in axes { resolved.append(try context.axis(axis, rank: rank, key: "axes")) }
+        for axis in resolved.sorted() { dims.insert(1, at: min(axis, dims.count)) }
+        return [ValueType(x.element, shape: dims)]
+    }
+
+    /// `squeeze`: the axes given dropped; without axes, every dimension of 1,
+    /// which leaves the rank unknown unless every dimension is known.
+    static let squeezeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [.unknownRank(x.element)] }
+        guard let axes = context.ints("axes") else {
+            guard !context.has("axes"), dims.allSatisfy({ $0 != nil }) else { return [.unknownRank(x.element)] }
+            return [ValueType(x.element, shape: dims.filter { $0 != 1 })]
+        }
+        var drop = Set<Int>()
+        for axis in axes { drop.insert(try context.axis(axis, rank: dims.count, key: "axes")) }
+        return [ValueType(x.element, shape: dims.indices.filter { !drop.contains($0) }.map { dims[$0] })]
+    }
+
+    static let flattenFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [ValueType(x.element, rank: 2)] }
+        let axis = context.int("axis", 1)
+        let split = axis < 0 ? axis + dims.count : axis
+        guard split >= 0, split <= dims.count else { throw context.invalid("axis \(axis) of a rank-\(dims.count) tensor") }
+        func product(_ part: ArraySlice<Int?>) -> Int? { part.allSatisfy { $0 != nil } ? part.reduce(1) { $0 * $1! } : nil }
+        return [ValueType(x.element, shape: [product(dims[..<split]), product(dims[split...])])]
+    }
+
+    static let transposeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [.unknownRank(x.element)] }
+        guard let perm = context.ints("perm") ?? (context.has("perm") ? nil : Array(dims.indices.reversed())) else {
+            return [ValueType(x.element, rank: dims.count)]
+        }
+        guard perm.count == dims.count else { throw context.invalid("perm has \(perm.count) values for rank \(dims.count)") }
+        var result: [Int?] = []
+        for axis in perm { result.append(dims[try context.axis(axis, rank: dims.count, key: "perm")]) }
+        return [ValueType(x.element, shape: result)]
+    }
+
+    static let sliceByIndexFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [.unknownRank(x.element)] }
+        let rank = dims.count
+        let squeeze = context.bools("squeeze_mask") ?? Array(repeating: false, count: rank)
+        guard squeeze.count == rank else { throw context.invalid("squeeze_mask has \(squeeze.count) values for rank \(rank)") }
+        let begin = context.ints("begin"), end = context.ints("end")
+        let stride = context.ints("stride") ?? Array(repeating: 1, count: rank)
+        let beginMask = context.bools("begin_mask") ?? Array(repeating: false, count: rank)
+        let endMask = context.bools("end_mask") ?? Array(repeating: false, count: rank)
+        var result: [Int?] = []
+        for axis in 0..<rank where !squeeze[axis] {
+            guard let count = dims[axis], let begin, let end, begin.count == rank, end.count == rank, stride.count == rank,
+                  beginMask.count == rank, endMask.count == rank else {
+                result.append(nil)
+                continue
+            }
+            result.append(ValueType.slicedLength(count, begin: begin[axis], end: end[axis], stride: stride[axis],
+                                                  fromStart: beginMask[axis], toEnd: endMask[axis]))
+        }
+        return [ValueType(x.element, shape: result)]
+    }
+
+    static let sliceBySizeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [.unknownRank(x.element)] }
+        guard let size = context.ints("size") else { return [ValueType(x.element, rank: dims.count)] }
+        guard size.count == dims.count else { throw context.invalid("size needs \(dims.count) values") }
+        let begin = context.ints("begin")
+        return [ValueType(x.element, shape: size.indices.map { axis in
+            if size[axis] != -1 { return size[axis] }
+            guard let count = dims[axis], let begin, begin.count == dims.count else { return nil }
+            return count - (begin[axis] < 0 ? begin[axis] + count : begin[axis])
+        })]
+    }
+
+    static let concatFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let values = try context.list("values")
+        guard let first = values.first else { throw context.invalid("concat needs values") }
+        // Scalars have no axis to join along: what the plan makes of them is not claimed here.
+        guard let rank = values.lazy.compactMap(\.rank).first, rank > 0 else { return [.unknownRank(first.element)] }
+        let axis = try context.axis(context.int("axis", 0), rank: rank)
+        var dims: [Int?] = Array(repeating: nil, count: rank)
+        var total: Int? = 0
+        for value in values {
+            guard let valueDims = value.shape else { total = nil; continue }
+            guard valueDims.count == rank else { throw context.invalid("concat of values of ranks \(rank) and \(valueDims.count)") }
+            for index in 0..<rank where index != axis { dims[index] = dims[index] ?? valueDims[index] }
+            total = total.flatMap { sum in valueDims[axis].map { sum + $0 } }
+        }
+        dims[axis] = total
+        return [ValueType(first.element, shape: dims)]
+    }
+
+    static let stackFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let values = try context.list("values")
+        guard let first = values.first else { throw context.invalid("stack needs values") }
+        guard var dims = values.lazy.compactMap(\.shape).first else { return [.unknownRank(first.element)] }
+        let axis = try context.axis(context.int("axis", 0), rank: dims.count + 1)
+        dims.insert(values.count, at: axis)
+        return [ValueType(first.element, shape: dims)]
+    }
+
+    /// `split`: one output per size, or `num_splits` equal parts.
+    static let splitFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        let sizes: [Int?]
+        if let given = context.ints("split_sizes") {
+            sizes = given
+        } else if let parts = context.constant("num_splits")?.scalar.map({ Int($0) }), parts > 0 {
+            let axis = x.rank.map { rank in context.int("axis", 0) < 0 ? context.int("axis", 0) + rank : context.int("axis", 0) }
+            let whole = axis.flatMap { x.dimension($0) }
+            sizes = Array(repeating: whole.map { $0 / parts }, count: parts)
+        } else {
+            throw context.invalid("split needs split_sizes or num_splits given as constants")
+        }
+        guard let dims = x.shape else { return sizes.map { _ in .unknownRank(x.element) } }
+        let axis = try context.axis(context.int("axis", 0), rank: dims.count)
+        return sizes.map { size in
+            var part = dims
+            part[axis] = size
+            return ValueType(x.element, shape: part)
+        }
+    }
+
+    static let tileFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard let dims = x.shape else { return [.unknownRank(x.element)] }
+        guard let reps = context.ints("reps"), reps.count == dims.count else { return [ValueType(x.element, rank: dims.count)] }
+        return [ValueType(x.element, shape: zip(dims, reps).map { dim, rep in dim.map { $0 * rep } })]
+    }
+
+    /// `pad`: the last `pad.count / 2` dimensions grow by their two amounts.
+    static let padFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        guard var dims = x.shape else { return [.unknownRank(x.element)] }
+        guard let pad = context.ints("pad") else { return [ValueType(x.element, rank: dims.count)] }
+        guard pad.count % 2 == 0, pad.count / 2 <= dims.count else { throw context.invalid("pad has \(pad.count) values for rank \(dims.count)") }
+        let first = dims.count - pad.count / 2
+        for index in 0..<(pad.count / 2) { dims[first + index] = dims[first + index].map { $0 + pad[2 * index] + pad[2 * index + 1] } }
+        return [ValueType(x.element, shape: dims)]
+    }
+
+    /// `fill`: the shape's values where it is a constant, else its length's rank; the value's type.
+    static let fillFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let element = try context.optional("value")?.element ?? .float32
+        if let shape = context.ints("shape") { return [ValueType(element, shape: shape)] }
+        let length = try context.input("shape").dimension(0)
+        return [length.map { ValueType(element, rank: $0) } ?? .unknownRank(element)]
+    }
+
+    /// `shape`: an int32 vector of `x`'s rank.
+    static let shapeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        [ValueType(.int32, shape: [try context.input().rank])]
+    }
+
+    static let fillLikeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        [ValueType(try context.optional("value")?.element ?? .float32, shape: try context.input("ref_tensor").shape)]
+    }
+
+    /// `range_1d`: a vector of `start`'s type whose length waits for the values.
+    static let rangeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        [ValueType(try context.input("start").element, rank: 1)]
+    }
+
+    /// `non_zero`: one int32 row of `x`'s rank per element that is not zero.
+    static let nonZeroFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        [ValueType(.int32, shape: [nil, try context.input().rank])]
+    }
+
+    static let atLeastRank1Facts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input()
+        return [x.rank == 0 ? ValueType(x.element, shape: [1]) : x]
+    }
+}
+
+extension ShapeOperations {
+    /// `reshape_like`: the slices `begins..<ends` of the reference tensors' dimensions, joined.
+    static let reshapeLikeFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        let x = try context.input(), references = try context.list("ref_tensors")
+        guard let begins = context.ints("begins"), let ends = context.ints("ends"), let masks = context.bools("end_masks"),
+              begins.count == references.count, ends.count == references.count, masks.count == references.count else {
+            return [.unknownRank(x.element)]
+        }
+        var shape: [Int?] = []
+        for (index, reference) in references.enumerated() {
+            guard let dims = reference.shape else { return [.unknownRank(x.element)] }
+            let begin = begins[index] < 0 ? begins[index] + dims.count : begins[index]
+            let end = masks[index] ? dims.count : (ends[index] < 0 ? ends[index] + dims.count : ends[index])
+            guard begin >= 0, begin <= end, end <= dims.count else { throw context.invalid("begin \(begins[index]) end \(ends[index]) outside rank \(dims.count)") }
+            shape += dims[begin..<end]
+        }
+        return [ValueType(x.element, shape: shape)]
     }
 }

@@ -13,14 +13,14 @@ enum StateOperations: OperationFamily {
             context.run(reads: [state], writes: [out]) { buffers in
                 ElementConversion.widen(buffers.raw(from), storage: storage, count: count, into: buffers.raw(out))
             }
-        },
+        }.withFacts(readStateFacts),
         "coreml_update_state": OperationDefinition(["state", "value"], hasEffects: true) { context throws(RuntimeError) in
             try write(context, state: try context.storedInput("state"), value: try context.input("value"))
-        },
+        }.withFacts(writeFacts("value")),
         // What coreml_update_state is serialized as: a write, then a read_state of the new value.
         "write_state": OperationDefinition(["input", "data"], hasEffects: true) { context throws(RuntimeError) in
             try write(context, state: try context.storedInput("input"), value: try context.input("data"))
-        },
+        }.withFacts(writeFacts("data")),
     ]
 
     /// Operations only the engine's passes make (a program file naming one is refused).
@@ -30,7 +30,7 @@ enum StateOperations: OperationFamily {
         "read_state_view": OperationDefinition(["input"], hasEffects: true, replayable: true) { context throws(RuntimeError) in
             let state = try context.storedInput("input")
             try context.alias(state, shape: state.shape)
-        },
+        }.withFacts(readStateFacts),
         // read_state → slice_update → write_state of one state (Fusion/StateFusion.swift): the update
         // written into the state where it lives, rounded to fp16 when the program's cast back did that. Where it
         // writes (begin, end) is read at run time, so its plan is a function of its inputs' types and shapes: the
@@ -39,7 +39,7 @@ enum StateOperations: OperationFamily {
                                                    "round_to_half"], hasEffects: true, replayable: true,
                                                   readAtRunTime: ["begin", "end"]) { context throws(RuntimeError) in
             try updateSlice(context)
-        },
+        }.withFacts(writeFacts("state")),
     ]
 
     private static func write(_ context: OperationContext, state: PlanValue, value: PlanValue) throws(RuntimeError) {
@@ -93,6 +93,26 @@ enum StateOperations: OperationFamily {
         context.run(reads: [update, begin, end], writes: [to]) { buffers throws(RuntimeError) in
             let found = try slice.geometry(buffers, count: count)
             write(buffers, offset: found.offset, strides: found.strides, shape: found.shape)
+        }
+    }
+}
+
+// MARK: Facts
+
+extension StateOperations {
+    /// A read of a state: the tensor it wraps.
+    static let readStateFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
+        var state = try context.input("input")
+        state.isState = false
+        return [state]
+    }
+
+    /// A write into a state: each result (if any) is the value written, `key`.
+    static func writeFacts(_ key: String) -> OperationDefinition.FactsRule {
+        { context throws(RuntimeError) in
+            var value = try context.input(key)
+            value.isState = false
+            return context.op.outputs.map { _ in value }
         }
     }
 }

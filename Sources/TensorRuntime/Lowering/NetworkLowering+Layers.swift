@@ -93,7 +93,7 @@ extension NetworkLowering {
             if transposed, outputShape.count == 2 {
                 arguments["output_shape"] = .value(b.shape([.vector(b.dims(x, 0, 1)), .literal([outputs] + outputShape)]))
             }
-            return b.op(transposed ? "conv_transpose" : "conv", arguments, rank: 4)
+            return b.op(transposed ? "conv_transpose" : "conv", arguments)
         }
     }
 
@@ -116,7 +116,7 @@ extension NetworkLowering {
         if params.globalpooling != 0 {
             let view = b.atLeastRank3(x)
             let reduction = ["avg": "reduce_mean", "l2": "reduce_l2_norm", "max": "reduce_max"][kind] ?? "reduce_max"
-            b.op(reduction, ["x": .value(view), "axes": .ints([-2, -1]), "keep_dims": .bool(true)], into: output, rank: b.rank(view))
+            b.op(reduction, ["x": .value(view), "axes": .ints([-2, -1]), "keep_dims": .bool(true)], into: output)
             return
         }
         let sizes = scalars(params.kernelsize, params.n_kernelsize).map(Int.init)
@@ -143,7 +143,7 @@ extension NetworkLowering {
         try b.channelFirst(x, into: output) { b, x throws(RuntimeError) in
             var arguments = arguments
             arguments["x"] = .value(x)
-            return b.op("\(kind)_pool", arguments, rank: 4)
+            return b.op("\(kind)_pool", arguments)
         }
     }
 
@@ -160,16 +160,16 @@ extension NetworkLowering {
         if r >= 4 || (r == 3 && b.rank5) {
             // [..., C, H, W] → [..., C·H·W] → [..., C_out, 1, 1].
             let lead = r == 3 ? b.shape([.literal([1])]) : b.dims(x, 0, -3)
-            let rows = b.reshape(x, to: b.shape([.vector(lead), .literal([inputs])]), rank: max(r - 2, 2))
+            let rows = b.reshape(x, to: b.shape([.vector(lead), .literal([inputs])]))
             arguments["x"] = .value(rows)
-            let product = b.op("linear", arguments, rank: max(r - 2, 2))
+            let product = b.op("linear", arguments)
             let target = r == 3 ? b.shape([.literal([outputs, 1, 1])]) : b.shape([.vector(lead), .literal([outputs, 1, 1])])
-            _ = b.reshape(product, to: target, rank: r, into: output)
+            _ = b.reshape(product, to: target, into: output)
             return
         }
         // Rank 1 to 3 of a rank-N network: the last dimension is C_in.
         arguments["x"] = .value(x)
-        b.op("linear", arguments, into: output, rank: r)
+        b.op("linear", arguments, into: output)
     }
 
     private static func embedding(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -183,11 +183,11 @@ extension NetworkLowering {
         let r = b.rank(x)
         let lead = r >= 4 ? b.dims(x, 0, -3) : b.shape([.literal([-1])])
         let indices = b.toInt(b.reshape(x, [-1]))
-        var rows = b.op("gather", ["x": .floats(table, shape: [inputDim, outputs]), "indices": .value(indices), "axis": .int(0)], rank: 2)
+        var rows = b.op("gather", ["x": .floats(table, shape: [inputDim, outputs]), "indices": .value(indices), "axis": .int(0)])
         if params.hasbias != 0 {
-            rows = b.op("add", ["x": .value(rows), "y": .floats(try b.weights(params.bias, "bias", count: outputs), shape: [outputs])], rank: 2)
+            rows = b.op("add", ["x": .value(rows), "y": .floats(try b.weights(params.bias, "bias", count: outputs), shape: [outputs])])
         }
-        _ = b.reshape(rows, to: b.shape([.vector(lead), .literal([outputs, 1, 1])]), rank: r >= 4 ? r : 4, into: output)
+        _ = b.reshape(rows, to: b.shape([.vector(lead), .literal([outputs, 1, 1])]), into: output)
     }
 
     // MARK: Normalization
@@ -201,7 +201,7 @@ extension NetworkLowering {
         if params.computemeanvar != 0 || params.instancenormalization != 0 {
             try b.channelFirst(x, into: output) { b, x throws(RuntimeError) in
                 b.op("instance_norm", ["x": .value(x), "gamma": .floats(gamma, shape: [channels]), "beta": .floats(beta, shape: [channels]),
-                                       "epsilon": .float(params.epsilon)], rank: 4)
+                                       "epsilon": .float(params.epsilon)])
             }
             return
         }
@@ -211,7 +211,7 @@ extension NetworkLowering {
             // [N, C, H, W] (a blob's view): MIL's batch_norm, which the plan folds into a convolution before it.
             b.op("batch_norm", ["x": .value(x), "mean": .floats(mean, shape: [channels]), "variance": .floats(variance, shape: [channels]),
                                 "gamma": .floats(gamma, shape: [channels]), "beta": .floats(beta, shape: [channels]),
-                                "epsilon": .float(params.epsilon)], into: output, rank: 4)
+                                "epsilon": .float(params.epsilon)], into: output)
             return
         }
         var scale = [Float](repeating: 0, count: channels), shift = scale
@@ -224,49 +224,49 @@ extension NetworkLowering {
 
     private static func l2Normalize(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         let epsilon = layer.l2normalize?.pointee.epsilon ?? 0
-        let x = b.atLeastRank3(try b.input()), r = b.rank(x)
+        let x = b.atLeastRank3(try b.input())
         // NeuralNetwork.proto: x / sqrt(Σ x² + ε) over C, H, W.
-        let sum = b.op("reduce_sum_square", ["x": .value(x), "axes": .ints([-3, -2, -1]), "keep_dims": .bool(true)], rank: r)
-        let norm = b.op("rsqrt", ["x": .value(b.op("add", ["x": .value(sum), "y": .float(epsilon == 0 ? 1e-6 : epsilon)], rank: r))], rank: r)
-        b.op("mul", ["x": .value(x), "y": .value(norm)], into: try b.output(), rank: r)
+        let sum = b.op("reduce_sum_square", ["x": .value(x), "axes": .ints([-3, -2, -1]), "keep_dims": .bool(true)])
+        let norm = b.op("rsqrt", ["x": .value(b.op("add", ["x": .value(sum), "y": .float(epsilon == 0 ? 1e-6 : epsilon)]))])
+        b.op("mul", ["x": .value(x), "y": .value(norm)], into: try b.output())
     }
 
     private static func lrn(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.lrn?.pointee else { throw b.invalid("no parameters") }
         try b.channelFirst(try b.input(), into: try b.output()) { b, x throws(RuntimeError) in
             b.op("local_response_norm", ["x": .value(x), "size": .int(Int(params.localsize)), "alpha": .float(params.alpha),
-                                         "beta": .float(params.beta), "k": .float(params.k)], rank: 4)
+                                         "beta": .float(params.beta), "k": .float(params.k)])
         }
     }
 
     private static func mvn(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.mvn?.pointee else { throw b.invalid("no parameters") }
-        let x = b.atLeastRank3(try b.input()), r = b.rank(x), output = try b.output()
+        let x = b.atLeastRank3(try b.input()), output = try b.output()
         let axes = params.acrosschannels != 0 ? [-3, -2, -1] : [-2, -1]
-        let mean = b.op("reduce_mean", ["x": .value(x), "axes": .ints(axes), "keep_dims": .bool(true)], rank: r)
-        let centred = b.op("sub", ["x": .value(x), "y": .value(mean)], into: params.normalizevariance != 0 ? nil : output, rank: r)
+        let mean = b.op("reduce_mean", ["x": .value(x), "axes": .ints(axes), "keep_dims": .bool(true)])
+        let centred = b.op("sub", ["x": .value(x), "y": .value(mean)], into: params.normalizevariance != 0 ? nil : output)
         guard params.normalizevariance != 0 else { return }
-        let variance = b.op("reduce_mean", ["x": .value(b.op("mul", ["x": .value(centred), "y": .value(centred)], rank: r)),
-                                            "axes": .ints(axes), "keep_dims": .bool(true)], rank: r)
+        let variance = b.op("reduce_mean", ["x": .value(b.op("mul", ["x": .value(centred), "y": .value(centred)])),
+                                            "axes": .ints(axes), "keep_dims": .bool(true)])
         let epsilon = params.epsilon == 0 ? 1e-6 : params.epsilon
-        let divisor = b.op("sqrt", ["x": .value(b.op("add", ["x": .value(variance), "y": .float(epsilon)], rank: r))], rank: r)
-        b.op("real_div", ["x": .value(centred), "y": .value(divisor)], into: output, rank: r)
+        let divisor = b.op("sqrt", ["x": .value(b.op("add", ["x": .value(variance), "y": .float(epsilon)]))])
+        b.op("real_div", ["x": .value(centred), "y": .value(divisor)], into: output)
     }
 
     private static func softmax(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         let x = b.atLeastRank3(try b.input())
-        b.op("softmax", ["x": .value(x), "axis": .int(-3)], into: try b.output(), rank: b.rank(x))
+        b.op("softmax", ["x": .value(x), "axis": .int(-3)], into: try b.output())
     }
 
     // MARK: Activations
 
     private static func activation(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.activation?.pointee else { throw b.invalid("no parameters") }
-        let x = try b.input(), output = try b.output(), r = b.rank(x)
+        let x = try b.input(), output = try b.output()
         func simple(_ type: String, _ extra: [String: LoweredArgument] = [:], _ b: inout LoweringBuilder) {
             var arguments = extra
             arguments["x"] = .value(x)
-            b.op(type, arguments, into: output, rank: r)
+            b.op(type, arguments, into: output)
         }
         switch params.nonlinearity_type_case {
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_LINEAR:
@@ -290,16 +290,16 @@ extension NetworkLowering {
             guard let alpha = try b.optionalWeights(params.prelu?.pointee.alpha, "PReLU.alpha") else { throw b.invalid("PReLU without alpha") }
             let view = b.atLeastRank3(x), r3 = b.rank(view)
             let slopes = b.channelConstant(alpha, rank: r3)
-            let negative = b.op("mul", ["x": .value(b.op("minimum", ["x": .value(view), "y": .float(0)], rank: r3)), "y": slopes], rank: r3)
-            b.op("add", ["x": .value(b.op("relu", ["x": .value(view)], rank: r3)), "y": .value(negative)], into: output, rank: r3)
+            let negative = b.op("mul", ["x": .value(b.op("minimum", ["x": .value(view), "y": .float(0)])), "y": slopes])
+            b.op("add", ["x": .value(b.op("relu", ["x": .value(view)])), "y": .value(negative)], into: output)
         case CORE_ML__SPECIFICATION__ACTIVATION_PARAMS__NONLINEARITY_TYPE_PARAMETRIC_SOFTPLUS:
             // α[c] · log(1 + exp(β[c] · x)).
             let alpha = try b.optionalWeights(params.parametricsoftplus?.pointee.alpha, "parametricSoftplus.alpha") ?? [1]
             let beta = try b.optionalWeights(params.parametricsoftplus?.pointee.beta, "parametricSoftplus.beta") ?? [1]
             let view = b.atLeastRank3(x), r3 = b.rank(view)
-            let scaled = b.op("mul", ["x": .value(view), "y": b.channelConstant(beta, rank: r3)], rank: r3)
-            let soft = b.op("softplus", ["x": .value(scaled)], rank: r3)
-            b.op("mul", ["x": .value(soft), "y": b.channelConstant(alpha, rank: r3)], into: output, rank: r3)
+            let scaled = b.op("mul", ["x": .value(view), "y": b.channelConstant(beta, rank: r3)])
+            let soft = b.op("softplus", ["x": .value(scaled)])
+            b.op("mul", ["x": .value(soft), "y": b.channelConstant(alpha, rank: r3)], into: output)
         default:
             throw b.invalid("no activation kind set")
         }
@@ -311,7 +311,7 @@ extension NetworkLowering {
         let output = try b.output()
         guard b.inputs.count > 1 else { b.identity(try b.input(), into: output); return }
         let sum = try b.combine("add", alpha: nil, into: b.fresh())
-        b.op("mul", ["x": .value(sum), "y": .float(1 / Float(b.inputs.count))], into: output, rank: b.rank(sum))
+        b.op("mul", ["x": .value(sum), "y": .float(1 / Float(b.inputs.count))], into: output)
     }
 
     private static func scale(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -320,10 +320,10 @@ extension NetworkLowering {
         let biasShape = scalars(params.shapebias, params.n_shapebias).map(Int.init)
         let values = try b.weights(params.scale, "scale", count: max(1, scaleShape.reduce(1, *)))
         let x = b.atLeastRank3(try b.input()), r = b.rank(x), output = try b.output()
-        let scaled = b.op("mul", ["x": .value(x), "y": b.blobConstant(values, shape: scaleShape, rank: r)], into: params.hasbias != 0 ? nil : output, rank: r)
+        let scaled = b.op("mul", ["x": .value(x), "y": b.blobConstant(values, shape: scaleShape, rank: r)], into: params.hasbias != 0 ? nil : output)
         guard params.hasbias != 0 else { return }
         let bias = try b.weights(params.bias, "bias", count: max(1, biasShape.reduce(1, *)))
-        b.op("add", ["x": .value(scaled), "y": b.blobConstant(bias, shape: biasShape, rank: r)], into: output, rank: r)
+        b.op("add", ["x": .value(scaled), "y": b.blobConstant(bias, shape: biasShape, rank: r)], into: output)
     }
 
     private static func bias(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -331,42 +331,42 @@ extension NetworkLowering {
         let shape = scalars(params.shape, params.n_shape).map(Int.init)
         let values = try b.weights(params.bias, "bias", count: max(1, shape.reduce(1, *)))
         let x = b.atLeastRank3(try b.input()), r = b.rank(x)
-        b.op("add", ["x": .value(x), "y": b.blobConstant(values, shape: shape, rank: r)], into: try b.output(), rank: r)
+        b.op("add", ["x": .value(x), "y": b.blobConstant(values, shape: shape, rank: r)], into: try b.output())
     }
 
     private static func unary(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.unary?.pointee else { throw b.invalid("no parameters") }
-        let x = try b.input(), r = b.rank(x), output = try b.output()
+        let x = try b.input(), output = try b.output()
         let scale = params.scale == 0 ? 1 : params.scale
         let epsilon = params.epsilon == 0 ? 1e-6 : params.epsilon
         var v = x
-        if scale != 1 || params.shift != 0 { v = b.op("linear_activation", ["x": .value(x), "alpha": .float(scale), "beta": .float(params.shift)], rank: r) }
+        if scale != 1 || params.shift != 0 { v = b.op("linear_activation", ["x": .value(x), "alpha": .float(scale), "beta": .float(params.shift)]) }
         switch params.type {
         case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__RSQRT:
-            b.op("rsqrt", ["x": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)], rank: r))], into: output, rank: r)
+            b.op("rsqrt", ["x": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)]))], into: output)
         case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__INVERSE:
-            b.op("real_div", ["x": .float(1), "y": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)], rank: r))], into: output, rank: r)
+            b.op("real_div", ["x": .float(1), "y": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)]))], into: output)
         case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__POWER:
-            b.op("pow", ["x": .value(v), "y": .float(params.alpha)], into: output, rank: r)
-        case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__EXP: b.op("exp", ["x": .value(v)], into: output, rank: r)
+            b.op("pow", ["x": .value(v), "y": .float(params.alpha)], into: output)
+        case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__EXP: b.op("exp", ["x": .value(v)], into: output)
         case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__LOG:
-            b.op("log", ["x": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)], rank: r))], into: output, rank: r)
-        case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__ABS: b.op("abs", ["x": .value(v)], into: output, rank: r)
+            b.op("log", ["x": .value(b.op("add", ["x": .value(v), "y": .float(epsilon)]))], into: output)
+        case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__ABS: b.op("abs", ["x": .value(v)], into: output)
         case CORE_ML__SPECIFICATION__UNARY_FUNCTION_LAYER_PARAMS__OPERATION__THRESHOLD:
-            b.op("maximum", ["x": .value(v), "y": .float(params.alpha)], into: output, rank: r)
-        default: b.op("sqrt", ["x": .value(v)], into: output, rank: r)
+            b.op("maximum", ["x": .value(v), "y": .float(params.alpha)], into: output)
+        default: b.op("sqrt", ["x": .value(v)], into: output)
         }
     }
 
     private static func dot(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         let first = b.reshape(try b.input(0), [-1]), second = b.reshape(try b.input(1), [-1])
-        var product = b.op("reduce_sum", ["x": .value(b.op("mul", ["x": .value(first), "y": .value(second)], rank: 1)),
-                                          "axes": .ints([0]), "keep_dims": .bool(true)], rank: 1)
+        var product = b.op("reduce_sum", ["x": .value(b.op("mul", ["x": .value(first), "y": .value(second)])),
+                                          "axes": .ints([0]), "keep_dims": .bool(true)])
         if layer.dot?.pointee.cosinesimilarity != 0 {
-            let norms = b.op("mul", ["x": .value(b.op("reduce_sum_square", ["x": .value(first), "axes": .ints([0]), "keep_dims": .bool(true)], rank: 1)),
-                                     "y": .value(b.op("reduce_sum_square", ["x": .value(second), "axes": .ints([0]), "keep_dims": .bool(true)], rank: 1))], rank: 1)
-            let divisor = b.op("maximum", ["x": .value(b.op("sqrt", ["x": .value(norms)], rank: 1)), "y": .float(1e-12)], rank: 1)
-            product = b.op("real_div", ["x": .value(product), "y": .value(divisor)], rank: 1)
+            let norms = b.op("mul", ["x": .value(b.op("reduce_sum_square", ["x": .value(first), "axes": .ints([0]), "keep_dims": .bool(true)])),
+                                     "y": .value(b.op("reduce_sum_square", ["x": .value(second), "axes": .ints([0]), "keep_dims": .bool(true)]))])
+            let divisor = b.op("maximum", ["x": .value(b.op("sqrt", ["x": .value(norms)])), "y": .float(1e-12)])
+            product = b.op("real_div", ["x": .value(product), "y": .value(divisor)])
         }
         _ = b.reshape(product, [1, 1, 1], into: try b.output())
     }
@@ -379,23 +379,22 @@ extension NetworkLowering {
         for input in b.inputs { values.append(b.atLeastRank3(input)) }
         let r = values.map { b.rank($0) }.max() ?? 3
         if sequence, r < 5 { throw b.unsupported("concatenation along the sequence axis of a rank-\(r) blob") }
-        b.op("concat", ["values": .values(values), "axis": .int(sequence ? -5 : -3)], into: try b.output(), rank: r)
+        b.op("concat", ["values": .values(values), "axis": .int(sequence ? -5 : -3)], into: try b.output())
     }
 
     private static func split(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
-        let x = b.atLeastRank3(try b.input()), r = b.rank(x)
-        b.op("split", ["x": .value(x), "num_splits": .int(b.outputs.count), "axis": .int(-3)], outputs: b.outputs,
-             elements: b.outputs.map { _ in .float32 }, ranks: b.outputs.map { _ in r })
+        let x = b.atLeastRank3(try b.input())
+        b.op("split", ["x": .value(x), "num_splits": .int(b.outputs.count), "axis": .int(-3)], outputs: b.outputs)
     }
 
     private static func flatten(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         var x = b.atLeastRank3(try b.input())
         let r = b.rank(x)
         if layer.flatten?.pointee.mode == CORE_ML__SPECIFICATION__FLATTEN_LAYER_PARAMS__FLATTEN_ORDER__CHANNEL_LAST {
-            x = b.op("transpose", ["x": .value(x), "perm": .ints(Array(0..<(r - 3)) + [r - 2, r - 1, r - 3])], rank: r)
+            x = b.op("transpose", ["x": .value(x), "perm": .ints(Array(0..<(r - 3)) + [r - 2, r - 1, r - 3])])
         }
         let lead = b.dims(x, 0, -3)
-        _ = b.reshape(x, to: b.shape([.vector(lead), .literal([-1, 1, 1])]), rank: r, into: try b.output())
+        _ = b.reshape(x, to: b.shape([.vector(lead), .literal([-1, 1, 1])]), into: try b.output())
     }
 
     private static func reshape(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -410,12 +409,12 @@ extension NetworkLowering {
         let channelLast = params.mode == CORE_ML__SPECIFICATION__RESHAPE_LAYER_PARAMS__RESHAPE_ORDER__CHANNEL_LAST
         let hwc = Array(0..<(r - 3)) + [r - 2, r - 1, r - 3]
         if channelLast {
-            x = b.op("transpose", ["x": .value(x), "perm": .ints(hwc)], rank: r)
-            let reshaped = b.reshape(x, to: b.shape([.vector(lead), .literal([target[1], target[2], target[0]])]), rank: r)
-            b.op("transpose", ["x": .value(reshaped), "perm": .ints(Array(0..<(r - 3)) + [r - 1, r - 3, r - 2])], into: output, rank: r)
+            x = b.op("transpose", ["x": .value(x), "perm": .ints(hwc)])
+            let reshaped = b.reshape(x, to: b.shape([.vector(lead), .literal([target[1], target[2], target[0]])]))
+            b.op("transpose", ["x": .value(reshaped), "perm": .ints(Array(0..<(r - 3)) + [r - 1, r - 3, r - 2])], into: output)
             return
         }
-        _ = b.reshape(x, to: b.shape([.vector(lead), .literal(target)]), rank: r, into: output)
+        _ = b.reshape(x, to: b.shape([.vector(lead), .literal(target)]), into: output)
     }
 
     private static func permute(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -427,15 +426,15 @@ extension NetworkLowering {
             let position = [0, 2, 3, 4]
             let lead = Array(0..<(r - 5))
             let perm = lead + [position[axes[0]] + lead.count, lead.count + 1] + axes.dropFirst().map { position[$0] + lead.count }
-            b.op("transpose", ["x": .value(x), "perm": .ints(perm)], into: output, rank: r)
+            b.op("transpose", ["x": .value(x), "perm": .ints(perm)], into: output)
             return
         }
-        let view = b.op("expand_dims", ["x": .value(b.atLeastRank3(x)), "axes": .ints([0])], rank: 4)
+        let view = b.op("expand_dims", ["x": .value(b.atLeastRank3(x)), "axes": .ints([0])])
         if axes[0] == 0 {
-            let moved = b.op("transpose", ["x": .value(view), "perm": .ints(axes)], rank: 4)
-            b.op("squeeze", ["x": .value(moved), "axes": .ints([0])], into: output, rank: 3)
+            let moved = b.op("transpose", ["x": .value(view), "perm": .ints(axes)])
+            b.op("squeeze", ["x": .value(moved), "axes": .ints([0])], into: output)
         } else {
-            b.op("transpose", ["x": .value(view), "perm": .ints(axes)], into: output, rank: 4)
+            b.op("transpose", ["x": .value(view), "perm": .ints(axes)], into: output)
         }
     }
 
@@ -451,7 +450,7 @@ extension NetworkLowering {
         }
         let x = try b.input()
         arguments["x"] = .value(x)
-        b.op("pad", arguments, into: try b.output(), rank: max(b.rank(x), 2))
+        b.op("pad", arguments, into: try b.output())
     }
 
     private static func crop(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -463,14 +462,14 @@ extension NetworkLowering {
             let offset = offsets.count == 2 ? offsets : [0, 0]
             let size = b.shape([.literal(Array(repeating: -1, count: r - 2)), .vector(b.dims(try b.input(1), -2))])
             b.op("slice_by_size", ["x": .value(x), "begin": .ints(Array(repeating: 0, count: r - 2) + offset), "size": .value(size)],
-                 into: output, rank: r)
+                 into: output)
             return
         }
         let amounts = border(params.cropamounts)
         let begin = Array(repeating: 0, count: r - 2) + [amounts[0], amounts[2]]
         let end = Array(repeating: 0, count: r - 2) + [-amounts[1], -amounts[3]]
         let endMask = Array(repeating: true, count: r - 2) + [amounts[1] == 0, amounts[3] == 0]
-        b.op("slice_by_index", ["x": .value(x), "begin": .ints(begin), "end": .ints(end), "end_mask": .bools(endMask)], into: output, rank: r)
+        b.op("slice_by_index", ["x": .value(x), "begin": .ints(begin), "end": .ints(end), "end_mask": .bools(endMask)], into: output)
     }
 
     private static func slice(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -493,18 +492,18 @@ extension NetworkLowering {
                                                     "end_mask": .bools(endMask)]
         let added = r - b.rank(given)
         guard added > 0 else {
-            b.op("slice_by_index", arguments, into: try b.output(), rank: r)
+            b.op("slice_by_index", arguments, into: try b.output())
             return
         }
         // A blob of rank 1 or 2 (a converter's rank-N network) keeps its rank: (10,) sliced on the
         // width axis gives (4,), not (1, 1, 4).
-        let sliced = b.op("slice_by_index", arguments, rank: r)
-        b.op("squeeze", ["x": .value(sliced), "axes": .ints(Array(0..<added))], into: try b.output(), rank: r - added)
+        let sliced = b.op("slice_by_index", arguments)
+        b.op("squeeze", ["x": .value(sliced), "axes": .ints(Array(0..<added))], into: try b.output())
     }
 
     private static func reduce(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.reduce?.pointee else { throw b.invalid("no parameters") }
-        let x = b.atLeastRank3(try b.input()), r = b.rank(x), output = try b.output()
+        let x = b.atLeastRank3(try b.input()), output = try b.output()
         let axes: [Int] = switch params.axis {
         case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__HW: [-2, -1]
         case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_AXIS__C: [-3]
@@ -514,22 +513,22 @@ extension NetworkLowering {
         }
         let keep: [String: LoweredArgument] = ["x": .value(x), "axes": .ints(axes), "keep_dims": .bool(true)]
         switch params.mode {
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__AVG: b.op("reduce_mean", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__PROD: b.op("reduce_prod", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__SUMSQUARE: b.op("reduce_sum_square", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L1: b.op("reduce_l1_norm", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L2: b.op("reduce_l2_norm", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MAX: b.op("reduce_max", keep, into: output, rank: r)
-        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MIN: b.op("reduce_min", keep, into: output, rank: r)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__AVG: b.op("reduce_mean", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__PROD: b.op("reduce_prod", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__SUMSQUARE: b.op("reduce_sum_square", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L1: b.op("reduce_l1_norm", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__L2: b.op("reduce_l2_norm", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MAX: b.op("reduce_max", keep, into: output)
+        case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__MIN: b.op("reduce_min", keep, into: output)
         case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__LOGSUM:
-            let sum = b.op("reduce_sum", keep, rank: r)
-            b.op("log", ["x": .value(b.op("add", ["x": .value(sum), "y": .float(params.epsilon == 0 ? 1e-6 : params.epsilon)], rank: r))],
-                 into: output, rank: r)
+            let sum = b.op("reduce_sum", keep)
+            b.op("log", ["x": .value(b.op("add", ["x": .value(sum), "y": .float(params.epsilon == 0 ? 1e-6 : params.epsilon)]))],
+                 into: output)
         case CORE_ML__SPECIFICATION__REDUCE_LAYER_PARAMS__REDUCE_OPERATION__ARGMAX:
             guard axes.count == 1 else { throw b.unsupported("argmax over more than one axis") }
-            let index = b.op("reduce_argmax", ["x": .value(x), "axis": .int(axes[0]), "keep_dims": .bool(true)], element: .int32, rank: r)
+            let index = b.op("reduce_argmax", ["x": .value(x), "axis": .int(axes[0]), "keep_dims": .bool(true)])
             b.toFloat(index, into: output)
-        default: b.op("reduce_sum", keep, into: output, rank: r)
+        default: b.op("reduce_sum", keep, into: output)
         }
     }
 
@@ -537,7 +536,7 @@ extension NetworkLowering {
         guard let params = layer.loadconstant?.pointee else { throw b.invalid("no parameters") }
         let shape = scalars(params.shape, params.n_shape).map(Int.init)
         let values = try b.weights(params.data, "data", count: shape.reduce(1, *))
-        b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output(), rank: shape.count)
+        b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output())
     }
 
     private static func reorganizeData(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -546,11 +545,11 @@ extension NetworkLowering {
         try b.channelFirst(try b.input(), into: try b.output()) { b, x throws(RuntimeError) in
             switch params.mode {
             case CORE_ML__SPECIFICATION__REORGANIZE_DATA_LAYER_PARAMS__REORGANIZATION_TYPE__DEPTH_TO_SPACE:
-                b.op("depth_to_space", ["x": .value(x), "block_size": .int(block)], rank: 4)
+                b.op("depth_to_space", ["x": .value(x), "block_size": .int(block)])
             case CORE_ML__SPECIFICATION__REORGANIZE_DATA_LAYER_PARAMS__REORGANIZATION_TYPE__PIXEL_SHUFFLE:
-                b.op("pixel_shuffle", ["x": .value(x), "upscale_factor": .int(block)], rank: 4)
+                b.op("pixel_shuffle", ["x": .value(x), "upscale_factor": .int(block)])
             default:
-                b.op("space_to_depth", ["x": .value(x), "block_size": .int(block)], rank: 4)
+                b.op("space_to_depth", ["x": .value(x), "block_size": .int(block)])
             }
         }
     }
@@ -561,7 +560,7 @@ extension NetworkLowering {
         guard r >= 5 else { throw b.unsupported("repeating the sequence of a rank-\(r) blob (the sequence axis is the fifth from the end)") }
         var reps = Array(repeating: 1, count: r)
         reps[r - 5] = count
-        b.op("tile", ["x": .value(x), "reps": .ints(reps)], into: try b.output(), rank: r)
+        b.op("tile", ["x": .value(x), "reps": .ints(reps)], into: try b.output())
     }
 
     // MARK: Resampling
@@ -591,7 +590,7 @@ extension NetworkLowering {
         try b.channelFirst(try b.input(), into: try b.output()) { b, x throws(RuntimeError) in
             var arguments = arguments
             arguments["x"] = .value(x)
-            return b.op(type, arguments, rank: 4)
+            return b.op(type, arguments)
         }
     }
 
@@ -611,7 +610,7 @@ extension NetworkLowering {
         let mode = samplingMode(params.mode?.pointee)
         try b.channelFirst(try b.input(), into: try b.output()) { b, x throws(RuntimeError) in
             b.op("resize_bilinear", ["x": .value(x), "target_size_height": .int(size[0]), "target_size_width": .int(size[1]),
-                                     "sampling_mode": .string(mode)], rank: 4)
+                                     "sampling_mode": .string(mode)])
         }
     }
 
@@ -619,7 +618,7 @@ extension NetworkLowering {
         guard let params = layer.cropresize?.pointee else { throw b.invalid("no parameters") }
         let size = scalars(params.targetsize, params.n_targetsize).map(Int.init)
         guard size.count == 2 else { throw b.invalid("target size \(size) is not [height, width]") }
-        let x = try b.input(), r = b.rank(x)
+        let x = try b.input()
         let (view, _) = b.batched(x)
         let coordinates: String = switch params.boxindicesmode?.pointee.boxmode {
         case CORE_ML__SPECIFICATION__BOX_COORDINATES_MODE__COORDINATES__CORNERS_WIDTH_FIRST?: "CORNERS_WIDTH_FIRST"
@@ -631,7 +630,7 @@ extension NetworkLowering {
         b.op("crop_resize", ["x": .value(view), "roi": .value(try b.input(1)), "target_height": .int(size[0]), "target_width": .int(size[1]),
                              "normalized_coordinates": .bool(params.normalizedcoordinates != 0), "spatial_scale": .float(params.spatialscale == 0 ? 1 : params.spatialscale),
                              "box_coordinate_mode": .string(coordinates), "sampling_mode": .string(samplingMode(params.mode?.pointee))],
-             into: try b.output(), rank: max(r, 5))
+             into: try b.output())
     }
 }
 
@@ -651,8 +650,8 @@ extension LoweringBuilder {
     /// `x · scale[c] + shift[c]`, channels at axis -3.
     mutating func channelAffine(_ x: String, scale: [Float], shift: [Float], into output: String) {
         let view = atLeastRank3(x), r = rank(view)
-        let scaled = op("mul", ["x": .value(view), "y": channelConstant(scale, rank: r)], rank: r)
-        op("add", ["x": .value(scaled), "y": channelConstant(shift, rank: r)], into: output, rank: r)
+        let scaled = op("mul", ["x": .value(view), "y": channelConstant(scale, rank: r)])
+        op("add", ["x": .value(scaled), "y": channelConstant(shift, rank: r)], into: output)
     }
 
     /// The layer's inputs combined pairwise by `type` (broadcasting); with one
@@ -663,13 +662,12 @@ extension LoweringBuilder {
         if let given { output = given } else { output = try self.output() }
         let first = try input()
         guard inputs.count > 1 else {
-            if let alpha { op(type, ["x": .value(first), "y": .float(alpha)], into: output, rank: rank(first)) } else { identity(first, into: output) }
+            if let alpha { op(type, ["x": .value(first), "y": .float(alpha)], into: output) } else { identity(first, into: output) }
             return output
         }
         var result = first
         for (index, next) in inputs.dropFirst().enumerated() {
-            let r = max(rank(result), rank(next))
-            result = op(type, ["x": .value(result), "y": .value(next)], into: index == inputs.count - 2 ? output : nil, rank: r)
+            result = op(type, ["x": .value(result), "y": .value(next)], into: index == inputs.count - 2 ? output : nil)
         }
         return result
     }

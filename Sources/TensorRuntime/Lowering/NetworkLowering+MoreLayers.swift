@@ -66,12 +66,11 @@ extension NetworkLowering {
             guard let p = l.categoricaldistribution?.pointee else { throw b.invalid("no parameters") }
             guard p.seed >= 0 else { throw b.unsupported("random sampling without a seed cannot be reproduced; modelc runs it only with a seed") }
             var x = try b.input()
-            let r = b.rank(x)
             if p.islogits != 0, p.temperature != 0, p.temperature != 1 {
-                x = b.op("real_div", ["x": .value(x), "y": .float(p.temperature)], rank: r)
+                x = b.op("real_div", ["x": .value(x), "y": .float(p.temperature)])
             }
             b.op("random_categorical", ["x": .value(x), "mode": .string(p.islogits != 0 ? "logits" : "probs"),
-                                        "size": .int(max(1, Int(p.numsamples))), "seed": .int(Int(p.seed))], into: try b.output(), rank: r)
+                                        "size": .int(max(1, Int(p.numsamples))), "seed": .int(Int(p.seed))], into: try b.output())
         },
     ]
 
@@ -94,8 +93,7 @@ extension NetworkLowering {
                 arguments["max_boxes"] = .int(Int(p.maxboxes))
             }
             let indices = b.fresh(), counts = b.fresh()
-            b.op("non_maximum_suppression", arguments, outputs: [b.outputs[0], b.outputs[1], indices, counts],
-                 elements: [.float32, .float32, .int32, .int32], ranks: [3, 3, 2, 1])
+            b.op("non_maximum_suppression", arguments, outputs: [b.outputs[0], b.outputs[1], indices, counts])
             b.toFloat(indices, into: b.outputs[2])
             b.toFloat(counts, into: b.outputs[3])
         },
@@ -105,10 +103,10 @@ extension NetworkLowering {
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONVOLUTION3D.rawValue: convolution3D,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_POOLING3D.rawValue: pooling3D,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GLOBAL_POOLING3D.rawValue: { b, l throws(RuntimeError) in
-            let x = try b.input(), r = b.rank(x)
+            let x = try b.input()
             let type = l.globalpooling3d?.pointee.type == CORE_ML__SPECIFICATION__GLOBAL_POOLING3_DLAYER_PARAMS__GLOBAL_POOLING_TYPE3_D__AVERAGE
                 ? "reduce_mean" : "reduce_max"
-            b.op(type, ["x": .value(x), "axes": .ints([-3, -2, -1]), "keep_dims": .bool(true)], into: try b.output(), rank: r)
+            b.op(type, ["x": .value(x), "axes": .ints([-3, -2, -1]), "keep_dims": .bool(true)], into: try b.output())
         },
     ]
 
@@ -143,21 +141,21 @@ extension NetworkLowering {
     /// The layer's input as `[Seq, B, I]` and how results come back: `[Seq, B, H, 1, 1]` (rank 5) or `[H, 1, 1]`.
     private static func sequence(_ b: inout LoweringBuilder, inputs: Int) throws(RuntimeError) -> String {
         let x = try b.input(), r = b.rank(x)
-        if r >= 5 { return b.reshape(x, to: b.shape([.vector(b.dims(x, -5, -4)), .literal([-1, inputs])]), rank: 3) }
+        if r >= 5 { return b.reshape(x, to: b.shape([.vector(b.dims(x, -5, -4)), .literal([-1, inputs])])) }
         return b.reshape(x, [1, -1, inputs])
     }
 
     /// An initial state given as input `index` (`[1, B, H, 1, 1]`) as `[B, H]`, or zeros.
     private static func initialState(_ b: inout LoweringBuilder, _ index: Int, sequence: String, hidden: Int) throws(RuntimeError) -> String {
         if index < b.inputs.count { return b.reshape(try b.input(index), [-1, hidden]) }
-        return b.op("fill", ["shape": .value(b.shape([.vector(b.dims(sequence, 1, 2)), .literal([hidden])])), "value": .float(0)], rank: 2)
+        return b.op("fill", ["shape": .value(b.shape([.vector(b.dims(sequence, 1, 2)), .literal([hidden])])), "value": .float(0)])
     }
 
     /// A `[S, B, H]` sequence or `[B, H]` state as the layer's blob `output`.
     private static func blob(_ b: inout LoweringBuilder, _ value: String, hidden: Int, into output: String) throws(RuntimeError) {
         if b.rank(try b.input()) >= 5 {
             let lead = b.rank(value) == 3 ? b.dims(value, 0, 2) : b.shape([.literal([1]), .vector(b.dims(value, 0, 1))])
-            _ = b.reshape(value, to: b.shape([.vector(lead), .literal([hidden, 1, 1])]), rank: 5, into: output)
+            _ = b.reshape(value, to: b.shape([.vector(lead), .literal([hidden, 1, 1])]), into: output)
         } else {
             _ = b.reshape(value, [hidden, 1, 1], into: output)
         }
@@ -176,7 +174,7 @@ extension NetworkLowering {
         ]
         if p.hasbiasvector != 0 { arguments["bias"] = .floats(try b.weights(p.biasvector, "biasVector", count: hidden), shape: [hidden]) }
         let names = [b.fresh(), b.fresh()]
-        b.op("rnn", arguments, outputs: names, elements: [.float32, .float32], ranks: [3, 2])
+        b.op("rnn", arguments, outputs: names)
         try blob(&b, names[0], hidden: hidden, into: try b.output(0))
         if b.outputs.count > 1 { try blob(&b, names[1], hidden: hidden, into: try b.output(1)) }
     }
@@ -207,7 +205,7 @@ extension NetworkLowering {
             arguments["bias"] = .floats(bias, shape: [3 * hidden])
         }
         let names = [b.fresh(), b.fresh()]
-        b.op("gru", arguments, outputs: names, elements: [.float32, .float32], ranks: [3, 2])
+        b.op("gru", arguments, outputs: names)
         try blob(&b, names[0], hidden: hidden, into: try b.output(0))
         if b.outputs.count > 1 { try blob(&b, names[1], hidden: hidden, into: try b.output(1)) }
     }
@@ -266,7 +264,7 @@ extension NetworkLowering {
         arguments["output_sequence"] = .bool(params?.sequenceoutput != 0 && params != nil)
         arguments["clip"] = .float(params.map { $0.cellclipthreshold == 0 ? 50_000 : $0.cellclipthreshold } ?? 50_000)
         let names = [b.fresh(), b.fresh(), b.fresh()]
-        b.op("lstm", arguments, outputs: names, elements: [.float32, .float32, .float32], ranks: [3, 2, 2])
+        b.op("lstm", arguments, outputs: names)
         for (index, name) in names.enumerated() where index < b.outputs.count {
             try blob(&b, name, hidden: hidden, into: try b.output(index))
         }
@@ -293,9 +291,9 @@ extension NetworkLowering {
         arguments.merge(try lstmActivations(forward, b)) { first, _ in first }
         // Initial states: forward [B, H] then backward [B, H], side by side.
         let h = b.op("concat", ["values": .values([try initialState(&b, 1, sequence: x, hidden: hidden), try initialState(&b, 3, sequence: x, hidden: hidden)]),
-                                "axis": .int(1)], rank: 2)
+                                "axis": .int(1)])
         let c = b.op("concat", ["values": .values([try initialState(&b, 2, sequence: x, hidden: hidden), try initialState(&b, 4, sequence: x, hidden: hidden)]),
-                                "axis": .int(1)], rank: 2)
+                                "axis": .int(1)])
         arguments["x"] = .value(x)
         arguments["initial_h"] = .value(h)
         arguments["initial_c"] = .value(c)
@@ -303,12 +301,12 @@ extension NetworkLowering {
         arguments["output_sequence"] = .bool(params?.sequenceoutput != 0 && params != nil)
         arguments["clip"] = .float(params.map { $0.cellclipthreshold == 0 ? 50_000 : $0.cellclipthreshold } ?? 50_000)
         let names = [b.fresh(), b.fresh(), b.fresh()]
-        b.op("lstm", arguments, outputs: names, elements: [.float32, .float32, .float32], ranks: [3, 2, 2])
+        b.op("lstm", arguments, outputs: names)
         try blob(&b, names[0], hidden: 2 * hidden, into: try b.output(0))
         // Outputs 1–4: forward h, forward c, backward h, backward c.
         for (index, (state, half)) in [(names[1], 0), (names[2], 0), (names[1], 1), (names[2], 1)].enumerated() where index + 1 < b.outputs.count {
             let part = b.op("slice_by_index", ["x": .value(state), "begin": .ints([0, half * hidden]), "end": .ints([0, (half + 1) * hidden]),
-                                               "begin_mask": .bools([true, false]), "end_mask": .bools([true, false])], rank: 2)
+                                               "begin_mask": .bools([true, false]), "end_mask": .bools([true, false])])
             try blob(&b, part, hidden: hidden, into: try b.output(index + 1))
         }
     }
@@ -328,9 +326,9 @@ extension NetworkLowering {
     /// those blobs.
     static func conditional(_ b: inout LoweringBuilder, on condition: String, yes: CoreML__Specification__NeuralNetwork,
                             no: CoreML__Specification__NeuralNetwork?) throws(RuntimeError) -> [String] {
-        let before = b.ranks
-        let (yesOperations, yesWritten, yesRanks) = try b.nested(yes)
-        let (noOperations, noWritten, noRanks) = try no.map { network throws(RuntimeError) in try b.nested(network) } ?? ([], [], before)
+        let before = b.facts
+        let (yesOperations, yesWritten, yesFacts) = try b.nested(yes)
+        let (noOperations, noWritten, noFacts) = try no.map { network throws(RuntimeError) in try b.nested(network) } ?? ([], [], before)
         var blobs: [String] = []
         for blob in yesWritten + noWritten where !blobs.contains(blob) {
             let inBoth = yesWritten.contains(blob) && noWritten.contains(blob)
@@ -349,8 +347,13 @@ extension NetworkLowering {
             return GraphBlock(operations: operations, outputs: outputs, constants: [:])
         }
         let yesBlock = block(yesOperations, &b), noBlock = block(noOperations, &b)
-        b.ranks = before
-        for blob in blobs { b.ranks[blob] = yesRanks[blob] ?? noRanks[blob] ?? before[blob] ?? 1 }
+        b.facts = before
+        // Either network may have given a blob: its rank, its dimensions only where both agree.
+        for blob in blobs {
+            let given = [yesFacts[blob] ?? before[blob], noFacts[blob] ?? before[blob]].compactMap { $0 }
+            b.facts[blob] = given.count == 2 && given[0] == given[1] ? given[0]
+                : ValueType(.float32, rank: (yesFacts[blob] ?? noFacts[blob] ?? before[blob])?.rank ?? 1)
+        }
         b.operations.append(GraphOperation(type: "cond", arguments: ["pred": [.value(condition)]],
                                            outputs: blobs.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
                                            blocks: [yesBlock, noBlock]))
@@ -396,18 +399,17 @@ extension NetworkLowering {
         var flags: LoweringBuilder.LoopFlags?
         if interrupts(body) {
             let made = LoweringBuilder.LoopFlags(broken: b.fresh(), skip: b.fresh())
-            for name in [made.broken, made.skip] { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: name, rank: 1) }
+            for name in [made.broken, made.skip] { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: name) }
             flags = made
         }
-        let before = b.ranks
+        let before = b.facts
         // Which blobs the networks write (lowered once to find out).
         let conditionPass = try condition.map { network throws(RuntimeError) in try b.nested(network) }
-        let saved = b.ranks
-        if let conditionPass { b.ranks = conditionPass.ranks }
+        if let conditionPass { b.facts = conditionPass.facts }
         b.loopFlags.append(flags)
         defer { b.loopFlags.removeLast() }
         let bodyPass = try b.nested(body)
-        b.ranks = saved
+        b.facts = before
         var carried: [String] = []
         for blob in (conditionPass?.written ?? []) + bodyPass.written where before[blob] != nil && !carried.contains(blob) {
             carried.append(blob)
@@ -416,48 +418,53 @@ extension NetworkLowering {
         var names = carried
         if bound != nil { names.append(count) }
         let inputs = names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) }
-        if bound != nil { b.ranks[count] = 1 }
+        // A carried blob keeps its rank; its dimensions may change from one iteration to the next.
+        for blob in carried { b.facts[blob] = ValueType(.float32, rank: (bodyPass.facts[blob] ?? before[blob])?.rank ?? 1) }
+        if bound != nil { b.facts[count] = ValueType(.float32, shape: [1]) }
 
         // The condition block.
         var conditionOperations: [GraphOperation] = []
         var flag: String?
         let outer = b.operations
         b.operations = []
+        let carriedFacts = b.facts
         if let condition {
-            conditionOperations = try b.nested(condition).operations
+            let pass = try b.nested(condition)
+            conditionOperations = pass.operations
+            b.facts = pass.facts
             b.operations = conditionOperations
             guard !conditionVar.isEmpty else { throw b.invalid("a condition network without conditionVar") }
-            flag = b.op("not_equal", ["x": .value(conditionVar), "y": .float(0)], element: .bool, rank: 1)
+            flag = b.op("not_equal", ["x": .value(conditionVar), "y": .float(0)])
         }
         if let bound {
-            let within = b.op("less", ["x": .value(count), "y": bound], element: .bool, rank: 1)
-            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(within)], element: .bool, rank: 1) } ?? within
+            let within = b.op("less", ["x": .value(count), "y": bound])
+            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(within)]) } ?? within
         }
         if let flags {
-            let running = b.op("equal", ["x": .value(flags.broken), "y": .float(0)], element: .bool, rank: 1)
-            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(running)], element: .bool, rank: 1) } ?? running
+            let running = b.op("equal", ["x": .value(flags.broken), "y": .float(0)])
+            flag = flag.map { b.op("logical_and", ["x": .value($0), "y": .value(running)]) } ?? running
         }
         let conditionBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: [flag ?? count], constants: [:])
 
         // The body block.
-        if let conditionPass { b.ranks = conditionPass.ranks }
+        b.facts = conditionPass?.facts ?? carriedFacts
         b.operations = condition == nil ? [] : conditionOperations
-        if let flags { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: flags.skip, rank: 1) }
+        if let flags { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: flags.skip) }
         let bodyOperations = try b.nested(body).operations
         b.operations += bodyOperations
         var results: [String] = []
-        for blob in carried { results.append(b.op("identity", ["x": .value(blob)], rank: b.rank(blob))) }
-        if bound != nil { results.append(b.op("add", ["x": .value(count), "y": .float(1)], rank: 1)) }
+        for blob in carried { results.append(b.op("identity", ["x": .value(blob)])) }
+        if bound != nil { results.append(b.op("add", ["x": .value(count), "y": .float(1)])) }
         let bodyBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: results, constants: [:])
         b.operations = outer
-        b.ranks = saved
+        b.facts = before
 
         var initial: [LoweredArgument] = carried.map { .value($0) }
         if bound != nil { initial.append(.floats([0], shape: [1])) }
         b.operations.append(GraphOperation(type: "while_loop", arguments: ["loop_vars": LoweredArgument.list(initial).graphArguments],
                                            outputs: names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) },
                                            blocks: [conditionBlock, bodyBlock]))
-        for blob in carried { b.ranks[blob] = bodyPass.ranks[blob] ?? before[blob] ?? 1 }
+        for blob in carried { b.facts[blob] = carriedFacts[blob] }
         b.wrote(carried)
     }
 
@@ -489,7 +496,7 @@ extension NetworkLowering {
         if transposed, outputShape.count == 3 {
             arguments["output_shape"] = .value(b.shape([.vector(b.dims(x, 0, 1)), .literal([outputs] + outputShape)]))
         }
-        b.op(transposed ? "conv_transpose" : "conv", arguments, into: try b.output(), rank: b.rank(x))
+        b.op(transposed ? "conv_transpose" : "conv", arguments, into: try b.output())
     }
 
     private static func pooling3D(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -508,7 +515,7 @@ extension NetworkLowering {
                                       p.custompaddingleft, p.custompaddingright].map(Int.init))
         }
         if average { arguments["exclude_padding_from_average"] = .bool(p.countexcludepadding != 0) }
-        b.op(average ? "avg_pool" : "max_pool", arguments, into: try b.output(), rank: b.rank(try b.input()))
+        b.op(average ? "avg_pool" : "max_pool", arguments, into: try b.output())
     }
 }
 
@@ -535,7 +542,7 @@ extension LoweringBuilder {
         switch shape {
         case .like:
             let x = try input()
-            arguments["shape"] = .value(op("shape", ["x": .value(x)], element: .int32, rank: 1))
+            arguments["shape"] = .value(op("shape", ["x": .value(x)]))
             rank = self.rank(x)
         case .fixed(let dims):
             arguments["shape"] = .ints(dims)

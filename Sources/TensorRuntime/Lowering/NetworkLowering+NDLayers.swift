@@ -60,7 +60,7 @@ extension NetworkLowering {
 
     private static func unaryLayer(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         let x = try b.input()
-        b.op(unaryTypes[layer.layer_case.rawValue] ?? "identity", ["x": .value(x)], into: try b.output(), rank: b.rank(x))
+        b.op(unaryTypes[layer.layer_case.rawValue] ?? "identity", ["x": .value(x)], into: try b.output())
     }
 
     private static func binaryLayer(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -71,7 +71,7 @@ extension NetworkLowering {
         let type = comparisonTypes[layer.layer_case.rawValue] ?? "equal"
         if type.hasPrefix("logical_") {
             let x = b.toBool(try b.input()), y = b.toBool(try b.input(1))
-            b.toFloat(b.op(type, ["x": .value(x), "y": .value(y)], element: .bool, rank: max(b.rank(x), b.rank(y))), into: try b.output())
+            b.toFloat(b.op(type, ["x": .value(x), "y": .value(y)]), into: try b.output())
             return
         }
         let alpha: Float = switch layer.layer_case {
@@ -84,8 +84,7 @@ extension NetworkLowering {
         }
         let x = try b.input()
         let y: LoweredArgument = b.inputs.count > 1 ? .value(try b.input(1)) : .float(alpha)
-        let r = max(b.rank(x), b.inputs.count > 1 ? b.rank(try b.input(1)) : 0)
-        b.toFloat(b.op(type, ["x": .value(x), "y": y], element: .bool, rank: r), into: try b.output())
+        b.toFloat(b.op(type, ["x": .value(x), "y": y]), into: try b.output())
     }
 
     private static func reductionLayer(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -101,11 +100,10 @@ extension NetworkLowering {
         case CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_LOG_SUM: reduceParameters(layer.reducelogsum?.pointee)
         default: reduceParameters(layer.reducelogsumexp?.pointee)
         }
-        let x = try b.input(), r = b.rank(x)
+        let x = try b.input()
         var arguments: [String: LoweredArgument] = ["x": .value(x), "keep_dims": .bool(keep)]
         if !everything { arguments["axes"] = .ints(axes) }
-        let count = everything ? r : Set(axes.map { $0 < 0 ? $0 + r : $0 }).count
-        b.atLeastRank1(b.op(reductionTypes[layer.layer_case.rawValue] ?? "reduce_sum", arguments, rank: keep ? r : r - count), into: try b.output())
+        b.atLeastRank1(b.op(reductionTypes[layer.layer_case.rawValue] ?? "reduce_sum", arguments), into: try b.output())
     }
 
     static let ndLayers: [UInt32: Lowering] = [
@@ -155,24 +153,24 @@ extension NetworkLowering {
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REDUCE_LOG_SUM_EXP.rawValue: reductionLayer,
         CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOGICAL_NOT.rawValue: { b, _ throws(RuntimeError) in
             let x = b.toBool(try b.input())
-            b.toFloat(b.op("logical_not", ["x": .value(x)], element: .bool, rank: b.rank(x)), into: try b.output())
+            b.toFloat(b.op("logical_not", ["x": .value(x)]), into: try b.output())
         },
     ]
 
     static let moreNDLayers: [UInt32: Lowering] = [
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SOFTMAX_ND.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
-                b.op("softmax", ["x": .value(x), "axis": .int(Int(l.softmaxnd?.pointee.axis ?? -1))], into: try b.output(), rank: b.rank(x))
+                b.op("softmax", ["x": .value(x), "axis": .int(Int(l.softmaxnd?.pointee.axis ?? -1))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CLIP.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 b.op("clip", ["x": .value(x), "alpha": .float(l.clip?.pointee.minval ?? 0), "beta": .float(l.clip?.pointee.maxval ?? 0)],
-                     into: try b.output(), rank: b.rank(x))
+                     into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CLAMPED_RE_LU.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 b.op("clamped_relu", ["x": .value(x), "alpha": .float(l.clampedrelu?.pointee.alpha ?? 0), "beta": .float(l.clampedrelu?.pointee.beta ?? 6)],
-                     into: try b.output(), rank: b.rank(x))
+                     into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GELU.rawValue: { b, l throws(RuntimeError) in
                 let mode = switch l.gelu?.pointee.mode {
@@ -181,41 +179,29 @@ extension NetworkLowering {
                 default: "EXACT"
                 }
                 let x = try b.input()
-                b.op("gelu", ["x": .value(x), "mode": .string(mode)], into: try b.output(), rank: b.rank(x))
+                b.op("gelu", ["x": .value(x), "mode": .string(mode)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ASINH.rawValue: { b, _ throws(RuntimeError) in try b.inverseHyperbolic(plusOne: true) },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ACOSH.rawValue: { b, _ throws(RuntimeError) in try b.inverseHyperbolic(plusOne: false) },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TRANSPOSE.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 let axes = Self.transposeAxes(l.transpose.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? [], rank: b.rank(x))
-                b.op("transpose", ["x": .value(x), "perm": .ints(axes)], into: try b.output(), rank: b.rank(x))
+                b.op("transpose", ["x": .value(x), "perm": .ints(axes)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CONCAT_ND.rawValue: { b, l throws(RuntimeError) in
-                let r = b.inputs.map { b.rank($0) }.max() ?? 1
                 b.op("concat", ["values": .values(b.inputs), "axis": .int(Int(l.concatnd?.pointee.axis ?? 0)),
-                                "interleave": .bool(l.concatnd?.pointee.interleave != 0)], into: try b.output(), rank: r)
-                let parts = b.inputs.compactMap { b.lengths[$0] }
-                if r == 1, parts.count == b.inputs.count { b.lengths[try b.output()] = parts.reduce(0, +) }
+                                "interleave": .bool(l.concatnd?.pointee.interleave != 0)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SPLIT_ND.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.splitnd?.pointee else { throw b.invalid("no parameters") }
-                let x = try b.input(), r = b.rank(x)
+                let x = try b.input()
                 var arguments: [String: LoweredArgument] = ["x": .value(x), "axis": .int(Int(params.axis))]
                 let sizes = scalars(params.splitsizes, params.n_splitsizes).map(Int.init)
                 if sizes.isEmpty { arguments["num_splits"] = .int(b.outputs.count) } else { arguments["split_sizes"] = .ints(sizes) }
-                b.op("split", arguments, outputs: b.outputs, elements: b.outputs.map { _ in .float32 }, ranks: b.outputs.map { _ in r })
+                b.op("split", arguments, outputs: b.outputs)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_STACK.rawValue: { b, l throws(RuntimeError) in
-                let r = (b.inputs.map { b.rank($0) }.max() ?? 0) + 1, axis = Int(l.stack?.pointee.axis ?? 0)
-                let lasts = Set(b.inputs.map { b.lastDimensions[$0] })
-                let output = b.op("stack", ["values": .values(b.inputs), "axis": .int(axis)], into: try b.output(), rank: r)
-                // The last dimension, for a gatherND reading the result as indices: along the last axis, one
-                // column per input; along another, the inputs' own last dimension where it is known.
-                if axis == -1 || axis == r - 1 {
-                    b.lastDimensions[output] = b.inputs.count
-                } else if lasts.count == 1, let last = lasts.first ?? nil {
-                    b.lastDimensions[output] = last
-                }
+                b.op("stack", ["values": .values(b.inputs), "axis": .int(Int(l.stack?.pointee.axis ?? 0))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TILE.rawValue: { b, l throws(RuntimeError) in
                 // As np.tile (test_tile_cpu): fewer repetitions than axes repeat the last axes, the
@@ -225,28 +211,28 @@ extension NetworkLowering {
                     // Repetitions computed at run time; a vector shorter than the rank (its length known at
                     // load) gets leading ones.
                     var reps = b.toInt(try b.input(1))
-                    if let length = b.lengths[try b.input(1)], length < r {
+                    if let length = b.length(try b.input(1)), length < r {
                         reps = b.shape([.literal(Array(repeating: 1, count: r - length)), .vector(reps)])
                     }
-                    b.op("tile", ["x": .value(x), "reps": .value(reps)], into: try b.output(), rank: r)
+                    b.op("tile", ["x": .value(x), "reps": .value(reps)], into: try b.output())
                     return
                 }
                 var reps = l.tile.map { scalars($0.pointee.reps, $0.pointee.n_reps).map(Int.init) } ?? []
                 reps = Array(repeating: 1, count: max(0, r - reps.count)) + reps
-                b.op("tile", ["x": .value(x), "reps": .ints(reps)], into: try b.output(), rank: reps.count)
+                b.op("tile", ["x": .value(x), "reps": .ints(reps)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REVERSE.rawValue: { b, l throws(RuntimeError) in
                 let codes: [protobuf_c_boolean] = l.reverse.map { scalars($0.pointee.reversedim, $0.pointee.n_reversedim) } ?? []
                 let flags = codes.map { $0 != 0 }
                 let x = try b.input()
                 let axes = flags.enumerated().filter(\.element).map(\.offset)
-                b.op("reverse", ["x": .value(x), "axes": .ints(axes)], into: try b.output(), rank: b.rank(x))
+                b.op("reverse", ["x": .value(x), "axes": .ints(axes)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_REVERSE_SEQ.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 let lengths = b.toInt(try b.input(1))
                 b.op("reverse_sequence", ["x": .value(x), "lengths": .value(lengths), "seq_axis": .int(Int(l.reverseseq?.pointee.sequenceaxis ?? 0)),
-                                          "batch_axis": .int(Int(l.reverseseq?.pointee.batchaxis ?? 0))], into: try b.output(), rank: b.rank(x))
+                                          "batch_axis": .int(Int(l.reverseseq?.pointee.batchaxis ?? 0))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLICE_STATIC.rawValue: sliceStatic,
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLICE_DYNAMIC.rawValue: sliceDynamic,
@@ -258,31 +244,29 @@ extension NetworkLowering {
                 let begin = b.shape([.vector(zerosBefore), .vector(b.reshape(b.toInt(try b.input(1)), [1])),
                                      .literal(Array(repeating: 0, count: r - resolved - 1))])
                 let sizes = b.shape([.literal(Array(repeating: -1, count: resolved) + [size] + Array(repeating: -1, count: r - resolved - 1))])
-                b.op("slice_by_size", ["x": .value(x), "begin": .value(begin), "size": .value(sizes)], into: try b.output(), rank: r)
+                b.op("slice_by_size", ["x": .value(x), "begin": .value(begin), "size": .value(sizes)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SLIDING_WINDOWS.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.slidingwindows?.pointee else { throw b.invalid("no parameters") }
                 let x = try b.input()
                 b.op("sliding_windows", ["x": .value(x), "axis": .int(Int(params.axis)), "size": .int(Int(params.windowsize)),
-                                         "stride": .int(max(1, Int(params.step)))], into: try b.output(), rank: b.rank(x) + 1)
+                                         "stride": .int(max(1, Int(params.step)))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GATHER.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input(), indices = b.toInt(try b.input(1))
                 let r = max(1, b.rank(x) - 1 + b.rank(indices))
-                b.op("gather", ["x": .value(x), "indices": .value(indices), "axis": .int(Int(l.gather?.pointee.axis ?? 0))], into: try b.output(), rank: r)
+                b.op("gather", ["x": .value(x), "indices": .value(indices), "axis": .int(Int(l.gather?.pointee.axis ?? 0))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GATHER_ALONG_AXIS.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input(), indices = b.toInt(try b.input(1))
                 b.op("gather_along_axis", ["x": .value(x), "indices": .value(indices), "axis": .int(Int(l.gatheralongaxis?.pointee.axis ?? 0))],
-                     into: try b.output(), rank: b.rank(x))
+                     into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GATHER_ND.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input(), indices = b.toInt(try b.input(1))
-                // The rank depends on the indices' last dimension K: rank(indices) - 1 + rank(x) - K, K known
-                // for constant or fixed-shape indices; else the declared output's rank, else K = 1.
-                let depth = b.lastDimensions[try b.input(1)]
-                let r = depth.map { max(1, b.rank(indices) - 1 + b.rank(x) - $0) }
-                    ?? (try? b.declaredRank(of: try b.output())) ?? max(1, b.rank(indices) - 1 + b.rank(x) - 1)
+                // The rank depends on the indices' last dimension K (rank(indices) - 1 + rank(x) - K), which the
+                // facts know for constant, fixed-shape or stacked indices; else the declared output's rank, else K = 1.
+                let r = (try? b.declaredRank(of: try b.output())) ?? max(1, b.rank(indices) - 1 + b.rank(x) - 1)
                 b.op("gather_nd", ["x": .value(x), "indices": .value(indices)], into: try b.output(), rank: r)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SCATTER.rawValue: { b, l throws(RuntimeError) in
@@ -296,11 +280,11 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_TOP_K.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.topk?.pointee else { throw b.invalid("no parameters") }
-                let x = try b.input(), r = b.rank(x)
+                let x = try b.input()
                 let k: LoweredArgument = b.inputs.count > 1 ? .value(b.reshape(b.toInt(try b.input(1)), [])) : .int(Int(params.k))
                 let names = [b.fresh(), b.fresh()]
                 b.op("topk", ["x": .value(x), "k": k, "axis": .int(Int(params.axis)), "ascending": .bool(params.usebottomk != 0)],
-                     outputs: names, elements: [.float32, .int32], ranks: [r, r])
+                     outputs: names)
                 b.identity(names[0], into: try b.output(0))
                 if b.outputs.count > 1 { b.toFloat(names[1], into: try b.output(1)) }
             },
@@ -313,45 +297,42 @@ extension NetworkLowering {
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ARG_SORT.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 let order = b.op("argsort", ["x": .value(x), "axis": .int(Int(l.argsort?.pointee.axis ?? 0)),
-                                             "ascending": .bool(l.argsort?.pointee.descending == 0)], element: .int32, rank: b.rank(x))
+                                             "ascending": .bool(l.argsort?.pointee.descending == 0)])
                 b.toFloat(order, into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_CUM_SUM.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 guard b.inputs.count < 2 else { throw b.unsupported("an axis given as a second input (computed at run time) is not supported") }
                 b.op("cumsum", ["x": .value(x), "axis": .int(Int(l.cumsum?.pointee.axis ?? 0)), "exclusive": .bool(l.cumsum?.pointee.excludefinalsum != 0),
-                                "reverse": .bool(l.cumsum?.pointee.reverse != 0)], into: try b.output(), rank: b.rank(x))
+                                "reverse": .bool(l.cumsum?.pointee.reverse != 0)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_ONE_HOT.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.onehot?.pointee else { throw b.invalid("no parameters") }
                 let x = try b.input()
                 let size: LoweredArgument = b.inputs.count > 1 ? .value(b.reshape(b.toInt(try b.input(1)), [])) : .int(Int(params.onehotvectorsize))
                 b.op("one_hot", ["indices": .value(b.toInt(x)), "one_hot_vector_size": size, "axis": .int(Int(params.axis)),
-                                 "on_value": .float(params.onvalue), "off_value": .float(params.offvalue)], into: try b.output(), rank: b.rank(x) + 1)
+                                 "on_value": .float(params.onvalue), "off_value": .float(params.offvalue)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EMBEDDING_ND.rawValue: embeddingND,
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BATCHED_MATMUL.rawValue: batchedMatMul,
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_GET_SHAPE.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input()
-                let shape = b.op("shape", ["x": .value(x)], element: .int32, rank: 1)
+                let shape = b.op("shape", ["x": .value(x)])
                 b.toFloat(shape, into: try b.output())
-                b.lengths[try b.output()] = b.rank(x)
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOAD_CONSTANT_ND.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.loadconstantnd?.pointee else { throw b.invalid("no parameters") }
                 let shape = scalars(params.shape, params.n_shape).map(Int.init)
                 let values = try b.weights(params.data, "data", count: shape.reduce(1, *))
-                b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output(), rank: shape.count)
-                if shape.count == 1 { b.lengths[try b.output()] = shape[0] }
-                if let last = shape.last { b.lastDimensions[try b.output()] = last }
+                b.op("identity", ["x": .floats(values, shape: shape)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_LIKE.rawValue: { b, l throws(RuntimeError) in
                 let reference = try b.input()
-                b.op("fill_like", ["ref_tensor": .value(reference), "value": .float(l.filllike?.pointee.value ?? 0)], into: try b.output(), rank: b.rank(reference))
+                b.op("fill_like", ["ref_tensor": .value(reference), "value": .float(l.filllike?.pointee.value ?? 0)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_STATIC.rawValue: { b, l throws(RuntimeError) in
                 let shape = l.fillstatic.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? []
-                b.op("fill", ["shape": .ints(shape), "value": .float(l.fillstatic?.pointee.value ?? 0)], into: try b.output(), rank: shape.count)
+                b.op("fill", ["shape": .ints(shape), "value": .float(l.fillstatic?.pointee.value ?? 0)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FILL_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
                 let shape = try b.input()
@@ -360,24 +341,23 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BROADCAST_TO_LIKE.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input(), reference = try b.input(1)
-                let zeros = b.op("fill_like", ["ref_tensor": .value(reference), "value": .float(0)], rank: b.rank(reference))
-                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(), rank: max(b.rank(x), b.rank(reference)))
+                let zeros = b.op("fill_like", ["ref_tensor": .value(reference), "value": .float(0)])
+                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BROADCAST_TO_STATIC.rawValue: { b, l throws(RuntimeError) in
                 let shape = l.broadcasttostatic.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? []
                 let x = try b.input()
-                let zeros = b.op("fill", ["shape": .ints(shape), "value": .float(0)], rank: shape.count)
-                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(), rank: max(b.rank(x), shape.count))
+                let zeros = b.op("fill", ["shape": .ints(shape), "value": .float(0)])
+                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_BROADCAST_TO_DYNAMIC.rawValue: { b, _ throws(RuntimeError) in
                 let x = try b.input()
                 let length = try b.rank(given: try b.input(1), of: try b.output())
                 let zeros = b.op("fill", ["shape": .value(b.toInt(try b.input(1))), "value": .float(0)], rank: length)
-                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output(),
-                     rank: length == LoweringBuilder.openRank ? length : max(b.rank(x), length))
+                b.op("add", ["x": .value(x), "y": .value(zeros)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_SQUEEZE.rawValue: { b, l throws(RuntimeError) in
-                let x = try b.input(), r = b.rank(x)
+                let x = try b.input()
                 let axes = l.squeeze.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? []
                 if l.squeeze?.pointee.squeezeall != 0 || axes.isEmpty {
                     // How many axes have size 1 is known when the plan is made: the rank here is the
@@ -386,17 +366,17 @@ extension NetworkLowering {
                     let squeezed = b.op("squeeze", ["x": .value(x)], rank: length)
                     b.op("at_least_rank1", ["x": .value(squeezed)], into: try b.output(), rank: length)
                 } else {
-                    b.atLeastRank1(b.op("squeeze", ["x": .value(x), "axes": .ints(axes)], rank: r - Set(axes.map { $0 < 0 ? $0 + r : $0 }).count),
+                    b.atLeastRank1(b.op("squeeze", ["x": .value(x), "axes": .ints(axes)]),
                                    into: try b.output())
                 }
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_EXPAND_DIMS.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 let axes = l.expanddims.map { scalars($0.pointee.axes, $0.pointee.n_axes).map(Int.init) } ?? []
-                b.op("expand_dims", ["x": .value(x), "axes": .ints(axes)], into: try b.output(), rank: b.rank(x) + axes.count)
+                b.op("expand_dims", ["x": .value(x), "axes": .ints(axes)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_FLATTEN_TO2_D.rawValue: { b, l throws(RuntimeError) in
-                b.op("flatten2d", ["x": .value(try b.input()), "axis": .int(Int(l.flattento2d?.pointee.axis ?? 1))], into: try b.output(), rank: 2)
+                b.op("flatten2d", ["x": .value(try b.input()), "axis": .int(Int(l.flattento2d?.pointee.axis ?? 1))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE_STATIC.rawValue: { b, l throws(RuntimeError) in
                 let shape = l.reshapestatic.map { scalars($0.pointee.targetshape, $0.pointee.n_targetshape).map(Int.init) } ?? []
@@ -408,8 +388,8 @@ extension NetworkLowering {
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE_LIKE.rawValue: { b, _ throws(RuntimeError) in
                 let reference = try b.input(1)
-                let shape = b.op("shape", ["x": .value(reference)], element: .int32, rank: 1)
-                _ = b.reshape(try b.input(), to: shape, rank: b.rank(reference), into: try b.output())
+                let shape = b.op("shape", ["x": .value(reference)])
+                _ = b.reshape(try b.input(), to: shape, into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RESHAPE_DYNAMIC.rawValue: { b, _ throws(RuntimeError) in
                 let length = try b.rank(given: try b.input(1), of: try b.output())
@@ -420,21 +400,20 @@ extension NetworkLowering {
                 guard params.padtogivenoutputsizemode == 0 else { throw b.unsupported("padding to a given output size is not supported yet") }
                 let x = try b.input()
                 b.op("pad", ["x": .value(x), "pad": .ints(scalars(params.padamounts, params.n_padamounts).map(Int.init)),
-                             "mode": .string("constant"), "constant_val": .float(params.value)], into: try b.output(), rank: b.rank(x))
+                             "mode": .string("constant"), "constant_val": .float(params.value)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_WHERE_BROADCASTABLE.rawValue: { b, _ throws(RuntimeError) in
                 let condition = b.toBool(try b.input()), a = try b.input(1), c = try b.input(2)
-                b.op("select", ["cond": .value(condition), "a": .value(a), "b": .value(c)], into: try b.output(),
-                     rank: max(b.rank(condition), b.rank(a), b.rank(c)))
+                b.op("select", ["cond": .value(condition), "a": .value(a), "b": .value(c)], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_WHERE_NON_ZERO.rawValue: { b, _ throws(RuntimeError) in
-                let indices = b.op("non_zero", ["x": .value(try b.input())], element: .int32, rank: 2)
+                let indices = b.op("non_zero", ["x": .value(try b.input())])
                 b.toFloat(indices, into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_MATRIX_BAND_PART.rawValue: { b, l throws(RuntimeError) in
                 let x = try b.input()
                 b.op("band_part", ["x": .value(x), "lower": .int(Int(l.matrixbandpart?.pointee.numlower ?? -1)),
-                                   "upper": .int(Int(l.matrixbandpart?.pointee.numupper ?? -1))], into: try b.output(), rank: b.rank(x))
+                                   "upper": .int(Int(l.matrixbandpart?.pointee.numupper ?? -1))], into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_LOWER_TRIANGULAR.rawValue: { b, l throws(RuntimeError) in
                 try b.triangle(k: Int(l.lowertriangular?.pointee.k ?? 0), lower: true)
@@ -450,19 +429,19 @@ extension NetworkLowering {
                 var arguments: [String: LoweredArgument] = ["x": .value(x), "axes": .ints(Array((-shape.count)...(-1))), "epsilon": .float(params.eps)]
                 if let gamma = try b.optionalWeights(params.gamma, "gamma") { arguments["gamma"] = .floats(gamma, shape: gamma.count == count ? shape : [gamma.count]) }
                 if let beta = try b.optionalWeights(params.beta, "beta") { arguments["beta"] = .floats(beta, shape: beta.count == count ? shape : [beta.count]) }
-                b.op("layer_norm", arguments, into: try b.output(), rank: b.rank(x))
+                b.op("layer_norm", arguments, into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANGE_STATIC.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.rangestatic?.pointee else { throw b.invalid("no parameters") }
                 b.op("range_1d", ["start": .float(params.startvalue), "end": .float(params.endvalue), "step": .float(params.stepsizevalue)],
-                     into: try b.output(), rank: 1)
+                     into: try b.output())
             },
             CORE_ML__SPECIFICATION__NEURAL_NETWORK_LAYER__LAYER_RANGE_DYNAMIC.rawValue: { b, l throws(RuntimeError) in
                 guard let params = l.rangedynamic?.pointee else { throw b.invalid("no parameters") }
                 let end: LoweredArgument = .value(b.reshape(try b.input(0), []))
                 let start: LoweredArgument = b.inputs.count > 1 ? .value(b.reshape(try b.input(1), [])) : .float(params.startvalue)
                 let step: LoweredArgument = b.inputs.count > 2 ? .value(b.reshape(try b.input(2), [])) : .float(params.stepsizevalue)
-                b.op("range_1d", ["start": start, "end": end, "step": step], into: try b.output(), rank: 1)
+                b.op("range_1d", ["start": start, "end": end, "step": step], into: try b.output())
             },
     ]
 
@@ -487,7 +466,7 @@ extension NetworkLowering {
 
     private static func sliceStatic(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
         guard let params = layer.slicestatic?.pointee else { throw b.invalid("no parameters") }
-        let x = try b.input(), r = b.rank(x)
+        let x = try b.input()
         let squeeze = scalars(params.squeezemasks, params.n_squeezemasks).map { $0 != 0 }
         var arguments: [String: LoweredArgument] = [
             "x": .value(x), "begin": .ints(scalars(params.beginids, params.n_beginids).map(Int.init)),
@@ -498,7 +477,7 @@ extension NetworkLowering {
         let strides = scalars(params.strides, params.n_strides).map(Int.init)
         if !strides.isEmpty { arguments["stride"] = .ints(strides) }
         if !squeeze.isEmpty { arguments["squeeze_mask"] = .bools(squeeze) }
-        b.atLeastRank1(b.op("slice_by_index", arguments, rank: r - squeeze.filter { $0 }.count), into: try b.output())
+        b.atLeastRank1(b.op("slice_by_index", arguments), into: try b.output())
     }
 
     private static func sliceDynamic(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -521,7 +500,7 @@ extension NetworkLowering {
             if !strides.isEmpty { arguments["stride"] = .ints(strides) }
         }
         if !squeeze.isEmpty { arguments["squeeze_mask"] = .bools(squeeze) }
-        b.atLeastRank1(b.op("slice_by_index", arguments, rank: r - squeeze.filter { $0 }.count), into: try b.output())
+        b.atLeastRank1(b.op("slice_by_index", arguments), into: try b.output())
     }
 
     private static func embeddingND(_ b: inout LoweringBuilder, _ layer: Layer) throws(RuntimeError) {
@@ -531,12 +510,12 @@ extension NetworkLowering {
         // Stored [embeddingSize, vocabSize]: the table gathered by index is its transpose.
         var table = [Float](repeating: 0, count: weights.count)
         for e in 0..<size { for v in 0..<vocabulary { table[v * size + e] = weights[e * vocabulary + v] } }
-        let x = try b.input(), r = b.rank(x)
+        let x = try b.input()
         // [..., 1] indices → [..., embeddingSize].
-        let indices = b.toInt(b.op("squeeze", ["x": .value(x), "axes": .ints([-1])], rank: r - 1))
-        var rows = b.op("gather", ["x": .floats(table, shape: [vocabulary, size]), "indices": .value(indices), "axis": .int(0)], rank: r)
+        let indices = b.toInt(b.op("squeeze", ["x": .value(x), "axes": .ints([-1])]))
+        var rows = b.op("gather", ["x": .floats(table, shape: [vocabulary, size]), "indices": .value(indices), "axis": .int(0)])
         if params.hasbias != 0 {
-            rows = b.op("add", ["x": .value(rows), "y": .floats(try b.weights(params.bias, "bias", count: size), shape: [size])], rank: r)
+            rows = b.op("add", ["x": .value(rows), "y": .floats(try b.weights(params.bias, "bias", count: size), shape: [size])])
         }
         b.identity(rows, into: try b.output())
     }
@@ -547,11 +526,11 @@ extension NetworkLowering {
         if b.inputs.count > 1 {
             // NeuralNetwork.proto reads a rank-1 first operand as (1, D) and a rank-1 second one as
             // (D, 1), and keeps both axes: (10,) by (10,) gives (1, 1), (4, 10) by (10,) gives (4, 1).
-            let first = b.rank(x) == 1 ? b.op("expand_dims", ["x": .value(x), "axes": .ints([0])], rank: 2) : x
+            let first = b.rank(x) == 1 ? b.op("expand_dims", ["x": .value(x), "axes": .ints([0])]) : x
             let y = try b.input(1)
-            let second = b.rank(y) == 1 ? b.op("expand_dims", ["x": .value(y), "axes": .ints([1])], rank: 2) : y
+            let second = b.rank(y) == 1 ? b.op("expand_dims", ["x": .value(y), "axes": .ints([1])]) : y
             b.op("matmul", ["x": .value(first), "y": .value(second), "transpose_x": .bool(params.transposea != 0), "transpose_y": .bool(params.transposeb != 0)],
-                 into: output, rank: max(b.rank(x), b.rank(y), 2))
+                 into: output)
             return
         }
         // NeuralNetwork.proto: with the weights as the second operand, transposeA and transposeB are ignored.
@@ -560,16 +539,16 @@ extension NetworkLowering {
         // indexed by them): the product uses their transpose.
         let weights = try b.weights(params.weights, "weights", count: first * second, channels: second)
         let product = b.op("matmul", ["x": .value(x), "y": .floats(weights, shape: [second, first]), "transpose_y": .bool(true)],
-                           into: params.hasbias != 0 ? nil : output, rank: b.rank(x))
+                           into: params.hasbias != 0 ? nil : output)
         guard params.hasbias != 0 else { return }
-        b.op("add", ["x": .value(product), "y": .floats(try b.weights(params.bias, "bias", count: second), shape: [second])], into: output, rank: b.rank(x))
+        b.op("add", ["x": .value(product), "y": .floats(try b.weights(params.bias, "bias", count: second), shape: [second])], into: output)
     }
 }
 
 extension LoweringBuilder {
     /// `x` as bool (`!= 0`).
     mutating func toBool(_ x: String) -> String {
-        op("cast", ["x": .value(x), "dtype": .string("bool")], element: .bool, rank: rank(x))
+        op("cast", ["x": .value(x), "dtype": .string("bool")])
     }
 
     /// `x` named `output`, a rank-0 result made a vector of one (blobs have a rank of at least 1).
@@ -583,7 +562,7 @@ extension LoweringBuilder {
     /// declares for `output`, else `openRank` when no layer reads `output`
     /// (the network only returns it: the plan takes its rank from the values).
     func rank(given shape: String, of output: String) throws(RuntimeError) -> Int {
-        if let length = lengths[shape] { return length }
+        if let length = length(shape) { return length }
         if declaredOutputRanks[output] == nil, !blobsRead.contains(output) { return Self.openRank }
         return try declaredRank(of: output)
     }
@@ -596,16 +575,16 @@ extension LoweringBuilder {
 
     /// asinh x = log(x + √(x² + 1)); acosh x = log(x + √(x² − 1)).
     mutating func inverseHyperbolic(plusOne: Bool) throws(RuntimeError) {
-        let x = try input(), r = rank(x)
-        let square = op("add", ["x": .value(op("mul", ["x": .value(x), "y": .value(x)], rank: r)), "y": .float(plusOne ? 1 : -1)], rank: r)
-        let sum = op("add", ["x": .value(x), "y": .value(op("sqrt", ["x": .value(square)], rank: r))], rank: r)
-        op("log", ["x": .value(sum)], into: try output(), rank: r)
+        let x = try input()
+        let square = op("add", ["x": .value(op("mul", ["x": .value(x), "y": .value(x)])), "y": .float(plusOne ? 1 : -1)])
+        let sum = op("add", ["x": .value(x), "y": .value(op("sqrt", ["x": .value(square)]))])
+        op("log", ["x": .value(sum)], into: try output())
     }
 
     /// The index of the largest or smallest value along `axis`, as float32.
     mutating func argument(_ type: String, axis: Int, removeDim: Bool) throws(RuntimeError) {
-        let x = try input(), r = rank(x)
-        let index = op(type, ["x": .value(x), "axis": .int(axis), "keep_dims": .bool(!removeDim)], element: .int32, rank: removeDim ? r - 1 : r)
+        let x = try input()
+        let index = op(type, ["x": .value(x), "axis": .int(axis), "keep_dims": .bool(!removeDim)])
         atLeastRank1(toFloat(index), into: try output())
     }
 
@@ -621,7 +600,7 @@ extension LoweringBuilder {
             let resolved = axis < 0 ? axis + r : axis
             indices = reshape(indices, [-1])
             let merged = shape([.vector(dims(updates, 0, resolved)), .literal([-1]), .vector(dims(updates, resolved + spanned))])
-            updates = reshape(updates, to: merged, rank: r)
+            updates = reshape(updates, to: merged)
         }
         indices = toInt(indices)
         let name = switch mode {
@@ -635,24 +614,24 @@ extension LoweringBuilder {
         }
         var arguments: [String: LoweredArgument] = ["data": .value(data), "indices": .value(indices), "updates": .value(updates), "mode": .string(name)]
         if let axis { arguments["axis"] = .int(axis) }
-        op(type, arguments, into: try output(), rank: rank(data))
+        op(type, arguments, into: try output())
     }
 
     /// The lower (j − i ≤ k) or upper (j − i ≥ k) triangle of the last two dimensions.
     mutating func triangle(k: Int, lower: Bool) throws(RuntimeError) {
-        let x = try input(), r = rank(x)
+        let x = try input()
         if lower, k >= 0 {
-            op("band_part", ["x": .value(x), "lower": .int(-1), "upper": .int(k)], into: try output(), rank: r)
+            op("band_part", ["x": .value(x), "lower": .int(-1), "upper": .int(k)], into: try output())
         } else if !lower, k <= 0 {
-            op("band_part", ["x": .value(x), "lower": .int(-k), "upper": .int(-1)], into: try output(), rank: r)
+            op("band_part", ["x": .value(x), "lower": .int(-k), "upper": .int(-1)], into: try output())
         } else {
             // Off the main band: the complement of the opposite triangle.
-            let band = lower ? op("band_part", ["x": .value(x), "lower": .int(-1), "upper": .int(0)], rank: r)
-                : op("band_part", ["x": .value(x), "lower": .int(0), "upper": .int(-1)], rank: r)
+            let band = lower ? op("band_part", ["x": .value(x), "lower": .int(-1), "upper": .int(0)])
+                : op("band_part", ["x": .value(x), "lower": .int(0), "upper": .int(-1)])
             // lower with k < 0: keep j − i ≤ k, i.e. the lower triangle minus the |k| nearest diagonals.
-            let removed = lower ? op("band_part", ["x": .value(x), "lower": .int(-k - 1), "upper": .int(0)], rank: r)
-                : op("band_part", ["x": .value(x), "lower": .int(0), "upper": .int(k - 1)], rank: r)
-            op("sub", ["x": .value(band), "y": .value(removed)], into: try output(), rank: r)
+            let removed = lower ? op("band_part", ["x": .value(x), "lower": .int(-k - 1), "upper": .int(0)])
+                : op("band_part", ["x": .value(x), "lower": .int(0), "upper": .int(k - 1)])
+            op("sub", ["x": .value(band), "y": .value(removed)], into: try output())
         }
     }
 }

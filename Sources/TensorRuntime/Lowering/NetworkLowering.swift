@@ -88,12 +88,11 @@ enum NetworkLowering {
             case .multiArray(let array): rank = rank5 ? 5 : max(1, array.shape.count)
             default: rank = rank5 ? 5 : 1
             }
-            builder.ranks[description.name] = rank
-            if !rank5, case .multiArray(let array) = description.type, array.shape.count == 1, array.shapeFlexibility == nil {
-                builder.lengths[description.name] = Int(array.shape[0])
-            }
-            if !rank5, case .multiArray(let array) = description.type, let last = array.shape.last, array.shapeFlexibility == nil {
-                builder.lastDimensions[description.name] = Int(last)
+            // A multi-array of fixed shape read as it is declared has every dimension known.
+            if !rank5, case .multiArray(let array) = description.type, !array.shape.isEmpty, array.shapeFlexibility == nil {
+                builder.facts[description.name] = ValueType(.float32, shape: array.shape.map { Int($0) })
+            } else {
+                builder.facts[description.name] = ValueType(.float32, rank: rank)
             }
         }
         builder.blobsRead = Self.blobsRead(by: layers).union([probabilities].compactMap { $0 })
@@ -157,19 +156,18 @@ enum LoweredArgument {
 struct LoweringBuilder {
     let weights: NetworkWeightReader
     var operations: [GraphOperation] = []
-    /// The rank of every blob computed so far (NeuralNetwork.proto blobs are float32).
-    var ranks: [String: Int] = [:]
-    /// The element type of each value an operation of the lowering makes (int32 indices and shape vectors, bools).
-    var elements: [String: ElementType] = [:]
+    /// What is known of every blob and value computed so far: element type
+    /// (blobs are float32; indices and shape vectors int32), rank, and the
+    /// dimensions fixed at load (a shape vector's length is what gives a
+    /// `fillDynamic` or a `reshapeDynamic` its rank). The operations'
+    /// `outputFacts` compute them.
+    var facts: [String: ValueType] = [:]
+    /// The first error an operation's facts rule gave in the current layer: thrown when the layer's lowering returns.
+    private var factsError: RuntimeError?
     /// Whether the network reads multi-arrays with the rank-5 mapping (`[C, H, W]` blobs).
     var rank5 = false
     /// The ranks the model declares for its multi-array outputs.
     var declaredOutputRanks: [String: Int] = [:]
-    /// The lengths of rank-1 blobs known at load (shape vectors: `getShape`, constants, fixed-size inputs).
-    var lengths: [String: Int] = [:]
-    /// The last dimension of blobs whose shape is known at load (constants, fixed-shape inputs): what
-    /// `gatherND`'s rank depends on.
-    var lastDimensions: [String: Int] = [:]
     /// Every blob some layer of the network reads (nested networks included),
     /// and the probabilities a classifier reads: a blob outside it is only returned.
     var blobsRead: Set<String> = []
@@ -262,7 +260,7 @@ struct LoweringBuilder {
         kind = withUnsafeMutablePointer(to: &copy) { NetworkLowering.kind(of: $0) }
         inputs = strings(layer.input, layer.n_input)
         outputs = strings(layer.output, layer.n_output)
-        for input in inputs where ranks[input] == nil {
+        for input in inputs where facts[input] == nil {
             throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "reads blob \"\(input)\", which no earlier layer or input gives")
         }
         guard let lowering = NetworkLowering.layers[layer.layer_case.rawValue] else {
@@ -277,10 +275,13 @@ struct LoweringBuilder {
         } else {
             try lowering(&self, layer)
         }
-        for output in outputs where ranks[output] == nil {
+        if let factsError {
+            self.factsError = nil
+            throw factsError
+        }
+        for output in outputs where facts[output] == nil {
             throw .invalidParameters(model: "layer \"\(name)\" (\(kind))", detail: "computed no blob \"\(output)\"")
         }
-        trackLength(layer)
     }
 
     // MARK: Views
@@ -307,7 +308,7 @@ struct LoweringBuilder {
     @discardableResult
     private mutating func makeView(_ x: String) -> View {
         let lead = dims(x, 0, -3)
-        let flat = reshape(x, to: shape([.literal([-1]), .vector(dims(x, -3))]), rank: 4)
+        let flat = reshape(x, to: shape([.literal([-1]), .vector(dims(x, -3))]))
         let view = View(value: flat, lead: lead, pending: false)
         views[x] = view
         return view
@@ -324,8 +325,8 @@ struct LoweringBuilder {
         defer { (inputs, outputs) = (blobInputs, blobOutputs) }
         try lowering(&self, layer)
         for (blob, value) in zip(blobOutputs, outputs) {
-            guard ranks[value] == 4 else { throw invalid("computed \"\(blob)\" on a [N, C, H, W] view with rank \(rank(value))") }
-            ranks[blob] = blobRank
+            guard rank(value) == 4 else { throw invalid("computed \"\(blob)\" on a [N, C, H, W] view with rank \(rank(value))") }
+            facts[blob] = ValueType(.float32, rank: blobRank)
             views[blob] = View(value: value, lead: lead, pending: true)
         }
     }
@@ -376,73 +377,16 @@ struct LoweringBuilder {
 
     /// Forgets the views of blobs an operation redefines.
     private mutating func redefine(_ names: [String]) {
-        for name in names {
-            views[name] = nil
-            lastDimensions[name] = nil
-        }
-    }
-
-    /// Layers that compute a shape vector elementwise from shape vectors (the
-    /// arithmetic a converter writes before `fillDynamic`: a list's new length).
-    private static let elementwiseKinds: Set<String> = [
-        "add", "multiply", "activation", "unary", "copy", "clip", "ceil", "floor", "round", "sign",
-        "addBroadcastable", "subtractBroadcastable", "multiplyBroadcastable", "divideBroadcastable",
-        "maxBroadcastable", "minBroadcastable", "modBroadcastable", "floorDivBroadcastable", "powBroadcastable",
-        "equal", "notEqual", "lessThan", "lessEqual", "greaterThan", "greaterEqual",
-        "logicalOr", "logicalXor", "logicalNot", "logicalAnd", "whereBroadcastable",
-    ]
-
-    /// Records the length of a rank-1 result whose length follows from the
-    /// lengths of its rank-1 inputs known at load: elementwise layers
-    /// (broadcast, comparisons, `whereBroadcastable`), the rank-N reductions,
-    /// `sliceStatic` and a `gather` from a vector (as many as its indices), so that a shape vector computed from a
-    /// `getShape` still gives `fillDynamic` and its kin their rank.
-    private mutating func trackLength(_ layer: NetworkLowering.Layer) {
-        guard outputs.count == 1, let output = outputs.first, ranks[output] == 1, lengths[output] == nil, !inputs.isEmpty else { return }
-        let known = inputs.compactMap { ranks[$0] == 1 ? lengths[$0] : nil }
-        guard known.count == inputs.count else { return }
-        if kind.hasPrefix("reduce"), kind != "reduce" {
-            lengths[output] = 1  // a reduction of a vector that keeps rank 1 (kept axis, or a scalar as [1])
-        } else if kind == "gather", known.count == 2 {
-            lengths[output] = known[1]  // a vector gathered by a vector of indices
-        } else if Self.elementwiseKinds.contains(kind) {
-            let wide = Set(known.filter { $0 != 1 })
-            if wide.count <= 1 { lengths[output] = wide.first ?? 1 }
-        } else if kind == "sliceStatic", let params = layer.slicestatic?.pointee, known.count == 1 {
-            let begin = scalars(params.beginids, params.n_beginids), end = scalars(params.endids, params.n_endids)
-            let strides = scalars(params.strides, params.n_strides)
-            let beginMask = scalars(params.beginmasks, params.n_beginmasks), endMask = scalars(params.endmasks, params.n_endmasks)
-            let squeeze = scalars(params.squeezemasks, params.n_squeezemasks)
-            guard begin.count == 1, end.count == 1 else { return }
-            if squeeze.first.map({ $0 != 0 }) ?? false {
-                lengths[output] = 1
-                return
-            }
-            lengths[output] = Self.slicedLength(known[0], begin: Int(begin[0]), end: Int(end[0]), stride: Int(strides.first ?? 1),
-                                                fromStart: beginMask.first.map { $0 != 0 } ?? false, toEnd: endMask.first.map { $0 != 0 } ?? false)
-        }
-    }
-
-    /// How many elements `x[begin:end:stride]` of `count` elements holds
-    /// (negative bounds count from the end; masks ignore the bound).
-    static func slicedLength(_ count: Int, begin: Int, end: Int, stride: Int, fromStart: Bool, toEnd: Bool) -> Int? {
-        guard stride != 0 else { return nil }
-        let first = begin < 0 ? begin + count : begin, last = end < 0 ? end + count : end
-        if stride > 0 {
-            let from = fromStart ? 0 : min(max(first, 0), count), to = toEnd ? count : min(max(last, 0), count)
-            return max(0, (to - from + stride - 1) / stride)
-        }
-        let from = fromStart ? count - 1 : min(max(first, -1), count - 1), to = toEnd ? -1 : min(max(last, -1), count - 1)
-        return max(0, (from - to - stride - 1) / -stride)
+        for name in names { views[name] = nil }
     }
 
     /// Lowers the layers of a nested network (a branch) into operations of
     /// their own: the operations, the blobs the layers write (in order) and
-    /// the ranks after them. The builder's operations and current layer are kept.
+    /// the facts after them. The builder's operations and current layer are kept.
     mutating func nested(_ network: CoreML__Specification__NeuralNetwork) throws(RuntimeError)
-        -> (operations: [GraphOperation], written: [String], ranks: [String: Int]) {
-        let saved = (operations, ranks, name, kind, inputs, outputs, views)
-        defer { (operations, ranks, name, kind, inputs, outputs, views) = saved }
+        -> (operations: [GraphOperation], written: [String], facts: [String: ValueType]) {
+        let saved = (operations, facts, name, kind, inputs, outputs, views)
+        defer { (operations, facts, name, kind, inputs, outputs, views) = saved }
         operations = []
         views = [:]
         var written: [String] = []
@@ -463,7 +407,7 @@ struct LoweringBuilder {
             }
         }
         flushViews()
-        return (operations, written, ranks)
+        return (operations, written, facts)
     }
 
     /// Counts `blobs` among the current layer's outputs: the blobs a branch's
@@ -479,7 +423,7 @@ struct LoweringBuilder {
     mutating func setLoopFlags(breaking: Bool) throws(RuntimeError) {
         guard let flags = loopFlags.last ?? nil else { throw invalid("outside the body network of a loop") }
         let names = breaking ? [flags.broken, flags.skip] : [flags.skip]
-        for name in names { op("fill", ["shape": .ints([1]), "value": .float(1)], into: name, rank: 1) }
+        for name in names { op("fill", ["shape": .ints([1]), "value": .float(1)], into: name) }
         wrote(names)
     }
 
@@ -505,10 +449,20 @@ struct LoweringBuilder {
         return outputs[index]
     }
 
-    func rank(_ blob: String) -> Int { ranks[blob] ?? 1 }
+    /// The rank of a blob or value; `openRank` where it waits for values computed at run time.
+    func rank(_ blob: String) -> Int {
+        guard let known = facts[blob] else { return 1 }
+        return known.rank ?? Self.openRank
+    }
 
     /// The element type of a value the lowering made (blobs the network reads or writes are float32).
-    func element(_ value: String) -> ElementType { elements[value] ?? .float32 }
+    func element(_ value: String) -> ElementType { facts[value]?.element ?? .float32 }
+
+    /// The length of a vector known at load (a `getShape`, a constant, an input of fixed size, their arithmetic).
+    func length(_ value: String) -> Int? {
+        guard let known = facts[value], known.rank == 1 else { return nil }
+        return known.dimension(0)
+    }
 
     /// A name for an intermediate value of the current layer.
     mutating func fresh() -> String {
@@ -519,58 +473,68 @@ struct LoweringBuilder {
     // MARK: Operations
 
     /// Adds a MIL operation with one output (named `output`, or a fresh
-    /// name) of element type `type` and rank `rank`; its output's name.
+    /// name); its output's name. Its element type and rank are the
+    /// operation's `outputFacts`; `rank` is used only where those leave the
+    /// rank to values computed at run time (the rank the model declares).
     @discardableResult
-    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], into output: String? = nil,
-                     element: ElementType = .float32, rank: Int) -> String {
-        let result = output ?? fresh()
-        materializeReads(arguments)
-        operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
-                                         outputs: [(name: result, type: ValueType(element: element, shape: Self.declared(rank: rank)))], blocks: []))
-        redefine([result])
-        ranks[result] = rank
-        elements[result] = element
-        return result
+    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], into output: String? = nil, rank: Int? = nil) -> String {
+        op(type, arguments, outputs: [output ?? fresh()], ranks: rank.map { [$0] })[0]
     }
 
     /// Adds a MIL operation with several outputs; their names.
     @discardableResult
-    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], outputs names: [String],
-                     elements: [ElementType], ranks outputRanks: [Int]) -> [String] {
+    mutating func op(_ type: String, _ arguments: [String: LoweredArgument], outputs names: [String], ranks hints: [Int]? = nil) -> [String] {
         materializeReads(arguments)
-        operations.append(GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
-                                         outputs: zip(zip(names, elements), outputRanks).map { (name: $0.0, type: ValueType(element: $0.1, shape: Self.declared(rank: $1))) },
-                                         blocks: []))
+        var operation = GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
+                                       outputs: names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) }, blocks: [])
+        let known = facts
+        var results: [ValueType] = []
+        do throws(RuntimeError) {
+            guard let derived = try OperationRegistry.outputFacts(of: operation, known: { known[$0] }) else {
+                throw unsupported("the lowering makes a \(type), whose definition gives no facts of its results")
+            }
+            guard derived.count == names.count else { throw invalid("\(type) gives \(derived.count) results, the lowering names \(names.count)") }
+            results = derived
+        } catch {
+            factsError = factsError ?? error
+            results = names.map { _ in .unknownRank(.float32) }
+        }
+        for index in results.indices where results[index].rank == nil {
+            if let hint = hints?[index], hint != Self.openRank { results[index] = ValueType(results[index].element, rank: hint) }
+        }
+        for (index, result) in results.enumerated() {
+            operation.outputs[index].type = ValueType(element: result.element, shape: result.rank.flatMap(Self.declared(rank:)))
+        }
+        operations.append(operation)
         redefine(names)
-        for (name, rank) in zip(names, outputRanks) { ranks[name] = rank }
-        for (name, element) in zip(names, elements) { self.elements[name] = element }
+        for (name, result) in zip(names, results) { facts[name] = result }
         return names
     }
 
     /// `x` as float32 (NeuralNetwork.proto blobs are float32 whatever an operation computes).
     @discardableResult
     mutating func toFloat(_ x: String, into output: String? = nil) -> String {
-        op("cast", ["x": .value(x), "dtype": .string("fp32")], into: output, rank: rank(x))
+        op("cast", ["x": .value(x), "dtype": .string("fp32")], into: output)
     }
 
     /// `x` as int32 (indices), truncated toward zero.
     mutating func toInt(_ x: String) -> String {
-        op("cast", ["x": .value(x), "dtype": .string("int32")], element: .int32, rank: rank(x))
+        op("cast", ["x": .value(x), "dtype": .string("int32")])
     }
 
     /// A copy of `x` under the name `output` (a layer whose output only renames its input).
     mutating func identity(_ x: String, into output: String) {
-        op("identity", ["x": .value(x)], into: output, rank: rank(x))
+        op("identity", ["x": .value(x)], into: output)
     }
 
     /// The dimensions `begin..<end` of `x`'s shape (negative counts from the
     /// end), as an int32 vector the planner knows once shapes are.
     mutating func dims(_ x: String, _ begin: Int, _ end: Int? = nil) -> String {
-        let shape = op("shape", ["x": .value(x)], element: .int32, rank: 1)
+        let shape = op("shape", ["x": .value(x)])
         let r = rank(x)
         let from = begin < 0 ? max(0, begin + r) : min(begin, r)
         let to = end.map { $0 < 0 ? max(0, $0 + r) : min($0, r) } ?? r
-        return op("slice_by_index", ["x": .value(shape), "begin": .ints([from]), "end": .ints([to])], element: .int32, rank: 1)
+        return op("slice_by_index", ["x": .value(shape), "begin": .ints([from]), "end": .ints([to])])
     }
 
     /// Joins int32 vectors (and literal dimensions) into one shape vector.
@@ -582,7 +546,7 @@ struct LoweringBuilder {
             }
         }
         if arguments.count == 1, case .vector(let name) = parts[0] { return name }
-        return op("concat", ["values": .list(arguments), "axis": .int(0)], element: .int32, rank: 1)
+        return op("concat", ["values": .list(arguments), "axis": .int(0)])
     }
 
     enum ShapePart {
@@ -590,14 +554,15 @@ struct LoweringBuilder {
         case literal([Int])
     }
 
-    /// `x` reshaped to the shape vector `shape` of `rank` dimensions.
-    mutating func reshape(_ x: String, to shape: String, rank: Int, into output: String? = nil) -> String {
-        op("reshape", ["x": .value(x), "shape": .value(shape)], into: output, element: element(x), rank: rank)
+    /// `x` reshaped to the shape vector `shape` (its length the result's rank;
+    /// `rank` where that length waits for values computed at run time).
+    mutating func reshape(_ x: String, to shape: String, rank: Int? = nil, into output: String? = nil) -> String {
+        op("reshape", ["x": .value(x), "shape": .value(shape)], into: output, rank: rank)
     }
 
     /// `x` reshaped to literal dimensions (0 copies, -1 infers).
     mutating func reshape(_ x: String, _ dims: [Int], into output: String? = nil) -> String {
-        op("reshape", ["x": .value(x), "shape": .ints(dims)], into: output, element: element(x), rank: dims.count)
+        op("reshape", ["x": .value(x), "shape": .ints(dims)], into: output)
     }
 
     // MARK: Channel-first layers
@@ -617,24 +582,24 @@ struct LoweringBuilder {
                    builder.operations[last].outputs[0].name == y {
                     builder.operations[last].outputs[0].name = output
                     builder.redefine([output])
-                    builder.ranks[output] = builder.ranks[y]
+                    builder.facts[output] = builder.facts[y]
                     return output
                 }
                 builder.identity(y, into: output)
                 return output
             })
         case ..<4:
-            let value = op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(4 - r)))], rank: 4)
+            let value = op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(4 - r)))])
             let keep = max(r, 3)
             return (value, { builder, y, output in
-                builder.op("squeeze", ["x": .value(y), "axes": .ints(Array(0..<(4 - keep)))], into: output, rank: keep)
+                builder.op("squeeze", ["x": .value(y), "axes": .ints(Array(0..<(4 - keep)))], into: output)
             })
         default:
             let view = views[x] ?? makeView(x)
             let (flat, lead) = (view.value, view.lead)
             return (flat, { builder, y, output in
                 let yTail = builder.dims(y, 1)
-                return builder.reshape(y, to: builder.shape([.vector(lead), .vector(yTail)]), rank: r, into: output)
+                return builder.reshape(y, to: builder.shape([.vector(lead), .vector(yTail)]), into: output)
             })
         }
     }
@@ -654,7 +619,7 @@ struct LoweringBuilder {
     mutating func atLeastRank3(_ x: String) -> String {
         let r = rank(x)
         guard r < 3 else { return x }
-        return op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(3 - r)))], rank: 3)
+        return op("expand_dims", ["x": .value(x), "axes": .ints(Array(0..<(3 - r)))])
     }
 
     // MARK: Weights
@@ -709,12 +674,12 @@ struct LoweringBuilder {
                                                    "variance": .floats(Array(repeating: 1, count: channels), shape: [channels]),
                                                    "gamma": .floats(Array(repeating: scale, count: channels), shape: [channels]),
                                                    "beta": .floats(biases, shape: [channels]), "epsilon": .float(0)],
-                                    into: view == nil ? feature : nil, rank: 4)
+                                    into: view == nil ? feature : nil)
                     if let view { views[feature] = View(value: result, lead: view.lead, pending: true) }
                     continue
                 }
-                let scaled = op("mul", ["x": .value(feature), "y": .float(scale)], rank: r)
-                op("add", ["x": .value(scaled), "y": .floats(biases, shape: channelShape)], into: feature, rank: r)
+                let scaled = op("mul", ["x": .value(feature), "y": .float(scale)])
+                op("add", ["x": .value(scaled), "y": .floats(biases, shape: channelShape)], into: feature)
             } else if let mean = preprocessor.pointee.meanimage?.pointee {
                 let values: [Float] = scalars(mean.meanimage, mean.n_meanimage)
                 let trailing: [Int]
@@ -727,7 +692,7 @@ struct LoweringBuilder {
                     throw .invalidParameters(model: "preprocessing of \"\(feature)\"", detail: "a mean image of \(values.count) values for \(trailing)")
                 }
                 let shape = Array(repeating: 1, count: max(0, r - trailing.count)) + trailing
-                op("sub", ["x": .value(feature), "y": .floats(values, shape: shape)], into: feature, rank: r)
+                op("sub", ["x": .value(feature), "y": .floats(values, shape: shape)], into: feature)
             }
         }
     }
