@@ -741,17 +741,21 @@ extension ShapeOperations {
         })]
     }
 
+    /// `concat`: the values' dimensions, summed along `axis`. Scalars count as
+    /// one-element vectors, as the plan reads them; values whose ranks still
+    /// differ leave the result the largest rank with no dimension known (the
+    /// plan decides from the shapes it is given).
     static let concatFacts: OperationDefinition.FactsRule = { context throws(RuntimeError) in
-        let values = try context.list("values")
+        let values = try context.list("values").map { $0.rank == 0 ? ValueType($0.element, shape: [1]) : $0 }
         guard let first = values.first else { throw context.invalid("concat needs values") }
-        // Scalars have no axis to join along: what the plan makes of them is not claimed here.
-        guard let rank = values.lazy.compactMap(\.rank).first, rank > 0 else { return [.unknownRank(first.element)] }
+        let ranks = Set(values.compactMap(\.rank))
+        guard let rank = ranks.max() else { return [.unknownRank(first.element)] }
+        guard ranks.count == 1 else { return [ValueType(first.element, rank: rank)] }
         let axis = try context.axis(context.int("axis", 0), rank: rank)
         var dims: [Int?] = Array(repeating: nil, count: rank)
         var total: Int? = 0
         for value in values {
             guard let valueDims = value.shape else { total = nil; continue }
-            guard valueDims.count == rank else { throw context.invalid("concat of values of ranks \(rank) and \(valueDims.count)") }
             for index in 0..<rank where index != axis { dims[index] = dims[index] ?? valueDims[index] }
             total = total.flatMap { sum in valueDims[axis].map { sum + $0 } }
         }

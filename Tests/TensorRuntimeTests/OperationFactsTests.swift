@@ -151,6 +151,10 @@ struct OperationFactsTests {
                                                   "end_mask": [.constant(Tensor(ints: [1], shape: [1], type: .bool))]], known: known)
                 == [ValueType(.int32, shape: [2])])
         #expect(try Self.facts("stack", ["values": [.value("v"), .value("v")], "axis": Self.int(-1)], known: known) == [ValueType(.int32, shape: [nil, 2])])
+        // Scalars join as one-element vectors, as the plan reads them; other mixed ranks are left to the plan.
+        #expect(try Self.facts("concat", ["values": [.value("s"), .constant(Tensor(ints: [7], shape: []))], "axis": Self.int(0)], known: known)
+                == [ValueType(.int32, shape: [4])])
+        #expect(try Self.facts("concat", ["values": [.value("s"), .value("x")], "axis": Self.int(0)], known: known) == [ValueType(.int32, rank: 3)])
         #expect(try Self.facts("shape", ["x": [.value("y")]], known: known) == [ValueType(.int32, shape: [3])])
         // squeeze without axes drops every 1: known only where every dimension is.
         #expect(try Self.facts("squeeze", ["x": [.value("y")]], known: known) == [ValueType(.float32, shape: [4, 5])])
