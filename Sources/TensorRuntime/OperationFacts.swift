@@ -165,14 +165,6 @@ final class FactsContext {
 
     func string(_ key: String, _ fallback: String) -> String { scalar(key)?.strings.first ?? fallback }
 
-    /// This context with `key` given as the integer `value` where the operation leaves it out.
-    func defaulting(_ key: String, to value: Int) -> FactsContext {
-        guard !has(key) else { return self }
-        var op = op
-        op.arguments[key] = [.constant(Tensor(ints: [Int32(clamping: value)], shape: []))]
-        return FactsContext(op: op, known: known, constants: constants)
-    }
-
     /// An axis in `0..<rank` from a possibly negative one.
     func axis(_ axis: Int, rank: Int, key: String = "axis") throws(RuntimeError) -> Int {
         let resolved = axis < 0 ? axis + rank : axis
@@ -220,14 +212,14 @@ enum FactsRules {
         }
     }
 
-    /// A reduction over `axes` (or `axis`; every axis when neither is given),
-    /// keeping them as 1s where `keep_dims` is true (false by default).
-    static func reduction(element: ElementType? = nil) -> Rule {
+    /// A reduction over `axes` (or `axis`; when neither is given, `defaultAxis`
+    /// or else every axis), keeping them as 1s where `keep_dims` is true (false by default).
+    static func reduction(element: ElementType? = nil, defaultAxis: Int? = nil) -> Rule {
         { context throws(RuntimeError) in
             let x = try context.input()
             let type = element ?? x.element
             guard let dims = x.shape else { return [.unknownRank(type)] }
-            let given = context.ints("axes") ?? (context.has("axis") ? [context.int("axis", 0)] : nil)
+            let given = context.ints("axes") ?? (context.has("axis") ? [context.int("axis", 0)] : defaultAxis.map { [$0] })
             if context.has("axes") || context.has("axis"), given == nil { return [.unknownRank(type)] }
             var reduced = Set<Int>()
             for axis in given ?? Array(dims.indices) { reduced.insert(try context.axis(axis, rank: dims.count, key: "axes")) }

@@ -16,7 +16,7 @@ enum ReductionOperations: OperationFamily {
                 try reduce(context, mode: mode)
             }.withFacts { context throws(RuntimeError) in
                 let type = ElementType(milName: context.string("output_dtype", "int32")) ?? .int32
-                return try FactsRules.reduction(element: type)(context.defaulting("axis", to: -1))
+                return try FactsRules.reduction(element: type, defaultAxis: -1)(context)
             }
         }
         all["softmax"] = OperationDefinition(["x", "axis"]) { context throws(RuntimeError) in try softmax(context) }

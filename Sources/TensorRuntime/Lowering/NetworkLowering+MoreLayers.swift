@@ -360,6 +360,16 @@ extension NetworkLowering {
         return blobs
     }
 
+    /// The facts of a blob a loop carries that hold both on entering an iteration and after it: the rank, and
+    /// each dimension the iteration leaves as it was.
+    private static func invariant(_ entry: ValueType?, _ exit: ValueType?) -> ValueType {
+        guard let entry, let exit else { return ValueType(.float32, rank: (exit ?? entry)?.rank ?? 1) }
+        guard let inDims = entry.shape, let outDims = exit.shape, inDims.count == outDims.count else {
+            return ValueType(entry.element, rank: exit.rank ?? entry.rank ?? 1)
+        }
+        return ValueType(entry.element, shape: zip(inDims, outDims).map { $0 == $1 ? $0 : nil })
+    }
+
     /// Whether `layer` may end its loop's iteration: a `loopBreak` or
     /// `loopContinue`, or a branch holding one (a nested loop's own do not count).
     static func interruptsLoop(_ layer: UnsafeMutablePointer<Layer>) -> Bool {
@@ -418,12 +428,27 @@ extension NetworkLowering {
         var names = carried
         if bound != nil { names.append(count) }
         let inputs = names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) }
-        // A carried blob keeps its rank; its dimensions may change from one iteration to the next.
-        for blob in carried { b.facts[blob] = ValueType(.float32, rank: (bodyPass.facts[blob] ?? before[blob])?.rank ?? 1) }
+        // What holds of a carried blob at every iteration: its dimensions the networks keep as they are (a shape
+        // vector's length), found by running them again on what is left until nothing more is lost.
+        // Each pass only loses knowledge; past a few, only the ranks are kept.
+        var entry = before, exit = bodyPass.facts
+        for pass in 0... {
+            var changed = false
+            for blob in carried {
+                let kept = pass < 8 ? Self.invariant(entry[blob], exit[blob]) : ValueType(.float32, rank: entry[blob]?.rank ?? 1)
+                if kept != entry[blob] { (entry[blob], changed) = (kept, true) }
+            }
+            guard changed, pass < 8 else { break }
+            b.facts = entry
+            if let condition { b.facts = try b.nested(condition).facts }
+            exit = try b.nested(body).facts
+        }
+        b.facts = entry
         if bound != nil { b.facts[count] = ValueType(.float32, shape: [1]) }
 
         // The condition block.
         var conditionOperations: [GraphOperation] = []
+        var conditionFacts: [String: ValueType]?
         var flag: String?
         let outer = b.operations
         b.operations = []
@@ -431,6 +456,7 @@ extension NetworkLowering {
         if let condition {
             let pass = try b.nested(condition)
             conditionOperations = pass.operations
+            conditionFacts = pass.facts
             b.facts = pass.facts
             b.operations = conditionOperations
             guard !conditionVar.isEmpty else { throw b.invalid("a condition network without conditionVar") }
@@ -447,7 +473,8 @@ extension NetworkLowering {
         let conditionBlock = GraphBlock(inputs: inputs, operations: b.operations, outputs: [flag ?? count], constants: [:])
 
         // The body block.
-        b.facts = conditionPass?.facts ?? carriedFacts
+        // What the condition network computed from the carried blobs (their dimensions unknown), not the first pass's.
+        b.facts = conditionFacts ?? carriedFacts
         b.operations = condition == nil ? [] : conditionOperations
         if let flags { b.op("fill", ["shape": .ints([1]), "value": .float(0)], into: flags.skip) }
         let bodyOperations = try b.nested(body).operations
