@@ -240,15 +240,14 @@ enum FactsRules {
         }
     }
 
-    /// One output of operand `key`'s rank, its type or `element`, with the
-    /// dimensions `keeping` lists kept and the others unknown (a convolution
-    /// keeps its batch; a resampling its batch and channels).
-    static func sameRank(_ key: String = "x", keeping kept: [Int] = [], element: ElementType? = nil) -> Rule {
+    /// One output of operand `key`'s rank and type, with the dimensions
+    /// `keeping` lists kept and the others unknown (a convolution keeps its
+    /// batch; a resampling its batch and channels).
+    static func sameRank(_ key: String = "x", keeping kept: [Int] = []) -> Rule {
         { context throws(RuntimeError) in
             let x = try context.input(key)
-            let type = element ?? x.element
-            guard let dims = x.shape else { return [.unknownRank(type)] }
-            return [ValueType(type, shape: dims.indices.map { kept.contains($0) ? dims[$0] : nil })]
+            guard let dims = x.shape else { return [.unknownRank(x.element)] }
+            return [ValueType(x.element, shape: dims.indices.map { kept.contains($0) ? dims[$0] : nil })]
         }
     }
 }

@@ -472,6 +472,19 @@ struct LoweringBuilder {
 
     // MARK: Operations
 
+    /// The facts of `operation`'s results from its definition's rule and what is known so far. Apart from
+    /// `op`, so that the table the rule reads is let go before `op` adds to it (no copy of it per operation).
+    private func derivedFacts(of operation: GraphOperation) throws(RuntimeError) -> [ValueType] {
+        let known = facts
+        guard let derived = try OperationRegistry.outputFacts(of: operation, known: { known[$0] }) else {
+            throw unsupported("the lowering makes a \(operation.type), whose definition gives no facts of its results")
+        }
+        guard derived.count == operation.outputs.count else {
+            throw invalid("\(operation.type) gives \(derived.count) results, the lowering names \(operation.outputs.count)")
+        }
+        return derived
+    }
+
     /// Adds a MIL operation with one output (named `output`, or a fresh
     /// name); its output's name. Its element type and rank are the
     /// operation's `outputFacts`; `rank` is used only where those leave the
@@ -487,14 +500,9 @@ struct LoweringBuilder {
         materializeReads(arguments)
         var operation = GraphOperation(type: type, arguments: arguments.mapValues(\.graphArguments),
                                        outputs: names.map { (name: $0, type: ValueType(element: .float32, shape: nil)) }, blocks: [])
-        let known = facts
         var results: [ValueType] = []
         do throws(RuntimeError) {
-            guard let derived = try OperationRegistry.outputFacts(of: operation, known: { known[$0] }) else {
-                throw unsupported("the lowering makes a \(type), whose definition gives no facts of its results")
-            }
-            guard derived.count == names.count else { throw invalid("\(type) gives \(derived.count) results, the lowering names \(names.count)") }
-            results = derived
+            results = try derivedFacts(of: operation)
         } catch {
             factsError = factsError ?? error
             results = names.map { _ in .unknownRank(.float32) }
